@@ -1,0 +1,221 @@
+//! The commands: wiring of the modules for `run`, `wait` and `probe`. `main` maps their results to exit codes.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use tracing::{info, warn};
+
+use crate::cli::{PathArgs, ProbeArgs, RunArgs, WaitArgs};
+use crate::gate;
+use crate::reload;
+use crate::server;
+use crate::settings::{self, Settings};
+use crate::state::Shared;
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad flag or environment value (exit 64).
+    #[error(transparent)]
+    Settings(#[from] settings::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Gate(#[from] gate::Error),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("the decision loop ended unexpectedly")]
+    LoopDied,
+}
+
+/// A command's outcome when it did not fail: success, or "not accepted / not ready / timed out".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    No(String),
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    // One thread: the work is a few file reads per config change; a second thread would only cost memory.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)
+}
+
+fn gate_config(p: &PathArgs) -> gate::Config {
+    gate::Config {
+        watch: p.watch.clone(),
+        promote_to: p.promote_to.clone(),
+        annotations: p.annotations.clone(),
+        resync: p.resync_interval,
+    }
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+pub async fn terminated() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => info!(signal = "SIGTERM", "shutting down"),
+        _ = tokio::signal::ctrl_c() => info!(signal = "SIGINT", "shutting down"),
+    }
+}
+
+/// `confgate run`: the sidecar, until SIGTERM/SIGINT.
+pub fn run(args: RunArgs) -> Result<Outcome, Error> {
+    let base = Settings::from_raw(&args.gate.raw())?;
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|source| Error::Listen {
+                addr: args.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().unwrap_or(args.listen);
+        info!(%addr, watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
+        serve_and_decide(args, base, listener).await
+    })
+}
+
+async fn serve_and_decide(
+    args: RunArgs,
+    base: Settings,
+    listener: tokio::net::TcpListener,
+) -> Result<Outcome, Error> {
+    let shared = Shared::new();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let server = tokio::spawn(server::serve(
+        listener,
+        shared.clone(),
+        stopped(stop_rx.clone()),
+    ));
+    let reloads = reload::spawn(shared.clone());
+    let mut decide = tokio::spawn(gate::run(
+        gate_config(&args.paths),
+        base,
+        shared.clone(),
+        reloads,
+        stopped(stop_rx),
+    ));
+    let result = tokio::select! {
+        () = terminated() => None,
+        r = &mut decide => Some(r),
+    };
+    let _ = stop_tx.send(true);
+    let result = match result {
+        Some(r) => r,
+        None => match tokio::time::timeout(args.shutdown_grace, &mut decide).await {
+            Ok(r) => r,
+            Err(_) => {
+                warn!(grace = ?args.shutdown_grace, "graceful shutdown did not complete in time");
+                return Ok(Outcome::Ok);
+            }
+        },
+    };
+    let _ = tokio::time::timeout(args.shutdown_grace, server).await;
+    match result {
+        Ok(Ok(())) => Ok(Outcome::Ok),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(Error::LoopDied),
+    }
+}
+
+/// `confgate wait`: the same loop, no server and no reloads, until a first accepted config is in place.
+pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
+    let base = Settings::from_raw(&args.gate.raw())?;
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let shared = Shared::new();
+        let mut rx = shared.status.subscribe();
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        let reloads = reload::spawn(shared.clone());
+        // The component is not running yet: nothing to reload.
+        let mut base = base;
+        base.reload = settings::Reload::None;
+        let decide = tokio::spawn(gate::run(
+            gate_config(&args.paths),
+            base,
+            shared.clone(),
+            reloads,
+            async move {
+                let _ = stop_rx.wait_for(|s| *s).await;
+            },
+        ));
+        let started = tokio::time::timeout(args.timeout, rx.wait_for(|s| s.started)).await;
+        let _ = stop_tx.send(true);
+        let outcome = match started {
+            Ok(Ok(s)) => {
+                info!(version = ?s.active.as_ref().and_then(|a| a.version.clone()), "accepted config in place");
+                Outcome::Ok
+            }
+            Ok(Err(_)) => Outcome::No("the decision loop ended".into()),
+            Err(_) => Outcome::No(format!(
+                "timed out after {:?}: {}",
+                args.timeout,
+                shared.snapshot().reason
+            )),
+        };
+        match decide.await {
+            Ok(Err(e)) => Err(e.into()),
+            _ => Ok(outcome),
+        }
+    })
+}
+
+/// `confgate probe`: GET the endpoint, print its body, succeed on 2xx.
+pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
+    let rt = runtime()?;
+    let url = format!("http://{}{}", args.addr, args.kind.path());
+    let got = rt.block_on(with_timeout(args.timeout, get(&url)));
+    Ok(match got {
+        Ok((code, body)) if (200..300).contains(&code) => {
+            print!("{body}");
+            Outcome::Ok
+        }
+        Ok((code, body)) => Outcome::No(format!("{} (HTTP {code})", body.trim_end())),
+        Err(e) => Outcome::No(format!("GET {url}: {e}")),
+    })
+}
+
+async fn with_timeout<T>(
+    d: Duration,
+    f: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(d, f)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} ms", d.as_millis())))
+}
+
+async fn get(url: &str) -> Result<(u16, String), String> {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    let uri: hyper::Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let resp = client.get(uri).await.map_err(|e| {
+        use std::error::Error as _;
+        match e.source() {
+            Some(s) => format!("{e}: {s}"),
+            None => e.to_string(),
+        }
+    })?;
+    let code = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}

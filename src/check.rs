@@ -1,0 +1,193 @@
+//! `confgate check`: offline verdicts for ConfigMap directories and manifests, with the same hash the
+//! running sidecar reports, for CI pipelines ("will the deployed component accept this ConfigMap?").
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use base64::Engine as _;
+
+use crate::settings::Settings;
+use crate::snapshot::{self, MAX_BYTES, Observed, Snapshot};
+use crate::verdict::{self, Judgement, Verdict};
+
+/// Why an input could not be checked at all.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: document {doc} is not valid YAML or JSON ({what})")]
+    Parse {
+        path: String,
+        doc: usize,
+        what: String,
+    },
+    #[error("{path}: no ConfigMap found (a manifest needs kind: ConfigMap, or kind: List of them)")]
+    NoConfigMap { path: String },
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// `namespace/name (path)` for a manifest, the path for a directory.
+    pub what: String,
+    pub judgement: Judgement,
+    pub sha256: Option<String>,
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<12} {:<12} {:<71} {}: {}",
+            self.judgement.verdict.as_str(),
+            self.judgement.version.as_deref().unwrap_or("-"),
+            self.sha256.as_deref().unwrap_or("-"),
+            self.what,
+            self.judgement.reason
+        )
+    }
+}
+
+/// Checks every path; `-` reads a manifest from standard input.
+pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Vec<Line>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        let p = p.as_ref();
+        if p.is_dir() {
+            let obs = snapshot::read(p);
+            out.push(line(p.display().to_string(), &obs, settings));
+            continue;
+        }
+        let name = p.display().to_string();
+        let text = if p == Path::new("-") {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(p)
+        }
+        .map_err(|source| Error::Read {
+            path: name.clone(),
+            source,
+        })?;
+        let found = manifests(&name, &text)?;
+        if found.is_empty() {
+            return Err(Error::NoConfigMap { path: name });
+        }
+        for (what, obs) in found {
+            out.push(line(what, &obs, settings));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether every line is accepted.
+pub fn all_accepted(lines: &[Line]) -> bool {
+    lines
+        .iter()
+        .all(|l| l.judgement.verdict == Verdict::Accepted)
+}
+
+fn line(what: String, obs: &Observed, settings: &Settings) -> Line {
+    Line {
+        what,
+        judgement: verdict::judge(obs, settings),
+        sha256: obs.hash().map(|h| h.to_string()),
+    }
+}
+
+/// Every ConfigMap in a (multi-document) YAML or JSON text, as the kubelet would project it.
+pub fn manifests(path: &str, text: &str) -> Result<Vec<(String, Observed)>, Error> {
+    use serde::Deserialize;
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = serde_yaml::Value::deserialize(doc).map_err(|e| Error::Parse {
+            path: path.to_owned(),
+            doc: i + 1,
+            what: e.to_string(),
+        })?;
+        collect(&value, path, i + 1, &mut out);
+    }
+    Ok(out)
+}
+
+fn collect(v: &serde_yaml::Value, path: &str, doc: usize, out: &mut Vec<(String, Observed)>) {
+    match v.get("kind").and_then(|k| k.as_str()) {
+        Some("ConfigMap") => out.push(configmap(v, path, doc)),
+        Some("List") | Some("ConfigMapList") => {
+            if let Some(items) = v.get("items").and_then(|i| i.as_sequence()) {
+                for item in items {
+                    collect(item, path, doc, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn configmap(v: &serde_yaml::Value, path: &str, doc: usize) -> (String, Observed) {
+    let meta = v.get("metadata");
+    let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(|x| x.as_str());
+    let name = field("name").unwrap_or("<unnamed>");
+    let what = match field("namespace") {
+        Some(ns) => format!("{ns}/{name} ({path} document {doc})"),
+        None => format!("{name} ({path} document {doc})"),
+    };
+    match files(v) {
+        Ok(files) if files.is_empty() => {
+            (what, Observed::Missing("the ConfigMap has no keys".into()))
+        }
+        Ok(files) => {
+            let snap = Snapshot::new(files);
+            if snap.total_bytes() > MAX_BYTES {
+                let why = format!(
+                    "the config is {} bytes, over the ConfigMap size limit of {MAX_BYTES} bytes",
+                    snap.total_bytes()
+                );
+                (what, Observed::Broken(why))
+            } else {
+                (what, Observed::Config(snap))
+            }
+        }
+        Err(why) => (what, Observed::Broken(why)),
+    }
+}
+
+fn files(v: &serde_yaml::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let mut files = BTreeMap::new();
+    for (section, binary) in [("data", false), ("binaryData", true)] {
+        let Some(map) = v.get(section) else { continue };
+        if map.is_null() {
+            continue;
+        }
+        let map = map
+            .as_mapping()
+            .ok_or_else(|| format!("{section} is not a mapping"))?;
+        for (k, val) in map {
+            let key = k
+                .as_str()
+                .ok_or_else(|| format!("{section} has a key that is not a string"))?;
+            if !crate::settings::is_valid_key(key) || key.contains('/') {
+                return Err(format!(
+                    "{section} key {key:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)"
+                ));
+            }
+            let text = val.as_str().ok_or_else(|| {
+                format!("{section}.{key} is not a string (quote numbers and booleans)")
+            })?;
+            let bytes = if binary {
+                base64::engine::general_purpose::STANDARD
+                    .decode(text.trim())
+                    .map_err(|e| format!("binaryData.{key} is not valid base64 ({e})"))?
+            } else {
+                text.as_bytes().to_vec()
+            };
+            if files.insert(key.to_owned(), bytes).is_some() {
+                return Err(format!("key {key} is in both data and binaryData"));
+            }
+        }
+    }
+    Ok(files)
+}

@@ -1,0 +1,184 @@
+//! Command line: flags with their environment fallbacks (clap applies flag > env), one struct per command.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::settings::Raw;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "confgate",
+    version,
+    about = "Lets a component run only a ConfigMap version it accepts",
+    long_about = "Watches a mounted ConfigMap, checks its schema version against the semver range the \
+                  component accepts, promotes accepted configs atomically into the component's dir and \
+                  signals a reload, and otherwise holds the last accepted config and reports why."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the sidecar: watch, decide, promote, reload, serve probes.
+    Run(RunArgs),
+    /// Exit 0 once an accepted config is in place (for classic init containers), 1 on timeout.
+    Wait(WaitArgs),
+    /// Offline verdict for ConfigMap directories or manifests (YAML or JSON); exit 0 only if all are accepted.
+    Check(CheckArgs),
+    /// Exec-probe client: print the reason line of /readyz, /livez or /startupz; exit 0 or 1.
+    Probe(ProbeArgs),
+}
+
+/// The gate settings; each can be overridden live by a pod annotation.
+#[derive(Debug, Clone, Args, Default)]
+pub struct GateArgs {
+    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" [annotation confgate.io/accepts]
+    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ")]
+    pub accepts: Option<String>,
+    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
+    #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
+    pub version_from: Option<String>,
+    /// Keys that must be present, comma-separated [annotation confgate.io/require]
+    #[arg(long, env = "CONFGATE_REQUIRE", value_name = "K1,K2")]
+    pub require: Option<String>,
+    /// none, http(s)://URL (POST) or signal:NAME:PROCESS [default: none]
+    #[arg(long, env = "CONFGATE_RELOAD", value_name = "SPEC")]
+    pub reload: Option<String>,
+    /// hold (stay ready, report stale) or unready [default: hold]
+    #[arg(long, env = "CONFGATE_ON_INCOMPATIBLE", value_name = "POLICY")]
+    pub on_incompatible: Option<String>,
+    /// enforce, or observe (promote everything, only report) [default: enforce]
+    #[arg(long, env = "CONFGATE_MODE", value_name = "MODE")]
+    pub mode: Option<String>,
+}
+
+impl GateArgs {
+    pub fn raw(&self) -> Raw {
+        Raw {
+            accepts: self.accepts.clone(),
+            version_from: self.version_from.clone(),
+            require: self.require.clone(),
+            reload: self.reload.clone(),
+            on_incompatible: self.on_incompatible.clone(),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Where the config comes from and goes to.
+#[derive(Debug, Clone, Args)]
+pub struct PathArgs {
+    /// The raw ConfigMap mount
+    #[arg(
+        long,
+        env = "CONFGATE_WATCH",
+        value_name = "DIR",
+        default_value = "/etc/confgate/incoming"
+    )]
+    pub watch: PathBuf,
+    /// Where accepted configs are promoted; without it, gate-only mode (readiness and reload, no copy)
+    #[arg(long, env = "CONFGATE_PROMOTE_TO", value_name = "DIR")]
+    pub promote_to: Option<PathBuf>,
+    /// Downward-API annotations file; an absent file means no annotations
+    #[arg(
+        long,
+        env = "CONFGATE_ANNOTATIONS",
+        value_name = "FILE",
+        default_value = "/etc/podinfo/annotations"
+    )]
+    pub annotations: PathBuf,
+    /// Safety re-read of the config and annotations, in case a file event was lost
+    #[arg(long, env = "CONFGATE_RESYNC_INTERVAL", value_name = "DUR", default_value = "30s", value_parser = duration)]
+    pub resync_interval: std::time::Duration,
+    /// Log format
+    #[arg(long, env = "CONFGATE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub paths: PathArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Address of the probe, status and metrics server
+    #[arg(
+        long,
+        env = "CONFGATE_LISTEN",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9797"
+    )]
+    pub listen: SocketAddr,
+    /// How long shutdown may take before in-flight work is abandoned
+    #[arg(long, env = "CONFGATE_SHUTDOWN_GRACE", value_name = "DUR", default_value = "5s", value_parser = duration)]
+    pub shutdown_grace: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    #[command(flatten)]
+    pub paths: PathArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Give up after this long (exit 1 with the reason)
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = duration)]
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Directories (kubelet volume or plain) or ConfigMap manifests; `-` reads a manifest from stdin
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeKind {
+    Ready,
+    Live,
+    Startup,
+}
+
+impl ProbeKind {
+    pub fn path(self) -> &'static str {
+        match self {
+            ProbeKind::Ready => "/readyz",
+            ProbeKind::Live => "/livez",
+            ProbeKind::Startup => "/startupz",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Which endpoint
+    #[arg(value_enum)]
+    pub kind: ProbeKind,
+    /// The sidecar's address
+    #[arg(
+        long,
+        env = "CONFGATE_PROBE_ADDR",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:9797"
+    )]
+    pub addr: String,
+    /// Request timeout
+    #[arg(long, value_name = "DUR", default_value = "900ms", value_parser = duration)]
+    pub timeout: std::time::Duration,
+}
+
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::settings::parse_duration(s)
+}

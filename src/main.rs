@@ -1,0 +1,94 @@
+//! The `confgate` binary: parses the command line, sets up logging, runs a command, maps the result to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use confgate::app::{self, Outcome};
+use confgate::cli::{Cli, Command, LogFormat};
+use confgate::settings::Settings;
+use confgate::{check, settings};
+
+/// Exit codes, as documented: success, not accepted/ready, bad usage or setting, internal error.
+const EXIT_OK: u8 = 0;
+const EXIT_NO: u8 = 1;
+const EXIT_USAGE: u8 = 64;
+const EXIT_INTERNAL: u8 = 70;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
+        }
+    };
+    let format = match &cli.command {
+        Command::Run(a) => a.paths.log_format,
+        Command::Wait(a) => a.paths.log_format,
+        _ => LogFormat::Text,
+    };
+    init_tracing(format);
+    let result = match cli.command {
+        Command::Run(args) => app::run(args),
+        Command::Wait(args) => app::wait(args),
+        Command::Probe(args) => app::probe(args),
+        Command::Check(args) => return run_check(&args),
+    };
+    match result {
+        Ok(Outcome::Ok) => ExitCode::from(EXIT_OK),
+        Ok(Outcome::No(reason)) => {
+            println!("{reason}");
+            ExitCode::from(EXIT_NO)
+        }
+        Err(app::Error::Settings(e)) => usage(&e),
+        Err(e) => {
+            tracing::error!(error = %e, "confgate failed");
+            eprintln!("confgate: {e}");
+            ExitCode::from(EXIT_INTERNAL)
+        }
+    }
+}
+
+fn usage(e: &settings::Error) -> ExitCode {
+    eprintln!("confgate: {e}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
+    let settings = match Settings::from_raw(&args.gate.raw()) {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    match check::check(&args.paths, &settings) {
+        Ok(lines) => {
+            for l in &lines {
+                println!("{l}");
+            }
+            ExitCode::from(if check::all_accepted(&lines) {
+                EXIT_OK
+            } else {
+                EXIT_NO
+            })
+        }
+        Err(e) => {
+            eprintln!("confgate: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CONFGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+        LogFormat::Text => builder.with_ansi(false).init(),
+    }
+}

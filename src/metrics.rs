@@ -1,0 +1,258 @@
+//! Prometheus metrics: counters kept here, gauges derived from the status at scrape time, one place for names.
+
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::state::Status;
+use crate::verdict::Verdict;
+
+/// Upper bounds of the reload-duration histogram, in seconds.
+const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    candidates: [AtomicU64; 6],
+    promotions: AtomicU64,
+    promotion_failures: AtomicU64,
+    reload_success: AtomicU64,
+    reload_failure: AtomicU64,
+    watch_errors: AtomicU64,
+    /// Unix seconds of the last promotion, as f64 bits.
+    last_promotion: AtomicU64,
+    histogram: Mutex<Histogram>,
+}
+
+#[derive(Debug, Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+fn idx(v: Verdict) -> usize {
+    Verdict::ALL.iter().position(|x| *x == v).unwrap_or(0)
+}
+
+impl Metrics {
+    pub fn candidate(&self, v: Verdict) {
+        self.candidates[idx(v)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn candidates(&self, v: Verdict) -> u64 {
+        self.candidates[idx(v)].load(Ordering::Relaxed)
+    }
+
+    pub fn promoted(&self, unix_seconds: f64) {
+        self.promotions.fetch_add(1, Ordering::Relaxed);
+        self.last_promotion
+            .store(unix_seconds.to_bits(), Ordering::Relaxed);
+    }
+
+    pub fn promotion_failed(&self) {
+        self.promotion_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn watch_error(&self) {
+        self.watch_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn reload(&self, ok: bool, seconds: f64) {
+        if ok {
+            &self.reload_success
+        } else {
+            &self.reload_failure
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        let mut h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if seconds <= *le {
+                h.counts[i] += 1;
+            }
+        }
+        h.count += 1;
+        h.sum += seconds;
+    }
+
+    /// Renders the text exposition format.
+    pub fn render(&self, s: &Status) -> String {
+        let mut out = String::with_capacity(2048);
+        let b = |x: bool| u8::from(x);
+        gauge(
+            &mut out,
+            "confgate_ready",
+            "1 when confgate reports ready.",
+            b(s.ready),
+        );
+        gauge(
+            &mut out,
+            "confgate_stale",
+            "1 when the active config is not the newest snapshot.",
+            b(s.stale),
+        );
+        gauge(
+            &mut out,
+            "confgate_started",
+            "1 once a first accepted config has been in place.",
+            b(s.started),
+        );
+        gauge(
+            &mut out,
+            "confgate_settings_problems",
+            "Number of bad or unknown confgate annotations.",
+            s.checks
+                .iter()
+                .filter(|c| c.name == "settings" && !c.ok)
+                .count(),
+        );
+        head(
+            &mut out,
+            "confgate_active_config_info",
+            "The active config: version and content hash.",
+            "gauge",
+        );
+        if let Some(a) = &s.active {
+            let _ = writeln!(
+                out,
+                "confgate_active_config_info{{version=\"{}\",sha256=\"{}\"}} 1",
+                escape(a.version.as_deref().unwrap_or("")),
+                a.sha256
+            );
+        }
+        head(
+            &mut out,
+            "confgate_candidates_total",
+            "Snapshots judged, by verdict.",
+            "counter",
+        );
+        for v in Verdict::ALL {
+            let _ = writeln!(
+                out,
+                "confgate_candidates_total{{verdict=\"{v}\"}} {}",
+                self.candidates(v)
+            );
+        }
+        counter(
+            &mut out,
+            "confgate_promotions_total",
+            "Configs promoted.",
+            &self.promotions,
+        );
+        counter(
+            &mut out,
+            "confgate_promotion_failures_total",
+            "Promotions that failed; the previous config stayed whole.",
+            &self.promotion_failures,
+        );
+        counter(
+            &mut out,
+            "confgate_watch_errors_total",
+            "Errors or overflows reported by the file watch.",
+            &self.watch_errors,
+        );
+        head(
+            &mut out,
+            "confgate_reloads_total",
+            "Reload attempts, by result.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "confgate_reloads_total{{result=\"success\"}} {}",
+            self.reload_success.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "confgate_reloads_total{{result=\"failure\"}} {}",
+            self.reload_failure.load(Ordering::Relaxed)
+        );
+        head(
+            &mut out,
+            "confgate_reload_duration_seconds",
+            "Duration of reload attempts.",
+            "histogram",
+        );
+        {
+            let h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
+            for (le, c) in BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(
+                    out,
+                    "confgate_reload_duration_seconds_bucket{{le=\"{le}\"}} {c}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "confgate_reload_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(out, "confgate_reload_duration_seconds_sum {}", h.sum);
+            let _ = writeln!(out, "confgate_reload_duration_seconds_count {}", h.count);
+        }
+        head(
+            &mut out,
+            "confgate_last_promotion_timestamp_seconds",
+            "Unix time of the last promotion (0 before any).",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "confgate_last_promotion_timestamp_seconds {}",
+            f64::from_bits(self.last_promotion.load(Ordering::Relaxed))
+        );
+        head(
+            &mut out,
+            "confgate_build_info",
+            "The running confgate build.",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "confgate_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        out
+    }
+}
+
+fn head(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, v: impl std::fmt::Display) {
+    head(out, name, help, "gauge");
+    let _ = writeln!(out, "{name} {v}");
+}
+
+fn counter(out: &mut String, name: &str, help: &str, v: &AtomicU64) {
+    head(out, name, help, "counter");
+    let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
+}
+
+/// Label values escape backslash, quote and newline.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative() {
+        let m = Metrics::default();
+        m.reload(true, 0.002);
+        m.reload(false, 2.0);
+        let text = m.render(&Status::default());
+        assert!(text.contains("confgate_reload_duration_seconds_bucket{le=\"0.005\"} 1"));
+        assert!(text.contains("confgate_reload_duration_seconds_bucket{le=\"5\"} 2"));
+        assert!(text.contains("confgate_reload_duration_seconds_count 2"));
+        assert!(text.contains("confgate_reloads_total{result=\"failure\"} 1"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

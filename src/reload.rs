@@ -1,0 +1,265 @@
+//! Reload signalling: one worker, at most one attempt in flight, newer promotions coalesced into the next
+//! attempt, jittered exponential backoff on failure. The decision loop only posts the newest request
+//! and never waits for the worker, so a failing target cannot delay watching, deciding or promoting.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::settings::Reload;
+use crate::snapshot::ContentHash;
+use crate::state::Shared;
+
+/// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(200);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Bound on one attempt (connect, request, response).
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why one reload attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("POST {url}: {source}")]
+    Request {
+        url: String,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+    #[error("POST {url} answered {status}")]
+    Status { url: String, status: u16 },
+    #[error("{0}")]
+    Url(String),
+    #[error("attempt timed out after {0:?}")]
+    Timeout(Duration),
+    #[error(
+        "no process named {0} is visible (the pod needs shareProcessNamespace: true, and the process must be running)"
+    )]
+    NoProcess(String),
+    #[error(
+        "cannot send {signal} to pid {pid} ({process}): {errno}; confgate must run as the same user as the process"
+    )]
+    Kill {
+        signal: &'static str,
+        pid: i32,
+        process: String,
+        errno: nix::errno::Errno,
+    },
+}
+
+/// One reload to perform: the target in force when the promotion happened, and what was promoted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub seq: u64,
+    pub target: Reload,
+    pub sha256: ContentHash,
+    pub version: Option<String>,
+}
+
+/// The decision loop's side of the worker.
+#[derive(Debug)]
+pub struct Handle {
+    tx: watch::Sender<Option<Request>>,
+    seq: u64,
+}
+
+impl Handle {
+    /// Posts a reload of the newest promotion; an unsent older one is replaced.
+    pub fn request(&mut self, target: &Reload, sha256: ContentHash, version: Option<String>) {
+        if *target == Reload::None {
+            return;
+        }
+        self.seq += 1;
+        self.tx.send_replace(Some(Request {
+            seq: self.seq,
+            target: target.clone(),
+            sha256,
+            version,
+        }));
+    }
+}
+
+/// Starts the worker on the current runtime.
+pub fn spawn(shared: Arc<Shared>) -> Handle {
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(worker(rx, shared));
+    Handle { tx, seq: 0 }
+}
+
+async fn worker(mut rx: watch::Receiver<Option<Request>>, shared: Arc<Shared>) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    while rx.changed().await.is_ok() {
+        let Some(req) = rx.borrow_and_update().clone() else {
+            continue;
+        };
+        let mut delay = BACKOFF_BASE;
+        loop {
+            set_view(&shared, "pending", None, None);
+            let started = Instant::now();
+            let result =
+                match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req.target)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
+                };
+            let took = started.elapsed();
+            shared.metrics.reload(result.is_ok(), took.as_secs_f64());
+            let sha = req.sha256.short();
+            match result {
+                Ok(()) => {
+                    info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, took_ms = took.as_millis() as u64, "reloaded");
+                    set_view(&shared, "success", None, Some(req.sha256));
+                    break;
+                }
+                Err(e) => {
+                    let wait = jitter(delay);
+                    warn!(target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
+                    set_view(&shared, "failure", Some(e.to_string()), None);
+                    delay = (delay * 2).min(BACKOFF_MAX);
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        // A newer promotion supersedes this one: the outer loop takes it.
+                        r = rx.changed() => if r.is_ok() {
+                            rx.mark_changed();
+                            break;
+                        } else {
+                            return;
+                        },
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn jitter(d: Duration) -> Duration {
+    d.mul_f64(0.8 + fastrand::f64() * 0.4)
+}
+
+fn set_view(shared: &Shared, result: &'static str, error: Option<String>, ok: Option<ContentHash>) {
+    shared.status.send_modify(|s| {
+        s.reload.last_result = result;
+        if result != "pending" {
+            s.reload.last_error = error;
+        }
+        if let Some(h) = ok {
+            s.reload.last_success_sha256 = Some(h.to_string());
+        }
+    });
+}
+
+async fn attempt(
+    client: &hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Empty<Bytes>,
+    >,
+    target: &Reload,
+) -> Result<(), Error> {
+    match target {
+        Reload::None => Ok(()),
+        Reload::Http(url) => {
+            if url.starts_with("https://") {
+                return Err(Error::Url(format!(
+                    "{url}: this build has no TLS client; use an http:// target (a loopback endpoint) or a signal"
+                )));
+            }
+            let req = hyper::Request::post(url.as_str())
+                .header(
+                    hyper::header::USER_AGENT,
+                    concat!("confgate/", env!("CARGO_PKG_VERSION")),
+                )
+                .body(Empty::<Bytes>::new())
+                .map_err(|e| Error::Url(format!("{url}: {e}")))?;
+            let resp = client.request(req).await.map_err(|source| Error::Request {
+                url: url.clone(),
+                source,
+            })?;
+            let status = resp.status();
+            // Drain so the connection can be reused.
+            let _ = resp.into_body().collect().await;
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(Error::Status {
+                    url: url.clone(),
+                    status: status.as_u16(),
+                })
+            }
+        }
+        Reload::Signal { signal, process } => signal_by_name(*signal, process),
+    }
+}
+
+/// Sends `signal` to every process named `name` (by `comm`, or by `argv[0]`'s base name). Looked up on
+/// every call: the target restarts and changes PID, and a native sidecar starts before it.
+pub fn signal_by_name(signal: nix::sys::signal::Signal, name: &str) -> Result<(), Error> {
+    let me = std::process::id();
+    let mut hits = 0;
+    let entries = std::fs::read_dir("/proc").map_err(|e| Error::Url(format!("/proc: {e}")))?;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid as u32 == me || !process_named(pid, name) {
+            continue;
+        }
+        match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal) {
+            Ok(()) => hits += 1,
+            // Exited between the scan and the signal.
+            Err(nix::errno::Errno::ESRCH) => {}
+            Err(errno) => {
+                return Err(Error::Kill {
+                    signal: signal.as_str(),
+                    pid,
+                    process: name.to_owned(),
+                    errno,
+                });
+            }
+        }
+    }
+    if hits == 0 {
+        Err(Error::NoProcess(name.to_owned()))
+    } else {
+        Ok(())
+    }
+}
+
+fn process_named(pid: i32, name: &str) -> bool {
+    // The kernel truncates comm to 15 bytes.
+    let comm_name = &name.as_bytes()[..name.len().min(15)];
+    if let Ok(comm) = std::fs::read(format!("/proc/{pid}/comm"))
+        && comm.strip_suffix(b"\n").unwrap_or(&comm) == comm_name
+    {
+        return true;
+    }
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let argv0 = c.split(|b| *b == 0).next().unwrap_or(&[]);
+        argv0.rsplit(|b| *b == b'/').next() == Some(name.as_bytes())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_twenty_percent() {
+        for _ in 0..1000 {
+            let j = jitter(Duration::from_millis(1000)).as_millis();
+            assert!((800..=1200).contains(&j), "{j}");
+        }
+    }
+
+    #[test]
+    fn no_process_is_a_clear_error() {
+        let e = signal_by_name(nix::sys::signal::Signal::SIGHUP, "no-such-proc-xyz").unwrap_err();
+        assert!(e.to_string().contains("shareProcessNamespace"), "{e}");
+    }
+}

@@ -1,0 +1,714 @@
+//! Gate settings: what the component accepts and how confgate acts, resolved annotation > flag > env > default.
+//!
+//! One parser serves every source: flags and environment arrive merged by clap as [`Raw`] strings, pod
+//! annotations as an [`Annotations`] map. A bad flag or environment value is fatal at start-up (exit 64);
+//! a bad annotation is reported and the value in force before it stays (a crash loop would hide the message).
+
+use std::fmt;
+use std::str::FromStr;
+
+use semver::VersionReq;
+
+use crate::annotations::Annotations;
+
+pub const ANN_ACCEPTS: &str = "confgate.io/accepts";
+pub const ANN_VERSION_FROM: &str = "confgate.io/version-from";
+pub const ANN_REQUIRE: &str = "confgate.io/require";
+pub const ANN_RELOAD: &str = "confgate.io/reload";
+pub const ANN_ON_INCOMPATIBLE: &str = "confgate.io/on-incompatible";
+pub const ANN_MODE: &str = "confgate.io/mode";
+/// Reserved for the API source; recognised so that it is not reported as unknown.
+pub const ANN_SOURCE: &str = "confgate.io/source";
+const ANN_PREFIX: &str = "confgate.io/";
+const KNOWN_ANNOTATIONS: [&str; 7] = [
+    ANN_ACCEPTS,
+    ANN_VERSION_FROM,
+    ANN_REQUIRE,
+    ANN_RELOAD,
+    ANN_ON_INCOMPATIBLE,
+    ANN_MODE,
+    ANN_SOURCE,
+];
+
+/// A setting's value that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {setting} {value:?}: {problem}; allowed: {allowed}")]
+pub struct Invalid {
+    /// Where the value came from, as the user wrote it: `--accepts (CONFGATE_ACCEPTS)` or an annotation key.
+    pub setting: String,
+    pub value: String,
+    pub problem: String,
+    pub allowed: &'static str,
+}
+
+/// Every bad flag or environment value, reported together so one restart fixes them all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct Error(pub Vec<Invalid>);
+
+/// The semver range the component accepts, with the text it was written as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepts {
+    pub req: VersionReq,
+    pub text: String,
+}
+
+/// Where the schema version lives in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionFrom {
+    /// The whole content of a key, trimmed.
+    File { key: String },
+    /// An RFC 6901 pointer into a key parsed as JSON.
+    Json { key: String, pointer: String },
+    /// An RFC 6901 pointer into a key parsed as YAML.
+    Yaml { key: String, pointer: String },
+}
+
+/// How a component is told to reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reload {
+    None,
+    /// POST to this URL; any 2xx is success.
+    Http(String),
+    /// Send `signal` to every process named `process`.
+    Signal {
+        signal: nix::sys::signal::Signal,
+        process: String,
+    },
+}
+
+/// What a rejected or missing newer config does to readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnIncompatible {
+    Hold,
+    Unready,
+}
+
+/// Whether confgate enforces its verdicts or only reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Enforce,
+    Observe,
+}
+
+/// The gate settings in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub accepts: Option<Accepts>,
+    pub version_from: VersionFrom,
+    pub require: Vec<String>,
+    pub reload: Reload,
+    pub on_incompatible: OnIncompatible,
+    pub mode: Mode,
+}
+
+/// Flag or environment values before parsing (clap has already applied flag > env).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Raw {
+    pub accepts: Option<String>,
+    pub version_from: Option<String>,
+    pub require: Option<String>,
+    pub reload: Option<String>,
+    pub on_incompatible: Option<String>,
+    pub mode: Option<String>,
+}
+
+/// Settings resolved from annotations, with the problems found on the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub settings: Settings,
+    /// Bad or unknown annotations; each one makes confgate not ready.
+    pub problems: Vec<String>,
+}
+
+// === parsing, shared by every source ===
+
+const ALLOWED_ACCEPTS: &str =
+    "a semver requirement such as \">=2.4.0, <3.0.0\", \"^2.4\", \"~2.4.1\" or \"2.*\"";
+const ALLOWED_VERSION_FROM: &str =
+    "file:KEY, json:KEY#/json/pointer or yaml:KEY#/json/pointer (KEY a ConfigMap key)";
+const ALLOWED_RELOAD: &str =
+    "none, http://..., https://... or signal:NAME:PROCESS (e.g. signal:HUP:prometheus)";
+const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
+const ALLOWED_MODE: &str = "enforce or observe";
+const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
+
+fn parse_accepts(s: &str) -> Result<Accepts, (String, &'static str)> {
+    let text = s.trim();
+    if text.is_empty() {
+        return Err(("the range is empty".into(), ALLOWED_ACCEPTS));
+    }
+    VersionReq::parse(text)
+        .map(|req| Accepts {
+            req,
+            text: text.to_owned(),
+        })
+        .map_err(|e| (format!("not a semver range ({e})"), ALLOWED_ACCEPTS))
+}
+
+/// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for nested items.
+pub fn is_valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key.split('/').all(|part| {
+            !part.is_empty()
+                && !part.starts_with("..")
+                && part != "."
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        })
+}
+
+impl FromStr for VersionFrom {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, rest) = s
+            .split_once(':')
+            .ok_or_else(|| "missing the file:, json: or yaml: prefix".to_owned())?;
+        let check_key = |key: &str| {
+            if is_valid_key(key) {
+                Ok(key.to_owned())
+            } else {
+                Err(format!("{key:?} is not a valid ConfigMap key"))
+            }
+        };
+        match kind {
+            "file" => Ok(VersionFrom::File {
+                key: check_key(rest)?,
+            }),
+            "json" | "yaml" => {
+                let (key, pointer) = rest
+                    .split_once('#')
+                    .ok_or_else(|| format!("{kind}: needs KEY#/pointer"))?;
+                if !(pointer.is_empty() || pointer.starts_with('/')) {
+                    return Err(format!(
+                        "pointer {pointer:?} must be empty or start with '/' (RFC 6901)"
+                    ));
+                }
+                let key = check_key(key)?;
+                let pointer = pointer.to_owned();
+                Ok(if kind == "json" {
+                    VersionFrom::Json { key, pointer }
+                } else {
+                    VersionFrom::Yaml { key, pointer }
+                })
+            }
+            other => Err(format!("unknown source kind {other:?}")),
+        }
+    }
+}
+
+impl fmt::Display for VersionFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VersionFrom::File { key } => write!(f, "file:{key}"),
+            VersionFrom::Json { key, pointer } => write!(f, "json:{key}#{pointer}"),
+            VersionFrom::Yaml { key, pointer } => write!(f, "yaml:{key}#{pointer}"),
+        }
+    }
+}
+
+impl VersionFrom {
+    /// The ConfigMap key the version is read from.
+    pub fn key(&self) -> &str {
+        match self {
+            VersionFrom::File { key }
+            | VersionFrom::Json { key, .. }
+            | VersionFrom::Yaml { key, .. } => key,
+        }
+    }
+}
+
+impl FromStr for Reload {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "none" {
+            return Ok(Reload::None);
+        }
+        if let Some(rest) = s
+            .strip_prefix("http://")
+            .or_else(|| s.strip_prefix("https://"))
+        {
+            if rest.is_empty() || rest.starts_with('/') {
+                return Err("the URL has no host".into());
+            }
+            s.parse::<hyper::Uri>()
+                .map_err(|e| format!("not a valid URL ({e})"))?;
+            return Ok(Reload::Http(s.to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("signal:") {
+            let (name, process) = rest.split_once(':').ok_or("signal: needs NAME:PROCESS")?;
+            if process.is_empty() || process.contains('/') {
+                return Err("the process name must be a non-empty base name".into());
+            }
+            let upper = name.to_ascii_uppercase();
+            let full = if upper.starts_with("SIG") {
+                upper
+            } else {
+                format!("SIG{upper}")
+            };
+            let signal = nix::sys::signal::Signal::from_str(&full)
+                .map_err(|_| format!("{name:?} is not a signal name (e.g. HUP, TERM, USR1)"))?;
+            return Ok(Reload::Signal {
+                signal,
+                process: process.to_owned(),
+            });
+        }
+        Err("unknown reload target".into())
+    }
+}
+
+impl fmt::Display for Reload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reload::None => f.write_str("none"),
+            Reload::Http(url) => f.write_str(url),
+            Reload::Signal { signal, process } => {
+                let name = signal.as_str();
+                write!(
+                    f,
+                    "signal:{}:{process}",
+                    name.strip_prefix("SIG").unwrap_or(name)
+                )
+            }
+        }
+    }
+}
+
+impl FromStr for OnIncompatible {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "hold" => Ok(OnIncompatible::Hold),
+            "unready" => Ok(OnIncompatible::Unready),
+            _ => Err("unknown policy".into()),
+        }
+    }
+}
+
+impl OnIncompatible {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnIncompatible::Hold => "hold",
+            OnIncompatible::Unready => "unready",
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "enforce" => Ok(Mode::Enforce),
+            "observe" => Ok(Mode::Observe),
+            _ => Err("unknown mode".into()),
+        }
+    }
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
+fn parse_require(s: &str) -> Result<Vec<String>, String> {
+    let mut keys = Vec::new();
+    for key in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        if !is_valid_key(key) {
+            return Err(format!("{key:?} is not a valid ConfigMap key"));
+        }
+        if !keys.iter().any(|k| k == key) {
+            keys.push(key.to_owned());
+        }
+    }
+    Ok(keys)
+}
+
+/// One setting: how to name it to a user and how to parse it.
+struct Field {
+    flag: &'static str,
+    env: &'static str,
+    annotation: &'static str,
+}
+
+const F_ACCEPTS: Field = Field {
+    flag: "--accepts",
+    env: "CONFGATE_ACCEPTS",
+    annotation: ANN_ACCEPTS,
+};
+const F_VERSION_FROM: Field = Field {
+    flag: "--version-from",
+    env: "CONFGATE_VERSION_FROM",
+    annotation: ANN_VERSION_FROM,
+};
+const F_REQUIRE: Field = Field {
+    flag: "--require",
+    env: "CONFGATE_REQUIRE",
+    annotation: ANN_REQUIRE,
+};
+const F_RELOAD: Field = Field {
+    flag: "--reload",
+    env: "CONFGATE_RELOAD",
+    annotation: ANN_RELOAD,
+};
+const F_ON_INCOMPATIBLE: Field = Field {
+    flag: "--on-incompatible",
+    env: "CONFGATE_ON_INCOMPATIBLE",
+    annotation: ANN_ON_INCOMPATIBLE,
+};
+const F_MODE: Field = Field {
+    flag: "--mode",
+    env: "CONFGATE_MODE",
+    annotation: ANN_MODE,
+};
+
+/// Parses one value, naming the setting by `name` in the error.
+fn field<T>(
+    name: &str,
+    value: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+    allowed: &'static str,
+) -> Result<T, Invalid> {
+    parse(value).map_err(|problem| Invalid {
+        setting: name.to_owned(),
+        value: value.to_owned(),
+        problem,
+        allowed,
+    })
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            accepts: None,
+            version_from: VersionFrom::File {
+                key: "version".into(),
+            },
+            require: Vec::new(),
+            reload: Reload::None,
+            on_incompatible: OnIncompatible::Hold,
+            mode: Mode::Enforce,
+        }
+    }
+}
+
+/// Applies `value` (when present) onto `slot`, collecting the error instead.
+fn apply<T>(
+    slot: &mut T,
+    name: &str,
+    value: Option<&str>,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+    allowed: &'static str,
+    errors: &mut Vec<Invalid>,
+) {
+    if let Some(v) = value {
+        match field(name, v, parse, allowed) {
+            Ok(parsed) => *slot = parsed,
+            Err(e) => errors.push(e),
+        }
+    }
+}
+
+/// Applies every setting from one source onto `base`, collecting all errors.
+fn overlay(
+    base: &Settings,
+    get: impl Fn(&Field) -> Option<(String, String)>,
+) -> (Settings, Vec<Invalid>) {
+    let mut s = base.clone();
+    let mut errors = Vec::new();
+    let val = |f: &Field| get(f);
+    if let Some((name, v)) = val(&F_ACCEPTS) {
+        match parse_accepts(&v) {
+            Ok(a) => s.accepts = Some(a),
+            Err((problem, allowed)) => errors.push(Invalid {
+                setting: name,
+                value: v,
+                problem,
+                allowed,
+            }),
+        }
+    }
+    if let Some((name, v)) = val(&F_VERSION_FROM) {
+        apply(
+            &mut s.version_from,
+            &name,
+            Some(&v),
+            str::parse,
+            ALLOWED_VERSION_FROM,
+            &mut errors,
+        );
+    }
+    if let Some((name, v)) = val(&F_REQUIRE) {
+        apply(
+            &mut s.require,
+            &name,
+            Some(&v),
+            parse_require,
+            ALLOWED_REQUIRE,
+            &mut errors,
+        );
+    }
+    if let Some((name, v)) = val(&F_RELOAD) {
+        apply(
+            &mut s.reload,
+            &name,
+            Some(&v),
+            str::parse,
+            ALLOWED_RELOAD,
+            &mut errors,
+        );
+    }
+    if let Some((name, v)) = val(&F_ON_INCOMPATIBLE) {
+        apply(
+            &mut s.on_incompatible,
+            &name,
+            Some(&v),
+            str::parse,
+            ALLOWED_ON_INCOMPATIBLE,
+            &mut errors,
+        );
+    }
+    if let Some((name, v)) = val(&F_MODE) {
+        apply(
+            &mut s.mode,
+            &name,
+            Some(&v),
+            str::parse,
+            ALLOWED_MODE,
+            &mut errors,
+        );
+    }
+    (s, errors)
+}
+
+impl Settings {
+    /// Settings from flags and environment over the defaults; every bad value is reported.
+    pub fn from_raw(raw: &Raw) -> Result<Settings, Error> {
+        let pick = |f: &Field| -> Option<(String, String)> {
+            let v = match f.annotation {
+                ANN_ACCEPTS => &raw.accepts,
+                ANN_VERSION_FROM => &raw.version_from,
+                ANN_REQUIRE => &raw.require,
+                ANN_RELOAD => &raw.reload,
+                ANN_ON_INCOMPATIBLE => &raw.on_incompatible,
+                _ => &raw.mode,
+            };
+            v.clone().map(|v| (format!("{} ({})", f.flag, f.env), v))
+        };
+        let (s, errors) = overlay(&Settings::default(), pick);
+        if errors.is_empty() {
+            Ok(s)
+        } else {
+            Err(Error(errors))
+        }
+    }
+
+    /// Applies pod annotations over `base` (flags, env, defaults). A bad annotation keeps the value that
+    /// `in_force` had for that setting, so a typo never loosens what was being enforced.
+    pub fn with_annotations(base: &Settings, in_force: &Settings, ann: &Annotations) -> Resolved {
+        let pick = |f: &Field| {
+            ann.get(f.annotation)
+                .map(|v| (f.annotation.to_owned(), v.clone()))
+        };
+        let (mut s, errors) = overlay(base, pick);
+        for e in &errors {
+            match e.setting.as_str() {
+                ANN_ACCEPTS => s.accepts.clone_from(&in_force.accepts),
+                ANN_VERSION_FROM => s.version_from.clone_from(&in_force.version_from),
+                ANN_REQUIRE => s.require.clone_from(&in_force.require),
+                ANN_RELOAD => s.reload.clone_from(&in_force.reload),
+                ANN_ON_INCOMPATIBLE => s.on_incompatible = in_force.on_incompatible,
+                _ => s.mode = in_force.mode,
+            }
+        }
+        let mut problems: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        for key in ann.keys() {
+            if key.starts_with(ANN_PREFIX) && !KNOWN_ANNOTATIONS.contains(&key.as_str()) {
+                problems.push(format!(
+                    "unknown annotation {key}; known: {}",
+                    KNOWN_ANNOTATIONS.join(", ")
+                ));
+            }
+        }
+        Resolved {
+            settings: s,
+            problems,
+        }
+    }
+
+    /// The range as written, for status and logs.
+    pub fn accepts_text(&self) -> Option<&str> {
+        self.accepts.as_ref().map(|a| a.text.as_str())
+    }
+}
+
+/// Parses a duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 5m)"))?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "" | "s" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => None,
+    }
+    .ok_or_else(|| format!("{s:?} is not a duration (e.g. 500ms, 30s, 5m)"))?;
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ann(pairs: &[(&str, &str)]) -> Annotations {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_match_the_contract() {
+        let s = Settings::from_raw(&Raw::default()).unwrap();
+        assert_eq!(s.accepts, None);
+        assert_eq!(s.version_from.to_string(), "file:version");
+        assert_eq!(s.reload, Reload::None);
+        assert_eq!(s.on_incompatible, OnIncompatible::Hold);
+        assert_eq!(s.mode, Mode::Enforce);
+        assert!(s.require.is_empty());
+    }
+
+    #[test]
+    fn every_bad_flag_is_named_with_value_and_allowed() {
+        let raw = Raw {
+            accepts: Some(">=x".into()),
+            version_from: Some("toml:a".into()),
+            reload: Some("signal:NOPE:prom".into()),
+            on_incompatible: Some("drop".into()),
+            mode: Some("strict".into()),
+            require: Some("ok,../bad".into()),
+        };
+        let err = Settings::from_raw(&raw).unwrap_err();
+        assert_eq!(err.0.len(), 6, "{err}");
+        let text = err.to_string();
+        for needle in [
+            "--accepts (CONFGATE_ACCEPTS) \">=x\"",
+            "--version-from (CONFGATE_VERSION_FROM) \"toml:a\"",
+            "--reload (CONFGATE_RELOAD) \"signal:NOPE:prom\"",
+            "--on-incompatible (CONFGATE_ON_INCOMPATIBLE) \"drop\"",
+            "--mode (CONFGATE_MODE) \"strict\"",
+            "--require (CONFGATE_REQUIRE)",
+            "allowed: hold or unready",
+            "allowed: enforce or observe",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in {text}");
+        }
+    }
+
+    #[test]
+    fn values_parse_as_documented() {
+        let raw = Raw {
+            accepts: Some(">=2.4.0, <3.0.0".into()),
+            version_from: Some("yaml:config.yaml#/schema/version".into()),
+            require: Some("a.yaml, b.json,a.yaml".into()),
+            reload: Some("signal:HUP:prometheus".into()),
+            on_incompatible: Some("unready".into()),
+            mode: Some("observe".into()),
+        };
+        let s = Settings::from_raw(&raw).unwrap();
+        assert_eq!(s.accepts_text(), Some(">=2.4.0, <3.0.0"));
+        assert_eq!(
+            s.version_from,
+            VersionFrom::Yaml {
+                key: "config.yaml".into(),
+                pointer: "/schema/version".into()
+            }
+        );
+        assert_eq!(s.require, vec!["a.yaml", "b.json"]);
+        assert_eq!(s.reload.to_string(), "signal:HUP:prometheus");
+        assert_eq!(s.on_incompatible, OnIncompatible::Unready);
+        assert_eq!(s.mode, Mode::Observe);
+        for url in ["http://127.0.0.1:9090/-/reload", "https://app.local/reload"] {
+            assert_eq!(url.parse::<Reload>().unwrap().to_string(), url);
+        }
+        for bad in [
+            "http://",
+            "ftp://x",
+            "signal:HUP",
+            "signal:HUP:",
+            "signal:HUP:a/b",
+        ] {
+            assert!(bad.parse::<Reload>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn annotation_beats_flag_and_removal_falls_back() {
+        let base = Settings::from_raw(&Raw {
+            accepts: Some("^1".into()),
+            ..Raw::default()
+        })
+        .unwrap();
+        let r = Settings::with_annotations(&base, &base, &ann(&[(ANN_ACCEPTS, "^2")]));
+        assert!(r.problems.is_empty());
+        assert_eq!(r.settings.accepts_text(), Some("^2"));
+        let r2 = Settings::with_annotations(&base, &r.settings, &ann(&[]));
+        assert_eq!(r2.settings.accepts_text(), Some("^1"));
+    }
+
+    #[test]
+    fn bad_annotation_keeps_the_value_in_force_and_is_named() {
+        let base = Settings::default();
+        let good = Settings::with_annotations(
+            &base,
+            &base,
+            &ann(&[(ANN_ACCEPTS, "^2"), (ANN_MODE, "enforce")]),
+        )
+        .settings;
+        let r = Settings::with_annotations(
+            &base,
+            &good,
+            &ann(&[(ANN_ACCEPTS, "two please"), (ANN_MODE, "observe")]),
+        );
+        assert_eq!(r.settings.accepts_text(), Some("^2"));
+        assert_eq!(r.settings.mode, Mode::Observe);
+        assert_eq!(r.problems.len(), 1);
+        assert!(
+            r.problems[0].starts_with("invalid confgate.io/accepts \"two please\""),
+            "{:?}",
+            r.problems
+        );
+    }
+
+    #[test]
+    fn unknown_confgate_annotation_is_a_problem_others_are_ignored() {
+        let base = Settings::default();
+        let r = Settings::with_annotations(
+            &base,
+            &base,
+            &ann(&[("confgate.io/accept", "^2"), ("example.com/x", "y")]),
+        );
+        assert_eq!(r.problems.len(), 1);
+        assert!(r.problems[0].contains("unknown annotation confgate.io/accept"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap().as_millis(), 250);
+        assert_eq!(parse_duration("30s").unwrap().as_secs(), 30);
+        assert_eq!(parse_duration("2m").unwrap().as_secs(), 120);
+        assert_eq!(parse_duration("5").unwrap().as_secs(), 5);
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,525 @@
+//! Verdicts: version extraction, the semver decision and required keys. Pure: no I/O, no clock.
+//!
+//! Every reason names what was wrong, where, and what is allowed, and never quotes config content
+//! beyond the version string itself.
+
+use std::fmt;
+
+use semver::{Comparator, Op, Version, VersionReq};
+
+use crate::settings::{Settings, VersionFrom};
+use crate::snapshot::{Observed, Snapshot};
+
+/// The outcome for one snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verdict {
+    Accepted,
+    TooNew,
+    TooOld,
+    OutOfRange,
+    Invalid,
+    Missing,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 6] = [
+        Verdict::Accepted,
+        Verdict::TooNew,
+        Verdict::TooOld,
+        Verdict::OutOfRange,
+        Verdict::Invalid,
+        Verdict::Missing,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Accepted => "accepted",
+            Verdict::TooNew => "too-new",
+            Verdict::TooOld => "too-old",
+            Verdict::OutOfRange => "out-of-range",
+            Verdict::Invalid => "invalid",
+            Verdict::Missing => "missing",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A verdict with the version as read (when one was read) and a one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub version: Option<String>,
+    pub reason: String,
+}
+
+/// Judges what a read found under `settings`.
+pub fn judge(observed: &Observed, settings: &Settings) -> Judgement {
+    match observed {
+        Observed::Missing(why) => Judgement {
+            verdict: Verdict::Missing,
+            version: None,
+            reason: why.clone(),
+        },
+        Observed::Broken(why) => Judgement {
+            verdict: Verdict::Invalid,
+            version: None,
+            reason: why.clone(),
+        },
+        Observed::Config(snap) => judge_snapshot(snap, settings),
+    }
+}
+
+fn invalid(version: Option<String>, reason: String) -> Judgement {
+    Judgement {
+        verdict: Verdict::Invalid,
+        version,
+        reason,
+    }
+}
+
+/// Judges one snapshot: required keys, then the version, then the range.
+pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
+    let missing: Vec<&str> = settings
+        .require
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !snap.files.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        return invalid(
+            None,
+            format!(
+                "required key{} {} absent (present: {})",
+                if missing.len() == 1 { " is" } else { "s are" },
+                missing.join(", "),
+                snap.files.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    let raw = match extract_version(snap, &settings.version_from) {
+        Ok(raw) => raw,
+        Err(why) => return invalid(None, why),
+    };
+    let version = match parse_lenient(&raw) {
+        Ok(v) => v,
+        Err(why) => {
+            return invalid(
+                Some(raw.clone()),
+                format!("version {raw:?} at {}: {why}", settings.version_from),
+            );
+        }
+    };
+    let Some(accepts) = &settings.accepts else {
+        return Judgement {
+            verdict: Verdict::OutOfRange,
+            version: Some(raw),
+            reason: "no accepted range configured (set confgate.io/accepts, --accepts or CONFGATE_ACCEPTS)"
+                .into(),
+        };
+    };
+    let verdict = classify(&version, &accepts.req);
+    let reason = match verdict {
+        Verdict::Accepted => format!("version {version} is in {}", accepts.text),
+        Verdict::TooNew => format!("version {version} is newer than {} allows", accepts.text),
+        Verdict::TooOld => format!("version {version} is older than {} allows", accepts.text),
+        _ if !version.pre.is_empty() => format!(
+            "pre-release {version} is outside {} (a range admits pre-releases only of a version it names with a pre-release)",
+            accepts.text
+        ),
+        _ => format!("version {version} is outside {}", accepts.text),
+    };
+    Judgement {
+        verdict,
+        version: Some(raw),
+        reason,
+    }
+}
+
+/// Reads the version string from the snapshot as `from` says, as written (not yet parsed).
+pub fn extract_version(snap: &Snapshot, from: &VersionFrom) -> Result<String, String> {
+    let key = from.key();
+    let bytes = snap.files.get(key).ok_or_else(|| {
+        format!(
+            "key {key} (from {from}) is absent (present: {})",
+            snap.files.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        format!(
+            "key {key} is not UTF-8 text (invalid byte at offset {})",
+            e.valid_up_to()
+        )
+    })?;
+    match from {
+        VersionFrom::File { .. } => {
+            let v = text.trim();
+            if v.is_empty() {
+                Err(format!(
+                    "key {key} is empty; expected a version such as 2.4.1"
+                ))
+            } else {
+                Ok(v.to_owned())
+            }
+        }
+        VersionFrom::Json { pointer, .. } => {
+            let doc: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| format!("key {key} is not valid JSON ({e})"))?;
+            let v = doc
+                .pointer(pointer)
+                .ok_or_else(|| format!("{from}: nothing at {pointer} in key {key}"))?;
+            json_scalar(v).map_err(|what| format!("{from}: {what}"))
+        }
+        VersionFrom::Yaml { pointer, .. } => {
+            let doc: serde_yaml::Value = serde_yaml::from_str(text)
+                .map_err(|e| format!("key {key} is not valid YAML ({e})"))?;
+            let v = yaml_pointer(&doc, pointer)
+                .ok_or_else(|| format!("{from}: nothing at {pointer} in key {key}"))?;
+            yaml_scalar(v).map_err(|what| format!("{from}: {what}"))
+        }
+    }
+}
+
+const FLOAT_HINT: &str = "quote it (\"2.10\") so that 2.10 is not read as 2.1";
+
+fn json_scalar(v: &serde_json::Value) -> Result<String, String> {
+    match v {
+        serde_json::Value::String(s) => Ok(s.trim().to_owned()),
+        serde_json::Value::Number(n) if n.is_u64() => Ok(n.to_string()),
+        serde_json::Value::Number(n) => Err(format!(
+            "the version is the number {n}, not a string or whole number; {FLOAT_HINT}"
+        )),
+        other => Err(format!(
+            "the version is {}, not a string or whole number",
+            json_kind(other)
+        )),
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn yaml_scalar(v: &serde_yaml::Value) -> Result<String, String> {
+    use serde_yaml::Value as Y;
+    match v {
+        Y::String(s) => Ok(s.trim().to_owned()),
+        Y::Number(n) if n.is_u64() => Ok(n.to_string()),
+        Y::Number(n) => Err(format!(
+            "the version is the number {n}, not a string or whole number; {FLOAT_HINT}"
+        )),
+        Y::Tagged(t) => yaml_scalar(&t.value),
+        Y::Null => Err("the version is null, not a string or whole number".into()),
+        Y::Bool(_) => Err("the version is a boolean, not a string or whole number".into()),
+        Y::Sequence(_) => Err("the version is a sequence, not a string or whole number".into()),
+        Y::Mapping(_) => Err("the version is a mapping, not a string or whole number".into()),
+    }
+}
+
+/// RFC 6901 over a YAML document: mapping keys as strings, sequences by index.
+fn yaml_pointer<'a>(doc: &'a serde_yaml::Value, pointer: &str) -> Option<&'a serde_yaml::Value> {
+    if pointer.is_empty() {
+        return Some(doc);
+    }
+    let mut cur = doc;
+    for raw in pointer.strip_prefix('/')?.split('/') {
+        let token = raw.replace("~1", "/").replace("~0", "~");
+        cur = match cur {
+            serde_yaml::Value::Mapping(m) => m.get(token.as_str())?,
+            serde_yaml::Value::Sequence(s) => {
+                if token.starts_with('+') || (token.len() > 1 && token.starts_with('0')) {
+                    return None;
+                }
+                s.get(token.parse::<usize>().ok()?)?
+            }
+            serde_yaml::Value::Tagged(t) => match &t.value {
+                serde_yaml::Value::Mapping(m) => m.get(token.as_str())?,
+                _ => return None,
+            },
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Parses a version leniently: a leading `v`, `2.4` (= 2.4.0) and `3` (= 3.0.0) are accepted.
+pub fn parse_lenient(raw: &str) -> Result<Version, String> {
+    let s = raw.trim();
+    let s = s
+        .strip_prefix('v')
+        .or_else(|| s.strip_prefix('V'))
+        .unwrap_or(s);
+    let core_end = s.find(['-', '+']).unwrap_or(s.len());
+    let (core, rest) = s.split_at(core_end);
+    let parts = core.split('.').count();
+    let padded = match parts {
+        1 => format!("{core}.0.0{rest}"),
+        2 => format!("{core}.0{rest}"),
+        _ => s.to_owned(),
+    };
+    Version::parse(&padded).map_err(|e| {
+        format!("not a semantic version ({e}); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v")
+    })
+}
+
+/// Places a version against a range: accepted, or which side of it the version falls on.
+pub fn classify(v: &Version, req: &VersionReq) -> Verdict {
+    if req.matches(v) {
+        return Verdict::Accepted;
+    }
+    let core = Version::new(v.major, v.minor, v.patch);
+    let (mut low, mut high) = (false, false);
+    for c in &req.comparators {
+        if c.matches(&core) {
+            continue;
+        }
+        match c.op {
+            Op::Greater | Op::GreaterEq => low = true,
+            Op::Less | Op::LessEq => high = true,
+            _ => {
+                if core < floor(c) {
+                    low = true;
+                } else {
+                    high = true;
+                }
+            }
+        }
+    }
+    match (low, high) {
+        (true, false) => Verdict::TooOld,
+        (false, true) => Verdict::TooNew,
+        _ => Verdict::OutOfRange,
+    }
+}
+
+fn floor(c: &Comparator) -> Version {
+    Version {
+        major: c.major,
+        minor: c.minor.unwrap_or(0),
+        patch: c.patch.unwrap_or(0),
+        pre: c.pre.clone(),
+        build: semver::BuildMetadata::EMPTY,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{Accepts, Settings};
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn settings(accepts: Option<&str>, from: &str, require: &[&str]) -> Settings {
+        Settings {
+            accepts: accepts.map(|a| Accepts {
+                req: VersionReq::parse(a).unwrap(),
+                text: a.into(),
+            }),
+            version_from: from.parse().unwrap(),
+            require: require.iter().map(|s| (*s).to_owned()).collect(),
+            ..Settings::default()
+        }
+    }
+
+    fn snap(files: &[(&str, &[u8])]) -> Observed {
+        Observed::Config(Snapshot::new(
+            files
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.to_vec()))
+                .collect::<BTreeMap<_, _>>(),
+        ))
+    }
+
+    /// One row: files, accepts, version-from, required keys → verdict, version as read, reason fragment.
+    fn check(
+        files: &[(&str, &[u8])],
+        accepts: Option<&str>,
+        from: &str,
+        require: &[&str],
+        want: (Verdict, Option<&str>, &str),
+    ) {
+        let j = judge(&snap(files), &settings(accepts, from, require));
+        assert_eq!(
+            (j.verdict, j.version.as_deref()),
+            (want.0, want.1),
+            "{files:?} {accepts:?} {from}: {}",
+            j.reason
+        );
+        assert!(
+            j.reason.contains(want.2),
+            "reason {:?} lacks {:?}",
+            j.reason,
+            want.2
+        );
+    }
+
+    #[test]
+    #[rustfmt::skip]
+    fn verdict_table() {
+        use Verdict::*;
+        let r = Some(">=2.4.0, <3.0.0");
+        let f = "file:version";
+        check(&[("version", b"2.4.1\n")], r, f, &[], (Accepted, Some("2.4.1"), "is in >=2.4.0, <3.0.0"));
+        check(&[("version", b"v2.5")], r, f, &[], (Accepted, Some("v2.5"), "2.5.0 is in"));
+        check(&[("version", b"3")], r, f, &[], (TooNew, Some("3"), "3.0.0 is newer"));
+        check(&[("version", b"2.3.9")], r, f, &[], (TooOld, Some("2.3.9"), "older than"));
+        check(&[("version", b"2.5.0-rc.1")], r, f, &[], (OutOfRange, Some("2.5.0-rc.1"), "pre-release"));
+        check(&[("version", b"3.0.0-alpha")], r, f, &[], (TooNew, Some("3.0.0-alpha"), "newer"));
+        check(&[("version", b"banana")], r, f, &[], (Invalid, Some("banana"), "not a semantic version"));
+        check(&[("version", b"  ")], r, f, &[], (Invalid, None, "key version is empty"));
+        check(&[("version", b"\xff\xfe")], r, f, &[], (Invalid, None, "not UTF-8"));
+        check(&[("other", b"1")], r, f, &[], (Invalid, None, "key version (from file:version) is absent (present: other)"));
+        check(&[("version", b"2.4.0")], None, f, &[], (OutOfRange, Some("2.4.0"), "no accepted range configured"));
+        check(&[("version", b"2.4.0")], r, f, &["a", "b"], (Invalid, None, "required keys are a, b absent"));
+        check(&[("version", b"2.4.0"), ("a", b"")], r, f, &["a"], (Accepted, Some("2.4.0"), "is in"));
+        check(&[("version", b"2.4.0")], Some("^2.4"), f, &[], (Accepted, Some("2.4.0"), "in ^2.4"));
+        check(&[("version", b"1.9.9")], Some("~2.4.1"), f, &[], (TooOld, Some("1.9.9"), "older"));
+        check(&[("version", b"2.5.0")], Some("~2.4.1"), f, &[], (TooNew, Some("2.5.0"), "newer"));
+        check(&[("version", b"3.1.0")], Some("2.*"), f, &[], (TooNew, Some("3.1.0"), "newer"));
+        check(&[("version", b"2.0.0")], Some(">=3, <2"), f, &[], (OutOfRange, Some("2.0.0"), "outside"));
+    }
+
+    #[test]
+    #[rustfmt::skip]
+    fn json_and_yaml_sources() {
+        use Verdict::*;
+        let r = Some("^2.4");
+        let j = "json:c.json#/schema/version";
+        let y = "yaml:c.yaml#/schema/version";
+        check(&[("c.json", br#"{"schema":{"version":"2.4.3"}}"#)], r, j, &[], (Accepted, Some("2.4.3"), "is in"));
+        check(&[("c.json", br#"{"schema":{"version":2}}"#)], r, j, &[], (TooOld, Some("2"), "older"));
+        check(&[("c.json", br#"{"schema":{"version":2.5}}"#)], r, j, &[], (Invalid, None, "quote it"));
+        check(&[("c.json", br#"{"schema":{"version":true}}"#)], r, j, &[], (Invalid, None, "a boolean"));
+        check(&[("c.json", br#"{"schema":{}}"#)], r, j, &[], (Invalid, None, "nothing at /schema/version in key c.json"));
+        check(&[("c.json", b"{nope")], r, j, &[], (Invalid, None, "key c.json is not valid JSON"));
+        check(&[("c.yaml", b"schema:\n  version: 2.4.7\n")], r, y, &[], (Accepted, Some("2.4.7"), "is in"));
+        check(&[("c.yaml", b"schema:\n  version: 3\n")], r, y, &[], (TooNew, Some("3"), "newer"));
+        check(&[("c.yaml", b"schema:\n  version: 2.10\n")], r, y, &[], (Invalid, None, "quote it"));
+        check(&[("c.yaml", b"schema: [")], r, y, &[], (Invalid, None, "key c.yaml is not valid YAML"));
+        check(&[("c.yaml", b"a~b:\n  - x: 2.4.0\n")], r, "yaml:c.yaml#/a~0b/0/x", &[], (Accepted, Some("2.4.0"), "is in"));
+        check(&[("c.yaml", b"a/b: 2.4.0\n")], r, "yaml:c.yaml#/a~1b", &[], (Accepted, Some("2.4.0"), "is in"));
+    }
+
+    #[test]
+    fn missing_and_broken_map_to_their_verdicts() {
+        let s = settings(Some("^1"), "file:version", &[]);
+        assert_eq!(
+            judge(&Observed::Missing("gone".into()), &s).verdict,
+            Verdict::Missing
+        );
+        let j = judge(&Observed::Broken("key k is a FIFO".into()), &s);
+        assert_eq!(
+            (j.verdict, j.reason.as_str()),
+            (Verdict::Invalid, "key k is a FIFO")
+        );
+    }
+
+    #[test]
+    fn yaml_alias_bomb_is_invalid_not_a_hang() {
+        let mut doc =
+            String::from("a: &a [\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n");
+        for i in 1..12 {
+            let prev = (b'a' + i - 1) as char;
+            let cur = (b'a' + i) as char;
+            doc.push_str(&format!("{cur}: &{cur} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+        }
+        doc.push_str("version: 1.0.0\n");
+        let j = judge(
+            &snap(&[("c.yaml", doc.as_bytes())]),
+            &settings(Some("^1"), "yaml:c.yaml#/version", &[]),
+        );
+        assert_eq!(j.verdict, Verdict::Invalid, "{}", j.reason);
+    }
+
+    #[test]
+    fn deep_nesting_is_invalid() {
+        let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+        let j = judge(
+            &snap(&[("c.json", deep.as_bytes())]),
+            &settings(Some("^1"), "json:c.json#/0", &[]),
+        );
+        assert_eq!(j.verdict, Verdict::Invalid);
+        let j = judge(
+            &snap(&[("c.yaml", deep.as_bytes())]),
+            &settings(Some("^1"), "yaml:c.yaml#/0", &[]),
+        );
+        assert_eq!(j.verdict, Verdict::Invalid);
+    }
+
+    #[test]
+    fn huge_numbers_are_invalid() {
+        let j = judge(
+            &snap(&[("version", b"99999999999999999999999.0.0")]),
+            &settings(Some("^1"), "file:version", &[]),
+        );
+        assert_eq!(j.verdict, Verdict::Invalid);
+    }
+
+    fn arb_version() -> impl Strategy<Value = Version> {
+        (
+            0u64..5,
+            0u64..5,
+            0u64..5,
+            prop::option::of("(alpha|beta|rc)(\\.[0-9])?"),
+        )
+            .prop_map(|(a, b, c, pre)| {
+                let mut v = Version::new(a, b, c);
+                if let Some(p) = pre {
+                    v.pre = semver::Prerelease::new(&p).unwrap();
+                }
+                v
+            })
+    }
+
+    fn arb_req() -> impl Strategy<Value = VersionReq> {
+        let cmp = (
+            prop::sample::select(vec!["=", ">", ">=", "<", "<=", "~", "^", ""]),
+            0u64..5,
+            prop::option::of(0u64..5),
+            prop::option::of(0u64..5),
+        )
+            .prop_map(|(op, a, b, c)| match (b, c) {
+                (Some(b), Some(c)) => format!("{op}{a}.{b}.{c}"),
+                (Some(b), None) => format!("{op}{a}.{b}"),
+                _ => format!("{op}{a}"),
+            });
+        prop::collection::vec(cmp, 1..3).prop_map(|cs| VersionReq::parse(&cs.join(", ")).unwrap())
+    }
+
+    proptest! {
+        /// Accepted exactly when the semver crate says the range matches; otherwise a rejection.
+        #[test]
+        fn classify_agrees_with_semver(v in arb_version(), req in arb_req()) {
+            let verdict = classify(&v, &req);
+            prop_assert_eq!(verdict == Verdict::Accepted, req.matches(&v));
+        }
+
+        /// A release above every version the range admits is too-new, one below is too-old.
+        #[test]
+        fn direction_is_right_for_single_bounded_ranges(a in 0u64..5, b in 0u64..5, c in 0u64..5) {
+            let req = VersionReq::parse(&format!(">={a}.{b}.{c}, <{}.0.0", a + 1)).unwrap();
+            prop_assert_eq!(classify(&Version::new(a + 1, 0, 0), &req), Verdict::TooNew);
+            if a + b + c > 0 {
+                let below = if c > 0 { Version::new(a, b, c - 1) } else if b > 0 { Version::new(a, b - 1, 9) } else { Version::new(a - 1, 9, 9) };
+                prop_assert_eq!(classify(&below, &req), Verdict::TooOld);
+            }
+        }
+
+        #[test]
+        fn lenient_parse_accepts_short_forms(a in 0u64..1000, b in 0u64..1000) {
+            prop_assert_eq!(parse_lenient(&format!("v{a}.{b}")).unwrap(), Version::new(a, b, 0));
+            prop_assert_eq!(parse_lenient(&format!("{a}")).unwrap(), Version::new(a, 0, 0));
+        }
+    }
+}
