@@ -367,42 +367,15 @@ pub async fn run(
     reloads: reload::Handle,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let promoter = match &cfg.promote_to {
-        Some(dir) => Some(Promoter::open(dir)?),
-        None => None,
-    };
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
-    let mut gate = Gate::new(base, promoter.is_none());
-    gate.set_annotations(read_annotations(&cfg.annotations));
-    let promoter = promoter.map(|(p, on_disk)| {
-        gate.adopt_on_disk(&on_disk, jiff::Timestamp::now());
-        if let Some(h) = on_disk.hash() {
-            info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
-        }
-        p
-    });
-    let mut driver = Driver {
-        cfg,
-        gate,
-        promoter,
-        shared,
-        reloads,
-        last: None,
-        retry_at: None,
-    };
-    driver.publish();
+    let mut pipeline = Pipeline::open(cfg, base, shared, reloads)?;
+    let mut watch_error: Option<String> = None;
     let mut changes = Changes::ALL;
     let mut plain_since: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
-        if changes.contains(Changes::ANNOTATIONS) {
-            let changed = driver
-                .gate
-                .set_annotations(read_annotations(&driver.cfg.annotations));
-            if changed {
-                info!(accepts = ?driver.gate.settings().accepts_text(), mode = driver.gate.settings().mode.as_str(), "settings changed");
-                driver.last = None;
-            }
+        if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed() {
+            changes |= Changes::CONFIG;
         }
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
             plain_since.get_or_insert_with(Instant::now);
@@ -411,17 +384,26 @@ pub async fn run(
             .is_some_and(|t| source.since_plain_event() >= QUIET || t.elapsed() >= QUIET_MAX);
         if changes.contains(Changes::CONFIG) || plain_ready {
             plain_since = None;
-            driver.process();
+            pipeline.process();
         }
         for _ in 0..source.take_errors() {
-            driver.shared.metrics.watch_error();
+            pipeline.shared.metrics.watch_error();
         }
-        driver.publish();
+        pipeline.publish();
         let watched = source.ensure_watches();
-        if let Some(e) = &source.watch_error {
-            warn!(error = %e, "watch not in place; polling");
+        let now_error = match (&source.watch_error, watched) {
+            (Some(e), _) => Some(e.clone()),
+            (None, false) => Some(format!("{} is absent", pipeline.cfg.watch.display())),
+            (None, true) => None,
+        };
+        if now_error != watch_error {
+            match &now_error {
+                Some(e) => warn!(error = %e, "watch not in place; polling"),
+                None => info!(dir = %pipeline.cfg.watch.display(), "watching"),
+            }
+            watch_error = now_error;
         }
-        let mut wake = Instant::now() + driver.cfg.resync;
+        let mut wake = Instant::now() + pipeline.cfg.resync;
         if !watched {
             wake = wake.min(Instant::now() + ABSENT_POLL);
         }
@@ -434,21 +416,21 @@ pub async fn run(
                         .min(QUIET_MAX.saturating_sub(t.elapsed())),
             );
         }
-        if let Some(t) = driver.retry_at {
+        if let Some(t) = pipeline.retry_at {
             wake = wake.min(t);
         }
         changes = tokio::select! {
             c = source.changed() => c,
             () = tokio::time::sleep_until(wake) => {
-                if plain_since.is_some() || driver.retry_at.is_some_and(|t| t <= Instant::now()) {
-                    driver.retry_at = None;
+                if plain_since.is_some() || pipeline.retry_at.is_some_and(|t| t <= Instant::now()) {
+                    pipeline.retry_at = None;
                     Changes::CONFIG
                 } else {
                     Changes::ALL
                 }
             }
-            () = driver.shared.pinged() => {
-                driver.shared.pong();
+            () = pipeline.shared.pinged() => {
+                pipeline.shared.pong();
                 Changes::default()
             }
             () = &mut shutdown => break,
@@ -458,7 +440,9 @@ pub async fn run(
     Ok(())
 }
 
-struct Driver {
+/// One step at a time of the loop, without the waiting: read, judge, promote, request a reload,
+/// publish. [`run`] drives it from file events; tests drive it directly.
+pub struct Pipeline {
     cfg: Config,
     gate: Gate,
     promoter: Option<Promoter>,
@@ -468,8 +452,60 @@ struct Driver {
     retry_at: Option<Instant>,
 }
 
-impl Driver {
-    fn process(&mut self) {
+impl Pipeline {
+    /// Opens the promoted dir (cleaning leftovers), reads the annotations, adopts what is already promoted.
+    pub fn open(
+        cfg: Config,
+        base: Settings,
+        shared: Arc<Shared>,
+        reloads: reload::Handle,
+    ) -> Result<Pipeline, Error> {
+        let promoter = match &cfg.promote_to {
+            Some(dir) => Some(Promoter::open(dir)?),
+            None => None,
+        };
+        let mut gate = Gate::new(base, promoter.is_none());
+        gate.set_annotations(read_annotations(&cfg.annotations));
+        let promoter = promoter.map(|(p, on_disk)| {
+            gate.adopt_on_disk(&on_disk, jiff::Timestamp::now());
+            if let Some(h) = on_disk.hash() {
+                info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
+            }
+            p
+        });
+        let p = Pipeline {
+            cfg,
+            gate,
+            promoter,
+            shared,
+            reloads,
+            last: None,
+            retry_at: None,
+        };
+        p.publish();
+        Ok(p)
+    }
+
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// Re-reads the annotations file. Returns true when the settings in force changed: the caller must
+    /// then [`Pipeline::process`] again, to re-judge under them.
+    pub fn annotations_changed(&mut self) -> bool {
+        let changed = self
+            .gate
+            .set_annotations(read_annotations(&self.cfg.annotations));
+        if changed {
+            let s = self.gate.settings();
+            info!(accepts = ?s.accepts_text(), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
+            self.last = None;
+        }
+        changed
+    }
+
+    /// Reads the watched dir and acts on it; identical input under unchanged settings is skipped.
+    pub fn process(&mut self) {
         let obs = snapshot::read(&self.cfg.watch);
         let id = seen(&obs);
         if self.last.as_ref() == Some(&id) {
@@ -513,7 +549,8 @@ impl Driver {
         self.last = Some(id);
     }
 
-    fn publish(&self) {
+    /// Publishes the status for the server and `wait`.
+    pub fn publish(&self) {
         let target = self.gate.settings().reload.to_string();
         self.shared.status.send_if_modified(|s| {
             let mut reload = s.reload.clone();

@@ -82,6 +82,21 @@ impl Handle {
     }
 }
 
+impl Handle {
+    /// A handle with no worker: requests are recorded and dropped. For running the pipeline without reloads.
+    pub fn inert() -> Handle {
+        Handle {
+            tx: watch::Sender::new(None),
+            seq: 0,
+        }
+    }
+
+    /// The newest request posted, if any.
+    pub fn last(&self) -> Option<Request> {
+        self.tx.borrow().clone()
+    }
+}
+
 /// Starts the worker on the current runtime.
 pub fn spawn(shared: Arc<Shared>) -> Handle {
     let (tx, rx) = watch::channel(None);
