@@ -222,10 +222,10 @@ proptest! {
             }
             p.annotations_changed();
             p.process();
-            if let Some(v) = &current {
-                if range.matches(&semver::Version::parse(v).unwrap()) {
-                    promoted = Some(v.clone());
-                }
+            if let Some(v) = &current
+                && range.matches(&semver::Version::parse(v).unwrap())
+            {
+                promoted = Some(v.clone());
             }
             let on_disk = read_promoted(&d.promoted()).map(|m| m["version"].clone());
             prop_assert_eq!(&on_disk, &promoted, "after {:?}", op);

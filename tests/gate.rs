@@ -22,7 +22,8 @@ fn every_verdict_through_a_kubelet_volume() {
     assert!(sha.starts_with("sha256:") && sha.len() == 71);
     assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "2.4.1");
 
-    let cases: [(&[(&str, &[u8])], Option<&str>, &str, &str); 6] = [
+    type Files<'a> = &'a [(&'a str, &'a [u8])];
+    let cases: [(Files, Option<&str>, &str, &str); 6] = [
         (
             &[("version", b"3.0.0")],
             Some("3.0.0"),
