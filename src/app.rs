@@ -50,10 +50,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, Error> {
 }
 
 fn gate_config(p: &PathArgs) -> gate::Config {
+    // File events carry the watched path as given; absolute paths keep them comparable whatever the cwd.
+    let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     gate::Config {
-        watch: p.watch.clone(),
-        promote_to: p.promote_to.clone(),
-        annotations: p.annotations.clone(),
+        watch: abs(&p.watch),
+        promote_to: p.promote_to.as_deref().map(abs),
+        annotations: abs(&p.annotations),
         resync: p.resync_interval,
     }
 }

@@ -555,6 +555,7 @@ impl Pipeline {
         self.shared.status.send_if_modified(|s| {
             let mut reload = s.reload.clone();
             reload.target = target;
+            reload.requested = self.reloads.requested();
             let next = self.gate.status(reload);
             if *s == next {
                 false

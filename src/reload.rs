@@ -91,6 +91,11 @@ impl Handle {
         }
     }
 
+    /// How many reloads were requested so far.
+    pub fn requested(&self) -> u64 {
+        self.seq
+    }
+
     /// The newest request posted, if any.
     pub fn last(&self) -> Option<Request> {
         self.tx.borrow().clone()

@@ -37,6 +37,8 @@ pub struct ReloadView {
     pub last_error: Option<String>,
     /// Content hash the last successful reload announced.
     pub last_success_sha256: Option<String>,
+    /// Reloads requested by promotions so far (coalesced requests count each).
+    pub requested: u64,
 }
 
 /// One readiness check, as `/readyz?verbose` lists them.
@@ -78,6 +80,7 @@ impl Default for Status {
                 last_result: "none",
                 last_error: None,
                 last_success_sha256: None,
+                requested: 0,
             },
             mode: "enforce",
             on_incompatible: "hold",

@@ -313,3 +313,41 @@ fn gate_only_mode() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Relative paths work as well as absolute ones (file events are matched against the watched path).
+#[test]
+fn relative_paths() {
+    let d = Dirs::new();
+    write_version(&d.watch(), "1.0.0");
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .current_dir(d.root.path())
+        .args([
+            "run",
+            "--accepts",
+            "^1",
+            "--watch",
+            "incoming",
+            "--promote-to",
+            "active",
+        ])
+        .args([
+            "--annotations",
+            "podinfo/annotations",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("1.0.0 active", DEADLINE, || {
+        status(port).filter(|s| s["active"]["version"] == "1.0.0")
+    });
+    write_version(&d.watch(), "1.1.0");
+    wait_for("1.1.0 active", DEADLINE, || {
+        status(port).filter(|s| s["active"]["version"] == "1.1.0")
+    });
+    assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "1.1.0");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
