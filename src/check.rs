@@ -259,3 +259,68 @@ fn files(v: &serde_yaml::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
     }
     Ok(files)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(found: &[(String, Observed)]) -> Vec<&str> {
+        found.iter().map(|(w, _)| w.as_str()).collect()
+    }
+
+    #[test]
+    fn yaml_flow_mapping_is_not_mistaken_for_json() {
+        let found = manifests(
+            "f",
+            "{kind: ConfigMap, metadata: {name: a}, data: {version: '1'}}\n",
+        )
+        .unwrap();
+        assert_eq!(names(&found), ["a (f document 1)"]);
+        assert!(matches!(found[0].1, Observed::Config(_)));
+    }
+
+    #[test]
+    fn broken_json_reports_the_json_error() {
+        let err =
+            manifests("f", "{\"kind\": \"ConfigMap\", \"data\": {\"a\": \"b\"}\n").unwrap_err();
+        assert!(
+            matches!(&err, Error::Parse { doc: 1, what, .. } if what.contains("EOF while parsing")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn top_level_sequence_and_nested_lists() {
+        let text = "- kind: ConfigMap\n  metadata: {name: a}\n  data: {k: v}\n- kind: List\n  items:\n  - kind: ConfigMap\n    metadata: {name: b}\n";
+        let found = manifests("f", text).unwrap();
+        assert_eq!(
+            names(&found),
+            ["a (f document 1 item 1)", "b (f document 1 item 1)"]
+        );
+        assert!(matches!(&found[1].1, Observed::Missing(_)));
+    }
+
+    #[test]
+    fn non_string_data_and_bad_keys_are_named() {
+        let found = manifests(
+            "f",
+            "kind: ConfigMap\ndata: {version: 2.4}\n---\nkind: ConfigMap\ndata: {..data: x}\n",
+        )
+        .unwrap();
+        let reasons: Vec<String> = found
+            .iter()
+            .map(|(_, o)| match o {
+                Observed::Broken(why) => why.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(
+            reasons[0].contains("data.version is not a string"),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons[1].contains("not a valid ConfigMap key"),
+            "{reasons:?}"
+        );
+    }
+}
