@@ -20,9 +20,12 @@ COPY src ./src
 COPY examples ./examples
 # glibc linked statically (+crt-static): the final image has no libc. The Rust target is the build
 # machine's own, so a multi-platform build (linux/amd64, linux/arm64) builds natively on each platform.
+# Two cargo runs: building an example enables dev-dependencies, whose features would otherwise be
+# unified into confgate's own dependencies and make its binary larger (3.7 MB instead of 3.2 MB).
 RUN target="$(uname -m)-unknown-linux-gnu" \
-    && RUSTFLAGS="-C target-feature=+crt-static" \
-       cargo build --release --locked --offline --target "$target" --bin confgate --example component \
+    && export RUSTFLAGS="-C target-feature=+crt-static" \
+    && cargo build --release --locked --offline --target "$target" --bin confgate \
+    && cargo build --release --locked --offline --target "$target" --example component \
     && for b in "target/$target/release/confgate" "target/$target/release/examples/component"; do \
          ldd "$b" 2>&1 | grep -Eq 'not a dynamic executable|statically linked' \
            || { echo "$b is not static" >&2; ldd "$b" >&2; exit 1; }; \

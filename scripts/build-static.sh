@@ -17,8 +17,12 @@ if [[ "${1:-}" == "--with-example" ]]; then
 fi
 
 # glibc linked statically: the image is FROM scratch, so there is no libc to load at run time.
-RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --release --locked --target "$target" --bin confgate "${extra[@]}" >&2
+export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
+cargo build --release --locked --target "$target" --bin confgate >&2
+# Separately: an example pulls in dev-dependencies, whose features would be unified into confgate's.
+if [[ ${#extra[@]} -gt 0 ]]; then
+    cargo build --release --locked --target "$target" "${extra[@]}" >&2
+fi
 
 bin="$target_dir/$target/release/confgate"
 bins=("$bin")
