@@ -27,6 +27,11 @@ pub enum Error {
     },
     #[error("{path}: no ConfigMap found (a manifest needs kind: ConfigMap, or kind: List of them)")]
     NoConfigMap { path: String },
+    /// Without a range every verdict would be a rejection, so the check could never pass.
+    #[error(
+        "no accepted range to check against: pass --accepts or set CONFGATE_ACCEPTS (e.g. --accepts '>=2.4.0, <3.0.0')"
+    )]
+    NoRange,
 }
 
 /// One line of the report.
@@ -54,6 +59,9 @@ impl std::fmt::Display for Line {
 
 /// Checks every path; `-` reads a manifest from standard input.
 pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Vec<Line>, Error> {
+    if settings.accepts.is_none() {
+        return Err(Error::NoRange);
+    }
     let mut out = Vec::new();
     for p in paths {
         let p = p.as_ref();
@@ -99,41 +107,101 @@ fn line(what: String, obs: &Observed, settings: &Settings) -> Line {
 }
 
 /// Every ConfigMap in a (multi-document) YAML or JSON text, as the kubelet would project it.
+///
+/// JSON is read as a stream of values (`kubectl get -o json`, or one object per line as `jq -c` writes);
+/// YAML as `---`-separated documents. A top-level `kind: List` or sequence contributes each item.
 pub fn manifests(path: &str, text: &str) -> Result<Vec<(String, Observed)>, Error> {
-    use serde::Deserialize;
+    let docs = match json_documents(path, text) {
+        Some(Ok(docs)) => docs,
+        Some(Err(json_err)) => yaml_documents(path, text).map_err(|_| json_err)?,
+        None => yaml_documents(path, text)?,
+    };
     let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| Error::Parse {
-            path: path.to_owned(),
-            doc: i + 1,
-            what: e.to_string(),
-        })?;
-        collect(&value, path, i + 1, &mut out);
+    for (i, doc) in docs.iter().enumerate() {
+        collect(doc, &Origin { path, doc: i + 1 }, None, &mut out);
     }
     Ok(out)
 }
 
-fn collect(v: &serde_yaml::Value, path: &str, doc: usize, out: &mut Vec<(String, Observed)>) {
-    match v.get("kind").and_then(|k| k.as_str()) {
-        Some("ConfigMap") => out.push(configmap(v, path, doc)),
-        Some("List") | Some("ConfigMapList") => {
-            if let Some(items) = v.get("items").and_then(|i| i.as_sequence()) {
-                for item in items {
-                    collect(item, path, doc, out);
-                }
+/// `None` when the text does not look like JSON; YAML is a superset for one document, but not for a
+/// stream of concatenated JSON values.
+fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_yaml::Value>, Error>> {
+    if !text.trim_start().starts_with(['{', '[']) {
+        return None;
+    }
+    let mut docs = Vec::new();
+    for (i, v) in serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .enumerate()
+    {
+        let parsed = v
+            .map_err(|e| e.to_string())
+            .and_then(|v| serde_yaml::to_value(v).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(v) => docs.push(v),
+            Err(what) => {
+                return Some(Err(Error::Parse {
+                    path: path.to_owned(),
+                    doc: i + 1,
+                    what,
+                }));
             }
         }
-        _ => {}
+    }
+    Some(Ok(docs))
+}
+
+fn yaml_documents(path: &str, text: &str) -> Result<Vec<serde_yaml::Value>, Error> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(text)
+        .enumerate()
+        .map(|(i, doc)| {
+            serde_yaml::Value::deserialize(doc).map_err(|e| Error::Parse {
+                path: path.to_owned(),
+                doc: i + 1,
+                what: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Where a ConfigMap was found, for its report line.
+struct Origin<'a> {
+    path: &'a str,
+    doc: usize,
+}
+
+fn collect(
+    v: &serde_yaml::Value,
+    origin: &Origin<'_>,
+    item: Option<usize>,
+    out: &mut Vec<(String, Observed)>,
+) {
+    let items = match v.get("kind").and_then(|k| k.as_str()) {
+        Some("ConfigMap") => return out.push(configmap(v, origin, item)),
+        Some("List") | Some("ConfigMapList") => v.get("items").and_then(|i| i.as_sequence()),
+        _ => v.as_sequence(),
+    };
+    for (n, it) in items.into_iter().flatten().enumerate() {
+        collect(it, origin, Some(n + 1), out);
     }
 }
 
-fn configmap(v: &serde_yaml::Value, path: &str, doc: usize) -> (String, Observed) {
+fn configmap(
+    v: &serde_yaml::Value,
+    origin: &Origin<'_>,
+    item: Option<usize>,
+) -> (String, Observed) {
     let meta = v.get("metadata");
     let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(|x| x.as_str());
     let name = field("name").unwrap_or("<unnamed>");
+    let place = match item {
+        Some(n) => format!("{} document {} item {n}", origin.path, origin.doc),
+        None => format!("{} document {}", origin.path, origin.doc),
+    };
     let what = match field("namespace") {
-        Some(ns) => format!("{ns}/{name} ({path} document {doc})"),
-        None => format!("{name} ({path} document {doc})"),
+        Some(ns) => format!("{ns}/{name} ({place})"),
+        None => format!("{name} ({place})"),
     };
     match files(v) {
         Ok(files) if files.is_empty() => {
@@ -190,4 +258,69 @@ fn files(v: &serde_yaml::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(found: &[(String, Observed)]) -> Vec<&str> {
+        found.iter().map(|(w, _)| w.as_str()).collect()
+    }
+
+    #[test]
+    fn yaml_flow_mapping_is_not_mistaken_for_json() {
+        let found = manifests(
+            "f",
+            "{kind: ConfigMap, metadata: {name: a}, data: {version: '1'}}\n",
+        )
+        .unwrap();
+        assert_eq!(names(&found), ["a (f document 1)"]);
+        assert!(matches!(found[0].1, Observed::Config(_)));
+    }
+
+    #[test]
+    fn broken_json_reports_the_json_error() {
+        let err =
+            manifests("f", "{\"kind\": \"ConfigMap\", \"data\": {\"a\": \"b\"}\n").unwrap_err();
+        assert!(
+            matches!(&err, Error::Parse { doc: 1, what, .. } if what.contains("EOF while parsing")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn top_level_sequence_and_nested_lists() {
+        let text = "- kind: ConfigMap\n  metadata: {name: a}\n  data: {k: v}\n- kind: List\n  items:\n  - kind: ConfigMap\n    metadata: {name: b}\n";
+        let found = manifests("f", text).unwrap();
+        assert_eq!(
+            names(&found),
+            ["a (f document 1 item 1)", "b (f document 1 item 1)"]
+        );
+        assert!(matches!(&found[1].1, Observed::Missing(_)));
+    }
+
+    #[test]
+    fn non_string_data_and_bad_keys_are_named() {
+        let found = manifests(
+            "f",
+            "kind: ConfigMap\ndata: {version: 2.4}\n---\nkind: ConfigMap\ndata: {..data: x}\n",
+        )
+        .unwrap();
+        let reasons: Vec<String> = found
+            .iter()
+            .map(|(_, o)| match o {
+                Observed::Broken(why) => why.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(
+            reasons[0].contains("data.version is not a string"),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons[1].contains("not a valid ConfigMap key"),
+            "{reasons:?}"
+        );
+    }
 }

@@ -1,0 +1,477 @@
+//! `confgate check`, the real binary: verdicts for manifests (YAML, JSON, several documents, lists,
+//! binaryData) and directories (kubelet and plain), exit codes, and the same `sha256:` hash the running
+//! sidecar reports for the same data.
+
+mod support;
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use support::{DEADLINE, Reaped, free_port, get, kubelet_write, wait_for};
+
+const BIN: &str = env!("CARGO_BIN_EXE_confgate");
+const ACCEPTS: &str = ">=2.4.0, <3.0.0";
+
+/// One report line: verdict, version, hash, and the rest (what and why).
+#[derive(Debug)]
+struct Line {
+    verdict: String,
+    version: String,
+    sha256: String,
+    rest: String,
+}
+
+struct Run {
+    code: i32,
+    lines: Vec<Line>,
+    stderr: String,
+}
+
+fn check_with(args: &[&str], stdin: Option<&str>) -> Run {
+    let mut child = Command::new(BIN)
+        .arg("check")
+        .args(args)
+        .env_remove("CONFGATE_ACCEPTS")
+        .env_remove("CONFGATE_VERSION_FROM")
+        .env_remove("CONFGATE_REQUIRE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines = stdout
+        .lines()
+        .map(|l| {
+            let (verdict, l) = token(l);
+            let (version, l) = token(l);
+            let (sha256, l) = token(l);
+            Line {
+                verdict: verdict.to_owned(),
+                version: version.to_owned(),
+                sha256: sha256.to_owned(),
+                rest: l.trim_start().to_owned(),
+            }
+        })
+        .collect();
+    Run {
+        code: out.status.code().unwrap(),
+        lines,
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// The first whitespace-separated word and what follows it.
+fn token(s: &str) -> (&str, &str) {
+    let s = s.trim_start();
+    s.split_at(s.find(char::is_whitespace).unwrap_or(s.len()))
+}
+
+fn check(args: &[&str]) -> Run {
+    check_with(args, None)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_owned()
+}
+
+fn configmap(name: &str, version: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: prod\ndata:\n  version: \"{version}\"\n  app.yaml: |\n    listen: 8080\n"
+    )
+}
+
+fn verdicts(run: &Run) -> Vec<&str> {
+    run.lines.iter().map(|l| l.verdict.as_str()).collect()
+}
+
+/// Every verdict from one multi-document manifest, one line each, in order; exit 1 as not all pass.
+#[test]
+fn every_verdict_from_a_multi_document_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = [
+        configmap("ok", "2.4.1"),
+        configmap("new", "3.0.0"),
+        configmap("old", "2.3.9"),
+        configmap("pre", "2.5.0-rc.1"),
+        configmap("bad", "two"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: empty\n".to_owned(),
+        // Not a ConfigMap: ignored.
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: other\n".to_owned(),
+    ];
+    let path = write(tmp.path(), "all.yaml", &docs.join("---\n"));
+    let run = check(&["--accepts", ACCEPTS, &path]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        verdicts(&run),
+        [
+            "accepted",
+            "too-new",
+            "too-old",
+            "out-of-range",
+            "invalid",
+            "missing"
+        ]
+    );
+    let versions: Vec<&str> = run.lines.iter().map(|l| l.version.as_str()).collect();
+    assert_eq!(
+        versions,
+        ["2.4.1", "3.0.0", "2.3.9", "2.5.0-rc.1", "two", "-"]
+    );
+    assert!(
+        run.lines[0].rest.starts_with("prod/ok ("),
+        "{:?}",
+        run.lines[0]
+    );
+    assert!(
+        run.lines[0].rest.contains("document 1"),
+        "{:?}",
+        run.lines[0]
+    );
+    assert!(
+        run.lines[5].rest.contains("document 6"),
+        "{:?}",
+        run.lines[5]
+    );
+    for l in &run.lines[..4] {
+        assert!(
+            l.sha256.starts_with("sha256:") && l.sha256.len() == 71,
+            "{l:?}"
+        );
+    }
+    assert_eq!(run.lines[5].sha256, "-");
+}
+
+/// Exit 0 only when every ConfigMap in every path is accepted.
+#[test]
+fn exit_zero_only_when_all_are_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = write(tmp.path(), "a.yaml", &configmap("a", "2.4.0"));
+    let b = write(tmp.path(), "b.yaml", &configmap("b", "v2.9"));
+    let run = check(&["--accepts", ACCEPTS, &a, &b]);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted", "accepted"])
+    );
+    let c = write(tmp.path(), "c.yaml", &configmap("c", "3.1.0"));
+    let run = check(&["--accepts", ACCEPTS, &a, &c, &b]);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (1, vec!["accepted", "too-new", "accepted"])
+    );
+}
+
+/// The settings `run` takes for the version and required keys apply offline too.
+#[test]
+fn version_from_and_require_apply() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write(tmp.path(), "cm.yaml", &configmap("a", "1.0.0"));
+    let pointer = check(&[
+        "--accepts",
+        "^8080",
+        "--version-from",
+        "yaml:app.yaml#/listen",
+        &path,
+    ]);
+    assert_eq!((pointer.code, verdicts(&pointer)), (0, vec!["accepted"]));
+    assert_eq!(pointer.lines[0].version, "8080");
+
+    let required = check(&["--accepts", "^1", "--require", "version,tls.crt", &path]);
+    assert_eq!((required.code, verdicts(&required)), (1, vec!["invalid"]));
+    assert!(
+        required.lines[0].rest.contains("tls.crt"),
+        "{:?}",
+        required.lines[0]
+    );
+}
+
+/// `kubectl get -o json` output, tab-indented JSON, a JSON stream and a top-level List all work.
+#[test]
+fn json_manifests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cm = |name: &str, v: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"version":"{v}"}}}}"#
+        )
+    };
+    let single = write(
+        tmp.path(),
+        "one.json",
+        "{\n\t\"apiVersion\": \"v1\",\n\t\"kind\": \"ConfigMap\",\n\t\"metadata\": {\"name\": \"tabbed\"},\n\t\"data\": {\"version\": \"2.4.1\"}\n}\n",
+    );
+    let stream = write(
+        tmp.path(),
+        "stream.json",
+        &format!("{}\n{}\n", cm("s1", "2.4.2"), cm("s2", "1.0.0")),
+    );
+    let list = write(
+        tmp.path(),
+        "list.json",
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"List","items":[{},{}]}}"#,
+            cm("l1", "2.5.0"),
+            cm("l2", "3.0.0")
+        ),
+    );
+    let run = check(&["--accepts", ACCEPTS, &single, &stream, &list]);
+    assert_eq!(
+        verdicts(&run),
+        ["accepted", "accepted", "too-old", "accepted", "too-new"]
+    );
+    assert!(run.lines[2].rest.starts_with("s2 ("), "{:?}", run.lines[2]);
+    assert!(
+        run.lines[2].rest.contains("document 2"),
+        "{:?}",
+        run.lines[2]
+    );
+    assert!(run.lines[4].rest.contains("item 2"), "{:?}", run.lines[4]);
+    assert_eq!(run.code, 1);
+
+    // The same ConfigMap as YAML and as JSON hashes the same.
+    let yaml = write(
+        tmp.path(),
+        "s1.yaml",
+        "kind: ConfigMap\nmetadata: {name: s1}\ndata: {version: \"2.4.2\"}\n",
+    );
+    let again = check(&["--accepts", ACCEPTS, &yaml]);
+    assert_eq!(again.lines[0].sha256, run.lines[1].sha256);
+}
+
+/// A YAML `kind: List` names each item; `-` reads standard input.
+#[test]
+fn yaml_list_and_stdin() {
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n- {}\n- {}",
+        configmap("x", "2.4.1").replace('\n', "\n  "),
+        configmap("y", "2.6.0").replace('\n', "\n  ")
+    );
+    let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&list));
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted", "accepted"]),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.lines[1]
+            .rest
+            .starts_with("prod/y (- document 1 item 2)"),
+        "{:?}",
+        run.lines[1]
+    );
+}
+
+/// binaryData is decoded as the kubelet projects it: the hash equals a directory holding the raw bytes.
+#[test]
+fn binary_data_hashes_as_projected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = write(
+        tmp.path(),
+        "bin.yaml",
+        // "AAEC/w==" is the bytes 00 01 02 ff, which are not UTF-8.
+        "kind: ConfigMap\nmetadata: {name: bin}\ndata:\n  version: \"2.4.1\"\nbinaryData:\n  blob: AAEC/w==\n",
+    );
+    let dir = tmp.path().join("vol");
+    kubelet_write(
+        &dir,
+        &[("version", b"2.4.1"), ("blob", &[0u8, 1, 2, 0xff][..])],
+    );
+    let run = check(&["--accepts", ACCEPTS, &manifest, dir.to_str().unwrap()]);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted", "accepted"])
+    );
+    assert_eq!(run.lines[0].sha256, run.lines[1].sha256);
+
+    let bad = write(
+        tmp.path(),
+        "bad.yaml",
+        "kind: ConfigMap\nmetadata: {name: b}\ndata: {version: \"2.4.1\"}\nbinaryData: {blob: \"not base64!\"}\n",
+    );
+    let both = write(
+        tmp.path(),
+        "both.yaml",
+        "kind: ConfigMap\nmetadata: {name: b}\ndata: {version: \"2.4.1\"}\nbinaryData: {version: MS4w}\n",
+    );
+    let run = check(&["--accepts", ACCEPTS, &bad, &both]);
+    assert_eq!((run.code, verdicts(&run)), (1, vec!["invalid", "invalid"]));
+    assert!(run.lines[0].rest.contains("base64"), "{:?}", run.lines[0]);
+    assert!(
+        run.lines[1].rest.contains("both data and binaryData"),
+        "{:?}",
+        run.lines[1]
+    );
+}
+
+/// Directories: a kubelet volume and a plain directory with the same keys give the same line, and
+/// every verdict a directory can have is reported.
+#[test]
+fn directories_kubelet_and_plain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kubelet = tmp.path().join("kubelet");
+    kubelet_write(&kubelet, &[("version", b"2.4.1"), ("extra", b"x")]);
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("version"), "2.4.1").unwrap();
+    std::fs::write(plain.join("extra"), "x").unwrap();
+    let run = check(&[
+        "--accepts",
+        ACCEPTS,
+        kubelet.to_str().unwrap(),
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted", "accepted"])
+    );
+    assert_eq!(run.lines[0].sha256, run.lines[1].sha256);
+    assert_eq!(run.lines[0].rest.split(':').next(), kubelet.to_str());
+
+    let mut dirs = Vec::new();
+    for (name, version) in [
+        ("new", "3.0.0"),
+        ("old", "1.2.3"),
+        ("pre", "2.6.0-beta.1"),
+        ("bad", "x.y"),
+    ] {
+        let d = tmp.path().join(name);
+        kubelet_write(&d, &[("version", version.as_bytes())]);
+        dirs.push(d);
+    }
+    // An optional ConfigMap that does not exist: the kubelet mounts `..data` pointing at an empty dir.
+    let empty = tmp.path().join("empty");
+    kubelet_write(&empty, &[]);
+    dirs.push(empty);
+    let args: Vec<&str> = ["--accepts", ACCEPTS]
+        .into_iter()
+        .chain(dirs.iter().map(|d| d.to_str().unwrap()))
+        .collect();
+    let run = check(&args);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (
+            1,
+            vec!["too-new", "too-old", "out-of-range", "invalid", "missing"]
+        )
+    );
+}
+
+/// Bad settings and unreadable input are usage errors (64), told on stderr, not verdicts.
+#[test]
+fn usage_errors_exit_64() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = write(tmp.path(), "good.yaml", &configmap("a", "2.4.1"));
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![good.clone()], "no accepted range"),
+        (
+            vec!["--accepts".into(), "bigger than 2".into(), good.clone()],
+            "invalid --accepts",
+        ),
+        (
+            vec![
+                "--accepts".into(),
+                ACCEPTS.into(),
+                "--version-from".into(),
+                "toml:x".into(),
+                good.clone(),
+            ],
+            "invalid --version-from",
+        ),
+        (
+            vec![
+                "--accepts".into(),
+                ACCEPTS.into(),
+                tmp.path().join("absent.yaml").to_str().unwrap().into(),
+            ],
+            "cannot read",
+        ),
+        (
+            vec![
+                "--accepts".into(),
+                ACCEPTS.into(),
+                write(
+                    tmp.path(),
+                    "broken.yaml",
+                    "kind: ConfigMap\ndata: [unclosed\n",
+                ),
+            ],
+            "not valid YAML or JSON",
+        ),
+        (
+            vec![
+                "--accepts".into(),
+                ACCEPTS.into(),
+                write(tmp.path(), "deploy.yaml", "kind: Deployment\n"),
+            ],
+            "no ConfigMap found",
+        ),
+        (vec!["--accepts".into(), ACCEPTS.into()], "PATH"),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = check(&args);
+        assert_eq!(run.code, 64, "{args:?}: {}", run.stderr);
+        assert!(run.lines.is_empty(), "{args:?} printed verdicts");
+        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+    }
+}
+
+/// The hash `check` prints for a manifest is the one the running sidecar reports for the same data
+/// mounted by the kubelet, so a pipeline can match what it checked with what is running.
+#[test]
+fn hash_matches_the_running_sidecar() {
+    let tmp = tempfile::tempdir().unwrap();
+    let watch = tmp.path().join("incoming");
+    let app = "listen: 8080\nname: \"caf\u{e9}\"\n";
+    kubelet_write(
+        &watch,
+        &[
+            ("version", b"2.4.1"),
+            ("app.yaml", app.as_bytes()),
+            ("blob", &[0u8, 0xfe, 0xff][..]),
+        ],
+    );
+    let port = free_port();
+    let _gate = Reaped(
+        Command::new(BIN)
+            .args(["run", "--watch"])
+            .arg(&watch)
+            .arg("--annotations")
+            .arg(tmp.path().join("no-annotations"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--accepts", ACCEPTS])
+            .env("CONFGATE_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let running = wait_for("the sidecar to report an active config", DEADLINE, || {
+        let (code, body) = get(port, "/status")?;
+        let status: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (code == 200).then_some(())?;
+        status["active"]["sha256"].as_str().map(str::to_owned)
+    });
+
+    let manifest = write(
+        tmp.path(),
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: \"2.4.1\"\n  app.yaml: |\n    listen: 8080\n    name: \"caf\u{e9}\"\nbinaryData:\n  blob: AP7/\n",
+    );
+    let run = check(&["--accepts", ACCEPTS, &manifest, watch.to_str().unwrap()]);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted", "accepted"])
+    );
+    assert_eq!(run.lines[0].sha256, running, "manifest vs running sidecar");
+    assert_eq!(
+        run.lines[1].sha256, running,
+        "mounted dir vs running sidecar"
+    );
+}

@@ -1,0 +1,138 @@
+//! The example component of the manifests: it loads the promoted config and reloads it on `POST /reload`
+//! and on SIGHUP, the two reload targets confgate drives.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use support::{DEADLINE, Reaped, free_port, get, http, kubelet_write, wait_for};
+
+/// The example's binary, built once per test run with the cargo running the tests so it is never stale
+/// (`cargo test --test component` alone would not build examples). Test binaries live in
+/// `<target>/<profile>/deps/`, examples in `<target>/<profile>/examples/`.
+fn component_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "--quiet", "--example", "component"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap());
+            if profile_dir.file_name() == Some("release".as_ref()) {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().unwrap();
+            assert!(status.success(), "cargo build --example component failed");
+            let bin = profile_dir.join("examples").join("component");
+            assert!(bin.exists(), "{} was not built", bin.display());
+            bin
+        })
+        .clone()
+}
+
+fn config(version: &str) -> Vec<u8> {
+    format!("schemaVersion: {version}\ngreeting: hello\n").into_bytes()
+}
+
+/// Starts the component on a free port and waits until it serves.
+fn start(dir: &Path) -> (Reaped, u16) {
+    let port = free_port();
+    let mut child = Command::new(component_bin())
+        .arg(dir)
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let child = Reaped(child);
+    // Its first lines say what it loaded and that it listens; drain the rest so it never blocks on stdout.
+    let mut lines = out.lines();
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "loaded config version 2.4.1 (start-up)");
+    std::thread::spawn(move || lines.for_each(drop));
+    wait_for("the component to serve", DEADLINE, || {
+        get(port, "/config-version")
+    });
+    (child, port)
+}
+
+fn version(port: u16) -> String {
+    let (code, body) = get(port, "/config-version").unwrap();
+    assert_eq!(code, 200);
+    body.trim().to_owned()
+}
+
+/// `POST /reload` is what picks up a newly promoted config; nothing else does.
+#[test]
+fn post_reload_picks_up_a_newly_promoted_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("active");
+    kubelet_write(&dir, &[("config.yaml", &config("2.4.1"))]);
+    let (_child, port) = start(&dir);
+    assert_eq!(version(port), "2.4.1");
+
+    kubelet_write(&dir, &[("config.yaml", &config("2.5.0"))]);
+    assert_eq!(
+        version(port),
+        "2.4.1",
+        "the component reloads only when told"
+    );
+
+    let (code, body) = http("POST", port, "/reload").unwrap();
+    assert_eq!((code, body.trim()), (200, "2.5.0"));
+    assert_eq!(version(port), "2.5.0");
+}
+
+/// A config it cannot read is refused with 500 and the one in use stays.
+#[test]
+fn unreadable_config_is_refused_and_the_old_one_stays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("active");
+    kubelet_write(&dir, &[("config.yaml", &config("2.4.1"))]);
+    let (_child, port) = start(&dir);
+
+    kubelet_write(&dir, &[("config.yaml", b"greeting: no version\n")]);
+    let (code, body) = http("POST", port, "/reload").unwrap();
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("no schemaVersion"), "{body}");
+    assert_eq!(version(port), "2.4.1");
+}
+
+/// SIGHUP, the `signal:HUP:component` reload target, also reloads.
+#[test]
+fn sighup_reloads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("active");
+    kubelet_write(&dir, &[("config.yaml", &config("2.4.1"))]);
+    let (child, port) = start(&dir);
+
+    kubelet_write(&dir, &[("config.yaml", &config("2.6.0"))]);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.0.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    wait_for("the component to load 2.6.0 after SIGHUP", DEADLINE, || {
+        (version(port) == "2.6.0").then_some(())
+    });
+}
+
+/// Without a config it refuses to start: the start-up ordering confgate provides is what it relies on.
+#[test]
+fn refuses_to_start_without_a_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(component_bin())
+        .arg(tmp.path().join("absent"))
+        .arg("127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot read"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
