@@ -2,13 +2,13 @@
 //! binaryData) and directories (kubelet and plain), exit codes, and the same `sha256:` hash the running
 //! sidecar reports for the same data.
 
-mod support;
+mod common;
 
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use support::{DEADLINE, Reaped, free_port, get, kubelet_write, wait_for};
+use common::{DEADLINE, Reaped, free_port, get, kubelet_write, wait_for};
 
 const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 const ACCEPTS: &str = ">=2.4.0, <3.0.0";

@@ -1,14 +1,14 @@
 //! The example component of the manifests: it loads the promoted config and reloads it on `POST /reload`
 //! and on SIGHUP, the two reload targets confgate drives.
 
-mod support;
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use support::{DEADLINE, Reaped, free_port, get, http, kubelet_write, wait_for};
+use common::{DEADLINE, Reaped, free_port, get, http, kubelet_write, wait_for};
 
 /// The example's binary, built once per test run with the cargo running the tests so it is never stale
 /// (`cargo test --test component` alone would not build examples). Test binaries live in

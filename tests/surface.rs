@@ -378,7 +378,7 @@ fn signal_reload_follows_the_process_across_restarts() {
             .arg(&ready)
             .spawn()
             .unwrap();
-        let child = KillOnDrop(child);
+        let child = Reaped(child);
         wait_for("the target to install its handler", DEADLINE, || {
             ready.exists().then_some(())
         });
@@ -414,16 +414,6 @@ fn signal_reload_follows_the_process_across_restarts() {
             .contains("shareProcessNamespace"),
         "{s}"
     );
-}
-
-/// A child process killed when the test ends, pass or fail.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The exec-probe client prints the reason line and exits 0 or 1.

@@ -272,3 +272,13 @@ impl Drop for Gate {
         let _ = self.child.wait();
     }
 }
+
+/// Kills and reaps a child process when dropped, so a failed assertion leaves nothing running.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
