@@ -325,6 +325,7 @@ impl Gate {
             on_incompatible: self.settings.on_incompatible.as_str(),
             started: self.started,
             checks,
+            watch_error: None,
         }
     }
 }
@@ -369,7 +370,6 @@ pub async fn run(
 ) -> Result<(), Error> {
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
     let mut pipeline = Pipeline::open(cfg, base, shared, reloads)?;
-    let mut watch_error: Option<String> = None;
     let mut changes = Changes::ALL;
     let mut plain_since: Option<Instant> = None;
     tokio::pin!(shutdown);
@@ -396,12 +396,13 @@ pub async fn run(
             (None, false) => Some(format!("{} is absent", pipeline.cfg.watch.display())),
             (None, true) => None,
         };
-        if now_error != watch_error {
+        if now_error != pipeline.watch_error {
             match &now_error {
                 Some(e) => warn!(error = %e, "watch not in place; polling"),
                 None => info!(dir = %pipeline.cfg.watch.display(), "watching"),
             }
-            watch_error = now_error;
+            pipeline.watch_error = now_error;
+            pipeline.publish();
         }
         let mut wake = Instant::now() + pipeline.cfg.resync;
         if !watched {
@@ -450,6 +451,7 @@ pub struct Pipeline {
     reloads: reload::Handle,
     last: Option<Seen>,
     retry_at: Option<Instant>,
+    watch_error: Option<String>,
 }
 
 impl Pipeline {
@@ -481,6 +483,7 @@ impl Pipeline {
             reloads,
             last: None,
             retry_at: None,
+            watch_error: None,
         };
         p.publish();
         Ok(p)
@@ -556,7 +559,8 @@ impl Pipeline {
             let mut reload = s.reload.clone();
             reload.target = target;
             reload.requested = self.reloads.requested();
-            let next = self.gate.status(reload);
+            let mut next = self.gate.status(reload);
+            next.watch_error.clone_from(&self.watch_error);
             if *s == next {
                 false
             } else {

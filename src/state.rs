@@ -64,6 +64,8 @@ pub struct Status {
     /// The start-up latch: a first accepted config has been in place.
     pub started: bool,
     pub checks: Vec<Check>,
+    /// Why the config dir is not being watched (confgate then polls every second), if it is not.
+    pub watch_error: Option<String>,
 }
 
 impl Default for Status {
@@ -86,6 +88,7 @@ impl Default for Status {
             on_incompatible: "hold",
             started: false,
             checks: Vec::new(),
+            watch_error: None,
         }
     }
 }

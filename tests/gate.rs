@@ -274,10 +274,16 @@ fn watched_dir_disappears_and_returns() {
             .unwrap()
             .contains("does not exist")
     );
+    let s = g.wait_status("the watch reported lost", |s| !s["watch_error"].is_null());
+    assert!(
+        s["watch_error"].as_str().unwrap().contains("is absent"),
+        "{s}"
+    );
     write_version(&d.watch(), "1.1.0");
     g.wait_active("1.1.0");
     write_version(&d.watch(), "1.2.0");
-    g.wait_active("1.2.0");
+    let s = g.wait_active("1.2.0");
+    assert!(s["watch_error"].is_null(), "{s}");
 }
 
 /// Gate-only mode (no `--promote-to`) gates readiness and copies nothing.
