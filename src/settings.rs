@@ -133,17 +133,17 @@ const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
 const ALLOWED_MODE: &str = "enforce or observe";
 const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
 
-fn parse_accepts(s: &str) -> Result<Accepts, (String, &'static str)> {
+fn parse_accepts(s: &str) -> Result<Accepts, String> {
     let text = s.trim();
     if text.is_empty() {
-        return Err(("the range is empty".into(), ALLOWED_ACCEPTS));
+        return Err("the range is empty".into());
     }
     VersionReq::parse(text)
         .map(|req| Accepts {
             req,
             text: text.to_owned(),
         })
-        .map_err(|e| (format!("not a semver range ({e})"), ALLOWED_ACCEPTS))
+        .map_err(|e| format!("not a semver range ({e})"))
 }
 
 /// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for nested items.
@@ -329,58 +329,70 @@ fn parse_require(s: &str) -> Result<Vec<String>, String> {
     Ok(keys)
 }
 
-/// One setting: how to name it to a user and how to parse it.
+/// Which setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Accepts,
+    VersionFrom,
+    Require,
+    Reload,
+    OnIncompatible,
+    Mode,
+}
+
+/// One setting: how to name it to a user and what it allows.
 struct Field {
+    key: Key,
     flag: &'static str,
     env: &'static str,
     annotation: &'static str,
-}
-
-const F_ACCEPTS: Field = Field {
-    flag: "--accepts",
-    env: "CONFGATE_ACCEPTS",
-    annotation: ANN_ACCEPTS,
-};
-const F_VERSION_FROM: Field = Field {
-    flag: "--version-from",
-    env: "CONFGATE_VERSION_FROM",
-    annotation: ANN_VERSION_FROM,
-};
-const F_REQUIRE: Field = Field {
-    flag: "--require",
-    env: "CONFGATE_REQUIRE",
-    annotation: ANN_REQUIRE,
-};
-const F_RELOAD: Field = Field {
-    flag: "--reload",
-    env: "CONFGATE_RELOAD",
-    annotation: ANN_RELOAD,
-};
-const F_ON_INCOMPATIBLE: Field = Field {
-    flag: "--on-incompatible",
-    env: "CONFGATE_ON_INCOMPATIBLE",
-    annotation: ANN_ON_INCOMPATIBLE,
-};
-const F_MODE: Field = Field {
-    flag: "--mode",
-    env: "CONFGATE_MODE",
-    annotation: ANN_MODE,
-};
-
-/// Parses one value, naming the setting by `name` in the error.
-fn field<T>(
-    name: &str,
-    value: &str,
-    parse: impl FnOnce(&str) -> Result<T, String>,
     allowed: &'static str,
-) -> Result<T, Invalid> {
-    parse(value).map_err(|problem| Invalid {
-        setting: name.to_owned(),
-        value: value.to_owned(),
-        problem,
-        allowed,
-    })
 }
+
+const FIELDS: [Field; 6] = [
+    Field {
+        key: Key::Accepts,
+        flag: "--accepts",
+        env: "CONFGATE_ACCEPTS",
+        annotation: ANN_ACCEPTS,
+        allowed: ALLOWED_ACCEPTS,
+    },
+    Field {
+        key: Key::VersionFrom,
+        flag: "--version-from",
+        env: "CONFGATE_VERSION_FROM",
+        annotation: ANN_VERSION_FROM,
+        allowed: ALLOWED_VERSION_FROM,
+    },
+    Field {
+        key: Key::Require,
+        flag: "--require",
+        env: "CONFGATE_REQUIRE",
+        annotation: ANN_REQUIRE,
+        allowed: ALLOWED_REQUIRE,
+    },
+    Field {
+        key: Key::Reload,
+        flag: "--reload",
+        env: "CONFGATE_RELOAD",
+        annotation: ANN_RELOAD,
+        allowed: ALLOWED_RELOAD,
+    },
+    Field {
+        key: Key::OnIncompatible,
+        flag: "--on-incompatible",
+        env: "CONFGATE_ON_INCOMPATIBLE",
+        annotation: ANN_ON_INCOMPATIBLE,
+        allowed: ALLOWED_ON_INCOMPATIBLE,
+    },
+    Field {
+        key: Key::Mode,
+        flag: "--mode",
+        env: "CONFGATE_MODE",
+        annotation: ANN_MODE,
+        allowed: ALLOWED_MODE,
+    },
+];
 
 impl Default for Settings {
     fn default() -> Self {
@@ -397,136 +409,93 @@ impl Default for Settings {
     }
 }
 
-/// Applies `value` (when present) onto `slot`, collecting the error instead.
-fn apply<T>(
-    slot: &mut T,
-    name: &str,
-    value: Option<&str>,
-    parse: impl FnOnce(&str) -> Result<T, String>,
-    allowed: &'static str,
-    errors: &mut Vec<Invalid>,
-) {
-    if let Some(v) = value {
-        match field(name, v, parse, allowed) {
-            Ok(parsed) => *slot = parsed,
-            Err(e) => errors.push(e),
+impl Raw {
+    fn get(&self, key: Key) -> Option<&String> {
+        match key {
+            Key::Accepts => self.accepts.as_ref(),
+            Key::VersionFrom => self.version_from.as_ref(),
+            Key::Require => self.require.as_ref(),
+            Key::Reload => self.reload.as_ref(),
+            Key::OnIncompatible => self.on_incompatible.as_ref(),
+            Key::Mode => self.mode.as_ref(),
         }
     }
 }
 
-/// Applies every setting from one source onto `base`, collecting all errors.
+/// Applies every setting `get` has a value for onto `base`, collecting all errors with their setting.
 fn overlay(
     base: &Settings,
     get: impl Fn(&Field) -> Option<(String, String)>,
-) -> (Settings, Vec<Invalid>) {
+) -> (Settings, Vec<(Key, Invalid)>) {
     let mut s = base.clone();
     let mut errors = Vec::new();
-    let val = |f: &Field| get(f);
-    if let Some((name, v)) = val(&F_ACCEPTS) {
-        match parse_accepts(&v) {
-            Ok(a) => s.accepts = Some(a),
-            Err((problem, allowed)) => errors.push(Invalid {
-                setting: name,
-                value: v,
-                problem,
-                allowed,
-            }),
+    for f in &FIELDS {
+        let Some((setting, value)) = get(f) else {
+            continue;
+        };
+        if let Err(problem) = s.set(f.key, &value) {
+            errors.push((
+                f.key,
+                Invalid {
+                    setting,
+                    value,
+                    problem,
+                    allowed: f.allowed,
+                },
+            ));
         }
-    }
-    if let Some((name, v)) = val(&F_VERSION_FROM) {
-        apply(
-            &mut s.version_from,
-            &name,
-            Some(&v),
-            str::parse,
-            ALLOWED_VERSION_FROM,
-            &mut errors,
-        );
-    }
-    if let Some((name, v)) = val(&F_REQUIRE) {
-        apply(
-            &mut s.require,
-            &name,
-            Some(&v),
-            parse_require,
-            ALLOWED_REQUIRE,
-            &mut errors,
-        );
-    }
-    if let Some((name, v)) = val(&F_RELOAD) {
-        apply(
-            &mut s.reload,
-            &name,
-            Some(&v),
-            str::parse,
-            ALLOWED_RELOAD,
-            &mut errors,
-        );
-    }
-    if let Some((name, v)) = val(&F_ON_INCOMPATIBLE) {
-        apply(
-            &mut s.on_incompatible,
-            &name,
-            Some(&v),
-            str::parse,
-            ALLOWED_ON_INCOMPATIBLE,
-            &mut errors,
-        );
-    }
-    if let Some((name, v)) = val(&F_MODE) {
-        apply(
-            &mut s.mode,
-            &name,
-            Some(&v),
-            str::parse,
-            ALLOWED_MODE,
-            &mut errors,
-        );
     }
     (s, errors)
 }
 
 impl Settings {
+    fn set(&mut self, key: Key, v: &str) -> Result<(), String> {
+        match key {
+            Key::Accepts => self.accepts = Some(parse_accepts(v)?),
+            Key::VersionFrom => self.version_from = v.parse()?,
+            Key::Require => self.require = parse_require(v)?,
+            Key::Reload => self.reload = v.parse()?,
+            Key::OnIncompatible => self.on_incompatible = v.parse()?,
+            Key::Mode => self.mode = v.parse()?,
+        }
+        Ok(())
+    }
+
+    fn copy_from(&mut self, key: Key, other: &Settings) {
+        match key {
+            Key::Accepts => self.accepts.clone_from(&other.accepts),
+            Key::VersionFrom => self.version_from.clone_from(&other.version_from),
+            Key::Require => self.require.clone_from(&other.require),
+            Key::Reload => self.reload.clone_from(&other.reload),
+            Key::OnIncompatible => self.on_incompatible = other.on_incompatible,
+            Key::Mode => self.mode = other.mode,
+        }
+    }
+
     /// Settings from flags and environment over the defaults; every bad value is reported.
     pub fn from_raw(raw: &Raw) -> Result<Settings, Error> {
-        let pick = |f: &Field| -> Option<(String, String)> {
-            let v = match f.annotation {
-                ANN_ACCEPTS => &raw.accepts,
-                ANN_VERSION_FROM => &raw.version_from,
-                ANN_REQUIRE => &raw.require,
-                ANN_RELOAD => &raw.reload,
-                ANN_ON_INCOMPATIBLE => &raw.on_incompatible,
-                _ => &raw.mode,
-            };
-            v.clone().map(|v| (format!("{} ({})", f.flag, f.env), v))
-        };
-        let (s, errors) = overlay(&Settings::default(), pick);
+        let (s, errors) = overlay(&Settings::default(), |f| {
+            raw.get(f.key)
+                .map(|v| (format!("{} ({})", f.flag, f.env), v.clone()))
+        });
         if errors.is_empty() {
             Ok(s)
         } else {
-            Err(Error(errors))
+            Err(Error(errors.into_iter().map(|(_, e)| e).collect()))
         }
     }
 
     /// Applies pod annotations over `base` (flags, env, defaults). A bad annotation keeps the value that
     /// `in_force` had for that setting, so a typo never loosens what was being enforced.
     pub fn with_annotations(base: &Settings, in_force: &Settings, ann: &Annotations) -> Resolved {
-        let pick = |f: &Field| {
+        let (mut s, errors) = overlay(base, |f| {
             ann.get(f.annotation)
                 .map(|v| (f.annotation.to_owned(), v.clone()))
-        };
-        let (mut s, errors) = overlay(base, pick);
-        for e in &errors {
-            match e.setting.as_str() {
-                ANN_ACCEPTS => s.accepts.clone_from(&in_force.accepts),
-                ANN_VERSION_FROM => s.version_from.clone_from(&in_force.version_from),
-                ANN_REQUIRE => s.require.clone_from(&in_force.require),
-                ANN_RELOAD => s.reload.clone_from(&in_force.reload),
-                ANN_ON_INCOMPATIBLE => s.on_incompatible = in_force.on_incompatible,
-                _ => s.mode = in_force.mode,
-            }
+        });
+        for (key, _) in &errors {
+            s.copy_from(*key, in_force);
         }
-        let mut problems: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let mut problems: Vec<String> = errors.iter().map(|(_, e)| e.to_string()).collect();
         for key in ann.keys() {
             if key.starts_with(ANN_PREFIX) && !KNOWN_ANNOTATIONS.contains(&key.as_str()) {
                 problems.push(format!(
