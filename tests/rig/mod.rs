@@ -56,6 +56,16 @@ impl Volume {
     /// the watcher, which may preempt this thread before it reads the clock again, and a latency
     /// measured from a late clock reading would come out too small (even zero).
     pub fn write(&self, files: &[(&str, &[u8])]) -> io::Result<Instant> {
+        self.write_with(files, |_| Ok(()))
+    }
+
+    /// [`Volume::write`], with `extra` run on the new timestamped dir before the swap: for entries a
+    /// ConfigMap cannot hold (symlinks, FIFOs) that a hostile or broken writer could put there.
+    pub fn write_with(
+        &self,
+        files: &[(&str, &[u8])],
+        extra: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> io::Result<Instant> {
         let old = std::fs::read_link(self.dir.join("..data")).ok();
         let old_keys = old
             .as_ref()
@@ -82,6 +92,7 @@ impl Volume {
             std::fs::write(&p, bytes)?;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644))?;
         }
+        extra(&ts_path)?;
         let tmp = self.dir.join("..data_tmp");
         let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(&ts, &tmp)?;
