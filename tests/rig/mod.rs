@@ -356,6 +356,12 @@ impl Confgate {
 
 impl Drop for Confgate {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let exited = self.child.try_wait().ok().flatten();
+            let log = self.log_text();
+            let tail = &log[log.len().saturating_sub(4000)..];
+            eprintln!("confgate exit status: {exited:?}; end of its log:\n{tail}");
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
