@@ -289,7 +289,19 @@ fn read_tree(root: &Path, top: &Path) -> Result<BTreeMap<String, Vec<u8>>, Probl
 
 /// Follows a symlink only when it stays inside the watched directory.
 fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem> {
-    let real = std::fs::canonicalize(path).map_err(|e| Problem::from((path, e)))?;
+    let real = std::fs::canonicalize(path).map_err(|e| {
+        // A link that is still there with nothing behind it is broken, not a read racing a swap:
+        // retrying cannot help, and "changed while being read" would send the reader the wrong way.
+        if e.kind() == io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_ok() {
+            let target = std::fs::read_link(path).unwrap_or_default();
+            Problem::Bad(format!(
+                "key {key} is a symlink to a missing target ({})",
+                target.display()
+            ))
+        } else {
+            Problem::from((path, e))
+        }
+    })?;
     let top = std::fs::canonicalize(top).map_err(|e| Problem::from((top, e)))?;
     if real.starts_with(&top) {
         Ok(real)
@@ -373,6 +385,19 @@ mod tests {
         std::os::unix::fs::symlink(tmp.path().join("secret"), dir.join("k")).unwrap();
         match read(&dir) {
             Observed::Broken(why) => assert!(why.contains("key k is a symlink"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn dangling_symlink_is_broken_and_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("version"), "1.0.0").unwrap();
+        std::os::unix::fs::symlink("nowhere", tmp.path().join("k")).unwrap();
+        match read(tmp.path()) {
+            Observed::Broken(why) => {
+                assert_eq!(why, "key k is a symlink to a missing target (nowhere)")
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -105,6 +105,18 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
         Ok(raw) => raw,
         Err(why) => return invalid(None, why),
     };
+    if raw.len() > MAX_VERSION_LEN {
+        // Not echoed: the version is repeated in /status, /readyz, metrics and logs, and a whole key's
+        // content there would bury the reason (the kubelet keeps only 10 KiB of a probe's answer).
+        return invalid(
+            None,
+            format!(
+                "the version at {} is {} bytes long; a version is at most {MAX_VERSION_LEN} bytes",
+                settings.version_from,
+                raw.len()
+            ),
+        );
+    }
     let version = match parse_lenient(&raw) {
         Ok(v) => v,
         Err(why) => {
@@ -183,6 +195,9 @@ pub fn extract_version(snap: &Snapshot, from: &VersionFrom) -> Result<String, St
         }
     }
 }
+
+/// The longest version string reported as read; semver puts no bound, real versions are far shorter.
+const MAX_VERSION_LEN: usize = 256;
 
 const FLOAT_HINT: &str = "quote it (\"2.10\") so that 2.10 is not read as 2.1";
 
@@ -362,6 +377,26 @@ mod tests {
             j.reason,
             want.2
         );
+    }
+
+    #[test]
+    fn an_overlong_version_is_invalid_and_not_echoed() {
+        let long = "9".repeat(100_000);
+        let j = judge(
+            &snap(&[("version", long.as_bytes())]),
+            &settings(Some("^1"), "file:version", &[]),
+        );
+        assert_eq!((j.verdict, j.version), (Verdict::Invalid, None));
+        assert_eq!(
+            j.reason,
+            "the version at file:version is 100000 bytes long; a version is at most 256 bytes"
+        );
+        let ok = format!("1.0.0+{}", "b".repeat(250));
+        let j = judge(
+            &snap(&[("version", ok.as_bytes())]),
+            &settings(Some("^1"), "file:version", &[]),
+        );
+        assert_eq!(j.verdict, Verdict::Accepted, "{}", j.reason);
     }
 
     #[test]

@@ -1,0 +1,528 @@
+//! Benchmark of the release binary: reaction latency to kubelet-style updates, memory, idle CPU and
+//! wake-ups, start-up time and binary size. Run with `cargo bench --bench reaction` (add `-- --quick` for
+//! the short version CI runs; `-- --help` lists the flags). Prints a table and writes JSON.
+
+#[path = "../tests/rig/mod.rs"]
+mod rig;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rig::{Confgate, Sink, Volume};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_confgate");
+/// `snapshot::MAX_BYTES`: the ConfigMap size limit, counted over all values.
+const MAX_BYTES: usize = 1024 * 1024;
+
+struct Opts {
+    quick: bool,
+    iterations: usize,
+    big_iterations: usize,
+    updates: usize,
+    idle: Duration,
+    starts: usize,
+    json: PathBuf,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: cargo bench --bench reaction -- [--quick] [--iterations N] [--big-iterations N] \
+         [--updates N] [--idle-secs N] [--starts N] [--json PATH]"
+    );
+    std::process::exit(64)
+}
+
+fn opts() -> Opts {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let target_dir = Path::new(BIN)
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let mut o = Opts {
+        quick,
+        iterations: if quick { 100 } else { 1000 },
+        big_iterations: if quick { 20 } else { 200 },
+        updates: if quick { 1000 } else { 10_000 },
+        idle: Duration::from_secs(if quick { 5 } else { 60 }),
+        starts: if quick { 5 } else { 20 },
+        json: target_dir.join("confgate-bench.json"),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut num = || -> usize {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| usage())
+        };
+        match a.as_str() {
+            "--quick" | "--bench" => {}
+            "--iterations" => o.iterations = num(),
+            "--big-iterations" => o.big_iterations = num(),
+            "--updates" => o.updates = num(),
+            "--idle-secs" => o.idle = Duration::from_secs(num() as u64),
+            "--starts" => o.starts = num(),
+            "--json" => o.json = it.next().map(PathBuf::from).unwrap_or_else(|| usage()),
+            _ => usage(),
+        }
+    }
+    o
+}
+
+/// Median, min and max of a sample, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    median: f64,
+    p90: f64,
+    min: f64,
+    max: f64,
+    n: usize,
+}
+
+fn stats(mut xs: Vec<Duration>) -> Stats {
+    xs.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let n = xs.len();
+    let median = if n % 2 == 1 {
+        ms(xs[n / 2])
+    } else {
+        (ms(xs[n / 2 - 1]) + ms(xs[n / 2])) / 2.0
+    };
+    Stats {
+        median,
+        p90: ms(xs[(n * 9 / 10).min(n - 1)]),
+        min: ms(xs[0]),
+        max: ms(xs[n - 1]),
+        n,
+    }
+}
+
+fn stats_json(s: Stats) -> serde_json::Value {
+    json!({"median_ms": s.median, "p90_ms": s.p90, "min_ms": s.min, "max_ms": s.max, "n": s.n})
+}
+
+/// Builds the payload of one update from its version.
+type Maker<'a> = dyn Fn(&str) -> Files + 'a;
+type Files = Vec<(String, Vec<u8>)>;
+
+fn small(version: &str) -> Vec<(String, Vec<u8>)> {
+    vec![
+        ("version".into(), version.as_bytes().to_vec()),
+        (
+            "app.yaml".into(),
+            format!("schemaVersion: {version}\nlisten: :8443\nlogLevel: info\n").into_bytes(),
+        ),
+    ]
+}
+
+/// A config whose values add up to just under the ConfigMap limit.
+fn big(version: &str, filler: &[u8]) -> Vec<(String, Vec<u8>)> {
+    vec![
+        ("version".into(), version.as_bytes().to_vec()),
+        ("blob.txt".into(), filler.to_vec()),
+    ]
+}
+
+fn write(vol: &Volume, files: &[(String, Vec<u8>)]) -> Instant {
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_slice()))
+        .collect();
+    vol.write(&refs).expect("volume update")
+}
+
+/// Time from the `..data` rename to the reload POST arriving at the sink, for accepted updates.
+fn reload_latency(
+    vol: &Volume,
+    sink: &Sink,
+    n: usize,
+    seq: &mut u64,
+    make: &Maker,
+) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        *seq += 1;
+        let files = make(&format!("1.0.{seq}"));
+        while sink.arrivals.try_recv().is_ok() {}
+        let t0 = write(vol, &files);
+        let at = sink
+            .arrivals
+            .recv_timeout(Duration::from_secs(10))
+            .expect("reload POST within 10 s");
+        out.push(at.saturating_duration_since(t0));
+    }
+    out
+}
+
+/// Time from the rename until `/status` (or `/readyz`) reflects the new verdict. Updates alternate
+/// between accepted (1.x) and too-new (2.x); with `--on-incompatible unready` readiness flips each time.
+fn endpoint_latency(
+    vol: &Volume,
+    cg: &Confgate,
+    n: usize,
+    seq: &mut u64,
+    readyz: bool,
+    make: &Maker,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let mut out = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        *seq += 1;
+        let accepted = i % 2 == 0;
+        let v = format!("{}.0.{seq}", if accepted { 1 } else { 2 });
+        let files = make(&v);
+        let t0 = write(vol, &files);
+        let done = || -> bool {
+            if readyz {
+                let want = if accepted { 200 } else { 503 };
+                rig::get(cg.port, "/readyz").is_ok_and(|(c, _)| c == want)
+            } else {
+                cg.status().is_ok_and(|s| {
+                    let at = if accepted {
+                        &s["active"]["version"]
+                    } else {
+                        &s["candidate"]["version"]
+                    };
+                    at.as_str() == Some(v.as_str())
+                })
+            }
+        };
+        let deadline = t0 + Duration::from_secs(10);
+        loop {
+            if done() {
+                if accepted { &mut out.0 } else { &mut out.1 }.push(t0.elapsed());
+                break;
+            }
+            assert!(Instant::now() < deadline, "{v} not reflected within 10 s");
+        }
+    }
+    out
+}
+
+fn startup(n: usize, tmp: &Path) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let base = tmp.join(format!("start{i}"));
+        let vol = Volume::new(base.join("incoming"));
+        write(&vol, &small("1.0.0"));
+        let promote = base.join("promoted");
+        let ann = base.join("podinfo/annotations");
+        let t0 = Instant::now();
+        let cg = Confgate::spawn(
+            Path::new(BIN),
+            &[
+                "--watch",
+                vol.dir.to_str().unwrap(),
+                "--promote-to",
+                promote.to_str().unwrap(),
+                "--annotations",
+                ann.to_str().unwrap(),
+                "--accepts",
+                "^1",
+            ],
+            &base.join("log"),
+        );
+        loop {
+            if rig::get(cg.port, "/readyz").is_ok_and(|(c, _)| c == 200) {
+                out.push(t0.elapsed());
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "not ready in 10 s");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let _ = cg.terminate();
+    }
+    out
+}
+
+fn machine() -> serde_json::Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, m)| m.trim())
+        })
+        .unwrap_or("unknown")
+        .to_owned();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    json!({"nproc": nproc, "cpu": model, "kernel": kernel})
+}
+
+/// One latency line of the report.
+struct Line {
+    key: &'static str,
+    label: &'static str,
+    stats: Stats,
+    /// Target for the median, in milliseconds.
+    target_ms: Option<f64>,
+}
+
+fn main() {
+    let o = opts();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut report = serde_json::Map::new();
+    report.insert("machine".into(), machine());
+    report.insert("quick".into(), json!(o.quick));
+    let bin_size = std::fs::metadata(BIN).expect("binary").len();
+    report.insert("binary_bytes".into(), json!(bin_size));
+    let mut lines = Vec::new();
+
+    eprintln!("start-up ({} runs)...", o.starts);
+    let start = stats(startup(o.starts, tmp.path()));
+
+    let vol = Volume::new(tmp.path().join("incoming"));
+    let promote = tmp.path().join("promoted");
+    let ann = tmp.path().join("podinfo/annotations");
+    let sink = Sink::start(false);
+    let url = sink.url();
+    write(&vol, &small("1.0.0"));
+    let cg = Confgate::spawn(
+        Path::new(BIN),
+        &[
+            "--watch",
+            vol.dir.to_str().unwrap(),
+            "--promote-to",
+            promote.to_str().unwrap(),
+            "--annotations",
+            ann.to_str().unwrap(),
+            "--accepts",
+            ">=1.0.0, <2.0.0",
+            "--on-incompatible",
+            "unready",
+            "--reload",
+            &url,
+        ],
+        &tmp.path().join("confgate.log"),
+    );
+    let pid = cg.pid();
+    cg.wait_status(Duration::from_secs(10), "first config accepted", |s| {
+        s["ready"] == true
+    });
+    let mem = |pid| {
+        json!({
+            "rss_kib": rig::status_kb(pid, "VmRSS"),
+            "rss_anon_kib": rig::status_kb(pid, "RssAnon"),
+            "rss_file_kib": rig::status_kb(pid, "RssFile"),
+        })
+    };
+    let mem_start = mem(pid);
+
+    let mut seq = 0u64;
+    let filler: Vec<u8> = (0..MAX_BYTES - 64).map(|i| b'a' + (i % 26) as u8).collect();
+    let make_small = |v: &str| small(v);
+    let make_big = |v: &str| big(v, &filler);
+
+    for (size, n, make) in [
+        ("small", o.iterations, &make_small as &Maker),
+        ("1 MiB", o.big_iterations, &make_big as &Maker),
+    ] {
+        eprintln!("reaction, {size} config ({n} updates)...");
+        let is_small = size == "small";
+        reload_latency(&vol, &sink, 10, &mut seq, make);
+        let r = reload_latency(&vol, &sink, n, &mut seq, make);
+        let (st_acc, st_rej) = endpoint_latency(&vol, &cg, n, &mut seq, false, make);
+        let (rz_acc, rz_rej) = endpoint_latency(&vol, &cg, n, &mut seq, true, make);
+        let pick = |a: &'static str, b: &'static str| if is_small { a } else { b };
+        lines.push(Line {
+            key: pick("small_reload", "big_reload"),
+            label: pick("reload POST, small config", "reload POST, 1 MiB config"),
+            stats: stats(r),
+            target_ms: Some(if is_small { 1.0 } else { 5.0 }),
+        });
+        lines.push(Line {
+            key: pick("small_status_accepted", "big_status_accepted"),
+            label: pick("/status active, small", "/status active, 1 MiB"),
+            stats: stats(st_acc),
+            target_ms: None,
+        });
+        lines.push(Line {
+            key: pick("small_status_rejected", "big_status_rejected"),
+            label: pick("/status candidate, small", "/status candidate, 1 MiB"),
+            stats: stats(st_rej),
+            target_ms: None,
+        });
+        lines.push(Line {
+            key: pick("small_readyz_200", "big_readyz_200"),
+            label: pick("/readyz 503->200, small", "/readyz 503->200, 1 MiB"),
+            stats: stats(rz_acc),
+            target_ms: None,
+        });
+        lines.push(Line {
+            key: pick("small_readyz_503", "big_readyz_503"),
+            label: pick("/readyz 200->503, small", "/readyz 200->503, 1 MiB"),
+            stats: stats(rz_rej),
+            target_ms: None,
+        });
+    }
+    let mem_after_big = mem(pid);
+
+    eprintln!("memory over {} updates...", o.updates);
+    // Back to a small config, so the churn measures growth rather than the 1 MiB buffers.
+    reload_latency(&vol, &sink, 100, &mut seq, &make_small);
+    let mem_before = mem(pid);
+    let fds_before = rig::fd_count(pid);
+    let posts_before = sink.requests.load(std::sync::atomic::Ordering::Relaxed);
+    lines.push(Line {
+        key: "churn_reload",
+        label: "reload POST during churn",
+        stats: stats(reload_latency(
+            &vol,
+            &sink,
+            o.updates,
+            &mut seq,
+            &make_small,
+        )),
+        target_ms: None,
+    });
+    let posts = sink.requests.load(std::sync::atomic::Ordering::Relaxed) - posts_before;
+    let mem_after = mem(pid);
+    let fds_after = rig::fd_count(pid);
+    let hwm = rig::status_kb(pid, "VmHWM");
+    let threads = rig::thread_count(pid);
+    lines.push(Line {
+        key: "startup",
+        label: "start-up to /readyz 200",
+        stats: start,
+        target_ms: None,
+    });
+
+    eprintln!("idle for {:?}...", o.idle);
+    // Let the reload worker and the last HTTP connections settle before measuring.
+    cg.wait_status(Duration::from_secs(10), "last reload done", |s| {
+        s["reload"]["last_result"] == "success"
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (cpu0, (vol0, invol0)) = (rig::cpu_ticks(pid), rig::ctxt_switches(pid));
+    // A measurement window, not synchronisation: nothing is waited for.
+    std::thread::sleep(o.idle);
+    let (cpu1, (vol1, invol1)) = (rig::cpu_ticks(pid), rig::ctxt_switches(pid));
+    let mem_idle_end = mem(pid);
+    let idle_cpu_ms = (cpu1 - cpu0) * 10;
+    let wakeups = vol1 - vol0;
+    drop(cg);
+
+    let pass = |ok: bool| if ok { "ok" } else { "MISSED" };
+    let kib = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap_or(0);
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for l in &lines {
+        let s = l.stats;
+        rows.push((
+            l.label.to_owned(),
+            format!(
+                "{:.3} ms (min {:.3}, max {:.3}, n={})",
+                s.median, s.min, s.max, s.n
+            ),
+            l.target_ms
+                .map(|t| format!("< {t} ms: {}", pass(s.median < t)))
+                .unwrap_or_default(),
+        ));
+    }
+    let mem_row = |label: &str, m: &serde_json::Value| {
+        (
+            label.to_owned(),
+            format!(
+                "{} KiB (anon {}, file {})",
+                kib(m, "rss_kib"),
+                kib(m, "rss_anon_kib"),
+                kib(m, "rss_file_kib")
+            ),
+            format!("< 4 MiB: {}", pass(kib(m, "rss_kib") < 4096)),
+        )
+    };
+    rows.push(mem_row("RSS at start", &mem_start));
+    rows.push(mem_row("RSS after 1 MiB configs", &mem_after_big));
+    rows.push(mem_row(
+        &format!("RSS before {} updates", o.updates),
+        &mem_before,
+    ));
+    rows.push(mem_row(
+        &format!("RSS after {} updates", o.updates),
+        &mem_after,
+    ));
+    rows.push(mem_row("RSS after idle", &mem_idle_end));
+    rows.push((
+        "RSS peak (VmHWM)".into(),
+        format!("{hwm} KiB"),
+        format!("< 4 MiB: {}", pass(hwm < 4096)),
+    ));
+    rows.push((
+        format!("reload POSTs for {} updates", o.updates),
+        posts.to_string(),
+        String::new(),
+    ));
+    rows.push((
+        "open fds before/after".into(),
+        format!("{fds_before} / {fds_after}"),
+        String::new(),
+    ));
+    rows.push(("threads".into(), threads.to_string(), String::new()));
+    rows.push((
+        format!("idle {} s: CPU", o.idle.as_secs()),
+        format!("{idle_cpu_ms} ms"),
+        String::new(),
+    ));
+    rows.push((
+        format!("idle {} s: wake-ups", o.idle.as_secs()),
+        format!("{wakeups} voluntary, {} involuntary", invol1 - invol0),
+        format!("30 s re-hash: {}", o.idle.as_secs() / 30),
+    ));
+    rows.push((
+        "binary size".into(),
+        format!("{bin_size} bytes ({:.2} MiB)", bin_size as f64 / 1048576.0),
+        format!("< 5 MiB: {}", pass(bin_size < 5 * 1024 * 1024)),
+    ));
+
+    let m = &report["machine"];
+    println!(
+        "\nconfgate bench ({}) on {} x {}, Linux {}",
+        if o.quick { "quick" } else { "full" },
+        m["nproc"],
+        m["cpu"].as_str().unwrap_or(""),
+        m["kernel"].as_str().unwrap_or("")
+    );
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    for (a, b, c) in &rows {
+        println!("{a:<w0$}  {b:<w1$}  {c}");
+    }
+
+    let latency: serde_json::Map<String, serde_json::Value> = lines
+        .iter()
+        .map(|l| (l.key.to_owned(), stats_json(l.stats)))
+        .collect();
+    report.insert("latency".into(), serde_json::Value::Object(latency));
+    report.insert(
+        "memory".into(),
+        json!({
+            "start": mem_start,
+            "after_1mib_configs": mem_after_big,
+            "before_updates": mem_before,
+            "after_updates": mem_after,
+            "after_idle": mem_idle_end,
+            "hwm_kib": hwm,
+            "updates": o.updates,
+            "reload_posts": posts,
+            "fds_before": fds_before,
+            "fds_after": fds_after,
+            "threads": threads,
+        }),
+    );
+    report.insert(
+        "idle".into(),
+        json!({
+            "seconds": o.idle.as_secs(),
+            "cpu_ms": idle_cpu_ms,
+            "voluntary_switches": wakeups,
+            "involuntary_switches": invol1 - invol0,
+        }),
+    );
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(report)).expect("json");
+    std::fs::write(&o.json, text).expect("write JSON report");
+    println!("\nJSON: {}", o.json.display());
+}
