@@ -52,7 +52,15 @@ impl ContentHash {
         self.to_string()[7..19].to_owned()
     }
 
-    /// Hashes keys and values in the documented encoding.
+    /// Hashes keys and values in the documented encoding; the order they come in does not matter.
+    ///
+    /// ```
+    /// use confgate::snapshot::ContentHash;
+    /// let a = ContentHash::of([("a", b"1".as_slice()), ("b", b"2".as_slice())]);
+    /// let b = ContentHash::of([("b", b"2".as_slice()), ("a", b"1".as_slice())]);
+    /// assert_eq!(a, b);
+    /// assert!(a.to_string().starts_with("sha256:"));
+    /// ```
     pub fn of<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> ContentHash {
         let mut sorted: Vec<(&str, &[u8])> = files.into_iter().collect();
         sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));

@@ -269,6 +269,13 @@ fn yaml_pointer<'a>(doc: &'a serde_yaml::Value, pointer: &str) -> Option<&'a ser
 }
 
 /// Parses a version leniently: a leading `v`, `2.4` (= 2.4.0) and `3` (= 3.0.0) are accepted.
+///
+/// ```
+/// use confgate::verdict::parse_lenient;
+/// assert_eq!(parse_lenient("v2.4").unwrap(), semver::Version::new(2, 4, 0));
+/// assert_eq!(parse_lenient("3").unwrap().to_string(), "3.0.0");
+/// assert!(parse_lenient("2.4.x").is_err());
+/// ```
 pub fn parse_lenient(raw: &str) -> Result<Version, String> {
     let s = raw.trim();
     let s = s
@@ -289,6 +296,14 @@ pub fn parse_lenient(raw: &str) -> Result<Version, String> {
 }
 
 /// Places a version against a range: accepted, or which side of it the version falls on.
+///
+/// ```
+/// use confgate::verdict::{classify, Verdict};
+/// let range = semver::VersionReq::parse(">=2.4.0, <3.0.0").unwrap();
+/// assert_eq!(classify(&"3.1.0".parse().unwrap(), &range), Verdict::TooNew);
+/// assert_eq!(classify(&"2.3.9".parse().unwrap(), &range), Verdict::TooOld);
+/// assert_eq!(classify(&"2.5.0-rc.1".parse().unwrap(), &range), Verdict::OutOfRange);
+/// ```
 pub fn classify(v: &Version, req: &VersionReq) -> Verdict {
     if req.matches(v) {
         return Verdict::Accepted;
