@@ -139,7 +139,21 @@ impl Promoter {
             let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
             return Err(e);
         }
-        // The new config is live; what follows only tidies, and `open` redoes it after a crash.
+        // The new config is live: a failure from here on must not be reported as "previous config kept".
+        // What is left undone (a link, an old dir) is logged, and redone by the next promotion or `open`.
+        if let Err(e) = self.tidy(snap, &old_keys, old.as_deref()) {
+            tracing::warn!(error = %e, "promoted, but tidying the promoted dir failed");
+        }
+        Ok(())
+    }
+
+    /// Links new keys, unlinks vanished ones, removes the previous timestamped dir.
+    fn tidy(
+        &self,
+        snap: &Snapshot,
+        old_keys: &BTreeSet<String>,
+        old: Option<&Path>,
+    ) -> Result<(), Error> {
         let new_keys: BTreeSet<String> = snap
             .files
             .keys()
