@@ -472,19 +472,18 @@ fn probe_command() {
 fn wait_command() {
     let d = Dirs::new();
     write_version(&d.watch(), "3.0.0");
-    let run = |timeout: &str| {
-        Command::new(BIN)
-            .args(["wait", "--accepts", "^2", "--timeout", timeout])
+    let wait = |timeout: &str| {
+        let mut c = Command::new(BIN);
+        c.args(["wait", "--accepts", "^2", "--timeout", timeout])
             .arg("--watch")
             .arg(d.watch())
             .arg("--promote-to")
             .arg(d.promoted())
             .arg("--annotations")
-            .arg(d.podinfo().join("annotations"))
-            .output()
-            .unwrap()
+            .arg(d.podinfo().join("annotations"));
+        c
     };
-    let out = run("300ms");
+    let out = wait("300ms").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -493,18 +492,7 @@ fn wait_command() {
     );
     assert!(read_promoted(&d.promoted()).is_none());
     // Started before the config exists; returns once it is promoted.
-    let child = {
-        let mut c = Command::new(BIN);
-        c.args(["wait", "--accepts", "^2", "--timeout", "20s"])
-            .arg("--watch")
-            .arg(d.watch())
-            .arg("--promote-to")
-            .arg(d.promoted())
-            .arg("--annotations")
-            .arg(d.podinfo().join("annotations"))
-            .stderr(Stdio::piped());
-        c.spawn().unwrap()
-    };
+    let child = wait("20s").stderr(Stdio::piped()).spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.unwrap());
     let mut line = String::new();
     // The first judgement is logged: now the waiter is watching.
