@@ -492,8 +492,8 @@ fn wait_command() {
     );
     assert!(read_promoted(&d.promoted()).is_none());
     // Started before the config exists; returns once it is promoted.
-    let child = wait("20s").stderr(Stdio::piped()).spawn().unwrap();
-    let mut stderr = BufReader::new(child.stderr.unwrap());
+    let mut child = Reaped(wait("20s").stderr(Stdio::piped()).spawn().unwrap());
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
     let mut line = String::new();
     // The first judgement is logged: now the waiter is watching.
     while !line.contains("judged") {
@@ -507,6 +507,7 @@ fn wait_command() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     assert!(rest.contains("accepted config in place"), "{rest}");
+    assert_eq!(child.0.wait().unwrap().code(), Some(0));
     assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "2.2.0");
 }
 
