@@ -75,6 +75,29 @@ pub enum Action {
     },
 }
 
+/// Where the loop takes snapshots from.
+#[derive(Debug, Clone, Default)]
+pub enum Feed {
+    /// Read [`Config::watch`] when the file watch says it changed (the kubelet volume).
+    #[default]
+    Volume,
+    /// The newest snapshot another task observed (the API source); `None` until it has one.
+    Channel(tokio::sync::watch::Receiver<Option<Observed>>),
+}
+
+impl Feed {
+    /// Resolves when the channel holds a newer snapshot; never for the volume (file events say it).
+    async fn changed(&mut self) {
+        if let Feed::Channel(rx) = self
+            && rx.changed().await.is_ok()
+        {
+            return;
+        }
+        // The volume, or a closed channel: nothing more to say here (the source reports its own failure).
+        std::future::pending().await
+    }
+}
+
 /// The pure decision state.
 #[derive(Debug, Clone)]
 pub struct Gate {
@@ -359,7 +382,7 @@ fn seen(obs: &Observed) -> Seen {
     }
 }
 
-/// Runs the decision loop until `shutdown` completes.
+/// Runs the decision loop on the volume until `shutdown` completes.
 pub async fn run(
     cfg: Config,
     base: Settings,
@@ -367,6 +390,19 @@ pub async fn run(
     reloads: reload::Handle,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    run_fed(cfg, Feed::Volume, base, shared, reloads, shutdown).await
+}
+
+/// Runs the decision loop on snapshots from `feed` until `shutdown` completes.
+pub async fn run_fed(
+    cfg: Config,
+    feed: Feed,
+    base: Settings,
+    shared: Arc<Shared>,
+    reloads: reload::Handle,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let mut wake_feed = feed.clone();
     let promoter = match &cfg.promote_to {
         Some(dir) => Some(Promoter::open(dir)?),
         None => None,
@@ -383,6 +419,7 @@ pub async fn run(
     });
     let mut driver = Driver {
         cfg,
+        feed,
         gate,
         promoter,
         shared,
@@ -417,7 +454,8 @@ pub async fn run(
             driver.shared.metrics.watch_error();
         }
         driver.publish();
-        let watched = source.ensure_watches();
+        // The API feed needs no volume; only the annotations dir is watched for it.
+        let watched = source.ensure_watches() || matches!(driver.feed, Feed::Channel(_));
         if let Some(e) = &source.watch_error {
             warn!(error = %e, "watch not in place; polling");
         }
@@ -439,6 +477,7 @@ pub async fn run(
         }
         changes = tokio::select! {
             c = source.changed() => c,
+            () = wake_feed.changed() => Changes::CONFIG,
             () = tokio::time::sleep_until(wake) => {
                 if plain_since.is_some() || driver.retry_at.is_some_and(|t| t <= Instant::now()) {
                     driver.retry_at = None;
@@ -460,6 +499,7 @@ pub async fn run(
 
 struct Driver {
     cfg: Config,
+    feed: Feed,
     gate: Gate,
     promoter: Option<Promoter>,
     shared: Arc<Shared>,
@@ -470,7 +510,13 @@ struct Driver {
 
 impl Driver {
     fn process(&mut self) {
-        let obs = snapshot::read(&self.cfg.watch);
+        let obs = match &self.feed {
+            Feed::Volume => snapshot::read(&self.cfg.watch),
+            Feed::Channel(rx) => match rx.borrow().clone() {
+                Some(obs) => obs,
+                None => return,
+            },
+        };
         let id = seen(&obs);
         if self.last.as_ref() == Some(&id) {
             return;
