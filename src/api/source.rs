@@ -148,13 +148,13 @@ impl Tracker {
     }
 
     /// A watcher error: a `410 Gone` is the normal end of a watch window (kube lists again); anything
-    /// else starts or continues a run of failures.
-    pub fn error(&mut self, e: &watcher::Error) {
+    /// else starts or continues a run of failures. Returns whether it was a failure.
+    pub fn error(&mut self, e: &watcher::Error) -> bool {
         if let watcher::Error::WatchError(s) = e
             && s.code == 410
         {
             info!(configmap = %self.target, "watch expired (410 Gone); listing again");
-            return;
+            return false;
         }
         let why = self.describe(e);
         warn!(configmap = %self.target, error = %why, "ConfigMap watch failed; retrying with backoff");
@@ -168,6 +168,7 @@ impl Tracker {
         }
         self.view.last_error_at = Some(now);
         self.view.last_error = Some(why);
+        true
     }
 
     /// The error as a user can act on it; a 403 names the Role rule that is missing.
@@ -220,8 +221,9 @@ pub async fn run(
                 }
             }
             Some(Err(e)) => {
-                shared.metrics.watch_error();
-                tracker.error(&e);
+                if tracker.error(&e) {
+                    shared.metrics.watch_error();
+                }
             }
             None => return,
         }
