@@ -17,21 +17,89 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tower_test::mock::{Handle, SendResponse};
 
-type Mock = Handle<Request<Body>, Response<Body>>;
-
-fn mock() -> (kube::Client, Mock) {
-    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    (kube::Client::new(svc, "default"), handle)
+/// The in-process API server: scripted answers, and every request checked against a Role.
+struct Mock {
+    h: Handle<Request<Body>, Response<Body>>,
+    role: &'static str,
 }
 
-/// Waits for the next request and checks its method, path and that its query holds each `params`.
+/// The sidecar's Role, or the read-only one for `confgate status`.
+const SIDECAR_ROLE: &str = "manifests/rbac/sidecar.yaml";
+const STATUS_ROLE: &str = "manifests/rbac/status-reader.yaml";
+
+fn mock(role: &'static str) -> (kube::Client, Mock) {
+    let (svc, h) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (kube::Client::new(svc, "default"), Mock { h, role })
+}
+
+/// Whether the Role in `file` allows the request: verb from method and query, resource and name from
+/// the path (or from the `metadata.name` field selector for list and watch, as RBAC reads it).
+/// The manifests name the ConfigMap `webhook-config`; the tests call it `app`.
+fn rbac_allows(file: &str, req: &Request<Body>) -> bool {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace("webhook-config", "app");
+    let query = req.uri().query().unwrap_or_default();
+    let parts: Vec<&str> = req
+        .uri()
+        .path()
+        .trim_start_matches('/')
+        .split('/')
+        .collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", "namespaces", _, rest @ ..] => ("", rest),
+        ["apis", group, _, "namespaces", _, rest @ ..] => (*group, rest),
+        _ => panic!("unexpected path {}", req.uri()),
+    };
+    let (resource, name) = match rest {
+        [r] => (r.to_string(), None),
+        [r, n] => (r.to_string(), Some(n.to_string())),
+        [r, n, sub] => (format!("{r}/{sub}"), Some(n.to_string())),
+        _ => panic!("unexpected path {}", req.uri()),
+    };
+    let verb = match (req.method().as_str(), name.is_some()) {
+        ("GET", false) if query.contains("watch=true") => "watch",
+        ("GET", false) => "list",
+        ("GET", true) => "get",
+        ("POST", _) => "create",
+        ("PATCH", _) => "patch",
+        (m, _) => panic!("unexpected method {m}"),
+    };
+    let name = name.or_else(|| {
+        query
+            .split('&')
+            .find_map(|p| p.strip_prefix("fieldSelector=metadata.name%3D"))
+            .map(str::to_owned)
+    });
+    use serde::Deserialize as _;
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .filter(|doc| doc["kind"] == "Role")
+        .flat_map(|doc| doc["rules"].as_sequence().cloned().unwrap_or_default())
+        .any(|rule| {
+            let has = |key: &str, v: &str| {
+                rule[key]
+                    .as_sequence()
+                    .is_some_and(|s| s.iter().any(|x| x.as_str() == Some(v)))
+            };
+            has("apiGroups", group)
+                && has("resources", &resource)
+                && has("verbs", verb)
+                && (rule.get("resourceNames").is_none()
+                    || name.as_deref().is_some_and(|n| has("resourceNames", n)))
+        })
+}
+
+/// Waits for the next request, checks its method, path, that its query holds each `params`, and that
+/// the Role allows it.
 async fn expect(
-    h: &mut Mock,
+    m: &mut Mock,
     method: Method,
     path: &str,
     params: &[&str],
 ) -> (Request<Body>, SendResponse<Response<Body>>) {
-    let (req, send) = tokio::time::timeout(Duration::from_secs(120), h.next_request())
+    let (req, send) = tokio::time::timeout(Duration::from_secs(120), m.h.next_request())
         .await
         .unwrap_or_else(|_| panic!("no {method} {path} request came"))
         .expect("the client is gone");
@@ -42,6 +110,13 @@ async fn expect(
     for p in params {
         assert!(pairs.contains(p), "{p} not in {query}");
     }
+    assert!(
+        rbac_allows(m.role, &req),
+        "{} does not allow {} {}",
+        m.role,
+        req.method(),
+        req.uri()
+    );
     (req, send)
 }
 
@@ -154,7 +229,7 @@ const CM_PATH: &str = "/api/v1/namespaces/prod/configmaps";
 /// recreate under a new UID, and a 403 that names the missing RBAC rule.
 #[tokio::test(start_paused = true)]
 async fn configmap_watch_follows_the_object_through_its_life() {
-    let (client, mut h) = mock();
+    let (client, mut h) = mock(SIDECAR_ROLE);
     let shared = Shared::new();
     let (tx, mut rx) = watch::channel(None);
     let (_stop_tx, stop_rx) = watch::channel(false);
@@ -347,7 +422,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
 /// A ConfigMap that is absent at the first list is missing; one over 1 MiB is broken with the reason.
 #[tokio::test(start_paused = true)]
 async fn absent_and_oversized_configmaps() {
-    let (client, mut h) = mock();
+    let (client, mut h) = mock(SIDECAR_ROLE);
     let shared = Shared::new();
     let (tx, mut rx) = watch::channel(None);
     let target = Target {
@@ -391,7 +466,7 @@ async fn absent_and_oversized_configmaps() {
 async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
     use confgate::gate::{self, Feed};
     use confgate::settings::{Raw, Settings};
-    let (client, mut h) = mock();
+    let (client, mut h) = mock(SIDECAR_ROLE);
     let tmp = tempfile::tempdir().unwrap();
     let promoted = tmp.path().join("promoted");
     let shared = Shared::new();
@@ -527,7 +602,7 @@ fn pod_json(name: &str, ready: bool, cond: Option<(&str, &str, String)>) -> Valu
 /// on pods/status with a strategic merge patch, and only when it changes.
 #[tokio::test]
 async fn events_and_condition_requests_are_exactly_as_expected() {
-    let (client, mut h) = mock();
+    let (client, mut h) = mock(SIDECAR_ROLE);
     let pod = PodRef {
         namespace: "prod".into(),
         name: "web-0".into(),
@@ -800,7 +875,7 @@ fn reload_failure_is_an_event() {
 /// `confgate status` reads the fleet from a real-shaped pod list and compares with the ConfigMap.
 #[tokio::test]
 async fn status_command_renders_the_fleet_from_conditions() {
-    let (client, mut h) = mock();
+    let (client, mut h) = mock(STATUS_ROLE);
     let args = StatusArgs {
         namespace: Some("prod".into()),
         selector: Some("app=web".into()),
@@ -993,4 +1068,53 @@ fn configmap_source_without_promote_to_exits_64() {
         err.contains("invalid --source (CONFGATE_SOURCE) \"configmap:prod/app\": a ConfigMap source needs --promote-to"),
         "{err}"
     );
+}
+
+/// The Roles allow what confgate asks for and no more: no list of pods for the sidecar, no other
+/// ConfigMap, no writes for the status reader.
+#[test]
+fn roles_are_narrow() {
+    let req = |method: &str, uri: &str| {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let cm = "/api/v1/namespaces/prod/configmaps";
+    assert!(rbac_allows(
+        SIDECAR_ROLE,
+        &req(
+            "GET",
+            &format!("{cm}?fieldSelector=metadata.name%3Dapp&watch=true")
+        )
+    ));
+    assert!(!rbac_allows(
+        SIDECAR_ROLE,
+        &req("GET", &format!("{cm}?watch=true"))
+    ));
+    assert!(!rbac_allows(
+        SIDECAR_ROLE,
+        &req("GET", &format!("{cm}/other"))
+    ));
+    assert!(!rbac_allows(
+        SIDECAR_ROLE,
+        &req("PATCH", &format!("{cm}/app"))
+    ));
+    assert!(!rbac_allows(
+        SIDECAR_ROLE,
+        &req("GET", "/api/v1/namespaces/prod/pods")
+    ));
+    assert!(!rbac_allows(
+        SIDECAR_ROLE,
+        &req("PATCH", "/api/v1/namespaces/prod/pods/web-0")
+    ));
+    assert!(!rbac_allows(
+        STATUS_ROLE,
+        &req("PATCH", "/api/v1/namespaces/prod/pods/web-0/status")
+    ));
+    assert!(!rbac_allows(
+        STATUS_ROLE,
+        &req("GET", &format!("{cm}/other"))
+    ));
 }
