@@ -60,8 +60,12 @@ pub fn camel(verdict: &str) -> String {
         .collect()
 }
 
+/// `version X sha256:...`; a snapshot without either (missing, unreadable) is just `config`.
 fn described(version: Option<&str>, sha: Option<&str>) -> String {
-    format!("version {} {}", version.unwrap_or("-"), sha.unwrap_or("-"))
+    match (version, sha) {
+        (None, None) => "config".into(),
+        (v, sha) => format!("version {} {}", v.unwrap_or("-"), sha.unwrap_or("-")),
+    }
 }
 
 fn truncate(mut s: String, max: usize) -> String {
@@ -343,5 +347,57 @@ pub async fn run(
             () = tokio::time::sleep(PATCH_RETRY), if !patched => {}
             () = &mut shutdown => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{ActiveView, CandidateView};
+
+    #[test]
+    fn reasons_are_camel_case_verdicts() {
+        for (v, r) in [
+            ("accepted", "Accepted"),
+            ("too-new", "TooNew"),
+            ("too-old", "TooOld"),
+            ("out-of-range", "OutOfRange"),
+            ("invalid", "Invalid"),
+            ("missing", "Missing"),
+        ] {
+            assert_eq!(camel(v), r);
+        }
+    }
+
+    #[test]
+    fn no_condition_before_anything_was_read_and_observe_mode_is_false() {
+        assert_eq!(condition(&Status::default()), None);
+        let observed = Status {
+            active: Some(ActiveView {
+                version: Some("3.0.0".into()),
+                sha256: "sha256:ab".into(),
+                since: String::new(),
+                verdict: "too-new",
+            }),
+            ..Status::default()
+        };
+        let c = condition(&observed).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "TooNew"));
+        assert_eq!(c.message, "version 3.0.0 sha256:ab");
+        let first_missing = Status {
+            candidate: Some(CandidateView {
+                version: None,
+                sha256: None,
+                verdict: "missing",
+                reason: "ConfigMap ns/cm does not exist".into(),
+            }),
+            ..Status::default()
+        };
+        let c = condition(&first_missing).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "Missing"));
+        assert_eq!(
+            c.message,
+            "no accepted config; newest config is missing: ConfigMap ns/cm does not exist"
+        );
     }
 }

@@ -103,8 +103,11 @@ impl Tracker {
 
     /// A watcher event; returns the snapshot to hand to the gate, if the event settles one.
     pub fn event(&mut self, ev: watcher::Event<ConfigMap>) -> Option<Observed> {
-        self.view.failing_since = None;
-        self.view.last_error = None;
+        // `Init` comes before the list request, so it proves nothing; every other event is an answer.
+        if !matches!(ev, watcher::Event::Init) {
+            self.view.failing_since = None;
+            self.view.last_error = None;
+        }
         match ev {
             watcher::Event::Init => {
                 self.listed = None;
@@ -228,5 +231,71 @@ pub async fn run(
             None => return,
         }
         shared.source.send_replace(Some(tracker.view().clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn cm(data: &[(&str, &str)], binary: &[(&str, &[u8])]) -> ConfigMap {
+        ConfigMap {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            binary_data: Some(
+                binary
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+                    .collect(),
+            ),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn same_content_same_hash_as_the_volume_and_check() {
+        let obs = observe(&cm(&[("version", "2.4.1")], &[("blob", &[0, 255])]));
+        let expected = crate::snapshot::ContentHash::of([
+            ("version", b"2.4.1".as_slice()),
+            ("blob", [0u8, 255].as_slice()),
+        ]);
+        assert_eq!(obs.hash(), Some(expected));
+    }
+
+    #[test]
+    fn empty_overlapping_and_bad_keys() {
+        assert!(matches!(observe(&cm(&[], &[])), Observed::Missing(m) if m.contains("no keys")));
+        assert!(matches!(
+            observe(&cm(&[("a", "x")], &[("a", b"y")])),
+            Observed::Broken(m) if m.contains("in both data and binaryData")
+        ));
+        assert!(matches!(
+            observe(&cm(&[("..data", "x")], &[])),
+            Observed::Broken(m) if m.contains("not a valid ConfigMap key")
+        ));
+    }
+
+    #[test]
+    fn init_alone_does_not_end_a_run_of_failures() {
+        let mut t = Tracker::new(
+            Target {
+                namespace: "ns".into(),
+                name: "cm".into(),
+            },
+            STUCK_AFTER,
+        );
+        let forbidden = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
+        t.error(&watcher::Error::InitialListFailed(kube::Error::Api(
+            forbidden.boxed(),
+        )));
+        assert!(t.view().failing_for().is_some());
+        t.event(watcher::Event::Init);
+        assert!(t.view().failing_for().is_some());
+        t.event(watcher::Event::InitDone);
+        assert!(t.view().failing_for().is_none());
     }
 }
