@@ -68,6 +68,27 @@ async fn handle(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible>
                    "items": [configmap()]}),
         ),
         ("GET", "/api/v1/namespaces/prod/pods/web-0") => reply(200, pod()),
+        ("GET", "/api/v1/namespaces/prod/configmaps/app") => {
+            let mut cm = configmap();
+            cm["kind"] = json!("ConfigMap");
+            cm["apiVersion"] = json!("v1");
+            reply(200, cm)
+        }
+        ("GET", "/api/v1/namespaces/prod/pods") => {
+            // The pod as the API server would now show it: with the condition the sidecar patched.
+            let patched = seen.lock().unwrap().iter().rev().find_map(|(w, b)| {
+                w.starts_with("PATCH /api/v1/namespaces/prod/pods/web-0/status")
+                    .then(|| b["status"]["conditions"].clone())
+            });
+            let mut p = pod();
+            p["status"]["conditions"] = patched.unwrap_or(json!([]));
+            p.as_object_mut().unwrap().remove("kind");
+            p.as_object_mut().unwrap().remove("apiVersion");
+            reply(
+                200,
+                json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "6"}, "items": [p]}),
+            )
+        }
         ("POST", "/apis/events.k8s.io/v1/namespaces/prod/events") => reply(201, body),
         ("PATCH", "/api/v1/namespaces/prod/pods/web-0/status") => reply(200, pod()),
         _ => reply(
@@ -238,4 +259,63 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
     assert_eq!(body["source"]["watch"]["healthy"], true);
     let live = http_get(&listen, "/livez").unwrap();
     assert!(live.starts_with("HTTP/1.1 200"), "{live}");
+
+    // `confgate status` reads back the condition the sidecar wrote and finds the ConfigMap's content.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"))
+        .args([
+            "status",
+            "-n",
+            "prod",
+            "-l",
+            "app=web",
+            "--configmap",
+            "app",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("web-0  false  True/Accepted  2.4.1"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("1/1 on 2.4.1\n"), "{stdout}");
+
+    // `confgate wait` in API mode, promoting into a fresh dir: it lists the ConfigMap and returns.
+    let fresh = tmp.path().join("promoted-by-wait");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"))
+        .args([
+            "wait",
+            "--accepts",
+            "^2.4",
+            "--source",
+            "configmap:prod/app",
+            "--timeout",
+            "20s",
+        ])
+        .arg("--promote-to")
+        .arg(&fresh)
+        .arg("--annotations")
+        .arg(tmp.path().join("no-annotations"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(fresh.join("version")).unwrap(),
+        "2.4.1"
+    );
 }
