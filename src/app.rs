@@ -135,7 +135,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
                 source,
             })?;
         let addr = listener.local_addr().unwrap_or(args.listen);
-        info!(%addr, watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
+        info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
         serve_and_decide(args, base, choice, listener).await
     })
 }
