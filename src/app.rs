@@ -32,6 +32,12 @@ pub enum Error {
     Runtime(#[source] std::io::Error),
     #[error("the decision loop ended unexpectedly")]
     LoopDied,
+    #[cfg(feature = "api")]
+    #[error(transparent)]
+    Api(#[from] crate::api::Error),
+    #[cfg(feature = "api")]
+    #[error(transparent)]
+    Status(#[from] crate::api::status_cmd::Error),
 }
 
 /// A command's outcome when it did not fail: success, or "not accepted / not ready / timed out".
@@ -60,6 +66,52 @@ fn gate_config(p: &PathArgs) -> gate::Config {
     }
 }
 
+/// The config source as resolved from `--source` and, in API mode, the `confgate.io/source` annotation.
+#[cfg(feature = "api")]
+type SourceChoice = Result<crate::api::SourceSpec, String>;
+/// Without the `api` feature the volume is the only source.
+#[cfg(not(feature = "api"))]
+#[derive(Debug)]
+struct SourceChoice;
+
+/// Resolves the source before anything starts, so a bad flag or environment value exits 64.
+fn source_choice(p: &PathArgs) -> Result<SourceChoice, Error> {
+    #[cfg(feature = "api")]
+    {
+        crate::api::resolve(p.source.as_deref(), &p.annotations, p.promote_to.as_deref())
+            .map_err(|i| Error::Settings(settings::Error(vec![i])))
+    }
+    #[cfg(not(feature = "api"))]
+    match p.source.as_deref() {
+        None | Some("volume") => Ok(SourceChoice),
+        Some(v) => Err(Error::Settings(settings::Error(vec![settings::Invalid {
+            setting: "--source (CONFGATE_SOURCE)".into(),
+            value: v.to_owned(),
+            problem: "this build has no Kubernetes API support (built without the api feature)"
+                .into(),
+            allowed: "volume",
+        }]))),
+    }
+}
+
+/// The decision loop's feed; in API mode a ConfigMap watch is spawned that stops with `stop`.
+#[allow(clippy::unused_async)]
+async fn feed(
+    choice: SourceChoice,
+    shared: &std::sync::Arc<Shared>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<gate::Feed, Error> {
+    #[cfg(feature = "api")]
+    {
+        Ok(crate::api::feed(choice, shared.clone(), stop).await?)
+    }
+    #[cfg(not(feature = "api"))]
+    {
+        let _ = (choice, shared, stop);
+        Ok(gate::Feed::Volume)
+    }
+}
+
 /// Resolves when SIGTERM or SIGINT arrives.
 pub async fn terminated() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -75,6 +127,7 @@ pub async fn terminated() {
 /// `confgate run`: the sidecar, until SIGTERM/SIGINT.
 pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
+    let choice = source_choice(&args.paths)?;
     let rt = runtime()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -84,14 +137,15 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
                 source,
             })?;
         let addr = listener.local_addr().unwrap_or(args.listen);
-        info!(%addr, watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
-        serve_and_decide(args, base, listener).await
+        info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
+        serve_and_decide(args, base, choice, listener).await
     })
 }
 
 async fn serve_and_decide(
     args: RunArgs,
     base: Settings,
+    choice: SourceChoice,
     listener: tokio::net::TcpListener,
 ) -> Result<Outcome, Error> {
     let shared = Shared::new();
@@ -105,8 +159,12 @@ async fn serve_and_decide(
         stopped(stop_rx.clone()),
     ));
     let reloads = reload::spawn(shared.clone());
-    let mut decide = tokio::spawn(gate::run(
+    let feed = feed(choice, &shared, stopped(stop_rx.clone())).await?;
+    #[cfg(feature = "api")]
+    crate::api::spawn_pod_reporter(shared.clone(), stopped(stop_rx.clone())).await;
+    let mut decide = tokio::spawn(gate::run_fed(
         gate_config(&args.paths),
+        feed,
         base,
         shared.clone(),
         reloads,
@@ -138,6 +196,7 @@ async fn serve_and_decide(
 /// `confgate wait`: the same loop, no server and no reloads, until a first accepted config is in place.
 pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
+    let choice = source_choice(&args.paths)?;
     let rt = runtime()?;
     rt.block_on(async move {
         let shared = Shared::new();
@@ -147,8 +206,16 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
         // The component is not running yet: nothing to reload.
         let mut base = base;
         base.reload = settings::Reload::None;
-        let decide = tokio::spawn(gate::run(
+        let source_stop = {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let feed = feed(choice, &shared, source_stop).await?;
+        let decide = tokio::spawn(gate::run_fed(
             gate_config(&args.paths),
+            feed,
             base,
             shared.clone(),
             reloads,
@@ -175,6 +242,20 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
             _ => Ok(outcome),
         }
     })
+}
+
+/// `confgate status`: the table, then the summary; `No` unless every pod matches.
+#[cfg(feature = "api")]
+pub fn status(args: crate::api::status_cmd::StatusArgs) -> Result<Outcome, Error> {
+    let rt = runtime()?;
+    let fleet = rt.block_on(crate::api::status_cmd::run(&args))?;
+    print!("{}", fleet.table());
+    if fleet.all_match() {
+        println!("{}", fleet.summary());
+        Ok(Outcome::Ok)
+    } else {
+        Ok(Outcome::No(fleet.summary()))
+    }
 }
 
 /// `confgate probe`: GET the endpoint, print its body, succeed on 2xx.

@@ -31,6 +31,9 @@ pub enum Command {
     Check(CheckArgs),
     /// Exec-probe client: print the reason line of /readyz, /livez or /startupz; exit 0 or 1.
     Probe(ProbeArgs),
+    /// Fleet view from the pods' confgate.io/config-compatible conditions; exit 0 when all pods match.
+    #[cfg(feature = "api")]
+    Status(crate::api::status_cmd::StatusArgs),
 }
 
 /// The gate settings; each can be overridden live by a pod annotation.
@@ -86,6 +89,10 @@ pub struct PathArgs {
         default_value = "/etc/confgate/incoming"
     )]
     pub watch: PathBuf,
+    /// Where the config comes from: volume (the --watch mount) or configmap:NAMESPACE/NAME (the API;
+    /// needs --promote-to) [annotation confgate.io/source] [default: volume]
+    #[arg(long, env = "CONFGATE_SOURCE", value_name = "SOURCE")]
+    pub source: Option<String>,
     /// Where accepted configs are promoted; without it, gate-only mode (readiness and reload, no copy)
     #[arg(long, env = "CONFGATE_PROMOTE_TO", value_name = "DIR")]
     pub promote_to: Option<PathBuf>,

@@ -75,6 +75,29 @@ pub enum Action {
     },
 }
 
+/// Where the loop takes snapshots from.
+#[derive(Debug, Clone, Default)]
+pub enum Feed {
+    /// Read [`Config::watch`] when the file watch says it changed (the kubelet volume).
+    #[default]
+    Volume,
+    /// The newest snapshot another task observed (the API source); `None` until it has one.
+    Channel(tokio::sync::watch::Receiver<Option<Observed>>),
+}
+
+impl Feed {
+    /// Resolves when the channel holds a newer snapshot; never for the volume (file events say it).
+    async fn changed(&mut self) {
+        if let Feed::Channel(rx) = self
+            && rx.changed().await.is_ok()
+        {
+            return;
+        }
+        // The volume, or a closed channel: nothing more to say here (the source reports its own failure).
+        std::future::pending().await
+    }
+}
+
 /// The pure decision state.
 #[derive(Debug, Clone)]
 pub struct Gate {
@@ -360,7 +383,7 @@ fn seen(obs: &Observed) -> Seen {
     }
 }
 
-/// Runs the decision loop until `shutdown` completes.
+/// Runs the decision loop on the volume until `shutdown` completes.
 pub async fn run(
     cfg: Config,
     base: Settings,
@@ -368,8 +391,22 @@ pub async fn run(
     reloads: reload::Handle,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    run_fed(cfg, Feed::Volume, base, shared, reloads, shutdown).await
+}
+
+/// Runs the decision loop on snapshots from `feed` until `shutdown` completes.
+pub async fn run_fed(
+    cfg: Config,
+    feed: Feed,
+    base: Settings,
+    shared: Arc<Shared>,
+    reloads: reload::Handle,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let mut wake_feed = feed.clone();
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
     let mut pipeline = Pipeline::open(cfg, base, shared, reloads)?;
+    pipeline.feed = feed;
     let mut changes = Changes::ALL;
     let mut plain_since: Option<Instant> = None;
     tokio::pin!(shutdown);
@@ -390,7 +427,8 @@ pub async fn run(
             pipeline.shared.metrics.watch_error();
         }
         pipeline.publish();
-        let watched = source.ensure_watches();
+        // The API feed needs no volume; only the annotations dir is watched for it.
+        let watched = source.ensure_watches() || matches!(pipeline.feed, Feed::Channel(_));
         let now_error = match (&source.watch_error, watched) {
             (Some(e), _) => Some(e.clone()),
             (None, false) => Some(format!("{} is absent", pipeline.cfg.watch.display())),
@@ -422,6 +460,7 @@ pub async fn run(
         }
         changes = tokio::select! {
             c = source.changed() => c,
+            () = wake_feed.changed() => Changes::CONFIG,
             () = tokio::time::sleep_until(wake) => {
                 if plain_since.is_some() || pipeline.retry_at.is_some_and(|t| t <= Instant::now()) {
                     pipeline.retry_at = None;
@@ -445,6 +484,7 @@ pub async fn run(
 /// publish. [`run`] drives it from file events; tests drive it directly.
 pub struct Pipeline {
     cfg: Config,
+    feed: Feed,
     gate: Gate,
     promoter: Option<Promoter>,
     shared: Arc<Shared>,
@@ -477,6 +517,7 @@ impl Pipeline {
         });
         let p = Pipeline {
             cfg,
+            feed: Feed::Volume,
             gate,
             promoter,
             shared,
@@ -507,9 +548,15 @@ impl Pipeline {
         changed
     }
 
-    /// Reads the watched dir and acts on it; identical input under unchanged settings is skipped.
+    /// Reads the newest snapshot and acts on it; identical input under unchanged settings is skipped.
     pub fn process(&mut self) {
-        let obs = snapshot::read(&self.cfg.watch);
+        let obs = match &self.feed {
+            Feed::Volume => snapshot::read(&self.cfg.watch),
+            Feed::Channel(rx) => match rx.borrow().clone() {
+                Some(obs) => obs,
+                None => return,
+            },
+        };
         let id = seen(&obs);
         if self.last.as_ref() == Some(&id) {
             return;

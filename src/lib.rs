@@ -15,8 +15,12 @@
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
 //! - [`check`]: offline verdicts for directories and manifests.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
+//! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
+//!   condition and `confgate status`.
 
 pub mod annotations;
+#[cfg(feature = "api")]
+pub mod api;
 pub mod app;
 pub mod check;
 pub mod cli;

@@ -32,6 +32,8 @@ fn main() -> ExitCode {
         Command::Run(args) => app::run(args),
         Command::Wait(args) => app::wait(args),
         Command::Probe(args) => app::probe(args),
+        #[cfg(feature = "api")]
+        Command::Status(args) => app::status(args),
         Command::Check(args) => return run_check(&args),
     };
     match result {

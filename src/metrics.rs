@@ -147,7 +147,7 @@ impl Metrics {
         counter(
             &mut out,
             "confgate_watch_errors_total",
-            "Errors or overflows reported by the file watch.",
+            "Errors or overflows reported by the file watch, and failures of the ConfigMap watch in API mode.",
             &self.watch_errors,
         );
         head(

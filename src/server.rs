@@ -69,7 +69,10 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
             readyz(&s, verbose)
         }
         "/livez" => {
-            if shared.loop_answers(LIVENESS_DEADLINE).await {
+            let stuck = shared.source.borrow().as_ref().and_then(|s| s.stuck());
+            if let Some(why) = stuck {
+                text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n"))
+            } else if shared.loop_answers(LIVENESS_DEADLINE).await {
                 text(StatusCode::OK, "ok\n".into())
             } else {
                 text(
@@ -91,7 +94,15 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
         }
         "/status" => {
             let s = shared.snapshot();
-            let body = serde_json::to_vec_pretty(&s).unwrap_or_default();
+            let source = shared.source.borrow().as_ref().map(|v| v.to_json());
+            let body = match source {
+                None => serde_json::to_vec_pretty(&s),
+                Some(src) => serde_json::to_value(&s).and_then(|mut v| {
+                    v["source"] = src;
+                    serde_json::to_vec_pretty(&v)
+                }),
+            }
+            .unwrap_or_default();
             Response::builder()
                 .header(hyper::header::CONTENT_TYPE, "application/json")
                 .header(hyper::header::CACHE_CONTROL, "no-store")

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 
@@ -93,11 +94,75 @@ impl Default for Status {
     }
 }
 
+/// The API source's view of the object it watches (API mode only). Never holds content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceView {
+    /// `configmap`.
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// The object was deleted and created again (a new UID) since confgate first saw it.
+    pub recreated: bool,
+    pub previous_uid: Option<String>,
+    pub last_error: Option<String>,
+    /// First error of the current run of failures, with its wall-clock time.
+    pub failing_since: Option<(Instant, jiff::Timestamp)>,
+    pub last_error_at: Option<Instant>,
+    /// How long failures may go on before `/livez` reports the watch as stuck; a run of failures ends
+    /// after this long without an error (the watch backs off at most 30 s between attempts).
+    pub stuck_after: Duration,
+}
+
+impl SourceView {
+    /// How long the watch has been failing, when it is.
+    pub fn failing_for(&self) -> Option<Duration> {
+        let (since, _) = self.failing_since?;
+        let last = self.last_error_at?;
+        (last.elapsed() < self.stuck_after).then(|| since.elapsed())
+    }
+
+    /// The `/livez` reason when the watch has been failing for longer than `stuck_after`.
+    pub fn stuck(&self) -> Option<String> {
+        let d = self.failing_for().filter(|d| *d >= self.stuck_after)?;
+        Some(format!(
+            "the {} {}/{} watch has been failing for {} s: {}",
+            self.kind,
+            self.namespace,
+            self.name,
+            d.as_secs(),
+            self.last_error.as_deref().unwrap_or("unknown error")
+        ))
+    }
+
+    /// The `/status` `source` object.
+    pub fn to_json(&self) -> serde_json::Value {
+        let failing = self.failing_for();
+        serde_json::json!({
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "resource_version": self.resource_version,
+            "recreated": self.recreated,
+            "previous_uid": self.previous_uid,
+            "watch": {
+                "healthy": failing.is_none(),
+                "failing_since": failing.and(self.failing_since.map(|(_, t)| t.to_string())),
+                "last_error": self.last_error,
+            },
+        })
+    }
+}
+
 /// Shared between the gate loop, the reload worker and the server.
 #[derive(Debug)]
 pub struct Shared {
     pub status: watch::Sender<Status>,
     pub metrics: Metrics,
+    /// Set by the API source in API mode; `None` on the volume.
+    pub source: watch::Sender<Option<SourceView>>,
     /// `/livez` rings this; the decision loop answers by bumping `pong`. An idle loop costs nothing.
     ping: Notify,
     pong: watch::Sender<u64>,
@@ -108,6 +173,7 @@ impl Shared {
         Arc::new(Shared {
             status: watch::Sender::new(Status::default()),
             metrics: Metrics::default(),
+            source: watch::Sender::new(None),
             ping: Notify::new(),
             pong: watch::Sender::new(0),
         })

@@ -1,0 +1,266 @@
+//! API mode: the Kubernetes API as a config source and as a place to report, behind the `api` feature.
+//!
+//! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
+//! - [`pod`]: Events and the `confgate.io/config-compatible` condition on the sidecar's own pod.
+//! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
+//!
+//! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
+//! in-process service that answers with the shapes the API server sends. API mode is verified against
+//! those recorded request and response shapes only, not against a running API server.
+
+pub mod pod;
+pub mod source;
+pub mod status_cmd;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use tracing::{info, warn};
+
+use crate::gate::{self, Feed};
+use crate::settings::{ANN_SOURCE, Invalid};
+use crate::snapshot::Observed;
+use crate::state::Shared;
+
+/// The env var and flag naming the source, as users write them.
+pub const SOURCE_SETTING: &str = "--source (CONFGATE_SOURCE)";
+const ALLOWED_SOURCE: &str = "volume or configmap:NAMESPACE/NAME";
+/// The condition type confgate sets on its pod.
+pub const CONDITION_TYPE: &str = "confgate.io/config-compatible";
+/// Downward-API env vars naming the sidecar's pod.
+pub const ENV_POD_NAME: &str = "POD_NAME";
+pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
+
+/// Why API mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// A ConfigMap named by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Where snapshots come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceSpec {
+    Volume,
+    ConfigMap(Target),
+}
+
+/// DNS-1123 subdomain, as the API server validates object and namespace names.
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
+impl std::str::FromStr for SourceSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "volume" {
+            return Ok(SourceSpec::Volume);
+        }
+        let rest = s.strip_prefix("configmap:").ok_or("unknown source kind")?;
+        let (namespace, name) = rest
+            .split_once('/')
+            .ok_or("configmap: needs NAMESPACE/NAME")?;
+        for part in [namespace, name] {
+            if !is_dns_subdomain(part) {
+                return Err(format!("{part:?} is not a valid Kubernetes name"));
+            }
+        }
+        Ok(SourceSpec::ConfigMap(Target {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }))
+    }
+}
+
+/// The source in force: the annotation, else the flag or environment, else the volume.
+///
+/// A bad annotation does not stop confgate (a crash loop would hide the message): it becomes a
+/// snapshot that is `invalid` with the annotation named, so the gate holds and reports it.
+pub fn resolve(
+    flag: Option<&str>,
+    annotations_file: &Path,
+    promote_to: Option<&Path>,
+) -> Result<Result<SourceSpec, String>, Invalid> {
+    let from_annotation = gate::read_annotations(annotations_file)
+        .ok()
+        .and_then(|a| a.get(ANN_SOURCE).cloned());
+    if let Some(v) = from_annotation {
+        let spec = v
+            .parse::<SourceSpec>()
+            .map_err(|e| format!("annotation {ANN_SOURCE} {v:?}: {e}; allowed: {ALLOWED_SOURCE}"));
+        return Ok(match spec {
+            Ok(SourceSpec::ConfigMap(_)) if promote_to.is_none() => Err(format!(
+                "annotation {ANN_SOURCE} {v:?} needs --promote-to: there is no mounted volume for the component to read"
+            )),
+            other => other,
+        });
+    }
+    let Some(v) = flag else {
+        return Ok(Ok(SourceSpec::Volume));
+    };
+    let invalid = |problem: String| Invalid {
+        setting: SOURCE_SETTING.into(),
+        value: v.to_owned(),
+        problem,
+        allowed: ALLOWED_SOURCE,
+    };
+    let spec = v.parse::<SourceSpec>().map_err(invalid)?;
+    if matches!(spec, SourceSpec::ConfigMap(_)) && promote_to.is_none() {
+        return Err(invalid(
+            "a ConfigMap source needs --promote-to (CONFGATE_PROMOTE_TO): there is no mounted volume for the component to read".into(),
+        ));
+    }
+    Ok(Ok(spec))
+}
+
+/// Builds the decision loop's feed: the volume, or a ConfigMap watch spawned here until `shutdown`.
+pub async fn feed(
+    spec: Result<SourceSpec, String>,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Feed, Error> {
+    match spec {
+        Ok(SourceSpec::Volume) => Ok(Feed::Volume),
+        Err(why) => {
+            warn!(reason = %why, "bad source annotation; no config will be accepted");
+            let (_tx, rx) = tokio::sync::watch::channel(Some(Observed::Broken(why)));
+            Ok(Feed::Channel(rx))
+        }
+        Ok(SourceSpec::ConfigMap(target)) => {
+            let client = kube::Client::try_default().await.map_err(Error::Client)?;
+            info!(configmap = %target, "watching the ConfigMap through the API");
+            let (tx, rx) = tokio::sync::watch::channel(None);
+            tokio::spawn(source::run(
+                client,
+                target,
+                tx,
+                shared,
+                source::STUCK_AFTER,
+                shutdown,
+            ));
+            Ok(Feed::Channel(rx))
+        }
+    }
+}
+
+/// Starts Events and the pod condition when the pod is known (`POD_NAME`, `POD_NAMESPACE`) and a
+/// client can be built; otherwise says so once and goes on without them.
+pub async fn spawn_pod_reporter(
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (name, namespace) = (
+        std::env::var(ENV_POD_NAME).ok().filter(|s| !s.is_empty()),
+        std::env::var(ENV_POD_NAMESPACE)
+            .ok()
+            .filter(|s| !s.is_empty()),
+    );
+    let (Some(name), Some(namespace)) = (name, namespace) else {
+        info!(
+            "{ENV_POD_NAME}/{ENV_POD_NAMESPACE} not set; no Events and no pod condition (set them from the downward API)"
+        );
+        return;
+    };
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(error = %e, "no Kubernetes client; no Events and no pod condition");
+            return;
+        }
+    };
+    let rx = shared.status.subscribe();
+    tokio::spawn(pod::run(
+        client,
+        pod::PodRef { namespace, name },
+        rx,
+        shutdown,
+    ));
+}
+
+/// A one-line explanation of an API error, naming the RBAC rule a 403 calls for.
+pub fn explain(e: &kube::Error, rule: &str) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => {
+            format!("forbidden: {}; the ServiceAccount needs {rule}", s.message)
+        }
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_spec_parses_and_names_the_problem() {
+        assert_eq!("volume".parse::<SourceSpec>(), Ok(SourceSpec::Volume));
+        assert_eq!(
+            "configmap:kube-system/gate-config".parse::<SourceSpec>(),
+            Ok(SourceSpec::ConfigMap(Target {
+                namespace: "kube-system".into(),
+                name: "gate-config".into()
+            }))
+        );
+        for (bad, why) in [
+            ("configmap:x", "NAMESPACE/NAME"),
+            ("configmap:ns/Big", "\"Big\" is not a valid"),
+            ("secret:ns/x", "unknown source kind"),
+        ] {
+            let e = bad.parse::<SourceSpec>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn configmap_source_needs_promote_to() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ann = tmp.path().join("annotations");
+        let e = resolve(Some("configmap:ns/cm"), &ann, None).unwrap_err();
+        assert_eq!(e.setting, SOURCE_SETTING);
+        assert!(e.to_string().contains("needs --promote-to"), "{e}");
+        let ok = resolve(Some("configmap:ns/cm"), &ann, Some(tmp.path())).unwrap();
+        assert!(matches!(ok, Ok(SourceSpec::ConfigMap(_))));
+        assert_eq!(resolve(None, &ann, None).unwrap(), Ok(SourceSpec::Volume));
+    }
+
+    #[test]
+    fn annotation_wins_and_a_bad_one_is_reported_not_fatal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ann = tmp.path().join("annotations");
+        std::fs::write(&ann, "confgate.io/source=\"configmap:prod/app\"").unwrap();
+        let got = resolve(Some("volume"), &ann, Some(tmp.path())).unwrap();
+        assert_eq!(
+            got,
+            Ok(SourceSpec::ConfigMap(Target {
+                namespace: "prod".into(),
+                name: "app".into()
+            }))
+        );
+        std::fs::write(&ann, "confgate.io/source=\"configmap:prod\"").unwrap();
+        let why = resolve(None, &ann, Some(tmp.path())).unwrap().unwrap_err();
+        assert!(why.starts_with("annotation confgate.io/source"), "{why}");
+    }
+}

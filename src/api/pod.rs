@@ -1,0 +1,403 @@
+//! What confgate reports on its own pod: Events (accepted, rejected, missing, reload failed) through
+//! kube's [`Recorder`] (events.k8s.io/v1, repeats folded into a series), and the condition
+//! `confgate.io/config-compatible` on pods/status by strategic merge patch.
+//!
+//! Both are derived from changes of the published [`Status`], so the decision loop knows nothing of
+//! the API. An API failure is logged and never stops the gate.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use super::{CONDITION_TYPE, explain};
+use crate::state::Status;
+
+/// After a failed condition patch, when to try again.
+const PATCH_RETRY: Duration = Duration::from_secs(30);
+/// The API server's limit on an Event note.
+const NOTE_MAX: usize = 1024;
+
+/// The sidecar's pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// One Event to publish, before it meets the Recorder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+}
+
+/// The condition as confgate writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// `too-new` -> `TooNew`: a verdict as a condition reason.
+pub fn camel(verdict: &str) -> String {
+    verdict
+        .split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// `version X sha256:...`; a snapshot without either (missing, unreadable) is just `config`.
+fn described(version: Option<&str>, sha: Option<&str>) -> String {
+    match (version, sha) {
+        (None, None) => "config".into(),
+        (v, sha) => format!("version {} {}", v.unwrap_or("-"), sha.unwrap_or("-")),
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max - 3;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+/// The Events a change of status calls for.
+pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
+    let mut out = Vec::new();
+    let active_sha = |s: &Status| s.active.as_ref().map(|a| a.sha256.clone());
+    if let Some(a) = &next.active
+        && active_sha(prev) != active_sha(next)
+    {
+        let accepted = a.verdict == "accepted";
+        out.push(Note {
+            warning: !accepted,
+            reason: if accepted { "Accepted" } else { "Observed" },
+            action: "Promote",
+            note: if accepted {
+                format!(
+                    "{} is active",
+                    described(a.version.as_deref(), Some(&a.sha256))
+                )
+            } else {
+                format!(
+                    "observe mode: {} is active although {}",
+                    described(a.version.as_deref(), Some(&a.sha256)),
+                    a.verdict
+                )
+            },
+        });
+    }
+    let cand_id = |s: &Status| {
+        s.candidate
+            .as_ref()
+            .map(|c| (c.sha256.clone(), c.verdict, c.reason.clone()))
+    };
+    if let Some(c) = &next.candidate
+        && c.verdict != "accepted"
+        && cand_id(prev) != cand_id(next)
+    {
+        let holding = match &next.active {
+            Some(a) => format!(
+                "; holding {}",
+                described(a.version.as_deref(), Some(&a.sha256))
+            ),
+            None => "; no config accepted yet".into(),
+        };
+        out.push(if c.verdict == "missing" {
+            Note {
+                warning: true,
+                reason: "Missing",
+                action: "Hold",
+                note: format!("{}{holding}", c.reason),
+            }
+        } else {
+            Note {
+                warning: true,
+                reason: "Rejected",
+                action: "Hold",
+                note: format!(
+                    "{} is {}: {}{holding}",
+                    described(c.version.as_deref(), c.sha256.as_deref()),
+                    c.verdict,
+                    c.reason
+                ),
+            }
+        });
+    }
+    if next.reload.last_result == "failure" && prev.reload.last_result != "failure" {
+        out.push(Note {
+            warning: true,
+            reason: "ReloadFailed",
+            action: "Reload",
+            note: format!(
+                "reload via {} failed: {}",
+                next.reload.target,
+                next.reload.last_error.as_deref().unwrap_or("unknown error")
+            ),
+        });
+    }
+    for n in &mut out {
+        n.note = truncate(std::mem::take(&mut n.note), NOTE_MAX);
+    }
+    out
+}
+
+/// The condition for a status, or `None` before anything was read.
+///
+/// The message starts with the active config (`version X sha256:...`, or `no accepted config`), which
+/// `confgate status` reads back; a newest config that is not active follows after `; newest`.
+pub fn condition(s: &Status) -> Option<Condition> {
+    let verdict = match (&s.candidate, &s.active) {
+        (Some(c), _) => c.verdict,
+        (None, Some(a)) => a.verdict,
+        (None, None) => return None,
+    };
+    let status = s.candidate.is_none() && verdict == "accepted";
+    let reason = match &s.candidate {
+        // Accepted but not in place: the promotion failed.
+        Some(c) if c.verdict == "accepted" => "NotPromoted".to_owned(),
+        _ => camel(verdict),
+    };
+    let mut message = match &s.active {
+        Some(a) => described(a.version.as_deref(), Some(&a.sha256)),
+        None => "no accepted config".to_owned(),
+    };
+    if let Some(c) = &s.candidate {
+        message.push_str(&format!(
+            "; newest {} is {}: {}",
+            described(c.version.as_deref(), c.sha256.as_deref()),
+            c.verdict,
+            c.reason
+        ));
+    }
+    Some(Condition {
+        status,
+        reason,
+        message: truncate(message, NOTE_MAX),
+    })
+}
+
+/// The strategic merge patch for the condition; `conditions` merges on `type`, so other conditions stay.
+pub fn condition_patch(c: &Condition, last_transition: jiff::Timestamp) -> serde_json::Value {
+    serde_json::json!({
+        "status": {
+            "conditions": [{
+                "type": CONDITION_TYPE,
+                "status": if c.status { "True" } else { "False" },
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": last_transition.round(jiff::Unit::Second).unwrap_or(last_transition).to_string(),
+            }]
+        }
+    })
+}
+
+/// Publishes Events and patches the condition on `pod`; state kept between changes.
+pub struct PodReporter {
+    pods: Api<Pod>,
+    pod: PodRef,
+    recorder: Recorder,
+    reference: ObjectReference,
+    sent: Option<Condition>,
+    transition: Option<(bool, jiff::Timestamp)>,
+    last_error: Option<String>,
+}
+
+/// The reporter for `pod`: reads the pod's UID (best effort) so Events point at this incarnation.
+pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let uid = match pods.get(&pod.name).await {
+        Ok(p) => p.metadata.uid,
+        Err(e) => {
+            warn!(pod = %pod.name, error = %explain(&e, "get on pods"), "cannot read the pod; Events will not carry its UID");
+            None
+        }
+    };
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name.clone()),
+        namespace: Some(pod.namespace.clone()),
+        uid,
+        ..ObjectReference::default()
+    };
+    let recorder = Recorder::new(
+        client,
+        Reporter {
+            controller: "confgate".into(),
+            instance: Some(pod.name.clone()),
+        },
+    );
+    PodReporter {
+        pods,
+        pod,
+        recorder,
+        reference,
+        sent: None,
+        transition: None,
+        last_error: None,
+    }
+}
+
+impl PodReporter {
+    /// Reports the change from `prev` to `next`. Returns false when the condition could not be patched.
+    pub async fn report(&mut self, prev: &Status, next: &Status) -> bool {
+        for n in notes(prev, next) {
+            let ev = Event {
+                type_: if n.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: n.reason.into(),
+                note: Some(n.note),
+                action: n.action.into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&ev, &self.reference).await {
+                self.failed(explain(
+                    &e,
+                    "create and patch on events (apiGroups [\"events.k8s.io\"])",
+                ));
+            }
+        }
+        self.patch(next).await
+    }
+
+    async fn patch(&mut self, s: &Status) -> bool {
+        let Some(c) = condition(s) else { return true };
+        if self.sent.as_ref() == Some(&c) {
+            return true;
+        }
+        let since = match self.transition {
+            Some((status, t)) if status == c.status => t,
+            _ => jiff::Timestamp::now(),
+        };
+        let body = condition_patch(&c, since);
+        match self
+            .pods
+            .patch_status(
+                &self.pod.name,
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
+            .await
+        {
+            Ok(_) => {
+                debug!(status = c.status, reason = %c.reason, "pod condition updated");
+                self.transition = Some((c.status, since));
+                self.sent = Some(c);
+                true
+            }
+            Err(e) => {
+                self.failed(explain(&e, "patch on pods/status"));
+                false
+            }
+        }
+    }
+
+    fn failed(&mut self, why: String) {
+        // The same failure every time would flood the log; say it once until it changes.
+        if self.last_error.as_ref() != Some(&why) {
+            warn!(pod = %self.pod.name, error = %why, "reporting to the pod failed");
+            self.last_error = Some(why);
+        }
+    }
+}
+
+/// Reports every published status change on `pod` until `shutdown`.
+pub async fn run(
+    client: Client,
+    pod: PodRef,
+    mut rx: watch::Receiver<Status>,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut r = tokio::select! {
+        r = reporter(client, pod) => r,
+        () = &mut shutdown => return,
+    };
+    let mut prev = Status::default();
+    loop {
+        let next = rx.borrow_and_update().clone();
+        // With `prev == next` (a retry) no Event repeats; only the condition patch is tried again.
+        let patched = r.report(&prev, &next).await;
+        prev = next;
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(PATCH_RETRY), if !patched => {}
+            () = &mut shutdown => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{ActiveView, CandidateView};
+
+    #[test]
+    fn reasons_are_camel_case_verdicts() {
+        for (v, r) in [
+            ("accepted", "Accepted"),
+            ("too-new", "TooNew"),
+            ("too-old", "TooOld"),
+            ("out-of-range", "OutOfRange"),
+            ("invalid", "Invalid"),
+            ("missing", "Missing"),
+        ] {
+            assert_eq!(camel(v), r);
+        }
+    }
+
+    #[test]
+    fn no_condition_before_anything_was_read_and_observe_mode_is_false() {
+        assert_eq!(condition(&Status::default()), None);
+        let observed = Status {
+            active: Some(ActiveView {
+                version: Some("3.0.0".into()),
+                sha256: "sha256:ab".into(),
+                since: String::new(),
+                verdict: "too-new",
+            }),
+            ..Status::default()
+        };
+        let c = condition(&observed).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "TooNew"));
+        assert_eq!(c.message, "version 3.0.0 sha256:ab");
+        let first_missing = Status {
+            candidate: Some(CandidateView {
+                version: None,
+                sha256: None,
+                verdict: "missing",
+                reason: "ConfigMap ns/cm does not exist".into(),
+            }),
+            ..Status::default()
+        };
+        let c = condition(&first_missing).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "Missing"));
+        assert_eq!(
+            c.message,
+            "no accepted config; newest config is missing: ConfigMap ns/cm does not exist"
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! `confgate status`: the fleet view. Lists pods, reads the `confgate.io/config-compatible` condition
+//! each sidecar wrote, and, given `--configmap`, compares each pod's active config with the ConfigMap's
+//! current content hash. Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client};
+
+use super::{CONDITION_TYPE, explain};
+use crate::snapshot::{ContentHash, Snapshot};
+
+/// `confgate status` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// Namespace of the pods (and the ConfigMap) [default: the kubeconfig's namespace]
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Label selector for the pods, e.g. app=webhook
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Compare each pod's active config with this ConfigMap's current content
+    #[arg(long, value_name = "NAME")]
+    pub configmap: Option<String>,
+}
+
+/// Why the fleet could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot build a Kubernetes client from the kubeconfig: {0}")]
+    Client(#[source] kube::Error),
+    #[error("cannot list pods in {namespace}: {why}")]
+    ListPods { namespace: String, why: String },
+    #[error("cannot read ConfigMap {namespace}/{name}: {why}")]
+    ConfigMap {
+        namespace: String,
+        name: String,
+        why: String,
+    },
+}
+
+/// One pod as its sidecar reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub pod: String,
+    pub ready: bool,
+    /// The condition's status and reason, when the sidecar wrote one.
+    pub condition: Option<(bool, String)>,
+    pub version: Option<String>,
+    pub sha256: Option<String>,
+}
+
+/// The pods and, with `--configmap`, the ConfigMap's current hash (`None` when it does not exist).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fleet {
+    pub namespace: String,
+    pub rows: Vec<Row>,
+    pub configmap: Option<(String, Option<ContentHash>)>,
+}
+
+/// Reads `version X sha256:...` at the start of the condition message.
+pub fn parse_message(msg: &str) -> (Option<String>, Option<String>) {
+    let Some(rest) = msg.strip_prefix("version ") else {
+        return (None, None);
+    };
+    let head = rest.split(';').next().unwrap_or_default();
+    let mut parts = head.split_whitespace();
+    let version = parts.next().filter(|v| *v != "-").map(str::to_owned);
+    let sha = parts
+        .next()
+        .filter(|s| s.starts_with("sha256:"))
+        .map(str::to_owned);
+    (version, sha)
+}
+
+/// What a pod's status says.
+pub fn row(pod: &Pod) -> Row {
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let ready = conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let ours = conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
+    let (version, sha256) = ours
+        .and_then(|c| c.message.as_deref())
+        .map(parse_message)
+        .unwrap_or_default();
+    Row {
+        pod: pod.metadata.name.clone().unwrap_or_default(),
+        ready,
+        condition: ours.map(|c| (c.status == "True", c.reason.clone().unwrap_or_default())),
+        version,
+        sha256,
+    }
+}
+
+/// Lists the pods and reads the ConfigMap.
+pub async fn fleet(client: Client, args: &StatusArgs) -> Result<Fleet, Error> {
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let mut lp = ListParams::default();
+    if let Some(sel) = &args.selector {
+        lp = lp.labels(sel);
+    }
+    let list = pods.list(&lp).await.map_err(|e| Error::ListPods {
+        namespace: namespace.clone(),
+        why: explain(&e, "list on pods"),
+    })?;
+    let mut rows: Vec<Row> = list.items.iter().map(row).collect();
+    rows.sort_by(|a, b| a.pod.cmp(&b.pod));
+    let configmap = match &args.configmap {
+        None => None,
+        Some(name) => {
+            let cms: Api<ConfigMap> = Api::namespaced(client, &namespace);
+            let cm = cms.get_opt(name).await.map_err(|e| Error::ConfigMap {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                why: explain(&e, "get on configmaps"),
+            })?;
+            let hash = cm
+                .as_ref()
+                .and_then(|cm| super::source::files(cm).ok())
+                .map(|f| Snapshot::new(f).hash);
+            Some((name.clone(), hash))
+        }
+    };
+    Ok(Fleet {
+        namespace,
+        rows,
+        configmap,
+    })
+}
+
+/// `TooNew` -> `too-new`: a condition reason as a verdict.
+fn kebab(reason: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in reason.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn short(sha: &str) -> &str {
+    sha.strip_prefix("sha256:")
+        .map(|h| &h[..h.len().min(12)])
+        .unwrap_or(sha)
+}
+
+impl Fleet {
+    /// Whether a pod runs what it should: the condition is True and, with `--configmap`, the active
+    /// config is the ConfigMap's current content.
+    pub fn matches(&self, r: &Row) -> bool {
+        let compatible = matches!(r.condition, Some((true, _)));
+        match &self.configmap {
+            None => compatible,
+            Some((_, hash)) => {
+                compatible && hash.is_some_and(|h| r.sha256.as_deref() == Some(&h.to_string()))
+            }
+        }
+    }
+
+    pub fn all_match(&self) -> bool {
+        !self.rows.is_empty() && self.rows.iter().all(|r| self.matches(r))
+    }
+
+    /// The table and the summary line.
+    pub fn render(&self) -> String {
+        format!("{}{}\n", self.table(), self.summary())
+    }
+
+    /// One line per pod, then the ConfigMap's hash when asked for.
+    pub fn table(&self) -> String {
+        let mut table = vec![[
+            "POD".to_owned(),
+            "READY".into(),
+            "CONDITION".into(),
+            "VERSION".into(),
+            "SHA256".into(),
+        ]];
+        for r in &self.rows {
+            table.push([
+                r.pod.clone(),
+                r.ready.to_string(),
+                match &r.condition {
+                    Some((s, reason)) => format!("{}/{reason}", if *s { "True" } else { "False" }),
+                    None => "-".into(),
+                },
+                r.version.clone().unwrap_or_else(|| "-".into()),
+                r.sha256.as_deref().map(short).unwrap_or("-").to_owned(),
+            ]);
+        }
+        let widths: Vec<usize> = (0..5)
+            .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for row in &table {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect();
+            out.push_str(line.join("  ").trim_end());
+            out.push('\n');
+        }
+        if let Some((name, hash)) = &self.configmap {
+            out.push_str(&match hash {
+                Some(h) => format!(
+                    "configmap {}/{name}: {}\n",
+                    self.namespace,
+                    short(&h.to_string())
+                ),
+                None => format!("configmap {}/{name}: not found\n", self.namespace),
+            });
+        }
+        out
+    }
+
+    /// `3/5 on 2.4.1, 2 holding 2.3.0: too-new`.
+    pub fn summary(&self) -> String {
+        let total = self.rows.len();
+        if total == 0 {
+            return format!("no pods found in namespace {}", self.namespace);
+        }
+        let version = |r: &Row| {
+            r.version
+                .clone()
+                .unwrap_or_else(|| "an unversioned config".into())
+        };
+        let mut on: BTreeMap<String, usize> = BTreeMap::new();
+        let mut off: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &self.rows {
+            if self.matches(r) {
+                *on.entry(version(r)).or_default() += 1;
+                continue;
+            }
+            let what = match &r.condition {
+                None => "not reporting".to_owned(),
+                Some((true, _)) => {
+                    format!("holding {}: not yet on the ConfigMap's content", version(r))
+                }
+                Some((false, reason)) if r.sha256.is_none() => {
+                    format!("without an accepted config: {}", kebab(reason))
+                }
+                Some((false, reason)) => format!("holding {}: {}", version(r), kebab(reason)),
+            };
+            *off.entry(what).or_default() += 1;
+        }
+        let mut parts: Vec<(usize, String)> = on
+            .into_iter()
+            .map(|(v, n)| (n, format!("{n}/{total} on {v}")))
+            .collect();
+        parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        if parts.is_empty() {
+            parts.push((0, format!("0/{total} on the expected config")));
+        }
+        let mut rest: Vec<(usize, String)> = off
+            .into_iter()
+            .map(|(w, n)| (n, format!("{n} {w}")))
+            .collect();
+        rest.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        parts
+            .into_iter()
+            .chain(rest)
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// `confgate status` with the user's kubeconfig.
+pub async fn run(args: &StatusArgs) -> Result<Fleet, Error> {
+    let client = Client::try_default().await.map_err(Error::Client)?;
+    fleet(client, args).await
+}
