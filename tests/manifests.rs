@@ -67,6 +67,8 @@ fn examples() -> Vec<Example> {
     }
     by_dir
         .into_iter()
+        // Pod examples only: manifests/rbac holds Roles, validated by schema alone.
+        .filter(|(_, docs)| docs.iter().any(|d| str_of(d, "kind") == Some("Deployment")))
         .map(|(dir, docs)| Example {
             name: dir.file_name().unwrap().to_string_lossy().into_owned(),
             docs,

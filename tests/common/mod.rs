@@ -242,17 +242,22 @@ impl Gate {
         }
     }
 
-    /// Waits until the active config has `version` and the newest snapshot was judged `verdict`.
+    /// Waits until the active config has `version` and no newer snapshot is held back.
     pub fn wait_active(&self, version: &str) -> serde_json::Value {
         self.wait_status(&format!("active version {version}"), |s| {
             s["active"]["version"] == version && s["candidate"].is_null()
         })
     }
 
+    /// Waits until the newest snapshot is held back with this verdict and exactly this version (`None`:
+    /// no version could be read).
     pub fn wait_candidate(&self, version: Option<&str>, verdict: &str) -> serde_json::Value {
         self.wait_status(&format!("candidate {version:?} {verdict}"), |s| {
             s["candidate"]["verdict"] == verdict
-                && version.is_none_or(|v| s["candidate"]["version"] == v)
+                && match version {
+                    Some(v) => s["candidate"]["version"] == v,
+                    None => s["candidate"]["version"].is_null(),
+                }
         })
     }
 
