@@ -128,6 +128,21 @@ pub async fn terminated() {
 pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     let choice = source_choice(&args.paths)?;
+    let client = reload::Client::new(args.reload_ca.as_deref()).map_err(|e| {
+        Error::Settings(settings::Error(vec![settings::Invalid {
+            setting: "--reload-ca (CONFGATE_RELOAD_CA)".into(),
+            value: args
+                .reload_ca
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            problem: match e {
+                reload::Error::Ca { what, .. } => what,
+                other => other.to_string(),
+            },
+            allowed: "a readable PEM file of CA certificates",
+        }]))
+    })?;
     let rt = runtime()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -138,7 +153,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
             })?;
         let addr = listener.local_addr().unwrap_or(args.listen);
         info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
-        serve_and_decide(args, base, choice, listener).await
+        serve_and_decide(args, base, choice, client, listener).await
     })
 }
 
@@ -146,6 +161,7 @@ async fn serve_and_decide(
     args: RunArgs,
     base: Settings,
     choice: SourceChoice,
+    client: reload::Client,
     listener: tokio::net::TcpListener,
 ) -> Result<Outcome, Error> {
     let shared = Shared::new();
@@ -158,7 +174,7 @@ async fn serve_and_decide(
         shared.clone(),
         stopped(stop_rx.clone()),
     ));
-    let reloads = reload::spawn(shared.clone());
+    let reloads = reload::spawn_with(shared.clone(), client);
     let feed = feed(choice, &shared, stopped(stop_rx.clone())).await?;
     #[cfg(feature = "api")]
     crate::api::spawn_pod_reporter(shared.clone(), stopped(stop_rx.clone())).await;

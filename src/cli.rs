@@ -129,6 +129,9 @@ pub struct RunArgs {
     /// How long shutdown may take before in-flight work is abandoned
     #[arg(long, env = "CONFGATE_SHUTDOWN_GRACE", value_name = "DUR", default_value = "5s", value_parser = duration)]
     pub shutdown_grace: std::time::Duration,
+    /// PEM file of CA certificates trusted for https:// reload targets, besides the system roots
+    #[arg(long, env = "CONFGATE_RELOAD_CA", value_name = "FILE")]
+    pub reload_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

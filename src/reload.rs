@@ -23,7 +23,7 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Why one reload attempt failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("POST {url}: {source}")]
+    #[error("POST {url}: {}", chain(source))]
     Request {
         url: String,
         #[source]
@@ -33,6 +33,8 @@ pub enum Error {
     Status { url: String, status: u16 },
     #[error("{0}")]
     Url(String),
+    #[error("CA file {path}: {what}")]
+    Ca { path: String, what: String },
     #[error("attempt timed out after {0:?}")]
     Timeout(Duration),
     #[error(
@@ -102,16 +104,90 @@ impl Handle {
     }
 }
 
-/// Starts the worker on the current runtime.
+#[cfg(feature = "tls")]
+type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
+#[cfg(not(feature = "tls"))]
+type Connector = hyper_util::client::legacy::connect::HttpConnector;
+
+/// The HTTP(S) client reload POSTs go through.
+#[derive(Clone, Debug)]
+pub struct Client(hyper_util::client::legacy::Client<Connector, Empty<Bytes>>);
+
+impl Client {
+    /// A client trusting the system's roots and, for https targets with a private CA, `ca_file` (PEM).
+    pub fn new(ca_file: Option<&std::path::Path>) -> Result<Client, Error> {
+        let builder =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
+        #[cfg(feature = "tls")]
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca_file)?)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        #[cfg(not(feature = "tls"))]
+        let connector = {
+            if let Some(path) = ca_file {
+                return Err(Error::Ca {
+                    path: path.display().to_string(),
+                    what: "this build has no TLS support (cargo feature tls)".into(),
+                });
+            }
+            hyper_util::client::legacy::connect::HttpConnector::new()
+        };
+        Ok(Client(builder.build(connector)))
+    }
+}
+
+#[cfg(feature = "tls")]
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Error> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    // An image built FROM scratch has no system roots; that is fine when --reload-ca names the CA.
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(path) = ca_file {
+        let ca_err = |what: String| Error::Ca {
+            path: path.display().to_string(),
+            what,
+        };
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| ca_err(e.to_string()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| ca_err(format!("not a PEM certificate file ({e})")))?;
+        if certs.is_empty() {
+            return Err(ca_err("holds no PEM certificate".into()));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| ca_err(e.to_string()))?;
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Error::Url(format!("TLS set-up: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(config)
+}
+
+/// Starts the worker on the current runtime, trusting the system roots for https targets.
 pub fn spawn(shared: Arc<Shared>) -> Handle {
+    match Client::new(None) {
+        Ok(client) => spawn_with(shared, client),
+        // Without a CA file nothing can fail but reading the system roots, which is skipped on error.
+        Err(e) => unreachable!("a client without a CA file: {e}"),
+    }
+}
+
+/// Starts the worker with this client.
+pub fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
     let (tx, rx) = watch::channel(None);
-    tokio::spawn(worker(rx, shared));
+    tokio::spawn(worker(rx, shared, client));
     Handle { tx, seq: 0 }
 }
 
-async fn worker(mut rx: watch::Receiver<Option<Request>>, shared: Arc<Shared>) {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
+async fn worker(mut rx: watch::Receiver<Option<Request>>, shared: Arc<Shared>, client: Client) {
     while rx.changed().await.is_ok() {
         let Some(req) = rx.borrow_and_update().clone() else {
             continue;
@@ -155,6 +231,18 @@ async fn worker(mut rx: watch::Receiver<Option<Request>>, shared: Arc<Shared>) {
     }
 }
 
+/// An error and its causes on one line: the client's own text ("client error (Connect)") says little.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
 fn jitter(d: Duration) -> Duration {
     d.mul_f64(0.8 + fastrand::f64() * 0.4)
 }
@@ -171,19 +259,14 @@ fn set_view(shared: &Shared, result: &'static str, error: Option<String>, ok: Op
     });
 }
 
-async fn attempt(
-    client: &hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        Empty<Bytes>,
-    >,
-    target: &Reload,
-) -> Result<(), Error> {
+async fn attempt(client: &Client, target: &Reload) -> Result<(), Error> {
     match target {
         Reload::None => Ok(()),
         Reload::Http(url) => {
+            #[cfg(not(feature = "tls"))]
             if url.starts_with("https://") {
                 return Err(Error::Url(format!(
-                    "{url}: this build has no TLS client; use an http:// target (a loopback endpoint) or a signal"
+                    "{url}: this build has no TLS client (cargo feature tls); use an http:// target or a signal"
                 )));
             }
             let req = hyper::Request::post(url.as_str())
@@ -193,10 +276,14 @@ async fn attempt(
                 )
                 .body(Empty::<Bytes>::new())
                 .map_err(|e| Error::Url(format!("{url}: {e}")))?;
-            let resp = client.request(req).await.map_err(|source| Error::Request {
-                url: url.clone(),
-                source,
-            })?;
+            let resp = client
+                .0
+                .request(req)
+                .await
+                .map_err(|source| Error::Request {
+                    url: url.clone(),
+                    source,
+                })?;
             let status = resp.status();
             // Drain so the connection can be reused.
             let _ = resp.into_body().collect().await;

@@ -537,3 +537,100 @@ fn json_logs_one_line_per_decision() {
         1
     );
 }
+
+/// An https target with a private CA: trusted through `--reload-ca`, refused without it; a bad CA file
+/// exits 64 naming the setting.
+#[cfg(feature = "tls")]
+#[test]
+fn https_reload_with_a_private_ca() {
+    let d = Dirs::new();
+    let dir = d.root.path();
+    let (ca, cert, key) = (dir.join("ca.crt"), dir.join("tls.crt"), dir.join("tls.key"));
+    // A private CA and a serving certificate it signed, as a cluster-internal endpoint would have.
+    let made = Command::new("bash")
+        .current_dir(dir)
+        .arg("-ec")
+        .arg(
+            "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout ca.key -out ca.crt\n\
+             openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout tls.key -out tls.csr\n\
+             printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n' > ext\n\
+             openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 -extfile ext -out tls.crt",
+        )
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl must be installed");
+    assert!(made.success());
+    let port = free_port();
+    let hits = d.root.path().join("https-hits");
+    let server = "import http.server, ssl, sys\n\
+        class H(http.server.BaseHTTPRequestHandler):\n\
+        \x20   def do_POST(self):\n\
+        \x20       open(sys.argv[4], 'a').write(self.path + '\\n')\n\
+        \x20       self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()\n\
+        \x20   def log_message(self, *a): pass\n\
+        s = http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H)\n\
+        c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[2], sys.argv[3])\n\
+        s.socket = c.wrap_socket(s.socket, server_side=True)\n\
+        s.serve_forever()\n";
+    let _sink = Reaped(
+        Command::new("python3")
+            .args(["-c", server, &port.to_string()])
+            .arg(&cert)
+            .arg(&key)
+            .arg(&hits)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the https sink to listen", DEADLINE, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let url = format!("https://127.0.0.1:{port}/-/reload");
+
+    write_version(&d.watch(), "1.0.0");
+    let g = Gate::start(&d, &["--accepts", "^1", "--reload", &url]);
+    g.wait_active("1.0.0");
+    let s = g.wait_status("an untrusted certificate refused", |s| {
+        s["reload"]["last_result"] == "failure"
+    });
+    assert!(
+        s["reload"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("certificate"),
+        "{s}"
+    );
+    drop(g);
+
+    let g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^1",
+            "--reload",
+            &url,
+            "--reload-ca",
+            ca.to_str().unwrap(),
+        ],
+    );
+    write_version(&d.watch(), "1.1.0");
+    g.wait_active("1.1.0");
+    g.wait_status("a trusted https reload", |s| {
+        s["reload"]["last_result"] == "success"
+    });
+    assert!(
+        std::fs::read_to_string(&hits)
+            .unwrap()
+            .contains("/-/reload")
+    );
+
+    let out = Command::new(BIN)
+        .args(["run", "--reload-ca", "/nonexistent/ca.pem"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--reload-ca (CONFGATE_RELOAD_CA)") && err.contains("/nonexistent/ca.pem"),
+        "{err}"
+    );
+}
