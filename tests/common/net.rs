@@ -2,9 +2,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
+
+use super::read_promoted;
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
@@ -46,46 +49,98 @@ pub fn status(port: u16) -> Option<serde_json::Value> {
     (code == 200).then(|| serde_json::from_str(&body).ok())?
 }
 
+/// One request a [`Sink`] saw: when its headers were complete, its request line, and the version
+/// promoted at that moment (empty when the sink watches no promoted dir or none is there).
+pub type Hit = (Instant, String, String);
+
 /// A loopback HTTP server standing in for the component's reload endpoint. Every request's arrival
-/// (headers complete) is sent on `arrivals`; when `flapping`, every other request is answered 500.
+/// (headers complete) is sent on `arrivals` and recorded in `hits`; it is answered with `code` after
+/// `delay_ms`, except that when `flapping`, every other request is answered 500.
 pub struct Sink {
     pub port: u16,
     pub arrivals: mpsc::Receiver<Instant>,
     pub requests: Arc<AtomicU64>,
     pub failures: Arc<AtomicU64>,
+    pub code: Arc<AtomicU16>,
+    pub delay_ms: Arc<AtomicU64>,
+    pub hits: Arc<Mutex<Vec<Hit>>>,
     stop: Arc<AtomicBool>,
 }
 
+/// What every connection of a sink shares.
+#[derive(Clone)]
+struct Shared {
+    tx: mpsc::Sender<Instant>,
+    requests: Arc<AtomicU64>,
+    failures: Arc<AtomicU64>,
+    code: Arc<AtomicU16>,
+    delay_ms: Arc<AtomicU64>,
+    hits: Arc<Mutex<Vec<Hit>>>,
+    flapping: bool,
+    promoted: Option<PathBuf>,
+}
+
 impl Sink {
+    /// A sink answering 200, or when `flapping` 500 and 200 in turn.
     pub fn start(flapping: bool) -> Sink {
+        Sink::serve(flapping, None)
+    }
+
+    /// A sink that records, with each request, the version promoted in `promoted` when it arrived.
+    pub fn watching(promoted: PathBuf) -> Sink {
+        Sink::serve(false, Some(promoted))
+    }
+
+    fn serve(flapping: bool, promoted: Option<PathBuf>) -> Sink {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind sink");
         let port = listener.local_addr().expect("sink addr").port();
         let (tx, rx) = mpsc::channel();
-        let requests = Arc::new(AtomicU64::new(0));
-        let failures = Arc::new(AtomicU64::new(0));
+        let shared = Shared {
+            tx,
+            requests: Arc::new(AtomicU64::new(0)),
+            failures: Arc::new(AtomicU64::new(0)),
+            code: Arc::new(AtomicU16::new(200)),
+            delay_ms: Arc::new(AtomicU64::new(0)),
+            hits: Arc::new(Mutex::new(Vec::new())),
+            flapping,
+            promoted,
+        };
         let stop = Arc::new(AtomicBool::new(false));
-        let (req, fail, st) = (requests.clone(), failures.clone(), stop.clone());
+        let (sh, st) = (shared.clone(), stop.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if st.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (tx, req, fail) = (tx.clone(), req.clone(), fail.clone());
-                std::thread::spawn(move || serve_sink(conn, tx, req, fail, flapping));
+                let sh = sh.clone();
+                std::thread::spawn(move || serve_sink(conn, sh));
             }
         });
         Sink {
             port,
             arrivals: rx,
-            requests,
-            failures,
+            requests: shared.requests,
+            failures: shared.failures,
+            code: shared.code,
+            delay_ms: shared.delay_ms,
+            hits: shared.hits,
             stop,
         }
     }
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/reload", self.port)
+    }
+
+    /// Requests seen so far.
+    pub fn count(&self) -> usize {
+        self.hits.lock().unwrap().len()
+    }
+
+    /// The version promoted when the latest request arrived.
+    pub fn last_version(&self) -> Option<String> {
+        self.hits.lock().unwrap().last().map(|h| h.2.clone())
     }
 }
 
@@ -96,13 +151,7 @@ impl Drop for Sink {
     }
 }
 
-fn serve_sink(
-    conn: TcpStream,
-    tx: mpsc::Sender<Instant>,
-    requests: Arc<AtomicU64>,
-    failures: Arc<AtomicU64>,
-    flapping: bool,
-) {
+fn serve_sink(conn: TcpStream, sh: Shared) {
     let _ = conn.set_nodelay(true);
     let mut reader = BufReader::new(match conn.try_clone() {
         Ok(c) => c,
@@ -111,18 +160,21 @@ fn serve_sink(
     let mut out = conn;
     loop {
         let mut len = 0usize;
+        let mut request_line = String::new();
         let mut line = String::new();
-        let mut first = true;
         loop {
             line.clear();
             match reader.read_line(&mut line) {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
-            if line == "\r\n" && !first {
+            if request_line.is_empty() {
+                request_line = line.trim().to_owned();
+                continue;
+            }
+            if line == "\r\n" {
                 break;
             }
-            first = false;
             if let Some((k, v)) = line.split_once(':')
                 && k.eq_ignore_ascii_case("content-length")
             {
@@ -130,23 +182,31 @@ fn serve_sink(
             }
         }
         let at = Instant::now();
+        let version = sh
+            .promoted
+            .as_deref()
+            .and_then(read_promoted)
+            .and_then(|m| m.get("version").cloned())
+            .unwrap_or_default();
         let mut body = vec![0u8; len];
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        let n = requests.fetch_add(1, Ordering::Relaxed);
-        let fail = flapping && n.is_multiple_of(2);
+        sh.hits.lock().unwrap().push((at, request_line, version));
+        let n = sh.requests.fetch_add(1, Ordering::Relaxed);
+        let fail = sh.flapping && n.is_multiple_of(2);
         if fail {
-            failures.fetch_add(1, Ordering::Relaxed);
+            sh.failures.fetch_add(1, Ordering::Relaxed);
         }
-        let status = if fail {
-            "500 Internal Server Error"
+        let code = if fail {
+            500
         } else {
-            "200 OK"
+            sh.code.load(Ordering::Relaxed)
         };
-        let _ = tx.send(at);
+        let _ = sh.tx.send(at);
+        std::thread::sleep(Duration::from_millis(sh.delay_ms.load(Ordering::Relaxed)));
         if out
-            .write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n").as_bytes())
+            .write_all(format!("HTTP/1.1 {code} X\r\ncontent-length: 0\r\n\r\n").as_bytes())
             .is_err()
         {
             return;
