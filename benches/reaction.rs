@@ -2,16 +2,15 @@
 //! wake-ups, start-up time and binary size. Run with `cargo bench --bench reaction` (add `-- --quick` for
 //! the short version CI runs; `-- --help` lists the flags). Prints a table and writes JSON.
 
-#[path = "../tests/rig/mod.rs"]
-mod rig;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rig::{Confgate, Sink, Volume};
+use common::{BIN, Gate, Sink, Volume};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 /// `snapshot::MAX_BYTES`: the ConfigMap size limit, counted over all values.
 const MAX_BYTES: usize = 1024 * 1024;
 
@@ -159,7 +158,7 @@ fn reload_latency(
 /// between accepted (1.x) and too-new (2.x); with `--on-incompatible unready` readiness flips each time.
 fn endpoint_latency(
     vol: &Volume,
-    cg: &Confgate,
+    cg: &Gate,
     n: usize,
     seq: &mut u64,
     readyz: bool,
@@ -175,9 +174,9 @@ fn endpoint_latency(
         let done = || -> bool {
             if readyz {
                 let want = if accepted { 200 } else { 503 };
-                rig::get(cg.port, "/readyz").is_ok_and(|(c, _)| c == want)
+                common::get(cg.port, "/readyz").is_some_and(|(c, _)| c == want)
             } else {
-                cg.status().is_ok_and(|s| {
+                common::status(cg.port).is_some_and(|s| {
                     let at = if accepted {
                         &s["active"]["version"]
                     } else {
@@ -208,8 +207,7 @@ fn startup(n: usize, tmp: &Path) -> Vec<Duration> {
         let promote = base.join("promoted");
         let ann = base.join("podinfo/annotations");
         let t0 = Instant::now();
-        let cg = Confgate::spawn(
-            Path::new(BIN),
+        let cg = Gate::spawn(
             &[
                 "--watch",
                 vol.dir.to_str().unwrap(),
@@ -223,14 +221,14 @@ fn startup(n: usize, tmp: &Path) -> Vec<Duration> {
             &base.join("log"),
         );
         loop {
-            if rig::get(cg.port, "/readyz").is_ok_and(|(c, _)| c == 200) {
+            if common::get(cg.port, "/readyz").is_some_and(|(c, _)| c == 200) {
                 out.push(t0.elapsed());
                 break;
             }
             assert!(t0.elapsed() < Duration::from_secs(10), "not ready in 10 s");
             std::thread::sleep(Duration::from_micros(200));
         }
-        let _ = cg.terminate();
+        let _ = cg.stop();
     }
     out
 }
@@ -282,8 +280,7 @@ fn main() {
     let sink = Sink::start(false);
     let url = sink.url();
     write(&vol, &small("1.0.0"));
-    let cg = Confgate::spawn(
-        Path::new(BIN),
+    let cg = Gate::spawn(
         &[
             "--watch",
             vol.dir.to_str().unwrap(),
@@ -301,14 +298,12 @@ fn main() {
         &tmp.path().join("confgate.log"),
     );
     let pid = cg.pid();
-    cg.wait_status(Duration::from_secs(10), "first config accepted", |s| {
-        s["ready"] == true
-    });
+    cg.wait_status("first config accepted", |s| s["ready"] == true);
     let mem = |pid| {
         json!({
-            "rss_kib": rig::status_kb(pid, "VmRSS"),
-            "rss_anon_kib": rig::status_kb(pid, "RssAnon"),
-            "rss_file_kib": rig::status_kb(pid, "RssFile"),
+            "rss_kib": common::status_kb(pid, "VmRSS"),
+            "rss_anon_kib": common::status_kb(pid, "RssAnon"),
+            "rss_file_kib": common::status_kb(pid, "RssFile"),
         })
     };
     let mem_start = mem(pid);
@@ -366,7 +361,7 @@ fn main() {
     // Back to a small config, so the churn measures growth rather than the 1 MiB buffers.
     reload_latency(&vol, &sink, 100, &mut seq, &make_small);
     let mem_before = mem(pid);
-    let fds_before = rig::fd_count(pid);
+    let fds_before = common::fd_count(pid);
     let posts_before = sink.requests.load(std::sync::atomic::Ordering::Relaxed);
     lines.push(Line {
         key: "churn_reload",
@@ -382,9 +377,9 @@ fn main() {
     });
     let posts = sink.requests.load(std::sync::atomic::Ordering::Relaxed) - posts_before;
     let mem_after = mem(pid);
-    let fds_after = rig::fd_count(pid);
-    let hwm = rig::status_kb(pid, "VmHWM");
-    let threads = rig::thread_count(pid);
+    let fds_after = common::fd_count(pid);
+    let hwm = common::status_kb(pid, "VmHWM");
+    let threads = common::thread_count(pid);
     lines.push(Line {
         key: "startup",
         label: "start-up to /readyz 200",
@@ -394,14 +389,14 @@ fn main() {
 
     eprintln!("idle for {:?}...", o.idle);
     // Let the reload worker and the last HTTP connections settle before measuring.
-    cg.wait_status(Duration::from_secs(10), "last reload done", |s| {
+    cg.wait_status("last reload done", |s| {
         s["reload"]["last_result"] == "success"
     });
     std::thread::sleep(Duration::from_millis(500));
-    let (cpu0, (vol0, invol0)) = (rig::cpu_ticks(pid), rig::ctxt_switches(pid));
+    let (cpu0, (vol0, invol0)) = (common::cpu_ticks(pid), common::ctxt_switches(pid));
     // A measurement window, not synchronisation: nothing is waited for.
     std::thread::sleep(o.idle);
-    let (cpu1, (vol1, invol1)) = (rig::cpu_ticks(pid), rig::ctxt_switches(pid));
+    let (cpu1, (vol1, invol1)) = (common::cpu_ticks(pid), common::ctxt_switches(pid));
     let mem_idle_end = mem(pid);
     let idle_cpu_ms = (cpu1 - cpu0) * 10;
     let wakeups = vol1 - vol0;

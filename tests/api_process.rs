@@ -3,9 +3,11 @@
 //! pod's condition. The stand-in answers with the shapes the API server sends.
 #![cfg(feature = "api")]
 
+mod common;
+
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
@@ -13,6 +15,8 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+use common::{Reaped, free_port, get, wait_for};
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
 
@@ -100,37 +104,6 @@ async fn handle(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible>
     })
 }
 
-fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + deadline;
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(addr).ok()?;
-    write!(
-        c,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    c.read_to_string(&mut out).ok()?;
-    Some(out)
-}
-
-/// A kill on drop, so a failed assertion leaves no process behind.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn run_in_api_mode_promotes_reports_and_shows_the_source() {
     let seen: Seen = Arc::default();
@@ -172,12 +145,10 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
         ),
     )
     .unwrap();
-    let listen = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    };
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
     let promoted = tmp.path().join("promoted");
-    let _child = Child(
+    let _child = Reaped(
         std::process::Command::new(env!("CARGO_BIN_EXE_confgate"))
             .args(["run", "--accepts", "^2.4", "--source", "configmap:prod/app"])
             .arg("--promote-to")
@@ -197,10 +168,14 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
             .unwrap(),
     );
 
-    wait_until(
+    wait_for(
         "the ConfigMap to be promoted",
         Duration::from_secs(20),
-        || std::fs::read_to_string(promoted.join("version")).is_ok_and(|v| v == "2.4.1"),
+        || {
+            std::fs::read_to_string(promoted.join("version"))
+                .is_ok_and(|v| v == "2.4.1")
+                .then_some(())
+        },
     );
     let condition = |seen: &Seen| {
         seen.lock()
@@ -209,10 +184,9 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
             .find(|(w, _)| w.starts_with("PATCH /api/v1/namespaces/prod/pods/web-0/status"))
             .map(|(_, b)| b["status"]["conditions"][0].clone())
     };
-    wait_until("the condition patch", Duration::from_secs(20), || {
-        condition(&seen).is_some()
+    let c = wait_for("the condition patch", Duration::from_secs(20), || {
+        condition(&seen)
     });
-    let c = condition(&seen).unwrap();
     assert_eq!(c["type"], "confgate.io/config-compatible");
     assert_eq!(
         (c["status"].as_str(), c["reason"].as_str()),
@@ -245,20 +219,19 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
         "every list and watch carries the field selector RBAC resourceNames needs: {requests:#?}"
     );
 
-    let mut status = String::new();
-    wait_until("/status", Duration::from_secs(10), || {
-        status = http_get(&listen, "/status").unwrap_or_default();
-        status.contains("\"source\"")
+    let status = wait_for("/status", Duration::from_secs(10), || {
+        get(port, "/status")
+            .map(|(_, body)| body)
+            .filter(|body| body.contains("\"source\""))
     });
-    let body: Value =
-        serde_json::from_str(&status[status.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let body: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(body["ready"], true, "{body}");
     assert_eq!(body["source"]["uid"], "uid-1");
     assert_eq!(body["source"]["resource_version"], "100");
     assert_eq!(body["source"]["recreated"], false);
     assert_eq!(body["source"]["watch"]["healthy"], true);
-    let live = http_get(&listen, "/livez").unwrap();
-    assert!(live.starts_with("HTTP/1.1 200"), "{live}");
+    let live = get(port, "/livez").unwrap();
+    assert_eq!(live.0, 200, "{live:?}");
 
     // `confgate status` reads back the condition the sidecar wrote and finds the ConfigMap's content.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"))

@@ -76,17 +76,6 @@ fn concurrent_reader_never_sees_a_mix() {
     assert_eq!(consistent_read(&d.promoted()).unwrap().0, "1.999.0");
 }
 
-/// Leftovers of the writer in the promoted dir (anything but `..data` and the dir it points at).
-fn leftovers(dir: &Path) -> Vec<String> {
-    let live = std::fs::read_link(dir.join("..data")).unwrap();
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("..") && n != "..data" && Path::new(n) != live)
-        .collect()
-}
-
 /// `kill -9` in the middle of a burst, again and again: the promoted dir is always whole, and after a
 /// restart it holds the newest accepted config with no leftovers.
 #[test]

@@ -1,12 +1,12 @@
 //! Hostile and broken inputs against the real binary on real files: for each, confgate keeps running,
 //! keeps the accepted config promoted, and says why in `/status`.
 
-mod rig;
+mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use rig::{Confgate, Volume};
+use common::{Gate, Volume};
 
 const DEADLINE: Duration = Duration::from_secs(15);
 
@@ -14,7 +14,7 @@ struct Setup {
     _tmp: tempfile::TempDir,
     vol: Volume,
     promoted: PathBuf,
-    cg: Confgate,
+    cg: Gate,
 }
 
 /// A running confgate that has accepted and promoted version 1.0.0 from a kubelet volume.
@@ -45,13 +45,10 @@ fn start_in(
         "^1",
     ];
     args.extend_from_slice(extra);
-    let cg = Confgate::spawn(
-        Path::new(env!("CARGO_BIN_EXE_confgate")),
-        &args,
-        &tmp.path().join("confgate.log"),
-    );
-    cg.wait_status(DEADLINE, "1.0.0 accepted", |s| {
-        rig::active_version(s) == Some("1.0.0") && s["ready"] == true
+    let mut cg = Gate::spawn(&args, &tmp.path().join("confgate.log"));
+    cg.deadline = DEADLINE;
+    cg.wait_status("1.0.0 accepted", |s| {
+        common::active_version(s) == Some("1.0.0") && s["ready"] == true
     });
     Setup {
         _tmp: tmp,
@@ -65,16 +62,14 @@ impl Setup {
     /// Waits for the newest snapshot to be judged `verdict` with a reason containing `why`, then checks
     /// that confgate runs, 1.0.0 is still active and promoted, and the top-level reason says so.
     fn held(&mut self, verdict: &str, why: &str) -> serde_json::Value {
-        let s = self
-            .cg
-            .wait_status(DEADLINE, &format!("{verdict}: {why}"), |s| {
-                s["candidate"]["verdict"] == verdict
-                    && s["candidate"]["reason"]
-                        .as_str()
-                        .is_some_and(|r| r.contains(why))
-            });
+        let s = self.cg.wait_status(&format!("{verdict}: {why}"), |s| {
+            s["candidate"]["verdict"] == verdict
+                && s["candidate"]["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains(why))
+        });
         assert!(self.cg.alive(), "confgate exited: {}", self.cg.log_text());
-        assert_eq!(rig::active_version(&s), Some("1.0.0"), "{s}");
+        assert_eq!(common::active_version(&s), Some("1.0.0"), "{s}");
         assert_eq!(s["stale"], true, "{s}");
         let reason = s["reason"].as_str().unwrap();
         assert!(
@@ -89,7 +84,7 @@ impl Setup {
             s["active"]["sha256"].as_str(),
             "the promoted dir still holds 1.0.0"
         );
-        assert_eq!(rig::leftovers(&self.promoted), Vec::<String>::new());
+        assert_eq!(common::leftovers(&self.promoted), Vec::<String>::new());
         s
     }
 
@@ -100,15 +95,15 @@ impl Setup {
 
     fn recovers_with(&self, files: &[(&str, &[u8])]) {
         self.vol.write(files).unwrap();
-        self.cg.wait_status(DEADLINE, "1.1.0 accepted", |s| {
-            rig::active_version(s) == Some("1.1.0") && s["candidate"].is_null()
+        self.cg.wait_status("1.1.0 accepted", |s| {
+            common::active_version(s) == Some("1.1.0") && s["candidate"].is_null()
         });
         let on_disk = confgate::snapshot::read(&self.promoted);
-        assert_eq!(on_disk.hash(), Some(rig_hash(files)));
+        assert_eq!(on_disk.hash(), Some(hash_of(files)));
     }
 }
 
-fn rig_hash(files: &[(&str, &[u8])]) -> confgate::snapshot::ContentHash {
+fn hash_of(files: &[(&str, &[u8])]) -> confgate::snapshot::ContentHash {
     confgate::snapshot::ContentHash::of(files.iter().copied())
 }
 
@@ -133,8 +128,8 @@ fn one_byte_over_the_size_limit_is_invalid_and_held() {
     t.vol
         .write(&[("version", b"1.2.0"), ("blob", &blob[1..])])
         .unwrap();
-    t.cg.wait_status(DEADLINE, "1.2.0 at the limit accepted", |s| {
-        rig::active_version(s) == Some("1.2.0")
+    t.cg.wait_status("1.2.0 at the limit accepted", |s| {
+        common::active_version(s) == Some("1.2.0")
     });
 }
 
@@ -174,7 +169,7 @@ fn yaml_alias_bomb_is_invalid_and_held() {
     bomb.push_str("version: 2.0.0\n");
     t.vol.write(&[("app.yaml", bomb.as_bytes())]).unwrap();
     t.held("invalid", "key app.yaml is not valid YAML");
-    let rss = rig::status_kb(t.cg.pid(), "VmHWM");
+    let rss = common::status_kb(t.cg.pid(), "VmHWM");
     assert!(rss < 64 * 1024, "peak RSS {rss} KiB after the alias bomb");
     t.recovers_with(&[("app.yaml", b"version: 1.1.0\n")]);
 }
@@ -281,14 +276,12 @@ fn watched_dir_that_disappears_and_returns_is_missing_then_followed() {
     // The dir comes back (a new inode): the watch is set up again and the config there is taken.
     let vol = Volume::new(t.vol.dir.clone());
     vol.write(&[("version", b"1.5.0")]).unwrap();
-    t.cg.wait_status(DEADLINE, "1.5.0 from the returned dir", |s| {
-        rig::active_version(s) == Some("1.5.0") && s["candidate"].is_null()
+    t.cg.wait_status("1.5.0 from the returned dir", |s| {
+        common::active_version(s) == Some("1.5.0") && s["candidate"].is_null()
     });
     // And it is watched, not just polled: a further update is seen.
     vol.write(&[("version", b"1.6.0")]).unwrap();
-    t.cg.wait_status(DEADLINE, "1.6.0", |s| {
-        rig::active_version(s) == Some("1.6.0")
-    });
+    t.cg.wait_status("1.6.0", |s| common::active_version(s) == Some("1.6.0"));
 }
 
 /// Unmounts on drop, lazily, so a failed assertion leaves no mount behind.
@@ -332,22 +325,21 @@ fn full_disk_on_the_promoted_dir_keeps_the_previous_config() {
     t.vol
         .write(&[("version", b"1.7.0"), ("blob", &blob)])
         .unwrap();
-    let s =
-        t.cg.wait_status(DEADLINE, "promotion failure reported", |s| {
-            s["reason"]
-                .as_str()
-                .is_some_and(|r| r.contains("promotion failed, previous config kept"))
-        });
+    let s = t.cg.wait_status("promotion failure reported", |s| {
+        s["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("promotion failed, previous config kept"))
+    });
     let reason = s["reason"].as_str().unwrap();
     assert!(reason.contains("No space left on device"), "{reason}");
     assert_eq!(s["ready"], false, "{s}");
-    assert_eq!(rig::active_version(&s), Some("1.0.0"), "{s}");
+    assert_eq!(common::active_version(&s), Some("1.0.0"), "{s}");
     assert!(t.cg.alive());
     assert_eq!(
         std::fs::read_to_string(t.promoted.join("version")).unwrap(),
         "1.0.0"
     );
-    assert_eq!(rig::leftovers(&t.promoted), Vec::<String>::new());
+    assert_eq!(common::leftovers(&t.promoted), Vec::<String>::new());
     // Once a config fits again it is promoted.
     t.recovers();
 }

@@ -2,12 +2,11 @@
 //! other request, and live settings changes through the annotations file. Ignored by default; run with
 //! `cargo test --release -- --ignored soak` (CONFGATE_SOAK_UPDATES sets the count, default 100000).
 
-mod rig;
+mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rig::{Confgate, Sink, Volume};
+use common::{Gate, Sink, Volume};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -57,8 +56,8 @@ fn annotations(accepts: &str) -> Vec<u8> {
 }
 
 /// Waits until the reload of the active config has succeeded, so nothing is in flight.
-fn settled(cg: &Confgate) -> serde_json::Value {
-    cg.wait_status(DEADLINE, "the active config's reload to succeed", |s| {
+fn settled(cg: &Gate) -> serde_json::Value {
+    cg.wait_status("the active config's reload to succeed", |s| {
         s["reload"]["last_result"] == "success"
             && s["reload"]["last_success_sha256"] == s["active"]["sha256"]
     })
@@ -82,8 +81,7 @@ fn soak() {
     vol.write(&[("version", b"1.0.0")]).unwrap();
     let sink = Sink::start(true);
     let url = sink.url();
-    let mut cg = Confgate::spawn(
-        Path::new(env!("CARGO_BIN_EXE_confgate")),
+    let mut cg = Gate::spawn(
         &[
             "--watch",
             vol.dir.to_str().unwrap(),
@@ -99,9 +97,10 @@ fn soak() {
         ],
         &tmp.path().join("confgate.log"),
     );
+    cg.deadline = DEADLINE;
     let pid = cg.pid();
-    cg.wait_status(DEADLINE, "1.0.0 active under the annotation", |s| {
-        rig::active_version(s) == Some("1.0.0") && s["accepts"] == ranges[0]
+    cg.wait_status("1.0.0 active under the annotation", |s| {
+        common::active_version(s) == Some("1.0.0") && s["accepts"] == ranges[0]
     });
 
     let warmup = (count / 10).max(1);
@@ -112,24 +111,22 @@ fn soak() {
     for i in 0..count {
         if i == warmup {
             settled(&cg);
-            baseline = Some((rig::status_kb(pid, "VmRSS"), rig::fd_count(pid)));
+            baseline = Some((common::status_kb(pid, "VmRSS"), common::fd_count(pid)));
         }
         if i % 1000 == 999 {
             let accepts = ranges[(i / 1000 + 1) % 2];
             podinfo
                 .write(&[("annotations", &annotations(accepts))])
                 .unwrap();
-            cg.wait_status(DEADLINE, "the new range in force", |s| {
-                s["accepts"] == accepts
-            });
+            cg.wait_status("the new range in force", |s| s["accepts"] == accepts);
             settings_changes += 1;
         }
         let (files, verdict, version) = update(i);
         let refs: Vec<(&str, &[u8])> = files.iter().map(|(k, v)| (*k, v.as_slice())).collect();
         vol.write(&refs).unwrap();
-        let s = cg.wait_status(DEADLINE, &format!("update {i} judged {verdict}"), |s| {
+        let s = cg.wait_status(&format!("update {i} judged {verdict}"), |s| {
             if verdict == "accepted" {
-                rig::active_version(s) == version.as_deref() && s["candidate"].is_null()
+                common::active_version(s) == version.as_deref() && s["candidate"].is_null()
             } else {
                 s["candidate"]["verdict"] == verdict
                     && s["candidate"]["version"].as_str() == version.as_deref()
@@ -139,7 +136,7 @@ fn soak() {
             last_accepted = version.unwrap();
         } else {
             // on-incompatible hold: the last accepted config stays active and ready.
-            assert_eq!(rig::active_version(&s), Some(last_accepted.as_str()));
+            assert_eq!(common::active_version(&s), Some(last_accepted.as_str()));
             assert_eq!(s["ready"], true, "{s}");
         }
         if i % 5000 == 0 {
@@ -150,8 +147,8 @@ fn soak() {
 
     let end = settled(&cg);
     let (rss0, fds0) = baseline.unwrap();
-    let (rss1, fds1) = (rig::status_kb(pid, "VmRSS"), rig::fd_count(pid));
-    let metrics = rig::get(cg.port, "/metrics").unwrap().1;
+    let (rss1, fds1) = (common::status_kb(pid, "VmRSS"), common::fd_count(pid));
+    let metrics = common::get(cg.port, "/metrics").unwrap().1;
     println!(
         "soak: {count} updates in {elapsed:?} ({:.0}/s), {settings_changes} settings changes, \
          {} reload requests ({} answered 500); RSS {rss0} -> {rss1} KiB; fds {fds0} -> {fds1}",
@@ -160,13 +157,13 @@ fn soak() {
         sink.failures.load(std::sync::atomic::Ordering::Relaxed),
     );
     assert!(cg.alive(), "confgate exited: {}", cg.log_text());
-    assert_eq!(rig::active_version(&end), Some(last_accepted.as_str()));
+    assert_eq!(common::active_version(&end), Some(last_accepted.as_str()));
     assert_eq!(
         std::fs::read_to_string(promoted.join("version")).unwrap(),
         last_accepted,
         "the promoted dir holds the last accepted config"
     );
-    assert_eq!(rig::leftovers(&promoted), Vec::<String>::new());
+    assert_eq!(common::leftovers(&promoted), Vec::<String>::new());
     assert!(
         rss1 <= rss0 + 512,
         "RSS grew from {rss0} to {rss1} KiB over {count} updates"

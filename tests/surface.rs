@@ -4,78 +4,8 @@ mod common;
 
 use common::*;
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// A loopback reload target: records each request with the version promoted at that moment, answers
-/// with a switchable status code after an optional delay.
-struct Sink {
-    port: u16,
-    code: Arc<AtomicU16>,
-    delay_ms: Arc<AtomicU64>,
-    hits: Arc<Mutex<Vec<(Instant, String, String)>>>,
-}
-
-impl Sink {
-    fn start(promoted: PathBuf) -> Sink {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let code = Arc::new(AtomicU16::new(200));
-        let delay_ms = Arc::new(AtomicU64::new(0));
-        let hits = Arc::new(Mutex::new(Vec::new()));
-        let (c, dl, h) = (code.clone(), delay_ms.clone(), hits.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                if reader.read_line(&mut request_line).is_err() {
-                    continue;
-                }
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                }
-                let version = read_promoted(&promoted)
-                    .and_then(|m| m.get("version").cloned())
-                    .unwrap_or_default();
-                h.lock()
-                    .unwrap()
-                    .push((Instant::now(), request_line.trim().to_owned(), version));
-                std::thread::sleep(Duration::from_millis(dl.load(Ordering::Relaxed)));
-                let code = c.load(Ordering::Relaxed);
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                );
-            }
-        });
-        Sink {
-            port,
-            code,
-            delay_ms,
-            hits,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/-/reload", self.port)
-    }
-
-    fn count(&self) -> usize {
-        self.hits.lock().unwrap().len()
-    }
-
-    fn last_version(&self) -> Option<String> {
-        self.hits.lock().unwrap().last().map(|h| h.2.clone())
-    }
-}
+use std::sync::atomic::Ordering;
 
 /// Each endpoint in the blocked, ready and stale states, `?verbose`, and unknown paths and methods.
 #[test]
@@ -216,7 +146,7 @@ fn livez_fails_when_the_decision_loop_is_stuck() {
 fn metrics_pass_promtool() {
     let d = Dirs::new();
     write_version(&d.watch(), "1.0.0");
-    let sink = Sink::start(d.promoted());
+    let sink = Sink::watching(d.promoted());
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
     write_version(&d.watch(), "2.0.0");
@@ -258,7 +188,7 @@ fn metrics_pass_promtool() {
 fn reload_failure_then_recovery() {
     let d = Dirs::new();
     write_version(&d.watch(), "1.0.0");
-    let sink = Sink::start(d.promoted());
+    let sink = Sink::watching(d.promoted());
     sink.code.store(500, Ordering::Relaxed);
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
@@ -310,7 +240,7 @@ fn reload_failure_then_recovery() {
 fn reloads_coalesce_and_restart_sends_none() {
     let d = Dirs::new();
     write_version(&d.watch(), "1.0.0");
-    let sink = Sink::start(d.promoted());
+    let sink = Sink::watching(d.promoted());
     sink.delay_ms.store(30, Ordering::Relaxed);
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");

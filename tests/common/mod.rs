@@ -1,114 +1,29 @@
-//! Test helpers: a kubelet AtomicWriter replica, the real binary on loopback, and waiting with deadlines.
+//! Test and benchmark helpers: a kubelet AtomicWriter replica, the real binary on loopback, a reload
+//! sink, /proc readings, and waiting with deadlines.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
+mod kubelet;
+mod net;
+mod procfs;
+
+// Each test crate compiles this module and uses a part of it.
+#[allow(unused_imports)]
+pub use kubelet::*;
+#[allow(unused_imports)]
+pub use net::*;
+#[allow(unused_imports)]
+pub use procfs::*;
+
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 
-/// Writes `files` as the complete new payload of a kubelet volume, in the AtomicWriter's order
-/// (kubernetes `pkg/volume/util/atomic_writer.go`): new timestamped dir (0755) with the files (0644),
-/// `..data_tmp` link, rename over `..data`, links for new top-level keys, unlink vanished keys, remove
-/// the old dir. Like the kubelet, an unchanged payload writes nothing.
-pub fn kubelet_write(dir: &Path, files: &[(&str, &[u8])]) {
-    std::fs::create_dir_all(dir).unwrap();
-    let data = dir.join("..data");
-    let old = std::fs::read_link(&data).ok();
-    let old_keys: Vec<String> = old
-        .as_ref()
-        .map(|o| {
-            std::fs::read_dir(dir.join(o))
-                .unwrap()
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(o) = &old {
-        let same = old_keys.len() == files.len()
-            && files
-                .iter()
-                .all(|(k, v)| std::fs::read(dir.join(o).join(k)).ok().as_deref() == Some(*v));
-        if same {
-            return;
-        }
-    }
-    let stamp = jiff::Timestamp::now()
-        .strftime("..%Y_%m_%d_%H_%M_%S.")
-        .to_string();
-    let ts = loop {
-        let name = format!("{stamp}{}", fastrand::u32(..));
-        if std::fs::create_dir(dir.join(&name)).is_ok() {
-            break name;
-        }
-    };
-    std::fs::set_permissions(dir.join(&ts), std::fs::Permissions::from_mode(0o755)).unwrap();
-    for (k, v) in files {
-        let p = dir.join(&ts).join(k);
-        std::fs::write(&p, v).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
-    let tmp = dir.join("..data_tmp");
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(&ts, &tmp).unwrap();
-    std::fs::rename(&tmp, &data).unwrap();
-    for (k, _) in files {
-        let link = dir.join(k);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(Path::new("..data").join(k), &link).unwrap();
-        }
-    }
-    for k in &old_keys {
-        if !files.iter().any(|(f, _)| f == k) {
-            let _ = std::fs::remove_file(dir.join(k));
-        }
-    }
-    if let Some(o) = old {
-        std::fs::remove_dir_all(dir.join(o)).unwrap();
-    }
-}
+pub const DEADLINE: Duration = Duration::from_secs(10);
 
-/// A volume holding one key `version`.
-pub fn write_version(dir: &Path, version: &str) {
-    kubelet_write(dir, &[("version", version.as_bytes())]);
-}
-
-/// The downward-API annotations file, as the kubelet formats it, written through the same AtomicWriter.
-pub fn write_annotations(dir: &Path, pairs: &[(&str, &str)]) {
-    let map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let text = confgate::annotations::format(&map);
-    kubelet_write(dir, &[("annotations", text.as_bytes())]);
-}
-
-/// Reads every key of a kubelet-layout dir through one resolution of `..data`.
-pub fn read_promoted(dir: &Path) -> Option<BTreeMap<String, String>> {
-    let ts = std::fs::read_link(dir.join("..data")).ok()?;
-    let mut out = BTreeMap::new();
-    for e in std::fs::read_dir(dir.join(ts)).ok()?.flatten() {
-        let v = std::fs::read_to_string(e.path()).ok()?;
-        out.insert(e.file_name().to_string_lossy().into_owned(), v);
-    }
-    Some(out)
-}
-
-/// A port nobody listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Polls `f` until it returns `Some`, or panics with `what` after `deadline`.
+/// Polls `f` every few milliseconds until it returns `Some`, or panics with `what` after `deadline`.
 pub fn wait_for<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let end = Instant::now() + deadline;
     loop {
@@ -119,45 +34,13 @@ pub fn wait_for<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option
             Instant::now() < end,
             "timed out after {deadline:?} waiting for {what}"
         );
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
-pub const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A plain HTTP/1.1 request; returns status code and body.
-pub fn http(method: &str, port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let code = buf.split(' ').nth(1)?.parse().ok()?;
-    let body = buf
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_owned();
-    Some((code, body))
-}
-
-pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    http("GET", port, path)
-}
-
-pub fn status(port: u16) -> Option<serde_json::Value> {
-    let (code, body) = get(port, "/status")?;
-    (code == 200).then(|| serde_json::from_str(&body).ok())?
-}
-
-/// A running `confgate run` on loopback, killed on drop.
-pub struct Gate {
-    pub child: Child,
-    pub port: u16,
+/// `active.version` of a status, when there is one.
+pub fn active_version(s: &serde_json::Value) -> Option<&str> {
+    s["active"]["version"].as_str()
 }
 
 /// Paths a test gate uses under one temp dir.
@@ -185,47 +68,91 @@ impl Dirs {
     }
 }
 
+/// A running `confgate run` on a loopback port. Killed on drop; when dropped by a failing test, the end
+/// of its log is printed.
+pub struct Gate {
+    pub child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+    /// How long [`Gate::wait_status`] waits.
+    pub deadline: Duration,
+}
+
 impl Gate {
-    /// Starts the binary with `--watch`, `--promote-to`, `--annotations` under `dirs` plus `args`, and waits
-    /// until it answers `/livez`.
+    /// Starts the binary with `--watch`, `--promote-to`, `--annotations` under `dirs` plus `args`, logging
+    /// at debug level, and waits until it answers `/livez`.
     pub fn start(dirs: &Dirs, args: &[&str]) -> Gate {
+        let mut all: Vec<OsString> = vec![
+            "--watch".into(),
+            dirs.watch().into(),
+            "--promote-to".into(),
+            dirs.promoted().into(),
+            "--annotations".into(),
+            dirs.podinfo().join("annotations").into(),
+        ];
+        all.extend(args.iter().map(OsString::from));
+        let g = Gate::launch(&all, &dirs.log(), Some("debug"));
+        wait_for("confgate to answer /livez", DEADLINE, || {
+            get(g.port, "/livez").filter(|(c, _)| *c == 200)
+        });
+        g
+    }
+
+    /// Starts `confgate run --listen 127.0.0.1:<free port> ARGS...` at its default log level, logging to
+    /// `log`, without waiting for it.
+    pub fn spawn(args: &[&str], log: &Path) -> Gate {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        Gate::launch(&args, log, None)
+    }
+
+    fn launch(args: &[OsString], log: &Path, level: Option<&str>) -> Gate {
         let port = free_port();
-        let log = std::fs::File::create(dirs.log()).unwrap();
-        let child = Command::new(BIN)
-            .arg("run")
-            .arg("--watch")
-            .arg(dirs.watch())
-            .arg("--promote-to")
-            .arg(dirs.promoted())
-            .arg("--annotations")
-            .arg(dirs.podinfo().join("annotations"))
+        let logfile = std::fs::File::create(log).expect("create log file");
+        let mut cmd = Command::new(BIN);
+        cmd.arg("run")
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .args(args)
-            .env("CONFGATE_LOG", "debug")
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let g = Gate { child, port };
-        wait_for("confgate to answer /livez", DEADLINE, || {
-            get(port, "/livez").filter(|(c, _)| *c == 200)
-        });
-        g
+            .stderr(logfile);
+        match level {
+            Some(l) => cmd.env("CONFGATE_LOG", l),
+            None => cmd.env_remove("CONFGATE_LOG"),
+        };
+        Gate {
+            child: cmd.spawn().expect("spawn confgate"),
+            port,
+            log: log.to_path_buf(),
+            deadline: DEADLINE,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     pub fn status(&self) -> serde_json::Value {
         status(self.port).expect("status")
     }
 
-    /// Waits until `/status` satisfies `pred`, and returns it.
+    /// Waits up to `self.deadline` until `/status` satisfies `pred`, and returns it.
     pub fn wait_status(
         &self,
         what: &str,
         pred: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
         let mut last = None;
-        let end = Instant::now() + DEADLINE;
+        let end = Instant::now() + self.deadline;
         loop {
             if let Some(s) = status(self.port) {
                 if pred(&s) {
@@ -235,10 +162,11 @@ impl Gate {
             }
             assert!(
                 Instant::now() < end,
-                "timed out waiting for {what}; last status: {}",
+                "timed out after {:?} waiting for {what}; last status: {}",
+                self.deadline,
                 serde_json::to_string_pretty(&last).unwrap()
             );
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 
@@ -261,18 +189,29 @@ impl Gate {
         })
     }
 
+    /// Sends SIGTERM and waits for the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         )
-        .unwrap();
-        self.child.wait().unwrap()
+        .expect("SIGTERM confgate");
+        self.child.wait().expect("wait confgate")
     }
 }
 
 impl Drop for Gate {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let exited = self.child.try_wait().ok().flatten();
+            let log = self.log_text();
+            let mut from = log.len().saturating_sub(4000);
+            while !log.is_char_boundary(from) {
+                from += 1;
+            }
+            let tail = &log[from..];
+            eprintln!("confgate exit status: {exited:?}; end of its log:\n{tail}");
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
