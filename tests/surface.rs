@@ -189,9 +189,14 @@ fn reload_failure_then_recovery() {
     let d = Dirs::new();
     write_version(&d.watch(), "1.0.0");
     let sink = Sink::watching(d.promoted());
-    sink.code.store(500, Ordering::Relaxed);
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
+    g.wait_status("the first reload", |s| {
+        s["reload"]["last_result"] == "success"
+    });
+    // From here the target fails: every attempt below belongs to the 1.1.0 promotion.
+    sink.code.store(500, Ordering::Relaxed);
+    let before = sink.count();
     write_version(&d.watch(), "1.1.0");
     // Promotion goes on while the target fails.
     g.wait_active("1.1.0");
@@ -206,19 +211,16 @@ fn reload_failure_then_recovery() {
             .contains("answered 500"),
         "{s}"
     );
-    wait_for("four attempts", DEADLINE, || {
-        (sink.count() >= 4).then_some(())
+    wait_for("three attempts", DEADLINE, || {
+        (sink.count() >= before + 3).then_some(())
     });
     {
         let hits = sink.hits.lock().unwrap();
-        let n = hits.len();
         let gap = |i: usize| hits[i].0 - hits[i - 1].0;
-        assert!(
-            gap(n - 1) > gap(n - 2),
-            "backoff grows: {:?} then {:?}",
-            gap(n - 2),
-            gap(n - 1)
-        );
+        let (first, second) = (gap(before + 1), gap(before + 2));
+        // 200 ms then 400 ms, each jittered by at most 20 %.
+        assert!(second > first, "backoff grows: {first:?} then {second:?}");
+        assert!(first >= std::time::Duration::from_millis(150), "{first:?}");
     }
     sink.code.store(200, Ordering::Relaxed);
     let s = g.wait_status("reload success", |s| {
@@ -229,7 +231,7 @@ fn reload_failure_then_recovery() {
     assert_eq!(sink.last_version().as_deref(), Some("1.1.0"));
     let m = get(g.port, "/metrics").unwrap().1;
     assert!(
-        m.contains("confgate_reloads_total{result=\"success\"} 1"),
+        m.contains("confgate_reloads_total{result=\"success\"} 2"),
         "{m}"
     );
 }
