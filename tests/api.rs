@@ -608,16 +608,20 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         name: "web-0".into(),
     };
     let server = async {
-        let (_, send) = expect(
+        // Only the UID is needed: a metadata-only get, answered as the API server answers one.
+        let (req, send) = expect(
             &mut h,
             Method::GET,
             "/api/v1/namespaces/prod/pods/web-0",
             &[],
         )
         .await;
-        let mut p = pod_json("web-0", true, None);
-        p["kind"] = json!("Pod");
-        p["apiVersion"] = json!("v1");
+        assert_eq!(
+            req.headers()["accept"],
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+        );
+        let p = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": pod_json("web-0", true, None)["metadata"].clone()});
         respond(send, StatusCode::OK, &p);
         h
     };

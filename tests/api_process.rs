@@ -52,6 +52,10 @@ async fn handle(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible>
         req.uri().query().unwrap_or_default()
     );
     let method = req.method().clone();
+    let metadata_only = req
+        .headers()
+        .get("accept")
+        .is_some_and(|a| a == "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
     let path = req.uri().path().to_owned();
     let watch = req.uri().query().unwrap_or_default().contains("watch=true");
     let bytes = req.into_body().collect().await.unwrap().to_bytes();
@@ -71,7 +75,12 @@ async fn handle(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible>
             json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "100"},
                    "items": [configmap()]}),
         ),
-        ("GET", "/api/v1/namespaces/prod/pods/web-0") => reply(200, pod()),
+        // The sidecar reads only its pod's metadata, asking for the metadata-only form.
+        ("GET", "/api/v1/namespaces/prod/pods/web-0") if metadata_only => reply(
+            200,
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                   "metadata": pod()["metadata"].clone()}),
+        ),
         ("GET", "/api/v1/namespaces/prod/configmaps/app") => {
             let mut cm = configmap();
             cm["kind"] = json!("ConfigMap");

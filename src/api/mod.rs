@@ -9,6 +9,7 @@
 //! those recorded request and response shapes only, not against a running API server.
 
 pub mod pod;
+pub mod pod_view;
 pub mod source;
 pub mod status_cmd;
 

@@ -8,13 +8,14 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
+use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
 use crate::state::Status;
 
@@ -213,7 +214,7 @@ pub fn condition_patch(c: &Condition, last_transition: jiff::Timestamp) -> serde
 
 /// Publishes Events and patches the condition on `pod`; state kept between changes.
 pub struct PodReporter {
-    pods: Api<Pod>,
+    pods: Api<PodView>,
     pod: PodRef,
     recorder: Recorder,
     reference: ObjectReference,
@@ -224,8 +225,8 @@ pub struct PodReporter {
 
 /// The reporter for `pod`: reads the pod's UID (best effort) so Events point at this incarnation.
 pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let uid = match pods.get(&pod.name).await {
+    let pods: Api<PodView> = Api::namespaced(client.clone(), &pod.namespace);
+    let uid = match pods.get_metadata(&pod.name).await {
         Ok(p) => p.metadata.uid,
         Err(e) => {
             warn!(pod = %pod.name, error = %explain(&e, "get on pods"), "cannot read the pod; Events will not carry its UID");

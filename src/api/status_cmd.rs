@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
+use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
 use crate::snapshot::{ContentHash, Snapshot};
 
@@ -75,12 +76,8 @@ pub fn parse_message(msg: &str) -> (Option<String>, Option<String>) {
 }
 
 /// What a pod's status says.
-pub fn row(pod: &Pod) -> Row {
-    let conditions = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
+pub fn row(pod: &PodView) -> Row {
+    let conditions = pod.conditions();
     let ready = conditions
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
@@ -104,7 +101,7 @@ pub async fn fleet(client: Client, args: &StatusArgs) -> Result<Fleet, Error> {
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pods: Api<PodView> = Api::namespaced(client.clone(), &namespace);
     let mut lp = ListParams::default();
     if let Some(sel) = &args.selector {
         lp = lp.labels(sel);
