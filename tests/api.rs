@@ -152,6 +152,33 @@ async fn body_json(req: Request<Body>) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// The next request must create an Event on the pod; returns its body and the responder.
+async fn next_event(m: &mut Mock) -> (Value, SendResponse<Response<Body>>) {
+    let (req, send) = expect(
+        m,
+        Method::POST,
+        "/apis/events.k8s.io/v1/namespaces/prod/events",
+        &[],
+    )
+    .await;
+    (body_json(req).await, send)
+}
+
+/// The next request must patch the pod's condition; returns the condition and the responder.
+async fn next_condition(m: &mut Mock) -> (Value, SendResponse<Response<Body>>) {
+    let (req, send) = expect(
+        m,
+        Method::PATCH,
+        "/api/v1/namespaces/prod/pods/web-0/status",
+        &[],
+    )
+    .await;
+    (
+        body_json(req).await["status"]["conditions"][0].clone(),
+        send,
+    )
+}
+
 /// A ConfigMap as a watch event carries it (with kind and apiVersion).
 fn configmap(uid: &str, rv: &str, version: &str) -> Value {
     json!({
@@ -631,14 +658,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     let (none, first) = (Status::default(), accepted("2.4.1"));
     let reporting = r.report(&none, &first);
     let server = async {
-        let (req, send) = expect(
-            &mut h,
-            Method::POST,
-            "/apis/events.k8s.io/v1/namespaces/prod/events",
-            &[],
-        )
-        .await;
-        let ev = body_json(req).await;
+        let (ev, send) = next_event(&mut h).await;
         assert_eq!(ev["type"], "Normal");
         assert_eq!(ev["reason"], "Accepted");
         assert_eq!(ev["action"], "Promote");
@@ -728,14 +748,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     let held = holding("2.4.1", "3.0.0");
     let reporting = r.report(&first, &held);
     let server = async {
-        let (req, send) = expect(
-            &mut h,
-            Method::POST,
-            "/apis/events.k8s.io/v1/namespaces/prod/events",
-            &[],
-        )
-        .await;
-        let ev = body_json(req).await;
+        let (ev, send) = next_event(&mut h).await;
         assert_eq!(
             (ev["type"].as_str(), ev["reason"].as_str()),
             (Some("Warning"), Some("Rejected"))
@@ -750,15 +763,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         );
         respond(send, StatusCode::CREATED, &ev);
         let name = ev["metadata"]["name"].as_str().unwrap().to_owned();
-        let (req, send) = expect(
-            &mut h,
-            Method::PATCH,
-            "/api/v1/namespaces/prod/pods/web-0/status",
-            &[],
-        )
-        .await;
-        let patch = body_json(req).await;
-        let c = &patch["status"]["conditions"][0];
+        let (c, send) = next_condition(&mut h).await;
         assert_eq!(
             (c["status"].as_str(), c["reason"].as_str()),
             (Some("False"), Some("TooNew"))
@@ -793,14 +798,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         a && b
     };
     let server = async {
-        let (req, send) = expect(
-            &mut h,
-            Method::POST,
-            "/apis/events.k8s.io/v1/namespaces/prod/events",
-            &[],
-        )
-        .await;
-        let ev = body_json(req).await;
+        let (ev, send) = next_event(&mut h).await;
         assert_eq!(
             (ev["type"].as_str(), ev["reason"].as_str()),
             (Some("Warning"), Some("Missing"))
@@ -813,14 +811,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
             )
         );
         respond(send, StatusCode::CREATED, &ev);
-        let (req, send) = expect(
-            &mut h,
-            Method::PATCH,
-            "/api/v1/namespaces/prod/pods/web-0/status",
-            &[],
-        )
-        .await;
-        let c = body_json(req).await["status"]["conditions"][0].clone();
+        let (c, send) = next_condition(&mut h).await;
         assert_eq!(
             (c["status"].as_str(), c["reason"].as_str()),
             (Some("False"), Some("Missing"))
@@ -838,17 +829,8 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         assert_eq!(ev["series"]["count"], 2);
         assert!(ev["series"]["lastObservedTime"].as_str().is_some());
         respond(send, StatusCode::OK, &ev);
-        let (req, send) = expect(
-            &mut h,
-            Method::PATCH,
-            "/api/v1/namespaces/prod/pods/web-0/status",
-            &[],
-        )
-        .await;
-        assert_eq!(
-            body_json(req).await["status"]["conditions"][0]["reason"],
-            "TooNew"
-        );
+        let (c, send) = next_condition(&mut h).await;
+        assert_eq!(c["reason"], "TooNew");
         respond(send, StatusCode::OK, &pod_json("web-0", true, None));
     };
     let (ok, ()) = tokio::join!(reporting, server);
