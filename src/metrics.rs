@@ -99,7 +99,7 @@ impl Metrics {
         gauge(
             &mut out,
             "confgate_settings_problems",
-            "Number of bad or unknown confgate annotations.",
+            "1 while a confgate.io/ annotation is bad or unknown.",
             s.checks
                 .iter()
                 .filter(|c| c.name == "settings" && !c.ok)

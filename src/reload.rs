@@ -97,11 +97,6 @@ impl Handle {
     pub fn requested(&self) -> u64 {
         self.seq
     }
-
-    /// The newest request posted, if any.
-    pub fn last(&self) -> Option<Request> {
-        self.tx.borrow().clone()
-    }
 }
 
 #[cfg(feature = "tls")]

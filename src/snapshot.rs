@@ -131,28 +131,6 @@ impl Observed {
     }
 }
 
-/// How the directory is laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// `..data` points at a timestamped directory (the kubelet's AtomicWriter).
-    Kubelet,
-    /// Files straight in the directory.
-    Plain,
-    /// The directory does not exist.
-    Absent,
-}
-
-/// Which layout `dir` has right now.
-pub fn layout(dir: &Path) -> Layout {
-    if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() {
-        Layout::Kubelet
-    } else if dir.is_dir() {
-        Layout::Plain
-    } else {
-        Layout::Absent
-    }
-}
-
 /// Reads the directory as one snapshot.
 pub fn read(dir: &Path) -> Observed {
     for _ in 0..SWAP_RETRIES {

@@ -192,11 +192,6 @@ impl Source {
         }
     }
 
-    /// Takes pending changes without waiting.
-    pub fn take(&self) -> Changes {
-        Changes(self.pending.bits.swap(0, Ordering::AcqRel))
-    }
-
     /// Time since the last event on a plain (non-`..data`) name in the config dir.
     pub fn since_plain_event(&self) -> std::time::Duration {
         let now = self.pending.epoch.elapsed().as_millis() as u64;
