@@ -75,11 +75,19 @@ impl ContentHash {
     }
 }
 
-/// One config version: every key with its bytes.
+/// The mode a key file has when nothing else is known: the kubelet's `defaultMode` default.
+pub const DEFAULT_MODE: u32 = 0o644;
+
+/// One config version: every key with its bytes, and the modes that differ from [`DEFAULT_MODE`].
+///
+/// Modes are not part of the hash: a ConfigMap does not carry them (the pod's `defaultMode` and
+/// `items[].mode` do), and `confgate check` must print the volume's hash for a manifest.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub files: BTreeMap<String, Vec<u8>>,
     pub hash: ContentHash,
+    /// Permission bits (`0o777` mask) of the keys whose mode is not [`DEFAULT_MODE`].
+    pub modes: BTreeMap<String, u32>,
 }
 
 impl fmt::Debug for Snapshot {
@@ -88,6 +96,7 @@ impl fmt::Debug for Snapshot {
         f.debug_struct("Snapshot")
             .field("keys", &self.files.keys().collect::<Vec<_>>())
             .field("hash", &self.hash)
+            .field("modes", &self.modes)
             .finish()
     }
 }
@@ -95,7 +104,27 @@ impl fmt::Debug for Snapshot {
 impl Snapshot {
     pub fn new(files: BTreeMap<String, Vec<u8>>) -> Snapshot {
         let hash = ContentHash::of(files.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-        Snapshot { files, hash }
+        Snapshot {
+            files,
+            hash,
+            modes: BTreeMap::new(),
+        }
+    }
+
+    /// A snapshot whose keys have these permission bits; [`DEFAULT_MODE`] entries are dropped.
+    pub fn with_modes(files: BTreeMap<String, Vec<u8>>, modes: BTreeMap<String, u32>) -> Snapshot {
+        let mut s = Snapshot::new(files);
+        s.modes = modes
+            .into_iter()
+            .map(|(k, m)| (k, m & 0o777))
+            .filter(|(k, m)| *m != DEFAULT_MODE && s.files.contains_key(k))
+            .collect();
+        s
+    }
+
+    /// The permission bits key `key` is promoted with.
+    pub fn mode(&self, key: &str) -> u32 {
+        self.modes.get(key).copied().unwrap_or(DEFAULT_MODE)
     }
 
     pub fn total_bytes(&self) -> u64 {
@@ -132,6 +161,12 @@ impl Observed {
 }
 
 /// Reads the directory as one snapshot.
+///
+/// A kubelet volume is read through the directory `..data` names, and `..data` is resolved again once
+/// the read is done: the kubelet removes the old directory (depth-first) only after swapping `..data`
+/// away from it, and never swaps back to a name it used, so an unchanged `..data` proves nothing was
+/// removed under the read. A read that raced a swap, or saw anything vanish, starts again, at most
+/// [`SWAP_RETRIES`] times; a volume still changing after that is `Broken`, never a partial snapshot.
 pub fn read(dir: &Path) -> Observed {
     for _ in 0..SWAP_RETRIES {
         match std::fs::read_link(dir.join(DATA_LINK)) {
@@ -143,9 +178,21 @@ pub fn read(dir: &Path) -> Observed {
                         target.display()
                     ));
                 };
-                let base = dir.join(name);
+                let base = match resolve_data_dir(dir, name) {
+                    Ok(base) => base,
+                    Err(Problem::Gone) => continue,
+                    Err(Problem::Bad(why)) => return Observed::Broken(why),
+                };
                 match read_tree(&base, &base) {
-                    Ok(files) => return finish(files, dir),
+                    Ok(tree) => {
+                        if std::fs::read_link(dir.join(DATA_LINK)).ok().as_deref()
+                            != Some(target.as_path())
+                        {
+                            tracing::debug!(dir = %dir.display(), "..data moved during the read; reading again");
+                            continue;
+                        }
+                        return finish(tree, dir);
+                    }
                     // The kubelet removed the directory after a newer swap: resolve `..data` again.
                     Err(Problem::Gone) => continue,
                     Err(Problem::Bad(why)) => return Observed::Broken(why),
@@ -159,7 +206,9 @@ pub fn read(dir: &Path) -> Observed {
                     ));
                 }
                 match read_tree(dir, dir) {
-                    Ok(files) => return finish(files, dir),
+                    // A kubelet writing its first payload: the plain read may hold half of it.
+                    Ok(_) if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() => continue,
+                    Ok(tree) => return finish(tree, dir),
                     Err(Problem::Gone) => continue,
                     Err(Problem::Bad(why)) => return Observed::Broken(why),
                 }
@@ -169,10 +218,34 @@ pub fn read(dir: &Path) -> Observed {
             }
         }
     }
+    tracing::warn!(dir = %dir.display(), attempts = SWAP_RETRIES, "volume changing too fast to read whole");
     Observed::Broken(format!(
-        "{} changed {SWAP_RETRIES} times while being read",
+        "volume changing too fast: {} changed under each of {SWAP_RETRIES} reads",
         dir.display()
     ))
+}
+
+/// The directory `..data` names, fully resolved, which must be a directory inside `dir`: a `..data`
+/// pointing at a link that leads out of the volume (`..data -> ..x -> /outside`) is refused.
+fn resolve_data_dir(dir: &Path, name: &str) -> Result<PathBuf, Problem> {
+    let base = dir.join(name);
+    let real = std::fs::canonicalize(&base).map_err(|e| Problem::from((base.as_path(), e)))?;
+    let top = std::fs::canonicalize(dir).map_err(|e| Problem::from((dir, e)))?;
+    if real == top || !real.starts_with(&top) {
+        return Err(Problem::Bad(format!(
+            "{}/..data resolves to {}, outside the watched directory",
+            dir.display(),
+            real.display()
+        )));
+    }
+    match std::fs::metadata(&real) {
+        Ok(m) if m.is_dir() => Ok(real),
+        Ok(_) => Err(Problem::Bad(format!(
+            "{}/..data points to {name}, which is not a directory",
+            dir.display()
+        ))),
+        Err(e) => Err(Problem::from((real.as_path(), e))),
+    }
 }
 
 /// A kubelet timestamped directory name: `..` then a single path component.
@@ -180,16 +253,19 @@ fn is_timestamp_dir(name: &str) -> bool {
     name.starts_with("..") && name.len() > 2 && !name.contains('/') && name != DATA_LINK
 }
 
-fn finish(files: BTreeMap<String, Vec<u8>>, dir: &Path) -> Observed {
+fn finish((files, modes): Tree, dir: &Path) -> Observed {
     if files.is_empty() {
         Observed::Missing(format!(
             "{} holds no keys (the ConfigMap is absent, empty or was deleted)",
             dir.display()
         ))
     } else {
-        Observed::Config(Snapshot::new(files))
+        Observed::Config(Snapshot::with_modes(files, modes))
     }
 }
+
+/// Keys with their bytes, and keys with their permission bits.
+type Tree = (BTreeMap<String, Vec<u8>>, BTreeMap<String, u32>);
 
 enum Problem {
     /// A path vanished mid-read.
@@ -209,8 +285,10 @@ impl From<(&Path, io::Error)> for Problem {
 
 /// Reads every regular file under `root`, keyed by its path relative to `root`. Names starting with
 /// `..` are the writer's own and are skipped.
-fn read_tree(root: &Path, top: &Path) -> Result<BTreeMap<String, Vec<u8>>, Problem> {
+fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
+    use std::os::unix::fs::PermissionsExt;
     let mut files = BTreeMap::new();
+    let mut modes = BTreeMap::new();
     let mut total = 0u64;
     let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
     while let Some((dir, depth)) = stack.pop() {
@@ -267,10 +345,11 @@ fn read_tree(root: &Path, top: &Path) -> Result<BTreeMap<String, Vec<u8>>, Probl
                     "the config is over the ConfigMap size limit of {MAX_BYTES} bytes (the limit was passed at key {key})"
                 )));
             }
+            modes.insert(key.clone(), meta.permissions().mode() & 0o777);
             files.insert(key, bytes);
         }
     }
-    Ok(files)
+    Ok((files, modes))
 }
 
 /// Follows a symlink only when it stays inside the watched directory.
@@ -408,5 +487,48 @@ mod tests {
             Observed::Broken(why) => assert!(why.contains("not a regular file"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn data_escaping_in_two_hops_is_broken() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("version"), "1.0.0").unwrap();
+        let dir = tmp.path().join("cfg");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("..x")).unwrap();
+        std::os::unix::fs::symlink("..x", dir.join("..data")).unwrap();
+        match read(&dir) {
+            Observed::Broken(why) => {
+                assert!(why.contains("outside the watched directory"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // One hop that stays inside is how a kubelet volume looks.
+        std::fs::remove_file(dir.join("..x")).unwrap();
+        std::fs::create_dir(dir.join("..x")).unwrap();
+        std::fs::write(dir.join("..x/version"), "1.0.0").unwrap();
+        assert!(matches!(read(&dir), Observed::Config(_)));
+    }
+
+    #[test]
+    fn modes_other_than_the_default_are_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        for (k, m) in [("run.sh", 0o755), ("secret", 0o400), ("plain", 0o644)] {
+            std::fs::write(tmp.path().join(k), "x").unwrap();
+            std::fs::set_permissions(tmp.path().join(k), std::fs::Permissions::from_mode(m))
+                .unwrap();
+        }
+        let Observed::Config(s) = read(tmp.path()) else {
+            panic!()
+        };
+        assert_eq!(s.mode("run.sh"), 0o755);
+        assert_eq!(s.mode("secret"), 0o400);
+        assert_eq!(s.mode("plain"), DEFAULT_MODE);
+        assert_eq!(s.modes.len(), 2, "{:?}", s.modes);
+        // Modes are not content: the hash is the same as for the bytes alone.
+        assert_eq!(s.hash, Snapshot::new(s.files.clone()).hash);
     }
 }

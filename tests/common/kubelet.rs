@@ -37,6 +37,26 @@ impl Volume {
         files: &[(&str, &[u8])],
         extra: impl FnOnce(&Path) -> io::Result<()>,
     ) -> io::Result<Instant> {
+        self.write_inner(files, extra, None)
+    }
+
+    /// [`Volume::write`], removing the old timestamped dir as the kubelet does (`os.RemoveAll`, after the
+    /// swap, children before their dir) with `pause` after each removal: a slow disk or a busy node, so
+    /// that readers overlap the removal.
+    pub fn write_removing_slowly(
+        &self,
+        files: &[(&str, &[u8])],
+        pause: std::time::Duration,
+    ) -> io::Result<Instant> {
+        self.write_inner(files, |_| Ok(()), Some(pause))
+    }
+
+    fn write_inner(
+        &self,
+        files: &[(&str, &[u8])],
+        extra: impl FnOnce(&Path) -> io::Result<()>,
+        slow: Option<std::time::Duration>,
+    ) -> io::Result<Instant> {
         let old = std::fs::read_link(self.dir.join("..data")).ok();
         let old_keys = old
             .as_ref()
@@ -83,7 +103,10 @@ impl Volume {
             let _ = std::fs::remove_file(self.dir.join(key));
         }
         if let Some(old) = old {
-            std::fs::remove_dir_all(self.dir.join(old))?;
+            match slow {
+                None => std::fs::remove_dir_all(self.dir.join(old))?,
+                Some(pause) => remove_depth_first(&self.dir.join(old), pause)?,
+            }
         }
         Ok(swapped)
     }
@@ -146,6 +169,21 @@ pub fn leftovers(dir: &Path) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("..") && n != "..data" && Path::new(n) != live)
         .collect()
+}
+
+/// Removes `path` children first, pausing after each removal.
+fn remove_depth_first(path: &Path, pause: std::time::Duration) -> io::Result<()> {
+    for e in std::fs::read_dir(path)?.flatten() {
+        if e.file_type()?.is_dir() {
+            remove_depth_first(&e.path(), pause)?;
+        } else {
+            std::fs::remove_file(e.path())?;
+            std::thread::sleep(pause);
+        }
+    }
+    std::fs::remove_dir(path)?;
+    std::thread::sleep(pause);
+    Ok(())
 }
 
 fn top_level(dir: &Path) -> BTreeSet<String> {
