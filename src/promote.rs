@@ -1,9 +1,17 @@
 //! Promotion: the only writer of the promoted dir, in the kubelet's own layout.
 //!
-//! Order of a promotion (as the kubelet's AtomicWriter): write every key into a new timestamped dir,
-//! link `..data_tmp` to it, `rename` it over `..data` (the one atomic switch), add links for new keys,
-//! unlink vanished keys, remove the old dir. A crash before the rename leaves the old config whole;
-//! after it, the new one. [`Promoter::open`] cleans whatever an interrupted promotion left behind.
+//! Order of a promotion: write every key (with its mode) into a new timestamped dir, add links for new
+//! top-level keys, link `..data_tmp` to it, `rename` it over `..data` (the one atomic switch), unlink
+//! vanished keys, remove the old dir. Unlike the kubelet's AtomicWriter, the links come before the
+//! switch: everything the new config needs exists before it goes live, so a full disk (or an inode
+//! limit) fails the promotion with the previous config whole, never a live config with a key link
+//! missing. A crash before the rename leaves the old config whole; after it, the new one.
+//! What is left to tidy after the switch (the old dir, stale links) is retried by [`Promoter::tidy`],
+//! every later promotion, and [`Promoter::open`].
+//!
+//! "Reload owed" is a file in the promoted dir, [`RELOAD_OWED`], holding the `sha256:` of the promoted
+//! config the component has not yet been told about. It is written before the switch, so a crash at any
+//! point after it still owes the reload at the next start-up.
 //!
 //! Files are not fsynced: the dir is a pod's `emptyDir`, and a process crash cannot lose page-cache
 //! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
@@ -12,10 +20,14 @@ use std::collections::BTreeSet;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::snapshot::{self, DATA_LINK, Observed, Snapshot};
+use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
 
 const DATA_TMP: &str = "..data_tmp";
+/// The "reload owed" marker in the promoted dir; `..` keeps it out of every kubelet-layout reader.
+pub const RELOAD_OWED: &str = "..confgate_reload_owed";
+const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
 
 /// Why a promotion could not be made. The previous config is still whole in every case.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +55,8 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
 #[derive(Debug)]
 pub struct Promoter {
     dir: PathBuf,
+    /// Set when tidying after a switch failed; cleared by a [`Promoter::tidy`] that finished.
+    untidy: AtomicBool,
 }
 
 impl Promoter {
@@ -64,6 +78,7 @@ impl Promoter {
         }
         let p = Promoter {
             dir: dir.to_path_buf(),
+            untidy: AtomicBool::new(false),
         };
         p.clean()?;
         Ok((p, snapshot::read(dir)))
@@ -71,6 +86,53 @@ impl Promoter {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether a promotion went live but left something to tidy (an old dir, a stale link): call
+    /// [`Promoter::tidy`] until this is false. Every promotion tidies too.
+    pub fn needs_tidy(&self) -> bool {
+        self.untidy.load(Ordering::Relaxed)
+    }
+
+    /// Removes what earlier promotions left behind and adds any key link missing. The live config is
+    /// never touched.
+    pub fn tidy(&self) -> Result<(), Error> {
+        let r = self.clean();
+        self.untidy.store(r.is_err(), Ordering::Relaxed);
+        if r.is_ok() {
+            tracing::info!(dir = %self.dir.display(), "promoted dir tidied");
+        }
+        r
+    }
+
+    /// The hash of a promoted config whose reload is still owed (recorded by
+    /// [`Promoter::promote_owing_reload`] and not yet cleared), as found at start-up.
+    pub fn reload_owed(&self) -> Option<ContentHash> {
+        let text = std::fs::read_to_string(self.dir.join(RELOAD_OWED)).ok()?;
+        parse_hash(text.trim())
+    }
+
+    /// Records durably that the component is owed a reload for `sha`.
+    pub fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
+        let tmp = self.dir.join(RELOAD_OWED_TMP);
+        std::fs::write(&tmp, format!("{sha}\n")).map_err(io_err("write", &tmp))?;
+        let path = self.dir.join(RELOAD_OWED);
+        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+    }
+
+    /// Clears the owed reload once the component was told about `sha`. An owed reload for another
+    /// (newer) config stays; `false` then.
+    pub fn clear_reload_owed(&self, sha: ContentHash) -> Result<bool, Error> {
+        match self.reload_owed() {
+            Some(owed) if owed != sha => Ok(false),
+            _ => remove_file(&self.dir.join(RELOAD_OWED)).map(|()| true),
+        }
+    }
+
+    /// [`Promoter::promote`], recording before the switch that a reload of `snap` is owed. When the
+    /// promotion fails, the record is as it was before.
+    pub fn promote_owing_reload(&self, snap: &Snapshot) -> Result<(), Error> {
+        self.promote_inner(snap, true)
     }
 
     /// Removes leftovers: `..data_tmp`, timestamped dirs `..data` does not point at, links to vanished keys,
@@ -87,15 +149,15 @@ impl Promoter {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
-            if name == DATA_LINK || Some(&name) == current.as_ref() {
+            if name == DATA_LINK || name == RELOAD_OWED || Some(&name) == current.as_ref() {
                 continue;
             }
             let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
             if name.starts_with("..") {
-                if is_link || name == DATA_TMP {
-                    remove_file(&path)?;
-                } else {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
                     remove_dir_all(&path)?;
+                } else {
+                    remove_file(&path)?;
                 }
                 continue;
             }
@@ -127,51 +189,92 @@ impl Promoter {
     /// Promotes `snap`. On error the previous config is still in place and whole, and the new
     /// timestamped dir (if any) has been removed.
     pub fn promote(&self, snap: &Snapshot) -> Result<(), Error> {
+        self.promote_inner(snap, false)
+    }
+
+    fn promote_inner(&self, snap: &Snapshot, owe_reload: bool) -> Result<(), Error> {
         let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
         let old_keys = match &old {
             Some(ts) => top_level_names(&self.dir.join(ts)),
             None => BTreeSet::new(),
         };
-        let ts = self.new_timestamp_dir()?;
-        let ts_path = self.dir.join(&ts);
-        if let Err(e) = self.fill(&ts_path, snap).and_then(|()| self.swap(&ts)) {
-            let _ = std::fs::remove_dir_all(&ts_path);
-            let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
-            return Err(e);
-        }
-        // The new config is live: a failure from here on must not be reported as "previous config kept".
-        // What is left undone (a link, an old dir) is logged, and redone by the next promotion or `open`.
-        if let Err(e) = self.tidy(snap, &old_keys, old.as_deref()) {
-            tracing::warn!(error = %e, "promoted, but tidying the promoted dir failed");
-        }
-        Ok(())
-    }
-
-    /// Links new keys, unlinks vanished ones, removes the previous timestamped dir.
-    fn tidy(
-        &self,
-        snap: &Snapshot,
-        old_keys: &BTreeSet<String>,
-        old: Option<&Path>,
-    ) -> Result<(), Error> {
         let new_keys: BTreeSet<String> = snap
             .files
             .keys()
             .map(|k| k.split('/').next().unwrap_or(k).to_owned())
             .collect();
-        for key in &new_keys {
-            self.link(key)?;
+        let owed_before = std::fs::read(self.dir.join(RELOAD_OWED)).ok();
+        let ts = self.new_timestamp_dir()?;
+        let ts_path = self.dir.join(&ts);
+        let mut linked = Vec::new();
+        let prepared = self
+            .fill(&ts_path, snap)
+            .and_then(|()| self.link_new(&new_keys, &mut linked))
+            .and_then(|()| {
+                if owe_reload {
+                    self.mark_reload_owed(snap.hash)
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = prepared.and_then(|()| self.swap(&ts)) {
+            let _ = std::fs::remove_dir_all(&ts_path);
+            let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
+            // Links to keys only the new config has would dangle under the old one.
+            for link in &linked {
+                let _ = std::fs::remove_file(link);
+            }
+            if owe_reload {
+                let _ = self.restore_owed(owed_before.as_deref());
+            }
+            return Err(e);
         }
-        for key in old_keys.difference(&new_keys) {
+        // The new config is live and whole: a failure from here on must not be reported as "previous
+        // config kept". What is left undone is logged and retried (`tidy`, next promotion, `open`).
+        let tidied = self
+            .unlink_vanished(&old_keys, &new_keys)
+            .and_then(|()| self.clean());
+        if let Err(e) = &tidied {
+            tracing::warn!(error = %e, dir = %self.dir.display(), "promoted, but tidying the promoted dir failed; will retry");
+        }
+        self.untidy.store(tidied.is_err(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Links every new top-level key before the switch; `linked` gets the links this call created.
+    fn link_new(&self, keys: &BTreeSet<String>, linked: &mut Vec<PathBuf>) -> Result<(), Error> {
+        for key in keys {
+            let link = self.dir.join(key);
+            if std::fs::symlink_metadata(&link).is_err() {
+                self.link(key)?;
+                linked.push(link);
+            } else {
+                self.link(key)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn unlink_vanished(
+        &self,
+        old_keys: &BTreeSet<String>,
+        new_keys: &BTreeSet<String>,
+    ) -> Result<(), Error> {
+        for key in old_keys.difference(new_keys) {
             let link = self.dir.join(key);
             if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
                 remove_file(&link)?;
             }
         }
-        if let Some(old) = old {
-            remove_dir_all(&self.dir.join(old))?;
-        }
         Ok(())
+    }
+
+    fn restore_owed(&self, before: Option<&[u8]>) -> Result<(), Error> {
+        let path = self.dir.join(RELOAD_OWED);
+        match before {
+            None => remove_file(&path),
+            Some(b) => std::fs::write(&path, b).map_err(io_err("write", &path)),
+        }
     }
 
     fn fill(&self, ts_path: &Path, snap: &Snapshot) -> Result<(), Error> {
@@ -185,7 +288,9 @@ impl Promoter {
                     .map_err(io_err("create", parent))?;
             }
             std::fs::write(&path, bytes).map_err(io_err("write", &path))?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+            // Explicitly, not through the umask: a `defaultMode: 0755` script must stay executable
+            // and a 0400 key must not become world-readable.
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(snap.mode(key)))
                 .map_err(io_err("chmod", &path))?;
         }
         Ok(())
@@ -219,6 +324,18 @@ impl Promoter {
             }
         }
     }
+}
+
+fn parse_hash(text: &str) -> Option<ContentHash> {
+    let hex = text.strip_prefix("sha256:")?;
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(ContentHash(out))
 }
 
 fn is_key_link(path: &Path, name: &str) -> bool {
@@ -349,5 +466,80 @@ mod tests {
         std::fs::write(&f, "").unwrap();
         let err = Promoter::open(&f).unwrap_err().to_string();
         assert!(err.contains("is not a directory"), "{err}");
+    }
+
+    #[test]
+    fn key_modes_are_promoted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("promoted");
+        let (p, _) = Promoter::open(&dir).unwrap();
+        let files: BTreeMap<String, Vec<u8>> = [
+            ("run.sh", "#!/bin/sh"),
+            ("secret", "s"),
+            ("sub/x", "y"),
+            ("version", "1"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+        .collect();
+        let modes = [("run.sh", 0o755), ("secret", 0o400), ("sub/x", 0o600)]
+            .iter()
+            .map(|(k, m)| ((*k).to_owned(), *m))
+            .collect();
+        let a = Snapshot::with_modes(files, modes);
+        p.promote(&a).unwrap();
+        let mode = |k: &str| std::fs::metadata(dir.join(k)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode("run.sh"), 0o755);
+        assert_eq!(mode("secret"), 0o400);
+        assert_eq!(mode("sub/x"), 0o600);
+        assert_eq!(mode("version"), 0o644);
+        // Read back, the promoted dir is the same snapshot, modes included.
+        assert_eq!(snapshot::read(&dir), Observed::Config(a));
+    }
+
+    #[test]
+    fn reload_owed_is_recorded_before_the_switch_and_cleared_by_its_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("promoted");
+        let (p, _) = Promoter::open(&dir).unwrap();
+        assert_eq!(p.reload_owed(), None);
+        let a = snap(&[("version", "1.0.0")]);
+        let b = snap(&[("version", "2.0.0")]);
+        p.promote_owing_reload(&a).unwrap();
+        // A restart (a new `open`) finds it, and start-up cleaning keeps it.
+        let (p, _) = Promoter::open(&dir).unwrap();
+        assert_eq!(p.reload_owed(), Some(a.hash));
+        p.promote_owing_reload(&b).unwrap();
+        // A late success for the older config does not clear the newer debt.
+        assert!(!p.clear_reload_owed(a.hash).unwrap());
+        assert_eq!(p.reload_owed(), Some(b.hash));
+        assert!(p.clear_reload_owed(b.hash).unwrap());
+        assert_eq!(p.reload_owed(), None);
+        // A failed promotion leaves the record as it was.
+        p.mark_reload_owed(b.hash).unwrap();
+        let bad = snap(&[("version", "3.0.0"), ("x", "1"), ("x/y", "2")]);
+        assert!(p.promote_owing_reload(&bad).is_err());
+        assert_eq!(p.reload_owed(), Some(b.hash));
+        assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
+        // The marker is not a key, and a plain promotion keeps it.
+        p.promote(&a).unwrap();
+        assert_eq!(snapshot::read(&dir), Observed::Config(a));
+        assert_eq!(p.reload_owed(), Some(b.hash));
+    }
+
+    #[test]
+    fn leftovers_of_an_unfinished_tidy_go_at_the_next_promotion_or_tidy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("promoted");
+        let (p, _) = Promoter::open(&dir).unwrap();
+        p.promote(&snap(&[("version", "1.0.0")])).unwrap();
+        // What a removal cut short leaves: an old dir half gone.
+        std::fs::create_dir_all(dir.join("..2026_01_01_00_00_00.7/sub")).unwrap();
+        p.promote(&snap(&[("version", "2.0.0")])).unwrap();
+        assert_eq!(names(&dir).len(), 3, "{:?}", names(&dir));
+        assert!(!p.needs_tidy());
+        std::fs::create_dir_all(dir.join("..2026_01_01_00_00_00.8")).unwrap();
+        p.tidy().unwrap();
+        assert_eq!(names(&dir).len(), 3, "{:?}", names(&dir));
     }
 }
