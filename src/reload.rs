@@ -42,6 +42,14 @@ pub enum Error {
     )]
     NoProcess(String),
     #[error(
+        "{process} (pid {pid}) does not catch {signal}, whose default action would end it; not sent (is it still starting?)"
+    )]
+    NotCaught {
+        signal: &'static str,
+        pid: i32,
+        process: String,
+    },
+    #[error(
         "cannot send {signal} to pid {pid} ({process}): {errno}; confgate must run as the same user as the process"
     )]
     Kill {
@@ -59,6 +67,29 @@ pub struct Request {
     pub target: Reload,
     pub sha256: ContentHash,
     pub version: Option<String>,
+    /// When the promotion was made: a signal goes only to processes started by then (a process
+    /// started later read the promoted config itself). `None`: every matching process.
+    pub promoted_at: Option<BootTicks>,
+}
+
+/// A boot-relative instant in the kernel's clock ticks (`USER_HZ`), the unit of the start time in
+/// `/proc/PID/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BootTicks(pub u64);
+
+/// `USER_HZ`: 100 on every architecture Kubernetes runs on; `/proc/uptime` counts in hundredths.
+const USER_HZ: u64 = 100;
+
+impl BootTicks {
+    /// Now, from `/proc/uptime` (the boot-time clock that process start times are counted on).
+    pub fn now() -> Option<BootTicks> {
+        let text = std::fs::read_to_string("/proc/uptime").ok()?;
+        let up = text.split_whitespace().next()?;
+        let (secs, frac) = up.split_once('.').unwrap_or((up, "0"));
+        let secs: u64 = secs.parse().ok()?;
+        let hundredths: u64 = format!("{frac:0<2}").get(..2)?.parse().ok()?;
+        Some(BootTicks(secs * USER_HZ + hundredths * USER_HZ / 100))
+    }
 }
 
 /// The decision loop's side of the worker.
@@ -69,8 +100,20 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// Posts a reload of the newest promotion; an unsent older one is replaced.
+    /// Posts a reload of the newest promotion, made just now; an unsent older one is replaced.
     pub fn request(&mut self, target: &Reload, sha256: ContentHash, version: Option<String>) {
+        self.request_promoted_at(target, sha256, version, BootTicks::now());
+    }
+
+    /// [`Handle::request`] for a promotion made at `promoted_at` (e.g. one found owed at start-up:
+    /// `None` signals every matching process).
+    pub fn request_promoted_at(
+        &mut self,
+        target: &Reload,
+        sha256: ContentHash,
+        version: Option<String>,
+        promoted_at: Option<BootTicks>,
+    ) {
         if *target == Reload::None {
             return;
         }
@@ -80,6 +123,7 @@ impl Handle {
             target: target.clone(),
             sha256,
             version,
+            promoted_at,
         }));
     }
 }
@@ -191,16 +235,22 @@ async fn worker(mut rx: watch::Receiver<Option<Request>>, shared: Arc<Shared>, c
         loop {
             set_view(&shared, "pending", None, None);
             let started = Instant::now();
-            let result =
-                match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req.target)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
-                };
+            let result = match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req)).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
+            };
             let took = started.elapsed();
-            shared.metrics.reload(result.is_ok(), took.as_secs_f64());
             let sha = req.sha256.short();
+            if let Ok(Sent::Nothing(why)) = &result {
+                // Not a failure: no process there was started before this promotion, so whichever
+                // runs now read the promoted config itself. Retrying could only hit one too early.
+                info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, why = %why, "nothing to reload");
+                set_view(&shared, "nothing-to-reload", Some(why.clone()), None);
+                break;
+            }
+            shared.metrics.reload(result.is_ok(), took.as_secs_f64());
             match result {
-                Ok(()) => {
+                Ok(_) => {
                     info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, took_ms = took.as_millis() as u64, "reloaded");
                     set_view(&shared, "success", None, Some(req.sha256));
                     break;
@@ -254,9 +304,18 @@ fn set_view(shared: &Shared, result: &'static str, error: Option<String>, ok: Op
     });
 }
 
-async fn attempt(client: &Client, target: &Reload) -> Result<(), Error> {
-    match target {
-        Reload::None => Ok(()),
+/// What an attempt did when it did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// The target was told (an HTTP POST answered 2xx, or signals sent to this many processes).
+    Reloaded(usize),
+    /// Nothing to reload, and why.
+    Nothing(String),
+}
+
+async fn attempt(client: &Client, req: &Request) -> Result<Sent, Error> {
+    match &req.target {
+        Reload::None => Ok(Sent::Reloaded(0)),
         Reload::Http(url) => {
             #[cfg(not(feature = "tls"))]
             if url.starts_with("https://") {
@@ -283,7 +342,7 @@ async fn attempt(client: &Client, target: &Reload) -> Result<(), Error> {
             // Drain so the connection can be reused.
             let _ = resp.into_body().collect().await;
             if status.is_success() {
-                Ok(())
+                Ok(Sent::Reloaded(1))
             } else {
                 Err(Error::Status {
                     url: url.clone(),
@@ -291,15 +350,36 @@ async fn attempt(client: &Client, target: &Reload) -> Result<(), Error> {
                 })
             }
         }
-        Reload::Signal { signal, process } => signal_by_name(*signal, process),
+        Reload::Signal { signal, process } => {
+            let (signal, process, since) = (*signal, process.clone(), req.promoted_at);
+            // The /proc scan reads a file or three per process: off the thread that answers probes.
+            tokio::task::spawn_blocking(move || signal_by_name(signal, &process, since))
+                .await
+                .unwrap_or_else(|e| Err(Error::Url(format!("the /proc scan failed: {e}"))))
+        }
     }
 }
 
-/// Sends `signal` to every process named `name` (by `comm`, or by `argv[0]`'s base name). Looked up on
-/// every call: the target restarts and changes PID, and a native sidecar starts before it.
-pub fn signal_by_name(signal: nix::sys::signal::Signal, name: &str) -> Result<(), Error> {
+/// Sends `signal` to every process named `name` that should get it. Looked up on every call: the
+/// target restarts and changes PID, and a native sidecar starts before it.
+///
+/// A process is named `name` when its `argv[0]` base name is `name`, or, for a name of at most 15 bytes,
+/// its `comm` is (the kernel truncates `comm` to 15 bytes, so a longer name would also match every
+/// process sharing the first 15). It gets the signal only when it started no later than
+/// `promoted_at` (one that started later read the promoted config itself), and, for a signal whose
+/// default action terminates, only when it catches it (`SigCgt`): a component that has not installed
+/// its handler yet would be killed. TERM, INT and QUIT are the restart strategy and go regardless.
+///
+/// `Ok(Sent::Nothing)` when no process should get it because none runs or every one started after
+/// the promotion; an error when one should but does not catch the signal yet, or cannot be signalled.
+pub fn signal_by_name(
+    signal: nix::sys::signal::Signal,
+    name: &str,
+    promoted_at: Option<BootTicks>,
+) -> Result<Sent, Error> {
     let me = std::process::id();
-    let mut hits = 0;
+    let (mut hits, mut newer) = (0, 0);
+    let mut uncaught = None;
     let entries = std::fs::read_dir("/proc").map_err(|e| Error::Url(format!("/proc: {e}")))?;
     for entry in entries.flatten() {
         let Some(pid) = entry
@@ -310,6 +390,29 @@ pub fn signal_by_name(signal: nix::sys::signal::Signal, name: &str) -> Result<()
             continue;
         };
         if pid as u32 == me || !process_named(pid, name) {
+            continue;
+        }
+        // Ticks are 10 ms: a process started in the same tick as the promotion may have read the
+        // previous config, so it is signalled (a missed reload would be silent).
+        if let (Some(at), Some(started)) = (promoted_at, start_ticks(pid))
+            && started > at
+        {
+            newer += 1;
+            tracing::debug!(
+                pid,
+                process = name,
+                "started after the promotion; not signalled"
+            );
+            continue;
+        }
+        if !is_restart(signal) && terminates_by_default(signal) && !catches(pid, signal) {
+            tracing::debug!(
+                pid,
+                process = name,
+                signal = signal.as_str(),
+                "does not catch the signal; not signalled"
+            );
+            uncaught = Some(pid);
             continue;
         }
         match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal) {
@@ -326,18 +429,26 @@ pub fn signal_by_name(signal: nix::sys::signal::Signal, name: &str) -> Result<()
             }
         }
     }
-    if hits == 0 {
-        Err(Error::NoProcess(name.to_owned()))
-    } else {
-        Ok(())
+    if let Some(pid) = uncaught {
+        return Err(Error::NotCaught {
+            signal: signal.as_str(),
+            pid,
+            process: name.to_owned(),
+        });
+    }
+    match (hits, newer) {
+        (0, 0) => Ok(Sent::Nothing(Error::NoProcess(name.to_owned()).to_string())),
+        (0, n) => Ok(Sent::Nothing(format!(
+            "every process named {name} ({n}) started after the promotion and read it at start-up"
+        ))),
+        (n, _) => Ok(Sent::Reloaded(n)),
     }
 }
 
 fn process_named(pid: i32, name: &str) -> bool {
-    // The kernel truncates comm to 15 bytes.
-    let comm_name = &name.as_bytes()[..name.len().min(15)];
-    if let Ok(comm) = std::fs::read(format!("/proc/{pid}/comm"))
-        && comm.strip_suffix(b"\n").unwrap_or(&comm) == comm_name
+    if name.len() <= 15
+        && let Ok(comm) = std::fs::read(format!("/proc/{pid}/comm"))
+        && comm.strip_suffix(b"\n").unwrap_or(&comm) == name.as_bytes()
     {
         return true;
     }
@@ -345,6 +456,41 @@ fn process_named(pid: i32, name: &str) -> bool {
         let argv0 = c.split(|b| *b == 0).next().unwrap_or(&[]);
         argv0.rsplit(|b| *b == b'/').next() == Some(name.as_bytes())
     })
+}
+
+/// Field 22 of `/proc/PID/stat`: the start time in ticks since boot.
+fn start_ticks(pid: i32) -> Option<BootTicks> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `comm` (field 2) is in parentheses and may hold spaces and parentheses: split after the last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok().map(BootTicks)
+}
+
+/// Whether `pid` has a handler for `signal` (`SigCgt` in `/proc/PID/status`).
+fn catches(pid: i32, signal: nix::sys::signal::Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (signal as i32 - 1)) != 0)
+}
+
+/// TERM, INT and QUIT: the restart strategy, meant to end the process.
+fn is_restart(signal: nix::sys::signal::Signal) -> bool {
+    use nix::sys::signal::Signal::*;
+    matches!(signal, SIGTERM | SIGINT | SIGQUIT)
+}
+
+/// Whether the default action of `signal` ends the process (signal(7): Term or Core).
+fn terminates_by_default(signal: nix::sys::signal::Signal) -> bool {
+    use nix::sys::signal::Signal::*;
+    !matches!(
+        signal,
+        SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH
+    )
 }
 
 #[cfg(test)]
@@ -360,8 +506,27 @@ mod tests {
     }
 
     #[test]
-    fn no_process_is_a_clear_error() {
-        let e = signal_by_name(nix::sys::signal::Signal::SIGHUP, "no-such-proc-xyz").unwrap_err();
-        assert!(e.to_string().contains("shareProcessNamespace"), "{e}");
+    fn no_process_is_nothing_to_reload_and_says_why() {
+        let r = signal_by_name(nix::sys::signal::Signal::SIGHUP, "no-such-proc-xyz", None).unwrap();
+        assert!(
+            matches!(&r, Sent::Nothing(why) if why.contains("shareProcessNamespace")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn own_start_time_is_before_now() {
+        let me = start_ticks(std::process::id() as i32).unwrap();
+        let now = BootTicks::now().unwrap();
+        assert!(me <= now, "{me:?} {now:?}");
+        assert!(now.0 - me.0 < 3600 * USER_HZ, "{me:?} {now:?}");
+    }
+
+    #[test]
+    fn default_actions() {
+        use nix::sys::signal::Signal::*;
+        assert!(terminates_by_default(SIGHUP) && terminates_by_default(SIGUSR1));
+        assert!(!terminates_by_default(SIGWINCH));
+        assert!(is_restart(SIGTERM) && !is_restart(SIGHUP));
     }
 }

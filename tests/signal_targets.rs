@@ -1,0 +1,171 @@
+//! Which processes a `signal:NAME:PROCESS` reload reaches, with real processes: the full name when it is
+//! longer than `comm` holds, only processes started before the promotion, and a signal that would kill
+//! only to a process that catches it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use confgate::reload::{BootTicks, Error, Sent, signal_by_name};
+use nix::sys::signal::Signal;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = std::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A running process, killed and reaped on drop.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    /// Sends USR1, which the shell logs after any HUP already delivered (dash runs pending traps in
+    /// signal-number order), and waits for it: after that, the log says whether a HUP came.
+    fn settle(&self) -> String {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid() as i32),
+            Signal::SIGUSR1,
+        )
+        .unwrap();
+        wait_for("the USR1 mark", || {
+            let l = self.log();
+            l.contains("usr1").then_some(l)
+        })
+    }
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// `/bin/sh` run through a link named `name` (so `comm` is `name` cut to 15 bytes and `argv[0]` is the
+/// full path), trapping HUP and USR1 into a log, once both handlers are installed.
+fn shell_named(dir: &Path, name: &str, tag: &str) -> Proc {
+    let exe = dir.join(name);
+    if !exe.exists() {
+        std::os::unix::fs::symlink("/bin/sh", &exe).unwrap();
+    }
+    let log = dir.join(format!("{tag}.log"));
+    let ready = dir.join(format!("{tag}.ready"));
+    let child = Command::new(&exe)
+        .arg("-c")
+        .arg(
+            "trap 'echo hup >> \"$1\"' HUP; trap 'echo usr1 >> \"$1\"' USR1; : > \"$2\"; \
+             while :; do sleep 1 & wait $!; done",
+        )
+        .arg("sh")
+        .arg(&log)
+        .arg(&ready)
+        .spawn()
+        .unwrap();
+    wait_for("the handlers", || ready.exists().then_some(()));
+    Proc { child, log }
+}
+
+#[test]
+fn a_long_name_matches_the_full_name_not_the_first_15_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = shell_named(tmp.path(), "component-server-a", "a");
+    let b = shell_named(tmp.path(), "component-server-b", "b");
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", b.pid())).unwrap();
+    assert_eq!(comm.trim(), "component-serve");
+    let sent = signal_by_name(Signal::SIGHUP, "component-server-a", None).unwrap();
+    assert_eq!(sent, Sent::Reloaded(1));
+    assert_eq!(a.settle(), "hup\nusr1\n");
+    assert_eq!(
+        b.settle(),
+        "usr1\n",
+        "component-server-b got the HUP meant for -a"
+    );
+}
+
+#[test]
+fn a_process_that_does_not_catch_hup_is_not_sent_it_one_that_traps_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("plain-sleeper");
+    std::os::unix::fs::symlink("/usr/bin/sleep", &exe).unwrap();
+    let mut plain = Proc {
+        child: Command::new(&exe).arg("600").spawn().unwrap(),
+        log: tmp.path().join("none"),
+    };
+    // Exec has happened once /proc shows the new name.
+    wait_for("the exec", || {
+        std::fs::read_to_string(format!("/proc/{}/comm", plain.pid()))
+            .ok()
+            .filter(|c| c.trim() == "plain-sleeper")
+    });
+    let err = signal_by_name(Signal::SIGHUP, "plain-sleeper", None).unwrap_err();
+    assert!(matches!(err, Error::NotCaught { .. }), "{err}");
+    assert!(err.to_string().contains("does not catch SIGHUP"), "{err}");
+    // A signal is never ignored into a kill later either: it was not sent, the process runs.
+    assert!(plain.alive());
+    // TERM is the restart strategy: it goes whether caught or not.
+    assert_eq!(
+        signal_by_name(Signal::SIGTERM, "plain-sleeper", None).unwrap(),
+        Sent::Reloaded(1)
+    );
+    wait_for("the TERM to end it", || (!plain.alive()).then_some(()));
+
+    let trapping = shell_named(tmp.path(), "trapping-shell", "t");
+    assert_eq!(
+        signal_by_name(Signal::SIGHUP, "trapping-shell", None).unwrap(),
+        Sent::Reloaded(1)
+    );
+    assert_eq!(trapping.settle(), "hup\nusr1\n");
+}
+
+#[test]
+fn only_processes_started_before_the_promotion_are_signalled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old = shell_named(tmp.path(), "gen-target", "old");
+    // The promotion, then a restart of the component a tick later.
+    let promoted_at = BootTicks::now().unwrap();
+    wait_for("the next clock tick", || {
+        (BootTicks::now().unwrap() > promoted_at).then_some(())
+    });
+    let new = shell_named(tmp.path(), "gen-target", "new");
+    assert_eq!(
+        signal_by_name(Signal::SIGHUP, "gen-target", Some(promoted_at)).unwrap(),
+        Sent::Reloaded(1)
+    );
+    assert_eq!(old.settle(), "hup\nusr1\n");
+    assert_eq!(
+        new.settle(),
+        "usr1\n",
+        "a process started after the promotion got HUP"
+    );
+    drop(old);
+    // Only the newer process is left: nothing to reload, not a failure.
+    let got = wait_for("the old process to be gone", || {
+        match signal_by_name(Signal::SIGHUP, "gen-target", Some(promoted_at)).unwrap() {
+            Sent::Nothing(why) => Some(why),
+            Sent::Reloaded(_) => None,
+        }
+    });
+    assert!(got.contains("started after the promotion"), "{got}");
+}
