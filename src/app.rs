@@ -191,17 +191,25 @@ async fn serve_and_decide(
         r = &mut decide => Some(r),
     };
     let _ = stop_tx.send(true);
+    // One grace period for the loop and the server's drain together; running out of it is a failure.
+    let deadline = tokio::time::Instant::now() + args.shutdown_grace;
+    let late = || {
+        warn!(grace = ?args.shutdown_grace, "graceful shutdown did not complete in time");
+        Ok(Outcome::No(format!(
+            "graceful shutdown did not complete within {:?}",
+            args.shutdown_grace
+        )))
+    };
     let result = match result {
         Some(r) => r,
-        None => match tokio::time::timeout(args.shutdown_grace, &mut decide).await {
+        None => match tokio::time::timeout_at(deadline, &mut decide).await {
             Ok(r) => r,
-            Err(_) => {
-                warn!(grace = ?args.shutdown_grace, "graceful shutdown did not complete in time");
-                return Ok(Outcome::Ok);
-            }
+            Err(_) => return late(),
         },
     };
-    let _ = tokio::time::timeout(args.shutdown_grace, server).await;
+    if tokio::time::timeout_at(deadline, server).await.is_err() {
+        return late();
+    }
     match result {
         Ok(Ok(())) => Ok(Outcome::Ok),
         Ok(Err(e)) => Err(e.into()),

@@ -10,40 +10,111 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tracing::debug;
+use tokio::sync::{Semaphore, watch};
+use tracing::{debug, info, warn};
 
 use crate::state::{Shared, Status};
 
 /// How long `/livez` waits for the decision loop to answer; under the kubelet's default 1 s probe timeout.
 pub const LIVENESS_DEADLINE: Duration = Duration::from_millis(500);
+/// A client must send a request's headers within this, from connecting or from the end of the previous
+/// response: hyper's timer runs while it waits for a head, so it is also the keep-alive idle timeout.
+/// Probes and scrapers send theirs at once; under the default 5 s shutdown grace, so a stalled client
+/// cannot make a clean shutdown late.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(3);
+/// Connections served at once; more wait in the listen backlog. With [`MAX_BUF`], bounds the memory
+/// clients can make the server hold (about 64 × 24 KiB).
+pub const MAX_CONNECTIONS: usize = 64;
+/// A connection's read buffer (hyper's minimum is 8 KiB, its default ~400 KiB): the endpoints take no
+/// body, and a longer head is refused (431).
+pub const MAX_BUF: usize = 16 * 1024;
+/// Pause after an accept error such as EMFILE, doubling to [`ACCEPT_BACKOFF_MAX`]: retrying at once
+/// would spin, since the pending connection keeps the listener readable.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// Serves until `shutdown` completes; connections in flight are dropped then.
+/// Serves until `shutdown` completes, then drains: accepts no more connections, lets each finish the
+/// request it is reading or answering (keep-alive closed), and returns once every connection is closed.
+/// Bound the drain from outside (the shutdown grace); the header-read timeout bounds it anyway.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let (drain_tx, drain_rx) = watch::channel(false);
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         let stream = tokio::select! {
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok((s, _)) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    s
+                }
                 Err(e) => {
-                    debug!(error = %e, "accept failed");
+                    if is_resource_exhaustion(&e) {
+                        warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "accept failed: out of resources");
+                        tokio::select! {
+                            () = tokio::time::sleep(backoff) => {}
+                            () = &mut shutdown => break,
+                        }
+                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    } else {
+                        // One connection's problem (reset before accept): the next is fine.
+                        debug!(error = %e, "accept failed");
+                    }
                     continue;
                 }
             },
-            () = &mut shutdown => return,
+            () = &mut shutdown => break,
         };
         let shared = shared.clone();
+        let mut drain = drain_rx.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let svc = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
                 async move { Ok::<_, Infallible>(handle(&req, &shared).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(MAX_BUF)
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        debug!(error = %e, "connection ended with an error");
+                    }
+                    return;
+                }
+                _ = drain.wait_for(|d| *d) => conn.as_mut().graceful_shutdown(),
+            }
+            let _ = conn.await;
         });
     }
+    drop(listener);
+    let _ = drain_tx.send(true);
+    // Every connection holds a slot until it is closed: all slots back means drained.
+    let in_flight = MAX_CONNECTIONS - slots.available_permits();
+    if in_flight > 0 {
+        info!(connections = in_flight, "draining HTTP connections");
+    }
+    let _ = slots.acquire_many(MAX_CONNECTIONS as u32).await;
+    debug!("HTTP server drained");
+}
+
+/// Errors that a later accept can get past once something is freed: wait instead of spinning.
+fn is_resource_exhaustion(e: &std::io::Error) -> bool {
+    use nix::libc::{EMFILE, ENFILE, ENOBUFS, ENOMEM};
+    matches!(e.raw_os_error(), Some(EMFILE | ENFILE | ENOBUFS | ENOMEM))
 }
 
 fn text(code: StatusCode, body: String) -> Response<Full<Bytes>> {
