@@ -96,7 +96,6 @@ pub fn yaml_options(len: usize) -> serde_saphyr::Options {
     options.with_snippet = false;
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::Error;
     options.merge_keys = serde_saphyr::MergeKeyPolicy::Merge;
-    options.emit_comments = false;
     // YAML 1.2 core booleans only: `y`, `on` and `yes` stay strings, as they were before.
     options.strict_booleans = true;
     options
