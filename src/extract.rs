@@ -55,7 +55,7 @@ impl fmt::Display for At {
 }
 
 /// Nesting deeper than this is refused; real configs are far shallower.
-pub const MAX_DEPTH: usize = 128;
+pub const MAX_DEPTH: usize = 64;
 
 /// Reads the value at `pointer` in a JSON document.
 pub fn json(text: &str, pointer: &str) -> Result<Found, Error> {
@@ -392,5 +392,175 @@ impl<'de> Visitor<'de> for Leaf {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Found::Mapping)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Settings;
+    use crate::snapshot::{Observed, Snapshot};
+    use proptest::prelude::*;
+
+    fn y(text: &str, pointer: &str) -> Result<Found, Error> {
+        yaml(text, pointer)
+    }
+
+    #[test]
+    fn merge_keys_are_applied() {
+        let doc =
+            "base: &base\n  schema:\n    version: 2.4.1\n  x: 1\ncomponent:\n  <<: *base\n  x: 2\n";
+        assert_eq!(
+            y(doc, "/component/schema/version"),
+            Ok(Found::Str("2.4.1".into()))
+        );
+        // An explicit key wins over the merged one, as in the components' YAML libraries.
+        assert_eq!(y(doc, "/component/x"), Ok(Found::Whole("2".into())));
+        let list = "a: &a {version: 1.0.0}\nb: &b {other: 1}\nc:\n  <<: [*b, *a]\n";
+        assert_eq!(y(list, "/c/version"), Ok(Found::Str("1.0.0".into())));
+    }
+
+    #[test]
+    fn pointers_walk_mappings_and_sequences_only() {
+        let doc = "a:\n  - x\n  - {v: 3}\nn: 7\n";
+        assert_eq!(y(doc, "/a/1/v"), Ok(Found::Whole("3".into())));
+        assert_eq!(y(doc, "/a/01/v"), Err(Error::NotFound("/a/01/v".into())));
+        assert_eq!(y(doc, "/a/+1/v"), Err(Error::NotFound("/a/+1/v".into())));
+        assert_eq!(y(doc, "/n/0"), Err(Error::NotFound("/n/0".into())));
+        assert_eq!(y(doc, ""), Ok(Found::Mapping));
+        assert_eq!(y(doc, "/a"), Ok(Found::Sequence));
+        assert_eq!(
+            json(r#"{"a":[1,{"v":"2.0"}],"a":[{"v":"9"}]}"#, "/a/0/v"),
+            Ok(Found::Str("9".into())),
+            "a repeated JSON key: the last one wins"
+        );
+        assert_eq!(
+            json("[1] [2]", "/0").unwrap_err().to_string(),
+            "not valid JSON (more than one value at line 1, column 5)"
+        );
+    }
+
+    #[test]
+    fn content_is_never_in_yaml_errors() {
+        let secret = "hunter2hunter2hunter2";
+        let cases = [
+            (
+                format!("a: !!int {secret}\nversion: 1.0.0\n"),
+                "a scalar does not parse",
+            ),
+            (
+                format!("{secret}: 1\n{secret}: 2\nversion: 1.0.0\n"),
+                "a mapping key is repeated",
+            ),
+            (format!("version: 1.0.0\nb: \"{secret}\n"), "syntax error"),
+            (format!("version: [{secret}\n"), "syntax error"),
+            (
+                format!("version: 1\n---\nx: {secret}\n"),
+                "more than one document",
+            ),
+        ];
+        for (doc, what) in cases {
+            let e = y(&doc, "/version").unwrap_err().to_string();
+            assert!(e.contains(what), "{e:?} lacks {what:?} for {doc:?}");
+            assert!(e.contains(" at line "), "{e:?} has no position");
+            assert!(!e.contains("hunter2"), "{e:?} quotes content");
+        }
+        // A 20-39 digit number elsewhere in the document is skipped, not reported.
+        let big = format!("n: {}\nversion: 1.0.0\n", "7".repeat(39));
+        assert_eq!(y(&big, "/version"), Ok(Found::Str("1.0.0".into())));
+    }
+
+    #[test]
+    fn hostile_shapes_are_refused_or_read() {
+        // Refused before the recursion can exhaust a 2 MiB thread stack (this test's), even unoptimised.
+        let deep = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        assert!(matches!(y(&deep, "/0"), Err(Error::Syntax { .. })));
+        let inside = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH - 2),
+            "]".repeat(MAX_DEPTH - 2)
+        );
+        assert_eq!(y(&inside, "/0"), Ok(Found::Sequence));
+        // JSON skips what the pointer does not name without recursion, so depth costs no stack there;
+        // along the pointer serde_json's own limit of 128 applies.
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(json(&deep, "/0"), Ok(Found::Sequence));
+        let along = format!("/{}", vec!["0"; 200].join("/"));
+        assert!(matches!(
+            json(&deep, &along),
+            Err(Error::Syntax {
+                what: "nested too deeply",
+                ..
+            })
+        ));
+        // Wide and flat is fine, whatever its size: a ConfigMap can hold 1 MiB of it.
+        let flat = format!("[{}[1,2]]", "[1,2],".repeat(200_000));
+        assert_eq!(y(&flat, "/200000/1"), Ok(Found::Whole("2".into())));
+        assert_eq!(json(&flat, "/200000/1"), Ok(Found::Whole("2".into())));
+    }
+
+    fn judged_reason(text: &str, from: &str) -> (String, Option<String>) {
+        let settings = Settings {
+            accepts: Some(crate::settings::Accepts {
+                req: semver::VersionReq::parse("^1").unwrap(),
+                text: "^1".into(),
+            }),
+            version_from: from.parse().unwrap(),
+            ..Settings::default()
+        };
+        let files = [("c.yaml".to_owned(), text.as_bytes().to_vec())].into();
+        let j = crate::verdict::judge(&Observed::Config(Snapshot::new(files)), &settings);
+        (j.reason, j.version)
+    }
+
+    fn fragment() -> impl Strategy<Value = String> {
+        let secret = "[a-z][a-z0-9]{11,24}";
+        prop_oneof![
+            secret.prop_map(|s| format!("k: {s}")),
+            secret.prop_map(|s| format!("k: !!int {s}")),
+            secret.prop_map(|s| format!("k: !!float {s}")),
+            "[1-9][0-9]{19,38}".prop_map(|s| format!("k: {s}")),
+            "[1-9][0-9]{19,38}".prop_map(|s| format!("version: {s}")),
+            secret.prop_map(|s| format!("{s}: 1\n{s}: 2")),
+            secret.prop_map(|s| format!("k: [{s}")),
+            secret.prop_map(|s| format!("k: \"{s}")),
+            secret.prop_map(|s| format!("k: *{s}")),
+            secret.prop_map(|s| format!("k: {{{s}: ]")),
+            secret.prop_map(|s| format!("- {s}")),
+            secret.prop_map(|s| format!("{s}")),
+            secret.prop_map(|s| format!("---\n{s}: x")),
+            secret.prop_map(|s| format!("version: {{a: {s}}}")),
+            Just("version: 1.0.0".to_owned()),
+            Just("  ".to_owned()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// No error text holds a run of the input longer than 8 bytes that is not a key name, the
+        /// pointer or the version read. Runs are taken from the scalars (letters and digits): YAML
+        /// punctuation next to a key name (`version: `) is no content.
+        #[test]
+        fn no_error_quotes_the_document(parts in prop::collection::vec(fragment(), 1..6)) {
+            let text = parts.join("\n");
+            for from in ["yaml:c.yaml#/version", "json:c.yaml#/version", "file:c.yaml"] {
+                let (reason, version) = judged_reason(&text, from);
+                let allowed = [from, "version", "c.yaml", version.as_deref().unwrap_or("")];
+                let bytes = text.as_bytes();
+                for w in bytes.windows(9) {
+                    if !w.iter().all(u8::is_ascii_alphanumeric) {
+                        continue;
+                    }
+                    let Ok(w) = std::str::from_utf8(w) else { continue };
+                    if reason.contains(w) && !allowed.iter().any(|a| a.contains(w)) {
+                        prop_assert!(false, "{from}: {reason:?} quotes {w:?} of {text:?}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -120,6 +120,18 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
     }
     let version = match parse_lenient(&raw) {
         Ok(v) => v,
+        // Not echoed: text a version cannot contain means the pointer or key names something else
+        // (a whole YAML document under `file:`, a password), and that must not reach /status or logs.
+        Err(_) if !looks_like_a_version(&raw) => {
+            return invalid(
+                None,
+                format!(
+                    "the value at {} is not a semantic version ({} bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v",
+                    settings.version_from,
+                    raw.len()
+                ),
+            );
+        }
         Err(why) => {
             return invalid(
                 Some(raw.clone()),
@@ -198,6 +210,14 @@ pub fn extract_version(snap: &Snapshot, from: &VersionFrom) -> Result<String, St
             scalar(found).map_err(|what| format!("{from}: {what}"))
         }
     }
+}
+
+/// Whether `raw` is made only of what a version is written with, so it may be echoed when invalid.
+fn looks_like_a_version(raw: &str) -> bool {
+    raw.len() <= 64
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+'))
 }
 
 /// The longest version string reported as read; semver puts no bound, real versions are far shorter.
