@@ -531,7 +531,7 @@ mod tests {
             secret.prop_map(|s| format!("k: *{s}")),
             secret.prop_map(|s| format!("k: {{{s}: ]")),
             secret.prop_map(|s| format!("- {s}")),
-            secret.prop_map(|s| format!("{s}")),
+            secret.prop_map(String::from),
             secret.prop_map(|s| format!("---\n{s}: x")),
             secret.prop_map(|s| format!("version: {{a: {s}}}")),
             Just("version: 1.0.0".to_owned()),
