@@ -230,10 +230,10 @@ fn scalar(found: Found) -> Result<String, String> {
         Found::Str(s) => return Ok(s.trim().to_owned()),
         Found::Whole(n) => return Ok(n),
         // The number is the version itself; it is shown as read so the hint makes sense.
-        Found::Number(n) if n.len() > 32 => "a number too long to be a version",
-        Found::Number(n) => {
+        // Not echoed: a long number read as a float is not the text as written.
+        Found::Number(_) => {
             return Err(format!(
-                "the version is the number {n}, not a string or whole number; {FLOAT_HINT}"
+                "the version is a number with a fraction, an exponent, a sign or over 64 bits, not a string or whole number; {FLOAT_HINT}"
             ));
         }
         Found::Null => "null",
