@@ -252,6 +252,161 @@ fn machine() -> serde_json::Value {
     json!({"nproc": nproc, "cpu": model, "kernel": kernel})
 }
 
+/// One config shape of the peak-memory table: the files and where the version is.
+struct Shape {
+    label: &'static str,
+    key: &'static str,
+    version_from: &'static str,
+    files: Files,
+}
+
+/// Configs of just under 1 MiB in each shape the extractor must stream.
+fn shapes() -> Vec<Shape> {
+    let fill = |head: &str, item: &dyn Fn(usize) -> String, sep: &str, tail: &str| {
+        let mut s = String::from(head);
+        let mut i = 0;
+        while s.len() + 64 + tail.len() < MAX_BYTES - 64 {
+            if i > 0 {
+                s.push_str(sep);
+            }
+            s.push_str(&item(i));
+            i += 1;
+        }
+        s.push_str(tail);
+        s.into_bytes()
+    };
+    vec![
+        Shape {
+            label: "block YAML, yaml:",
+            key: "peak_block_yaml",
+            version_from: "yaml:app.yaml#/schema/version",
+            files: vec![(
+                "app.yaml".into(),
+                fill(
+                    "schema:\n  version: 1.0.0\nitems:\n",
+                    &|i| format!("  - name: item{i}\n    value: {i}\n"),
+                    "",
+                    "",
+                ),
+            )],
+        },
+        Shape {
+            label: "flow YAML [[1,2],...], yaml:",
+            key: "peak_flow_yaml",
+            version_from: "yaml:app.yaml#/version",
+            files: vec![(
+                "app.yaml".into(),
+                fill("version: 1.0.0\ndata: [", &|_| "[1,2]".into(), ",", "]\n"),
+            )],
+        },
+        Shape {
+            label: "JSON objects, json:",
+            key: "peak_json",
+            version_from: "json:app.json#/version",
+            files: vec![(
+                "app.json".into(),
+                fill(
+                    "{\"version\":\"1.0.0\",\"items\":[",
+                    &|i| format!("{{\"name\":\"item{i}\",\"value\":{i}}}"),
+                    ",",
+                    "]}",
+                ),
+            )],
+        },
+        Shape {
+            label: "1 MiB blob, file:",
+            key: "peak_file",
+            version_from: "file:version",
+            files: vec![
+                ("version".into(), b"1.0.0".to_vec()),
+                (
+                    "blob.txt".into(),
+                    (0..MAX_BYTES - 64).map(|i| b'a' + (i % 26) as u8).collect(),
+                ),
+            ],
+        },
+    ]
+}
+
+/// Peak RSS (VmHWM) of a fresh sidecar that reads, judges and promotes one config of each shape.
+fn peak_memory(tmp: &Path) -> Vec<(&'static str, &'static str, u64)> {
+    let mut out = Vec::new();
+    for (i, shape) in shapes().into_iter().enumerate() {
+        let base = tmp.join(format!("peak{i}"));
+        let vol = Volume::new(base.join("incoming"));
+        write(&vol, &shape.files);
+        let promote = base.join("promoted");
+        let ann = base.join("podinfo/annotations");
+        let cg = Gate::spawn(
+            &[
+                "--watch",
+                vol.dir.to_str().unwrap(),
+                "--promote-to",
+                promote.to_str().unwrap(),
+                "--annotations",
+                ann.to_str().unwrap(),
+                "--accepts",
+                "^1",
+                "--version-from",
+                shape.version_from,
+            ],
+            &base.join("log"),
+        );
+        cg.wait_status(shape.label, |s| {
+            s["ready"] == true || s["candidate"]["verdict"].is_string()
+        });
+        let status = common::status(cg.port).unwrap_or_default();
+        assert_eq!(
+            status["active"]["version"], "1.0.0",
+            "{}: {status}",
+            shape.label
+        );
+        out.push((shape.key, shape.label, common::status_kb(cg.pid(), "VmHWM")));
+        let _ = cg.stop();
+    }
+    out
+}
+
+/// configmap-reload, run as its README says, against its own volume and sink.
+struct Peer {
+    child: std::process::Child,
+    vol: Volume,
+    sink: Sink,
+}
+
+impl Peer {
+    fn spawn(bin: &str, tmp: &Path) -> Peer {
+        let vol = Volume::new(tmp.join("peer-incoming"));
+        write(&vol, &small("1.0.0"));
+        let sink = Sink::start(false);
+        let listen = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        let port = listen.local_addr().expect("port").port();
+        drop(listen);
+        let child = std::process::Command::new(bin)
+            .arg(format!("--volume-dir={}", vol.dir.display()))
+            .arg(format!("--webhook-url={}", sink.url()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start configmap-reload");
+        // Ready when its metrics endpoint answers: it has set up its watch by then.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while common::get(port, "/metrics").is_none() {
+            assert!(Instant::now() < deadline, "configmap-reload did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Peer { child, vol, sink }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// One latency line of the report.
 struct Line {
     key: &'static str,
@@ -400,7 +555,52 @@ fn main() {
     let mem_idle_end = mem(pid);
     let idle_cpu_ms = (cpu1 - cpu0) * 10;
     let wakeups = vol1 - vol0;
+
+    // Side by side with configmap-reload: alternating rounds on one machine, 256-byte configs.
+    let cmp_files = |v: &str| {
+        let mut f = small(v);
+        let used: usize = f.iter().map(|(k, b)| k.len() + b.len()).sum();
+        f.push((
+            "pad.txt".into(),
+            vec![b'p'; 256usize.saturating_sub(used + 7)],
+        ));
+        f
+    };
+    let peer = std::env::var("CONFIGMAP_RELOAD_BIN")
+        .ok()
+        .filter(|b| !b.is_empty());
+    let comparison = peer.map(|bin| {
+        let peer = Peer::spawn(&bin, tmp.path());
+        let (rounds, per) = if o.quick { (2, 10) } else { (6, 10) };
+        eprintln!("side by side with configmap-reload ({rounds} rounds of {per})...");
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let mut peer_seq = 0u64;
+        reload_latency(&vol, &sink, 5, &mut seq, &cmp_files);
+        reload_latency(&peer.vol, &peer.sink, 5, &mut peer_seq, &cmp_files);
+        for _ in 0..rounds {
+            ours.extend(reload_latency(&vol, &sink, per, &mut seq, &cmp_files));
+            theirs.extend(reload_latency(
+                &peer.vol,
+                &peer.sink,
+                per,
+                &mut peer_seq,
+                &cmp_files,
+            ));
+        }
+        let peer_pid = peer.child.id();
+        let peer_bytes = std::fs::metadata(&bin).map_or(0, |m| m.len());
+        (
+            stats(ours),
+            stats(theirs),
+            common::status_kb(pid, "VmRSS"),
+            common::status_kb(peer_pid, "VmRSS"),
+            peer_bytes,
+        )
+    });
     drop(cg);
+
+    eprintln!("peak memory for 1 MiB configs of each shape...");
+    let peaks = peak_memory(tmp.path());
 
     let pass = |ok: bool| if ok { "ok" } else { "MISSED" };
     let kib = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap_or(0);
@@ -473,6 +673,49 @@ fn main() {
         format!("< 5 MiB: {}", pass(bin_size < 5 * 1024 * 1024)),
     ));
 
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let mut peak_rows = Vec::new();
+    for (_, label, kib) in &peaks {
+        peak_rows.push((
+            format!("peak RSS (VmHWM), {label}"),
+            format!("{kib} KiB ({:.1} MiB)", mib(*kib)),
+            format!("<= 12 MiB: {}", pass(*kib <= 12 * 1024)),
+        ));
+    }
+    let mut cmp_rows = Vec::new();
+    match &comparison {
+        Some((ours, theirs, rss, peer_rss, peer_bytes)) => {
+            cmp_rows.push((
+                format!("swap -> reload POST, median of {}", ours.n),
+                format!("{:.3} ms vs {:.3} ms", ours.median, theirs.median),
+                format!(
+                    "ratio {:.2} (<= 1.0: {})",
+                    ours.median / theirs.median,
+                    pass(ours.median <= theirs.median)
+                ),
+            ));
+            cmp_rows.push((
+                "RSS after the run".into(),
+                format!("{rss} KiB vs {peer_rss} KiB"),
+                format!(
+                    "ratio {:.2} (<= 0.5: {})",
+                    *rss as f64 / *peer_rss as f64,
+                    pass(*rss * 2 <= *peer_rss)
+                ),
+            ));
+            cmp_rows.push((
+                "binary size".into(),
+                format!("{bin_size} vs {peer_bytes} bytes"),
+                format!("ratio {:.2}", bin_size as f64 / *peer_bytes as f64),
+            ));
+        }
+        None => cmp_rows.push((
+            "configmap-reload".into(),
+            "skipped the comparison (set CONFIGMAP_RELOAD_BIN to its binary)".into(),
+            String::new(),
+        )),
+    }
+
     let m = &report["machine"];
     println!(
         "\nconfgate bench ({}) on {} x {}, Linux {}",
@@ -486,6 +729,41 @@ fn main() {
     for (a, b, c) in &rows {
         println!("{a:<w0$}  {b:<w1$}  {c}");
     }
+
+    for (title, table) in [
+        ("peak memory, one 1 MiB config", &peak_rows),
+        (
+            "confgate vs configmap-reload, alternating rounds",
+            &cmp_rows,
+        ),
+    ] {
+        println!("\n{title}");
+        let w0 = table.iter().map(|r| r.0.len()).max().unwrap_or(0);
+        let w1 = table.iter().map(|r| r.1.len()).max().unwrap_or(0);
+        for (a, b, c) in table {
+            println!("{a:<w0$}  {b:<w1$}  {c}");
+        }
+    }
+    report.insert(
+        "peak_memory_kib".into(),
+        peaks
+            .iter()
+            .map(|(k, _, v)| (k.to_string(), json!(v)))
+            .collect(),
+    );
+    report.insert(
+        "configmap_reload".into(),
+        match &comparison {
+            Some((ours, theirs, rss, peer_rss, peer_bytes)) => json!({
+                "reload_confgate": stats_json(*ours),
+                "reload_configmap_reload": stats_json(*theirs),
+                "rss_kib_confgate": rss,
+                "rss_kib_configmap_reload": peer_rss,
+                "binary_bytes_configmap_reload": peer_bytes,
+            }),
+            None => json!("skipped"),
+        },
+    );
 
     let latency: serde_json::Map<String, serde_json::Value> = lines
         .iter()

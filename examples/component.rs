@@ -53,11 +53,11 @@ fn load(dir: &Path) -> Result<String, String> {
     let path = dir.join(CONFIG_FILE);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let doc: serde_yaml::Value =
-        serde_yaml::from_str(&text).map_err(|e| format!("{} is not YAML: {e}", path.display()))?;
+    let doc: serde_json::Value = serde_saphyr::from_str(&text)
+        .map_err(|e| format!("{} is not YAML: {e}", path.display()))?;
     match doc.get("schemaVersion") {
-        Some(serde_yaml::Value::String(s)) => Ok(s.clone()),
-        Some(serde_yaml::Value::Number(n)) => Ok(n.to_string()),
+        Some(serde_json::Value::String(s)) => Ok(s.clone()),
+        Some(serde_json::Value::Number(n)) => Ok(n.to_string()),
         _ => Err(format!("{} has no schemaVersion", path.display())),
     }
 }

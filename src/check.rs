@@ -125,7 +125,7 @@ pub fn manifests(path: &str, text: &str) -> Result<Vec<(String, Observed)>, Erro
 
 /// `None` when the text does not look like JSON; YAML is a superset for one document, but not for a
 /// stream of concatenated JSON values.
-fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_yaml::Value>, Error>> {
+fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_json::Value>, Error>> {
     if !text.trim_start().starts_with(['{', '[']) {
         return None;
     }
@@ -134,16 +134,14 @@ fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_yaml::Value
         .into_iter::<serde_json::Value>()
         .enumerate()
     {
-        let parsed = v
-            .map_err(|e| e.to_string())
-            .and_then(|v| serde_yaml::to_value(v).map_err(|e| e.to_string()));
-        match parsed {
+        match v {
             Ok(v) => docs.push(v),
-            Err(what) => {
+            // Described by position only: parser messages may quote the manifest's content.
+            Err(e) => {
                 return Some(Err(Error::Parse {
                     path: path.to_owned(),
                     doc: i + 1,
-                    what,
+                    what: format!("line {}, column {}", e.line(), e.column()),
                 }));
             }
         }
@@ -151,18 +149,31 @@ fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_yaml::Value
     Some(Ok(docs))
 }
 
-fn yaml_documents(path: &str, text: &str) -> Result<Vec<serde_yaml::Value>, Error> {
-    use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(text)
-        .enumerate()
-        .map(|(i, doc)| {
-            serde_yaml::Value::deserialize(doc).map_err(|e| Error::Parse {
+fn yaml_documents(path: &str, text: &str) -> Result<Vec<serde_json::Value>, Error> {
+    serde_saphyr::from_multiple_with_options(text, crate::extract::yaml_options(text.len()))
+        .map_err(|e| {
+            let line = e.location().map_or(0, |l| l.line());
+            let column = e.location().map_or(0, |l| l.column());
+            Error::Parse {
                 path: path.to_owned(),
-                doc: i + 1,
-                what: e.to_string(),
-            })
+                doc: document_at(text, line),
+                what: format!("line {line}, column {column}"),
+            }
         })
-        .collect()
+}
+
+/// The 1-based document of a stream that holds `line`, counting `---` separators before it.
+fn document_at(text: &str, line: u64) -> usize {
+    let mut doc = 1;
+    let mut content = false;
+    for l in text.lines().take(line.saturating_sub(1) as usize) {
+        if l.starts_with("---") && content {
+            doc += 1;
+        } else if !l.trim().is_empty() && !l.trim_start().starts_with('#') {
+            content = true;
+        }
+    }
+    doc
 }
 
 /// Where a ConfigMap was found, for its report line.
@@ -172,15 +183,15 @@ struct Origin<'a> {
 }
 
 fn collect(
-    v: &serde_yaml::Value,
+    v: &serde_json::Value,
     origin: &Origin<'_>,
     item: Option<usize>,
     out: &mut Vec<(String, Observed)>,
 ) {
     let items = match v.get("kind").and_then(|k| k.as_str()) {
         Some("ConfigMap") => return out.push(configmap(v, origin, item)),
-        Some("List") | Some("ConfigMapList") => v.get("items").and_then(|i| i.as_sequence()),
-        _ => v.as_sequence(),
+        Some("List") | Some("ConfigMapList") => v.get("items").and_then(|i| i.as_array()),
+        _ => v.as_array(),
     };
     for (n, it) in items.into_iter().flatten().enumerate() {
         collect(it, origin, Some(n + 1), out);
@@ -188,7 +199,7 @@ fn collect(
 }
 
 fn configmap(
-    v: &serde_yaml::Value,
+    v: &serde_json::Value,
     origin: &Origin<'_>,
     item: Option<usize>,
 ) -> (String, Observed) {
@@ -223,7 +234,7 @@ fn configmap(
     }
 }
 
-fn files(v: &serde_yaml::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
+fn files(v: &serde_json::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
     let mut files = BTreeMap::new();
     for (section, binary) in [("data", false), ("binaryData", true)] {
         let Some(map) = v.get(section) else { continue };
@@ -231,12 +242,10 @@ fn files(v: &serde_yaml::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
             continue;
         }
         let map = map
-            .as_mapping()
+            .as_object()
             .ok_or_else(|| format!("{section} is not a mapping"))?;
         for (k, val) in map {
-            let key = k
-                .as_str()
-                .ok_or_else(|| format!("{section} has a key that is not a string"))?;
+            let key = k.as_str();
             if !crate::settings::is_valid_key(key) || key.contains('/') {
                 return Err(format!(
                     "{section} key {key:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)"
@@ -284,7 +293,7 @@ mod tests {
         let err =
             manifests("f", "{\"kind\": \"ConfigMap\", \"data\": {\"a\": \"b\"}\n").unwrap_err();
         assert!(
-            matches!(&err, Error::Parse { doc: 1, what, .. } if what.contains("EOF while parsing")),
+            matches!(&err, Error::Parse { doc: 1, what, .. } if what == "line 2, column 0"),
             "{err}"
         );
     }

@@ -8,6 +8,7 @@
 //! - [`source`]: notify watches on the kubelet volumes; events only say "look again".
 //! - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
 //! - [`verdict`]: version extraction, semver range, required keys. No I/O.
+//! - [`extract`]: the value at a JSON/YAML pointer, streamed without a document tree.
 //! - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
 //! - [`reload`]: HTTP or signal reloads with backoff and coalescing.
 //! - [`gate`]: the decision loop tying the above together.
@@ -24,6 +25,7 @@ pub mod api;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod extract;
 pub mod gate;
 pub mod metrics;
 pub mod promote;

@@ -7,6 +7,7 @@ use std::fmt;
 
 use semver::{Comparator, Op, Version, VersionReq};
 
+use crate::extract::Found;
 use crate::settings::{Settings, VersionFrom};
 use crate::snapshot::{Observed, Snapshot};
 
@@ -119,6 +120,18 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
     }
     let version = match parse_lenient(&raw) {
         Ok(v) => v,
+        // Not echoed: text a version cannot contain means the pointer or key names something else
+        // (a whole YAML document under `file:`, a password), and that must not reach /status or logs.
+        Err(_) if !looks_like_a_version(&raw) => {
+            return invalid(
+                None,
+                format!(
+                    "the value at {} is not a semantic version ({} bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v",
+                    settings.version_from,
+                    raw.len()
+                ),
+            );
+        }
         Err(why) => {
             return invalid(
                 Some(raw.clone()),
@@ -179,21 +192,32 @@ pub fn extract_version(snap: &Snapshot, from: &VersionFrom) -> Result<String, St
             }
         }
         VersionFrom::Json { pointer, .. } => {
-            let doc: serde_json::Value = serde_json::from_str(text)
-                .map_err(|e| format!("key {key} is not valid JSON ({e})"))?;
-            let v = doc
-                .pointer(pointer)
-                .ok_or_else(|| format!("{from}: nothing at {pointer} in key {key}"))?;
-            json_scalar(v).map_err(|what| format!("{from}: {what}"))
+            let found = crate::extract::json(text, pointer).map_err(|e| match e {
+                crate::extract::Error::NotFound(_) => {
+                    format!("{from}: nothing at {pointer} in key {key}")
+                }
+                e => format!("key {key} is {e}"),
+            })?;
+            scalar(found).map_err(|what| format!("{from}: {what}"))
         }
         VersionFrom::Yaml { pointer, .. } => {
-            let doc: serde_yaml::Value = serde_yaml::from_str(text)
-                .map_err(|e| format!("key {key} is not valid YAML ({e})"))?;
-            let v = yaml_pointer(&doc, pointer)
-                .ok_or_else(|| format!("{from}: nothing at {pointer} in key {key}"))?;
-            yaml_scalar(v).map_err(|what| format!("{from}: {what}"))
+            let found = crate::extract::yaml(text, pointer).map_err(|e| match e {
+                crate::extract::Error::NotFound(_) => {
+                    format!("{from}: nothing at {pointer} in key {key}")
+                }
+                e => format!("key {key} is {e}"),
+            })?;
+            scalar(found).map_err(|what| format!("{from}: {what}"))
         }
     }
+}
+
+/// Whether `raw` is made only of what a version is written with, so it may be echoed when invalid.
+fn looks_like_a_version(raw: &str) -> bool {
+    raw.len() <= 64
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+'))
 }
 
 /// The longest version string reported as read; semver puts no bound, real versions are far shorter.
@@ -201,71 +225,25 @@ const MAX_VERSION_LEN: usize = 256;
 
 const FLOAT_HINT: &str = "quote it (\"2.10\") so that 2.10 is not read as 2.1";
 
-fn json_scalar(v: &serde_json::Value) -> Result<String, String> {
-    match v {
-        serde_json::Value::String(s) => Ok(s.trim().to_owned()),
-        serde_json::Value::Number(n) if n.is_u64() => Ok(n.to_string()),
-        serde_json::Value::Number(n) => Err(format!(
-            "the version is the number {n}, not a string or whole number; {FLOAT_HINT}"
-        )),
-        other => Err(format!(
-            "the version is {}, not a string or whole number",
-            json_kind(other)
-        )),
-    }
-}
-
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
-}
-
-fn yaml_scalar(v: &serde_yaml::Value) -> Result<String, String> {
-    use serde_yaml::Value as Y;
-    match v {
-        Y::String(s) => Ok(s.trim().to_owned()),
-        Y::Number(n) if n.is_u64() => Ok(n.to_string()),
-        Y::Number(n) => Err(format!(
-            "the version is the number {n}, not a string or whole number; {FLOAT_HINT}"
-        )),
-        Y::Tagged(t) => yaml_scalar(&t.value),
-        Y::Null => Err("the version is null, not a string or whole number".into()),
-        Y::Bool(_) => Err("the version is a boolean, not a string or whole number".into()),
-        Y::Sequence(_) => Err("the version is a sequence, not a string or whole number".into()),
-        Y::Mapping(_) => Err("the version is a mapping, not a string or whole number".into()),
-    }
-}
-
-/// RFC 6901 over a YAML document: mapping keys as strings, sequences by index.
-fn yaml_pointer<'a>(doc: &'a serde_yaml::Value, pointer: &str) -> Option<&'a serde_yaml::Value> {
-    if pointer.is_empty() {
-        return Some(doc);
-    }
-    let mut cur = doc;
-    for raw in pointer.strip_prefix('/')?.split('/') {
-        let token = raw.replace("~1", "/").replace("~0", "~");
-        cur = match cur {
-            serde_yaml::Value::Mapping(m) => m.get(token.as_str())?,
-            serde_yaml::Value::Sequence(s) => {
-                if token.starts_with('+') || (token.len() > 1 && token.starts_with('0')) {
-                    return None;
-                }
-                s.get(token.parse::<usize>().ok()?)?
-            }
-            serde_yaml::Value::Tagged(t) => match &t.value {
-                serde_yaml::Value::Mapping(m) => m.get(token.as_str())?,
-                _ => return None,
-            },
-            _ => return None,
-        };
-    }
-    Some(cur)
+fn scalar(found: Found) -> Result<String, String> {
+    let kind = match found {
+        Found::Str(s) => return Ok(s.trim().to_owned()),
+        Found::Whole(n) => return Ok(n),
+        // The number is the version itself; it is shown as read so the hint makes sense.
+        // Not echoed: a long number read as a float is not the text as written.
+        Found::Number(_) => {
+            return Err(format!(
+                "the version is a number with a fraction, an exponent, a sign or over 64 bits, not a string or whole number; {FLOAT_HINT}"
+            ));
+        }
+        Found::Null => "null",
+        Found::Bool => "a boolean",
+        Found::Sequence => "a sequence",
+        Found::Mapping => "a mapping",
+    };
+    Err(format!(
+        "the version is {kind}, not a string or whole number"
+    ))
 }
 
 /// Parses a version leniently: a leading `v`, `2.4` (= 2.4.0) and `3` (= 3.0.0) are accepted.

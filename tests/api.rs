@@ -72,15 +72,15 @@ fn rbac_allows(file: &str, req: &Request<Body>) -> bool {
             .find_map(|p| p.strip_prefix("fieldSelector=metadata.name%3D"))
             .map(str::to_owned)
     });
-    use serde::Deserialize as _;
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+    serde_saphyr::from_multiple::<serde_json::Value>(&text)
+        .unwrap()
+        .into_iter()
         .filter(|doc| doc["kind"] == "Role")
-        .flat_map(|doc| doc["rules"].as_sequence().cloned().unwrap_or_default())
+        .flat_map(|doc| doc["rules"].as_array().cloned().unwrap_or_default())
         .any(|rule| {
             let has = |key: &str, v: &str| {
                 rule[key]
-                    .as_sequence()
+                    .as_array()
                     .is_some_and(|s| s.iter().any(|x| x.as_str() == Some(v)))
             };
             has("apiGroups", group)

@@ -13,8 +13,7 @@ use confgate::cli::{Cli, Command, GateArgs, PathArgs};
 use confgate::settings::{Reload, Settings};
 use confgate::snapshot::Observed;
 use confgate::verdict::{self, Verdict};
-use serde::Deserialize as _;
-use serde_yaml::Value;
+use serde_json::Value;
 
 const IMAGE: &str = "ghcr.io/confgate/confgate:";
 const BINARY: &str = "/confgate";
@@ -42,8 +41,9 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| Value::deserialize(d).unwrap())
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap()
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -81,7 +81,7 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 fn seq(v: Option<&Value>) -> impl Iterator<Item = &Value> {
-    v.and_then(Value::as_sequence).into_iter().flatten()
+    v.and_then(Value::as_array).into_iter().flatten()
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
@@ -115,7 +115,7 @@ fn configmaps(docs: &[Value]) -> BTreeMap<String, Observed> {
         .filter(|d| str_of(d, "kind") == Some("ConfigMap"))
         .map(|d| {
             let name = d["metadata"]["name"].as_str().unwrap().to_owned();
-            let text = serde_yaml::to_string(d).unwrap();
+            let text = serde_json::to_string(d).unwrap();
             let mut found = confgate::check::manifests(&name, &text).unwrap();
             assert_eq!(found.len(), 1);
             (name, found.remove(0).1)
@@ -159,11 +159,11 @@ fn check_pod(
     let annotations: Annotations = template
         .get("metadata")
         .and_then(|m| m.get("annotations"))
-        .and_then(Value::as_mapping)
+        .and_then(Value::as_object)
         .into_iter()
         .flatten()
         .map(|(k, v)| {
-            let (Some(k), Some(v)) = (k.as_str(), v.as_str()) else {
+            let (k, Some(v)) = (k.as_str(), v.as_str()) else {
                 panic!("{workload}: annotation {k:?} must be a string (quote it)")
             };
             (k.to_owned(), v.to_owned())
@@ -623,7 +623,7 @@ fn drift_is_caught() {
             t["spec"]["initContainers"][0]["args"][1] = "--watch-dir".into();
         }),
         ("unknown annotation confgate.io/acepts", |t| {
-            let ann = t["metadata"]["annotations"].as_mapping_mut().unwrap();
+            let ann = t["metadata"]["annotations"].as_object_mut().unwrap();
             let v = ann.remove("confgate.io/accepts").unwrap();
             ann.insert("confgate.io/acepts".into(), v);
         }),

@@ -1,5 +1,6 @@
 //! Fuzz target: version extraction and judging. The first byte picks where the version is read from
 //! (`file:`, `json:` or `yaml:` with one of a few pointers); the rest is the content of that key.
+//! Besides not crashing, no reason may quote the content beyond the version read.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -34,4 +35,17 @@ fuzz_target!(|data: &[u8]| {
     let snap = Snapshot::new(BTreeMap::from([(key.to_owned(), content.to_vec())]));
     let j = confgate::verdict::judge(&Observed::Config(snap), &settings);
     assert!(!j.reason.is_empty(), "every verdict has a reason");
+    // No run of the content longer than 8 letters or digits is quoted unless it is the version read
+    // or part of the settings (key names, pointer, range).
+    let allowed = [from, accepts, j.version.as_deref().unwrap_or("")];
+    for w in content.windows(9) {
+        if w.iter().all(u8::is_ascii_alphanumeric) {
+            let w = std::str::from_utf8(w).expect("ASCII");
+            assert!(
+                !j.reason.contains(w) || allowed.iter().any(|a| a.contains(w)),
+                "the reason {:?} quotes {w:?}",
+                j.reason
+            );
+        }
+    }
 });
