@@ -14,6 +14,7 @@
 //! - [`state`]: the one published [`state::Status`]; [`metrics`] renders it for Prometheus.
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
 //! - [`check`]: offline verdicts for directories and manifests.
+//! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
 //! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!   condition and `confgate status`.
@@ -26,8 +27,10 @@ pub mod check;
 pub mod cli;
 pub mod gate;
 pub mod metrics;
+pub mod policy;
 pub mod promote;
 pub mod reload;
+pub mod rules;
 pub mod server;
 pub mod settings;
 pub mod snapshot;
