@@ -14,10 +14,23 @@ use confgate::rules::{self, Rule};
 use confgate::settings::{Raw, Settings};
 use confgate::snapshot::{Observed, Snapshot};
 use confgate::verdict::{self, Verdict};
-use kube_cel::{AdmissionRequest, VapEvaluator, VapExpression};
+use kube_cel::{AdmissionRequest, CompiledVapExpression, VapError, VapEvaluator, VapExpression};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+/// The `cel` crate's parser recurses deeply on the generated expressions (a debug build overflows a
+/// test thread's stack on a range with a pre-release); the stack is reserved, not committed.
+const STACK: usize = 1 << 30;
+
+/// Runs a test body on a thread with a [`STACK`]-sized stack.
+fn big_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
+}
 const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 const NS: &str = "team-a";
 const NAME: &str = "app-config";
@@ -46,8 +59,10 @@ fn policy_for(s: &Settings, rules: &[Rule]) -> Value {
 
 /// A compiled policy: match conditions and validations, ready to evaluate many requests.
 struct Compiled {
-    conditions: Vec<VapExpression>,
-    validations: Vec<VapExpression>,
+    conditions: Vec<Result<CompiledVapExpression, VapError>>,
+    validations: Vec<Result<CompiledVapExpression, VapError>>,
+    /// The validations as written, to rebuild a policy without its match conditions.
+    sources: Vec<VapExpression>,
 }
 
 impl Compiled {
@@ -57,19 +72,23 @@ impl Compiled {
             message: v["message"].as_str().map(str::to_owned),
             message_expression: v["messageExpression"].as_str().map(str::to_owned),
         };
+        let list = |k: &str| -> Vec<VapExpression> {
+            policy["spec"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(expr)
+                .collect()
+        };
+        Compiled::from_parts(&list("matchConditions"), list("validations"))
+    }
+
+    fn from_parts(conditions: &[VapExpression], validations: Vec<VapExpression>) -> Compiled {
+        let compiler = VapEvaluator::builder().build();
         Compiled {
-            conditions: policy["spec"]["matchConditions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(expr)
-                .collect(),
-            validations: policy["spec"]["validations"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(expr)
-                .collect(),
+            conditions: compiler.compile_expressions(conditions),
+            validations: compiler.compile_expressions(&validations),
+            sources: validations,
         }
     }
 
@@ -96,12 +115,15 @@ impl Compiled {
             b = b.old_object(o.clone());
         }
         let ev = b.build();
-        let matched = ev.evaluate(&self.conditions);
-        if !matched.iter().all(|r| r.passed) {
+        if !ev
+            .evaluate_compiled(&self.conditions)
+            .iter()
+            .all(|r| r.passed)
+        {
             return Ok(());
         }
         match ev
-            .evaluate(&self.validations)
+            .evaluate_compiled(&self.validations)
             .into_iter()
             .find(|r| !r.passed)
         {
@@ -115,6 +137,9 @@ impl Compiled {
     }
 }
 
+/// Keys here avoid `.`, `-`, `_` and `/`: kube-cel's evaluator escapes every JSON object key as the API
+/// server escapes only declared field names (`config.yaml` would become `config__dot__yaml`), while the
+/// API server leaves the keys of `data`, a map, as they are.
 fn configmap(data: &[(&str, &str)]) -> Value {
     let data: serde_json::Map<String, Value> = data
         .iter()
@@ -140,50 +165,52 @@ fn check_accepts(s: &Settings, data: &[(&str, &str)]) -> bool {
 
 #[test]
 fn create_update_and_delete_requests() {
-    let s = settings(Some(">=2.4.0, <3.0.0"), Some("config.yaml"));
-    let rules = rules::compile_all(["data['config.yaml'].contains('listen:')"]).unwrap();
-    let p = Compiled::new(&policy_for(&s, &rules));
-    let good = configmap(&[("version", "2.5.1\n"), ("config.yaml", "listen: :80\n")]);
-    let too_new = configmap(&[("version", "3.0.0"), ("config.yaml", "listen: :80\n")]);
-    let no_key = configmap(&[("version", "2.5.1")]);
-    let rule_broken = configmap(&[("version", "2.5.1"), ("config.yaml", "port: 80\n")]);
+    big_stack(|| {
+        let s = settings(Some(">=2.4.0, <3.0.0"), Some("config"));
+        let rules = rules::compile_all(["data['config'].contains('listen:')"]).unwrap();
+        let p = Compiled::new(&policy_for(&s, &rules));
+        let good = configmap(&[("version", "2.5.1\n"), ("config", "listen: :80\n")]);
+        let too_new = configmap(&[("version", "3.0.0"), ("config", "listen: :80\n")]);
+        let no_key = configmap(&[("version", "2.5.1")]);
+        let rule_broken = configmap(&[("version", "2.5.1"), ("config", "port: 80\n")]);
 
-    assert_eq!(p.create(&good), Ok(()));
-    assert_eq!(
-        p.admit("UPDATE", NS, NAME, Some(&good), Some(&too_new)),
-        Ok(())
-    );
-    let msg = p
-        .admit("UPDATE", NS, NAME, Some(&too_new), Some(&good))
-        .unwrap_err();
-    assert_eq!(
-        msg,
-        "ConfigMap team-a/app-config: version 3.0.0, accepts >=2.4.0, <3.0.0: the version is not accepted \
+        assert_eq!(p.create(&good), Ok(()));
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&good), Some(&too_new)),
+            Ok(())
+        );
+        let msg = p
+            .admit("UPDATE", NS, NAME, Some(&too_new), Some(&good))
+            .unwrap_err();
+        assert_eq!(
+            msg,
+            "ConfigMap team-a/app-config: version 3.0.0, accepts >=2.4.0, <3.0.0: the version is not accepted \
          (read from file:version under data; a range admits pre-releases only of a version it names with one)"
-    );
-    let msg = p.create(&no_key).unwrap_err();
-    assert_eq!(
-        msg,
-        "ConfigMap team-a/app-config: version 2.5.1, accepts >=2.4.0, <3.0.0: required keys absent: config.yaml"
-    );
-    let msg = p.create(&rule_broken).unwrap_err();
-    assert!(
-        msg.ends_with("rule 1 does not hold: data['config.yaml'].contains('listen:')"),
-        "{msg}"
-    );
-    assert!(!msg.contains("port: 80"), "content leaked: {msg}");
-    let msg = p.admit("DELETE", NS, NAME, None, Some(&good)).unwrap_err();
-    assert!(msg.contains("deleting it is refused"), "{msg}");
+        );
+        let msg = p.create(&no_key).unwrap_err();
+        assert_eq!(
+            msg,
+            "ConfigMap team-a/app-config: version 2.5.1, accepts >=2.4.0, <3.0.0: required keys absent: config"
+        );
+        let msg = p.create(&rule_broken).unwrap_err();
+        assert!(
+            msg.ends_with("rule 1 does not hold: data['config'].contains('listen:')"),
+            "{msg}"
+        );
+        assert!(!msg.contains("port: 80"), "content leaked: {msg}");
+        let msg = p.admit("DELETE", NS, NAME, None, Some(&good)).unwrap_err();
+        assert!(msg.contains("deleting it is refused"), "{msg}");
 
-    // Another ConfigMap, or the same name elsewhere, is not this policy's business.
-    assert_eq!(p.admit("CREATE", NS, "other", Some(&too_new), None), Ok(()));
-    assert_eq!(p.admit("DELETE", "team-b", NAME, None, Some(&good)), Ok(()));
+        // Another ConfigMap, or the same name elsewhere, is not this policy's business.
+        assert_eq!(p.admit("CREATE", NS, "other", Some(&too_new), None), Ok(()));
+        assert_eq!(p.admit("DELETE", "team-b", NAME, None, Some(&good)), Ok(()));
 
-    // A version that is not one is refused without being echoed.
-    let junk = configmap(&[("version", "secret-ish text"), ("config.yaml", "listen: x")]);
-    let msg = p.create(&junk).unwrap_err();
-    assert!(msg.contains("no readable version at file:version"), "{msg}");
-    assert!(!msg.contains("secret-ish"), "{msg}");
+        // A version that is not one is refused without being echoed.
+        let junk = configmap(&[("version", "secret-ish text"), ("config", "listen: x")]);
+        let msg = p.create(&junk).unwrap_err();
+        assert!(msg.contains("no readable version at file:version"), "{msg}");
+        assert!(!msg.contains("secret-ish"), "{msg}");
+    });
 }
 
 #[test]
@@ -251,42 +278,42 @@ fn gated_component_example_is_what_the_command_prints() {
 
 #[test]
 fn aws_auth_guard_keeps_the_node_role() {
-    let text = std::fs::read_to_string("manifests/admission/aws-auth/rules.cel").unwrap();
-    let rules = rules::compile_all(rules::parse_file(&text).iter().map(String::as_str)).unwrap();
-    let s = settings(None, Some("mapRoles"));
-    let p = Compiled::new(&policy_for(&s, &rules));
-    let node = "- rolearn: arn:aws:iam::111122223333:role/eks-node-group\n  username: system:node:{{EC2PrivateDNSName}}\n  groups:\n  - system:bootstrappers\n  - system:nodes\n";
-    let with_admin = format!(
-        "{node}- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n  groups:\n  - system:masters\n"
-    );
-    assert_eq!(p.create(&configmap(&[("mapRoles", &with_admin)])), Ok(()));
-    let erased = configmap(&[(
-        "mapRoles",
-        "- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n",
-    )]);
-    let msg = p.create(&erased).unwrap_err();
-    assert!(msg.contains("rule 1 does not hold"), "{msg}");
-    assert!(p.create(&configmap(&[("mapUsers", "[]")])).is_err());
-    assert!(
-        p.admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
-            .is_ok()
-    );
-    let guard = Compiled {
-        conditions: vec![],
-        validations: p.validations.clone(),
-    };
-    assert!(
-        guard
-            .admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
-            .is_err()
-    );
-    // The same rules, evaluated as the sidecar and `check` do.
-    let data = |v: &str| BTreeMap::from([("mapRoles".to_owned(), v.to_owned())]);
-    assert_eq!(
-        rules::evaluate(&rules, &data(&with_admin), &BTreeMap::new()),
-        Ok(())
-    );
-    assert!(rules::evaluate(&rules, &data("[]"), &BTreeMap::new()).is_err());
+    big_stack(|| {
+        let text = std::fs::read_to_string("manifests/admission/aws-auth/rules.cel").unwrap();
+        let rules =
+            rules::compile_all(rules::parse_file(&text).iter().map(String::as_str)).unwrap();
+        let s = settings(None, Some("mapRoles"));
+        let p = Compiled::new(&policy_for(&s, &rules));
+        let node = "- rolearn: arn:aws:iam::111122223333:role/eks-node-group\n  username: system:node:{{EC2PrivateDNSName}}\n  groups:\n  - system:bootstrappers\n  - system:nodes\n";
+        let with_admin = format!(
+            "{node}- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n  groups:\n  - system:masters\n"
+        );
+        assert_eq!(p.create(&configmap(&[("mapRoles", &with_admin)])), Ok(()));
+        let erased = configmap(&[(
+            "mapRoles",
+            "- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n",
+        )]);
+        let msg = p.create(&erased).unwrap_err();
+        assert!(msg.contains("rule 1 does not hold"), "{msg}");
+        assert!(p.create(&configmap(&[("mapUsers", "[]")])).is_err());
+        assert!(
+            p.admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
+                .is_ok()
+        );
+        let guard = Compiled::from_parts(&[], p.sources.clone());
+        assert!(
+            guard
+                .admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
+                .is_err()
+        );
+        // The same rules, evaluated as the sidecar and `check` do.
+        let data = |v: &str| BTreeMap::from([("mapRoles".to_owned(), v.to_owned())]);
+        assert_eq!(
+            rules::evaluate(&rules, &data(&with_admin), &BTreeMap::new()),
+            Ok(())
+        );
+        assert!(rules::evaluate(&rules, &data("[]"), &BTreeMap::new()).is_err());
+    });
 }
 
 #[test]
@@ -426,24 +453,26 @@ const CORPUS_RANGES: &[&str] = &[
 
 #[test]
 fn corpus_parity_with_check() {
-    let mut mismatches = Vec::new();
-    let mut accepted = 0;
-    for range in CORPUS_RANGES {
-        let s = settings(Some(range), None);
-        let p = Compiled::new(&policy_for(&s, &[]));
-        for v in CORPUS_VERSIONS {
-            let data = [("version", *v)];
-            let want = check_accepts(&s, &data);
-            accepted += usize::from(want);
-            let got = p.create(&configmap(&data)).is_ok();
-            if want != got {
-                mismatches.push(format!("{v:?} in {range:?}: check {want}, policy {got}"));
+    big_stack(|| {
+        let mut mismatches = Vec::new();
+        let mut accepted = 0;
+        for range in CORPUS_RANGES {
+            let s = settings(Some(range), None);
+            let p = Compiled::new(&policy_for(&s, &[]));
+            for v in CORPUS_VERSIONS {
+                let data = [("version", *v)];
+                let want = check_accepts(&s, &data);
+                accepted += usize::from(want);
+                let got = p.create(&configmap(&data)).is_ok();
+                if want != got {
+                    mismatches.push(format!("{v:?} in {range:?}: check {want}, policy {got}"));
+                }
             }
         }
-    }
-    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
-    // The corpus must exercise both outcomes, or parity would be vacuous.
-    assert!(accepted > 50, "only {accepted} accepted");
+        assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+        // The corpus must exercise both outcomes, or parity would be vacuous.
+        assert!(accepted > 50, "only {accepted} accepted");
+    });
 }
 
 fn arb_ident() -> impl Strategy<Value = String> {
@@ -513,26 +542,35 @@ fn arb_range() -> impl Strategy<Value = String> {
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
-
-    /// The policy admits a generated ConfigMap exactly when `check` accepts it.
-    #[test]
-    fn generated_parity_with_check(
-        range in arb_range(),
-        versions in prop::collection::vec(arb_version_text(), 1..6),
-        with_key in any::<bool>(),
-    ) {
-        let s = settings(Some(&range), Some("config.yaml"));
-        let p = Compiled::new(&policy_for(&s, &[]));
-        for v in &versions {
-            let mut data = vec![("version", v.as_str())];
-            if with_key {
-                data.push(("config.yaml", "a: 1"));
-            }
-            let want = check_accepts(&s, &data);
-            let got = p.create(&configmap(&data)).is_ok();
-            prop_assert_eq!(want, got, "{:?} in {:?} (key {})", v, range, with_key);
-        }
-    }
+/// The policy admits a generated ConfigMap exactly when `check` accepts it.
+#[test]
+fn generated_parity_with_check() {
+    // Run on a large stack: proptest's runner and the `cel` parser both recurse in a debug build.
+    big_stack(|| {
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 120,
+            ..ProptestConfig::default()
+        });
+        let strategy = (
+            arb_range(),
+            prop::collection::vec(arb_version_text(), 1..6),
+            any::<bool>(),
+        );
+        runner
+            .run(&strategy, |(range, versions, with_key)| {
+                let s = settings(Some(&range), Some("config"));
+                let p = Compiled::new(&policy_for(&s, &[]));
+                for v in &versions {
+                    let mut data = vec![("version", v.as_str())];
+                    if with_key {
+                        data.push(("config", "a: 1"));
+                    }
+                    let want = check_accepts(&s, &data);
+                    let got = p.create(&configmap(&data)).is_ok();
+                    prop_assert_eq!(want, got, "{:?} in {:?} (key {})", v, range, with_key);
+                }
+                Ok(())
+            })
+            .unwrap();
+    });
 }
