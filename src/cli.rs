@@ -30,6 +30,7 @@ pub enum Command {
     /// Offline verdict for ConfigMap directories or manifests (YAML or JSON); exit 0 only if all are accepted.
     Check(CheckArgs),
     /// Print a ValidatingAdmissionPolicy and binding that refuse, at write time, what the sidecar would hold back.
+    #[cfg(feature = "policy")]
     Policy(PolicyArgs),
     /// Exec-probe client: print the reason line of /readyz, /livez or /startupz; exit 0 or 1.
     Probe(ProbeArgs),

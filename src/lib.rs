@@ -27,9 +27,11 @@ pub mod check;
 pub mod cli;
 pub mod gate;
 pub mod metrics;
+#[cfg(feature = "policy")]
 pub mod policy;
 pub mod promote;
 pub mod reload;
+#[cfg(feature = "policy")]
 pub mod rules;
 pub mod server;
 pub mod settings;

@@ -6,7 +6,7 @@ use clap::Parser as _;
 use confgate::app::{self, Outcome};
 use confgate::cli::{Cli, Command, LogFormat};
 use confgate::settings::Settings;
-use confgate::{check, policy, settings};
+use confgate::{check, settings};
 
 /// Exit codes, as documented: success, not accepted/ready, bad usage or setting, internal error.
 const EXIT_OK: u8 = 0;
@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "api")]
         Command::Status(args) => app::status(args),
         Command::Check(args) => return run_check(&args),
+        #[cfg(feature = "policy")]
         Command::Policy(args) => return run_policy(&args),
     };
     match result {
@@ -80,8 +81,9 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
     }
 }
 
+#[cfg(feature = "policy")]
 fn run_policy(args: &confgate::cli::PolicyArgs) -> ExitCode {
-    match policy::print(args) {
+    match confgate::policy::print(args) {
         Ok(text) => {
             print!("{text}");
             ExitCode::from(EXIT_OK)

@@ -5,6 +5,7 @@
 //!
 //! No API server runs here: what this proves is parity under the `cel` crate's reading of CEL, not
 //! cel-go's (see the README for what was and was not verified).
+#![cfg(feature = "policy")]
 
 use std::collections::BTreeMap;
 use std::process::Command;
