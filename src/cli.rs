@@ -29,6 +29,9 @@ pub enum Command {
     Wait(WaitArgs),
     /// Offline verdict for ConfigMap directories or manifests (YAML or JSON); exit 0 only if all are accepted.
     Check(CheckArgs),
+    /// Print a ValidatingAdmissionPolicy and binding that refuse, at write time, what the sidecar would hold back.
+    #[cfg(feature = "policy")]
+    Policy(PolicyArgs),
     /// Exec-probe client: print the reason line of /readyz, /livez or /startupz; exit 0 or 1.
     Probe(ProbeArgs),
     /// Fleet view from the pods' confgate.io/config-compatible conditions; exit 0 when all pods match.
@@ -152,6 +155,37 @@ pub struct CheckArgs {
     /// Directories (kubelet volume or plain) or ConfigMap manifests; `-` reads a manifest from stdin
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    /// The same --accepts, --version-from (file:KEY only), --require; --mode observe gives [Warn, Audit]
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Namespace of the guarded ConfigMap
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+    /// Name of the guarded ConfigMap
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// A CEL expression over `data` and `binaryData` that must hold (repeatable)
+    #[arg(long = "rule", value_name = "CEL")]
+    pub rules: Vec<String>,
+    /// A file of rules, one per line (`#` starts a comment line)
+    #[arg(long, value_name = "FILE")]
+    pub rules_file: Option<PathBuf>,
+    /// The oldest API server the policy must work on (1.30 or newer)
+    #[arg(long, value_name = "MAJOR.MINOR", default_value = "1.30")]
+    pub kubernetes_version: String,
+    /// Output format
+    #[arg(long, value_enum, default_value = "yaml")]
+    pub output: PolicyOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyOutput {
+    Yaml,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -15,6 +15,7 @@
 //! - [`state`]: the one published [`state::Status`]; [`metrics`] renders it for Prometheus.
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
 //! - [`check`]: offline verdicts for directories and manifests.
+//! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
 //! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!   condition and `confgate status`.
@@ -28,8 +29,12 @@ pub mod cli;
 pub mod extract;
 pub mod gate;
 pub mod metrics;
+#[cfg(feature = "policy")]
+pub mod policy;
 pub mod promote;
 pub mod reload;
+#[cfg(feature = "policy")]
+pub mod rules;
 pub mod server;
 pub mod settings;
 pub mod snapshot;

@@ -35,6 +35,8 @@ fn main() -> ExitCode {
         #[cfg(feature = "api")]
         Command::Status(args) => app::status(args),
         Command::Check(args) => return run_check(&args),
+        #[cfg(feature = "policy")]
+        Command::Policy(args) => return run_policy(&args),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::from(EXIT_OK),
@@ -71,6 +73,20 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
             } else {
                 EXIT_NO
             })
+        }
+        Err(e) => {
+            eprintln!("confgate: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+#[cfg(feature = "policy")]
+fn run_policy(args: &confgate::cli::PolicyArgs) -> ExitCode {
+    match confgate::policy::print(args) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::from(EXIT_OK)
         }
         Err(e) => {
             eprintln!("confgate: {e}");

@@ -1,0 +1,380 @@
+//! `confgate policy`: a `ValidatingAdmissionPolicy` and its binding for one ConfigMap, generated from the
+//! same settings the sidecar and `check` use, so the API server refuses at write time what the sidecar
+//! would hold back: a version outside the range, an absent required key, a content rule that does not
+//! hold, and any DELETE of the ConfigMap.
+//!
+//! Pure: builds the objects; the command prints them.
+
+pub mod semver_cel;
+pub mod yaml;
+
+use crate::rules::Rule;
+use crate::settings::{Mode, Settings, VersionFrom};
+use semver_cel::lit;
+use yaml::Node;
+
+/// The oldest Kubernetes with `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy (GA in 1.30).
+pub const MIN_MINOR: u64 = 30;
+
+/// Why no policy could be generated. All are usage errors.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "--version-from {0} cannot be checked at admission: CEL in the API server cannot parse a JSON or \
+         YAML document inside a ConfigMap value. Keep the version in a key of its own (e.g. a `version` key \
+         written next to the document) and use --version-from file:KEY, or generate the policy without \
+         --accepts to guard only required keys, rules and deletion"
+    )]
+    VersionInDocument(String),
+    #[error(
+        "invalid --kubernetes-version {0:?}: expected MAJOR.MINOR such as 1.30 or 1.34; \
+         ValidatingAdmissionPolicy v1 needs Kubernetes 1.30 or newer"
+    )]
+    KubernetesVersion(String),
+    #[error("invalid --{what} {value:?}: {problem}")]
+    Name {
+        what: &'static str,
+        value: String,
+        problem: &'static str,
+    },
+    #[error("the policy would check nothing but deletion: give --accepts, --require or --rule")]
+    Nothing,
+}
+
+/// What to generate the policy for.
+pub struct Request<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub settings: &'a Settings,
+    pub rules: &'a [Rule],
+    /// `MAJOR.MINOR` of the oldest API server the policy must work on.
+    pub kubernetes_version: &'a str,
+}
+
+/// The minor version of a `1.MINOR[.PATCH]` Kubernetes version, if it is 1.30 or newer.
+pub fn kubernetes_minor(v: &str) -> Result<u64, Error> {
+    let bad = || Error::KubernetesVersion(v.to_owned());
+    let s = v.trim().trim_start_matches('v');
+    let mut parts = s.split('.');
+    let (Some("1"), Some(minor)) = (parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let minor: u64 = minor.parse().map_err(|_| bad())?;
+    if minor < MIN_MINOR || parts.count() > 1 {
+        return Err(bad());
+    }
+    Ok(minor)
+}
+
+fn check_name(what: &'static str, value: &str, max: usize) -> Result<(), Error> {
+    let err = |problem| Error::Name {
+        what,
+        value: value.to_owned(),
+        problem,
+    };
+    if value.is_empty() || value.len() > max {
+        return Err(err("must be 1 to 253 characters (a namespace at most 63)"));
+    }
+    let ok_chars = value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    let ends = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !ok_chars || !ends(value.as_bytes()[0]) || !ends(value.as_bytes()[value.len() - 1]) {
+        return Err(err(
+            "must be lower-case letters, digits, '-' and '.', starting and ending alphanumeric",
+        ));
+    }
+    if what == "namespace" && value.contains('.') {
+        return Err(err("a namespace has no '.'"));
+    }
+    Ok(())
+}
+
+/// The policy's and binding's name: `confgate.NAMESPACE.NAME` (a namespace has no dot, so it is unique).
+pub fn object_name(namespace: &str, name: &str) -> String {
+    format!("confgate.{namespace}.{name}")
+}
+
+/// The ValidatingAdmissionPolicy and its binding.
+pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
+    let minor = kubernetes_minor(req.kubernetes_version)?;
+    check_name("namespace", req.namespace, 63)?;
+    check_name("name", req.name, 253)?;
+    let s = req.settings;
+    let version = match (&s.accepts, &s.version_from) {
+        (None, _) => None,
+        (Some(a), VersionFrom::File { key }) => Some((a, key.as_str())),
+        (Some(_), other) => return Err(Error::VersionInDocument(other.to_string())),
+    };
+    if version.is_none() && s.require.is_empty() && req.rules.is_empty() {
+        return Err(Error::Nothing);
+    }
+    let full = object_name(req.namespace, req.name);
+    if full.len() > 253 {
+        return Err(Error::Name {
+            what: "name",
+            value: req.name.to_owned(),
+            problem: "with confgate.NAMESPACE. in front it exceeds 253 characters",
+        });
+    }
+    let cm = format!("ConfigMap {}/{}", req.namespace, req.name);
+    let skip_delete = "request.operation == 'DELETE' || ";
+
+    // What every refusal message starts with: the ConfigMap and, when a range is set, the version read
+    // and the range (the version only when it is one: a whole value is never echoed).
+    let head = match version {
+        Some((accepts, key)) => {
+            let v = format!("object.data[{}]", lit(key));
+            format!(
+                "{cm}: ' + (has(object.data) && {k} in object.data && {v}.matches({re}) && size({v}.find({tok})) <= {max} ? 'version ' + {v}.find({tok}) : 'no readable version at {from}') + ', accepts {text}",
+                cm = cm,
+                k = lit(key),
+                re = lit(&semver_cel::lenient_regex()),
+                tok = lit(semver_cel::TOKEN_REGEX),
+                max = semver_cel::MAX_VERSION_LEN,
+                from = s.version_from,
+                text = accepts.text.replace('\'', ""),
+            )
+        }
+        None => cm.clone(),
+    };
+    let message = |tail: &str| {
+        format!(
+            "'{head}: {}'",
+            tail.replace('\\', "\\\\").replace('\'', "\\'")
+        )
+    };
+
+    let mut validations = vec![Node::map([
+        ("expression", Node::str("request.operation != 'DELETE'")),
+        (
+            "message",
+            Node::str(format!(
+                "{cm} is protected by confgate: deleting it is refused (remove the policy {full} first)"
+            )),
+        ),
+        ("reason", Node::str("Forbidden")),
+    ])];
+    if !s.require.is_empty() {
+        let present = |k: &str| {
+            format!(
+                "((has(object.data) && {k} in object.data) || (has(object.binaryData) && {k} in object.binaryData))",
+                k = lit(k)
+            )
+        };
+        let keys: Vec<String> = s.require.iter().map(|k| lit(k)).collect();
+        let expr = format!(
+            "{skip_delete}{}",
+            s.require
+                .iter()
+                .map(|k| present(k))
+                .collect::<Vec<_>>()
+                .join(" && ")
+        );
+        let absent = format!(
+            "[{}].filter(k, !((has(object.data) && k in object.data) || (has(object.binaryData) && k in object.binaryData))).join(', ')",
+            keys.join(", ")
+        );
+        validations.push(Node::map([
+            ("expression", Node::str(expr)),
+            (
+                "messageExpression",
+                Node::str(format!("{} + {absent}", message("required keys absent: "))),
+            ),
+            ("reason", Node::str("Invalid")),
+        ]));
+    }
+    if let Some((accepts, key)) = version {
+        let expr = format!(
+            "{skip_delete}(has(object.data) && {k} in object.data && {})",
+            semver_cel::accepts(&format!("object.data[{}]", lit(key)), &accepts.req),
+            k = lit(key)
+        );
+        validations.push(Node::map([
+            ("expression", Node::str(expr)),
+            (
+                "messageExpression",
+                Node::str(message(&format!(
+                    "the version is not accepted (read from {} under data; a range admits pre-releases only of a version it names with one)",
+                    s.version_from
+                ))),
+            ),
+            ("reason", Node::str("Invalid")),
+        ]));
+    }
+    for (i, rule) in req.rules.iter().enumerate() {
+        let expr = format!(
+            "{skip_delete}[has(object.data) ? object.data : {{}}].all(data, [has(object.binaryData) ? object.binaryData : {{}}].all(binaryData, {}))",
+            rule.text
+        );
+        validations.push(Node::map([
+            ("expression", Node::str(expr)),
+            (
+                "messageExpression",
+                Node::str(message(&format!(
+                    "rule {} does not hold: {}",
+                    i + 1,
+                    rule.text
+                ))),
+            ),
+            ("reason", Node::str("Invalid")),
+        ]));
+    }
+
+    let mut annotations = vec![(
+        "confgate.io/kubernetes-version".to_owned(),
+        Node::str(format!("1.{minor}")),
+    )];
+    if let Some((a, _)) = version {
+        annotations.push(("confgate.io/accepts".into(), Node::str(a.text.clone())));
+        annotations.push((
+            "confgate.io/version-from".into(),
+            Node::str(s.version_from.to_string()),
+        ));
+    }
+    if !s.require.is_empty() {
+        annotations.push(("confgate.io/require".into(), Node::str(s.require.join(","))));
+    }
+    let metadata = || {
+        Node::map([
+            ("name", Node::str(full.clone())),
+            (
+                "labels",
+                Node::map([("app.kubernetes.io/managed-by", Node::str("confgate"))]),
+            ),
+            ("annotations", Node::Map(annotations.clone())),
+        ])
+    };
+    let policy = Node::map([
+        ("apiVersion", Node::str("admissionregistration.k8s.io/v1")),
+        ("kind", Node::str("ValidatingAdmissionPolicy")),
+        ("metadata", metadata()),
+        (
+            "spec",
+            Node::map([
+                ("failurePolicy", Node::str("Fail")),
+                (
+                    "matchConstraints",
+                    Node::map([
+                        (
+                            "namespaceSelector",
+                            Node::map([(
+                                "matchLabels",
+                                Node::map([(
+                                    "kubernetes.io/metadata.name",
+                                    Node::str(req.namespace),
+                                )]),
+                            )]),
+                        ),
+                        (
+                            "resourceRules",
+                            Node::Seq(vec![Node::map([
+                                ("apiGroups", Node::strs([""])),
+                                ("apiVersions", Node::strs(["v1"])),
+                                ("operations", Node::strs(["CREATE", "UPDATE", "DELETE"])),
+                                ("resources", Node::strs(["configmaps"])),
+                                ("resourceNames", Node::strs([req.name])),
+                            ])]),
+                        ),
+                    ]),
+                ),
+                (
+                    "matchConditions",
+                    Node::Seq(vec![Node::map([
+                        ("name", Node::str("the-guarded-configmap")),
+                        (
+                            "expression",
+                            Node::str(format!(
+                                "request.namespace == {} && request.name == {}",
+                                lit(req.namespace),
+                                lit(req.name)
+                            )),
+                        ),
+                    ])]),
+                ),
+                ("validations", Node::Seq(validations)),
+            ]),
+        ),
+    ]);
+    let actions = match s.mode {
+        Mode::Enforce => Node::strs(["Deny"]),
+        Mode::Observe => Node::strs(["Warn", "Audit"]),
+    };
+    let binding = Node::map([
+        ("apiVersion", Node::str("admissionregistration.k8s.io/v1")),
+        ("kind", Node::str("ValidatingAdmissionPolicyBinding")),
+        ("metadata", metadata()),
+        (
+            "spec",
+            Node::map([
+                ("policyName", Node::str(full.clone())),
+                ("validationActions", actions),
+            ]),
+        ),
+    ]);
+    Ok([policy, binding])
+}
+
+/// The two objects as a YAML stream.
+pub fn to_yaml(objects: &[Node; 2]) -> String {
+    format!("---\n{}---\n{}", objects[0].to_yaml(), objects[1].to_yaml())
+}
+
+/// The two objects as one JSON `List` (what `kubectl get -o json` prints and `kubectl apply` reads).
+pub fn to_json(objects: &[Node; 2]) -> String {
+    let list = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [objects[0].to_json(), objects[1].to_json()],
+    });
+    serde_json::to_string_pretty(&list).unwrap_or_default() + "\n"
+}
+
+/// Why `confgate policy` printed nothing. Every case is a usage error (exit 64).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Settings(#[from] crate::settings::Error),
+    #[error("cannot read --rules-file {path}: {source}")]
+    RulesFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Rule(#[from] crate::rules::Invalid),
+    #[error(transparent)]
+    Policy(#[from] Error),
+}
+
+/// `confgate policy`: the settings, the rules (flags first, then the file), the objects as text.
+pub fn print(args: &crate::cli::PolicyArgs) -> Result<String, CommandError> {
+    let settings = Settings::from_raw(&args.gate.raw())?;
+    let mut texts = args.rules.clone();
+    if let Some(path) = &args.rules_file {
+        let text = std::fs::read_to_string(path).map_err(|source| CommandError::RulesFile {
+            path: path.display().to_string(),
+            source,
+        })?;
+        texts.extend(crate::rules::parse_file(&text));
+    }
+    let rules = crate::rules::compile_all(texts.iter().map(String::as_str))?;
+    let objects = generate(&Request {
+        namespace: &args.namespace,
+        name: &args.name,
+        settings: &settings,
+        rules: &rules,
+        kubernetes_version: &args.kubernetes_version,
+    })?;
+    tracing::debug!(
+        namespace = %args.namespace,
+        name = %args.name,
+        rules = rules.len(),
+        required = settings.require.len(),
+        "policy generated"
+    );
+    Ok(match args.output {
+        crate::cli::PolicyOutput::Yaml => to_yaml(&objects),
+        crate::cli::PolicyOutput::Json => to_json(&objects),
+    })
+}

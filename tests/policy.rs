@@ -1,0 +1,577 @@
+//! `confgate policy`: the generated ValidatingAdmissionPolicy evaluated client-side with kube-cel's
+//! `VapEvaluator` (the `cel` crate with Kubernetes' CEL libraries) against CREATE, UPDATE and DELETE
+//! requests, and a differential test: over a corpus and generated ConfigMaps and ranges, the policy
+//! allows exactly what `confgate check`'s verdict accepts.
+//!
+//! No API server runs here: what this proves is parity under the `cel` crate's reading of CEL, not
+//! cel-go's (see the README for what was and was not verified).
+#![cfg(feature = "policy")]
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use confgate::policy::{self, Request};
+use confgate::rules::{self, Rule};
+use confgate::settings::{Raw, Settings};
+use confgate::snapshot::{Observed, Snapshot};
+use confgate::verdict::{self, Verdict};
+use kube_cel::{AdmissionRequest, CompiledVapExpression, VapError, VapEvaluator, VapExpression};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+/// The `cel` crate's parser recurses deeply on the generated expressions (a debug build overflows a
+/// test thread's stack on a range with a pre-release); the stack is reserved, not committed.
+const STACK: usize = 1 << 30;
+
+/// Runs a test body on a thread with a [`STACK`]-sized stack.
+fn big_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+const BIN: &str = env!("CARGO_BIN_EXE_confgate");
+const NS: &str = "team-a";
+const NAME: &str = "app-config";
+
+fn settings(accepts: Option<&str>, require: Option<&str>) -> Settings {
+    Settings::from_raw(&Raw {
+        accepts: accepts.map(str::to_owned),
+        require: require.map(str::to_owned),
+        ..Raw::default()
+    })
+    .unwrap()
+}
+
+/// The policy object (first of the two) as JSON.
+fn policy_for(s: &Settings, rules: &[Rule]) -> Value {
+    let objects = policy::generate(&Request {
+        namespace: NS,
+        name: NAME,
+        settings: s,
+        rules,
+        kubernetes_version: "1.30",
+    })
+    .unwrap();
+    objects[0].to_json()
+}
+
+/// A compiled policy: match conditions and validations, ready to evaluate many requests.
+struct Compiled {
+    conditions: Vec<Result<CompiledVapExpression, VapError>>,
+    validations: Vec<Result<CompiledVapExpression, VapError>>,
+    /// The validations as written, to rebuild a policy without its match conditions.
+    sources: Vec<VapExpression>,
+}
+
+impl Compiled {
+    fn new(policy: &Value) -> Compiled {
+        let expr = |v: &Value| VapExpression {
+            expression: v["expression"].as_str().unwrap().to_owned(),
+            message: v["message"].as_str().map(str::to_owned),
+            message_expression: v["messageExpression"].as_str().map(str::to_owned),
+        };
+        let list = |k: &str| -> Vec<VapExpression> {
+            policy["spec"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(expr)
+                .collect()
+        };
+        Compiled::from_parts(&list("matchConditions"), list("validations"))
+    }
+
+    fn from_parts(conditions: &[VapExpression], validations: Vec<VapExpression>) -> Compiled {
+        let compiler = VapEvaluator::builder().build();
+        Compiled {
+            conditions: compiler.compile_expressions(conditions),
+            validations: compiler.compile_expressions(&validations),
+            sources: validations,
+        }
+    }
+
+    /// `Ok(())` when admitted, else the first refusal's message. A request the match conditions do not
+    /// select is admitted; an evaluation error refuses (failurePolicy: Fail).
+    fn admit(
+        &self,
+        op: &str,
+        ns: &str,
+        name: &str,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), String> {
+        let mut b = VapEvaluator::builder().request(AdmissionRequest {
+            operation: op.into(),
+            name: name.into(),
+            namespace: ns.into(),
+            ..Default::default()
+        });
+        if let Some(o) = object {
+            b = b.object(o.clone());
+        }
+        if let Some(o) = old {
+            b = b.old_object(o.clone());
+        }
+        let ev = b.build();
+        if !ev
+            .evaluate_compiled(&self.conditions)
+            .iter()
+            .all(|r| r.passed)
+        {
+            return Ok(());
+        }
+        match ev
+            .evaluate_compiled(&self.validations)
+            .into_iter()
+            .find(|r| !r.passed)
+        {
+            None => Ok(()),
+            Some(r) => Err(r.message.unwrap_or_default()),
+        }
+    }
+
+    fn create(&self, cm: &Value) -> Result<(), String> {
+        self.admit("CREATE", NS, NAME, Some(cm), None)
+    }
+}
+
+/// Keys here avoid `.`, `-`, `_` and `/`: kube-cel's evaluator escapes every JSON object key as the API
+/// server escapes only declared field names (`config.yaml` would become `config__dot__yaml`), while the
+/// API server leaves the keys of `data`, a map, as they are.
+fn configmap(data: &[(&str, &str)]) -> Value {
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned())))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"namespace": NS, "name": NAME}, "data": data})
+}
+
+/// `check`'s verdict for the same data.
+fn check_accepts(s: &Settings, data: &[(&str, &str)]) -> bool {
+    let files: BTreeMap<String, Vec<u8>> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    let obs = if files.is_empty() {
+        Observed::Missing("no keys".into())
+    } else {
+        Observed::Config(Snapshot::new(files))
+    };
+    verdict::judge(&obs, s).verdict == Verdict::Accepted
+}
+
+#[test]
+fn create_update_and_delete_requests() {
+    big_stack(|| {
+        let s = settings(Some(">=2.4.0, <3.0.0"), Some("config"));
+        let rules = rules::compile_all(["data['config'].contains('listen:')"]).unwrap();
+        let p = Compiled::new(&policy_for(&s, &rules));
+        let good = configmap(&[("version", "2.5.1\n"), ("config", "listen: :80\n")]);
+        let too_new = configmap(&[("version", "3.0.0"), ("config", "listen: :80\n")]);
+        let no_key = configmap(&[("version", "2.5.1")]);
+        let rule_broken = configmap(&[("version", "2.5.1"), ("config", "port: 80\n")]);
+
+        assert_eq!(p.create(&good), Ok(()));
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&good), Some(&too_new)),
+            Ok(())
+        );
+        let msg = p
+            .admit("UPDATE", NS, NAME, Some(&too_new), Some(&good))
+            .unwrap_err();
+        assert_eq!(
+            msg,
+            "ConfigMap team-a/app-config: version 3.0.0, accepts >=2.4.0, <3.0.0: the version is not accepted \
+         (read from file:version under data; a range admits pre-releases only of a version it names with one)"
+        );
+        let msg = p.create(&no_key).unwrap_err();
+        assert_eq!(
+            msg,
+            "ConfigMap team-a/app-config: version 2.5.1, accepts >=2.4.0, <3.0.0: required keys absent: config"
+        );
+        let msg = p.create(&rule_broken).unwrap_err();
+        assert!(
+            msg.ends_with("rule 1 does not hold: data['config'].contains('listen:')"),
+            "{msg}"
+        );
+        assert!(!msg.contains("port: 80"), "content leaked: {msg}");
+        let msg = p.admit("DELETE", NS, NAME, None, Some(&good)).unwrap_err();
+        assert!(msg.contains("deleting it is refused"), "{msg}");
+
+        // Another ConfigMap, or the same name elsewhere, is not this policy's business.
+        assert_eq!(p.admit("CREATE", NS, "other", Some(&too_new), None), Ok(()));
+        assert_eq!(p.admit("DELETE", "team-b", NAME, None, Some(&good)), Ok(()));
+
+        // A version that is not one is refused without being echoed.
+        let junk = configmap(&[("version", "secret-ish text"), ("config", "listen: x")]);
+        let msg = p.create(&junk).unwrap_err();
+        assert!(msg.contains("no readable version at file:version"), "{msg}");
+        assert!(!msg.contains("secret-ish"), "{msg}");
+    });
+}
+
+#[test]
+fn aws_auth_guard_example_is_what_the_command_prints() {
+    let out = Command::new(BIN)
+        .args([
+            "policy",
+            "--namespace",
+            "kube-system",
+            "--name",
+            "aws-auth",
+            "--require",
+            "mapRoles",
+            "--rules-file",
+            "manifests/admission/aws-auth/rules.cel",
+        ])
+        .env_remove("CONFGATE_ACCEPTS")
+        .env_remove("CONFGATE_REQUIRE")
+        .env_remove("CONFGATE_MODE")
+        .env_remove("CONFGATE_VERSION_FROM")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed = std::fs::read_to_string("manifests/admission/aws-auth/policy.yaml").unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        committed,
+        "regenerate manifests/admission/aws-auth/policy.yaml with the command in its README section"
+    );
+}
+
+#[test]
+fn gated_component_example_is_what_the_command_prints() {
+    let out = Command::new(BIN)
+        .args([
+            "policy",
+            "--namespace",
+            "default",
+            "--name",
+            "app-config",
+            "--accepts",
+            ">=2.4.0, <3.0.0",
+            "--require",
+            "config.yaml",
+        ])
+        .env_remove("CONFGATE_ACCEPTS")
+        .env_remove("CONFGATE_REQUIRE")
+        .env_remove("CONFGATE_MODE")
+        .env_remove("CONFGATE_VERSION_FROM")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed =
+        std::fs::read_to_string("manifests/admission/gated-component/policy.yaml").unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), committed);
+}
+
+#[test]
+fn aws_auth_guard_keeps_the_node_role() {
+    big_stack(|| {
+        let text = std::fs::read_to_string("manifests/admission/aws-auth/rules.cel").unwrap();
+        let rules =
+            rules::compile_all(rules::parse_file(&text).iter().map(String::as_str)).unwrap();
+        let s = settings(None, Some("mapRoles"));
+        let p = Compiled::new(&policy_for(&s, &rules));
+        let node = "- rolearn: arn:aws:iam::111122223333:role/eks-node-group\n  username: system:node:{{EC2PrivateDNSName}}\n  groups:\n  - system:bootstrappers\n  - system:nodes\n";
+        let with_admin = format!(
+            "{node}- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n  groups:\n  - system:masters\n"
+        );
+        assert_eq!(p.create(&configmap(&[("mapRoles", &with_admin)])), Ok(()));
+        let erased = configmap(&[(
+            "mapRoles",
+            "- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n",
+        )]);
+        let msg = p.create(&erased).unwrap_err();
+        assert!(msg.contains("rule 1 does not hold"), "{msg}");
+        assert!(p.create(&configmap(&[("mapUsers", "[]")])).is_err());
+        assert!(
+            p.admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
+                .is_ok()
+        );
+        let guard = Compiled::from_parts(&[], p.sources.clone());
+        assert!(
+            guard
+                .admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
+                .is_err()
+        );
+        // The same rules, evaluated as the sidecar and `check` do.
+        let data = |v: &str| BTreeMap::from([("mapRoles".to_owned(), v.to_owned())]);
+        assert_eq!(
+            rules::evaluate(&rules, &data(&with_admin), &BTreeMap::new()),
+            Ok(())
+        );
+        assert!(rules::evaluate(&rules, &data("[]"), &BTreeMap::new()).is_err());
+    });
+}
+
+#[test]
+fn json_and_yaml_version_sources_are_refused_with_exit_64() {
+    for from in ["json:c.json#/v", "yaml:c.yaml#/schema/version"] {
+        let out = Command::new(BIN)
+            .args(["policy", "--namespace", NS, "--name", NAME])
+            .args(["--accepts", "^2", "--version-from", from])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("cannot parse a JSON or YAML document"),
+            "{err}"
+        );
+        assert!(err.contains("--version-from file:KEY"), "{err}");
+    }
+    for (args, needle) in [
+        (
+            &["--kubernetes-version", "1.29", "--accepts", "^2"][..],
+            "1.30 or newer",
+        ),
+        (&["--accepts", "^2", "--rule", "data.("][..], "rule 1"),
+        (&[][..], "check nothing but deletion"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["policy", "--namespace", NS, "--name", NAME])
+            .args(args)
+            .env_remove("CONFGATE_ACCEPTS")
+            .env_remove("CONFGATE_REQUIRE")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn observe_mode_binds_warn_and_audit() {
+    let mut s = settings(Some("^2"), None);
+    s.mode = confgate::settings::Mode::Observe;
+    let objects = policy::generate(&Request {
+        namespace: NS,
+        name: NAME,
+        settings: &s,
+        rules: &[],
+        kubernetes_version: "1.34",
+    })
+    .unwrap();
+    assert_eq!(
+        objects[1].to_json()["spec"]["validationActions"],
+        json!(["Warn", "Audit"])
+    );
+}
+
+/// Versions and ranges chosen at the edges of the sidecar's reading.
+const CORPUS_VERSIONS: &[&str] = &[
+    "2.4.0",
+    "2.4",
+    "2",
+    "v2.4.1",
+    "V2.4.1",
+    " 2.4.1\n",
+    "\u{a0}2.5.0\u{3000}",
+    "2.4.1-rc.1",
+    "2.4-rc.1",
+    "2.4.0-rc.1",
+    "2.4.0-rc.10",
+    "2.4.0-rc.9",
+    "2.4.0-alpha",
+    "2.4.0-0",
+    "2.4.0-00",
+    "2.4.0-rc.01",
+    "2.4.0-01a",
+    "2.4.0+build.5",
+    "2.4.0-rc.1+b.01",
+    "2.4+b-x",
+    "02.4.0",
+    "2.04",
+    "2.4.0.1",
+    "2.",
+    ".4",
+    "v",
+    "vv2.4.0",
+    "2.4.0-",
+    "2.4.0+",
+    "2.4.0-rc..1",
+    "3.0.0-alpha",
+    "3.0.0",
+    "2.99.99",
+    "0.0.1",
+    "0.1.0",
+    "0.1.5",
+    "18446744073709551615.0.0",
+    "18446744073709551616.0.0",
+    "",
+    "  ",
+    "2.4.0 x",
+    "x2.4.0",
+    "2.4.0-rc.1-b",
+    "1.0.0-x.7.z.92",
+    "2.4.0-beta.2",
+    "2.4.0-beta.11",
+    "2.4.0-beta",
+    "2.4.0-beta.2.1",
+];
+const CORPUS_RANGES: &[&str] = &[
+    ">=2.4.0, <3.0.0",
+    "^2.4",
+    "~2.4.1",
+    "2.*",
+    "*",
+    "=2.4.0",
+    ">2.4.0-rc.1",
+    ">=2.4.0-rc.2",
+    "<2.4.0-beta.11",
+    "<=2.4.0-rc.1",
+    "~2.4.0-rc.1",
+    "^2.4.0-beta.2",
+    "^0.1.2",
+    "^0.1",
+    "^0.0.1",
+    "^0",
+    "~2",
+    "~2.4",
+    ">=3, <2",
+    "2.4.0-rc.1",
+    "=2.4",
+    ">2.4",
+    "<2",
+    "<=2.4",
+    ">=1.0.0-x.7.z.92",
+    ">18446744073709551614.0.0",
+];
+
+#[test]
+fn corpus_parity_with_check() {
+    big_stack(|| {
+        let mut mismatches = Vec::new();
+        let mut accepted = 0;
+        for range in CORPUS_RANGES {
+            let s = settings(Some(range), None);
+            let p = Compiled::new(&policy_for(&s, &[]));
+            for v in CORPUS_VERSIONS {
+                let data = [("version", *v)];
+                let want = check_accepts(&s, &data);
+                accepted += usize::from(want);
+                let got = p.create(&configmap(&data)).is_ok();
+                if want != got {
+                    mismatches.push(format!("{v:?} in {range:?}: check {want}, policy {got}"));
+                }
+            }
+        }
+        assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+        // The corpus must exercise both outcomes, or parity would be vacuous.
+        assert!(accepted > 50, "only {accepted} accepted");
+    });
+}
+
+fn arb_ident() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0u64..12).prop_map(|n| n.to_string()),
+        "(alpha|beta|rc|x|0a|-)",
+        Just("01".to_owned()),
+    ]
+}
+
+fn arb_version_text() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec!["", "", "v", "V", " ", "\t"]),
+        0u64..4,
+        prop::option::of(0u64..4),
+        prop::option::of(0u64..4),
+        prop::option::of(prop::collection::vec(arb_ident(), 1..3)),
+        prop::option::of("[a-z0-9]{1,3}"),
+        prop::sample::select(vec!["", "", "\n", " x", "."]),
+    )
+        .prop_map(|(lead, a, b, c, pre, build, tail)| {
+            let mut s = format!("{lead}{a}");
+            if let Some(b) = b {
+                s.push_str(&format!(".{b}"));
+                if let Some(c) = c {
+                    s.push_str(&format!(".{c}"));
+                }
+            }
+            if let Some(pre) = pre {
+                s.push('-');
+                s.push_str(&pre.join("."));
+            }
+            if let Some(b) = build {
+                s.push('+');
+                s.push_str(&b);
+            }
+            s.push_str(tail);
+            s
+        })
+}
+
+fn arb_range() -> impl Strategy<Value = String> {
+    let cmp = (
+        prop::sample::select(vec!["=", ">", ">=", "<", "<=", "~", "^", ""]),
+        0u64..4,
+        prop::option::of(0u64..4),
+        prop::option::of(0u64..4),
+        prop::option::of(prop::collection::vec(arb_ident(), 1..3)),
+    )
+        .prop_filter_map("a semver comparator", |(op, a, b, c, pre)| {
+            let mut s = format!("{op}{a}");
+            if let Some(b) = b {
+                s.push_str(&format!(".{b}"));
+                if let Some(c) = c {
+                    s.push_str(&format!(".{c}"));
+                    if let Some(pre) = pre {
+                        s.push('-');
+                        s.push_str(&pre.join("."));
+                    }
+                }
+            }
+            semver::VersionReq::parse(&s).ok().map(|_| s)
+        });
+    prop_oneof![
+        prop::collection::vec(cmp, 1..3).prop_map(|cs| cs.join(", ")),
+        (0u64..4).prop_map(|a| format!("{a}.*")),
+    ]
+}
+
+/// The policy admits a generated ConfigMap exactly when `check` accepts it.
+#[test]
+fn generated_parity_with_check() {
+    // Run on a large stack: proptest's runner and the `cel` parser both recurse in a debug build.
+    big_stack(|| {
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 120,
+            ..ProptestConfig::default()
+        });
+        let strategy = (
+            arb_range(),
+            prop::collection::vec(arb_version_text(), 1..6),
+            any::<bool>(),
+        );
+        runner
+            .run(&strategy, |(range, versions, with_key)| {
+                let s = settings(Some(&range), Some("config"));
+                let p = Compiled::new(&policy_for(&s, &[]));
+                for v in &versions {
+                    let mut data = vec![("version", v.as_str())];
+                    if with_key {
+                        data.push(("config", "a: 1"));
+                    }
+                    let want = check_accepts(&s, &data);
+                    let got = p.create(&configmap(&data)).is_ok();
+                    prop_assert_eq!(want, got, "{:?} in {:?} (key {})", v, range, with_key);
+                }
+                Ok(())
+            })
+            .unwrap();
+    });
+}
