@@ -19,7 +19,10 @@ use crate::reload;
 use crate::settings::{Mode, OnIncompatible, Settings};
 use crate::snapshot::{self, ContentHash, Observed};
 use crate::source::{self, Changes, Source};
-use crate::state::{ActiveView, CandidateView, Check, Shared, Status};
+use crate::state::{
+    ActiveView, CandidateView, Check, CheckKind, Publisher, ReloadResult, ReloadView, Shared,
+    SourceView, Status,
+};
 use crate::verdict::{self, Judgement, Verdict};
 
 /// How long a plain directory must be quiet before it is read, and the most a burst can delay a read.
@@ -37,6 +40,9 @@ pub enum Error {
     Promote(#[from] promote::Error),
     #[error(transparent)]
     Source(#[from] source::Error),
+    /// Another decision loop already publishes this status.
+    #[error("the status already has a publisher: one decision loop per status")]
+    Publisher,
 }
 
 /// Container-level inputs of the loop.
@@ -81,21 +87,12 @@ pub enum Feed {
     /// Read [`Config::watch`] when the file watch says it changed (the kubelet volume).
     #[default]
     Volume,
-    /// The newest snapshot another task observed (the API source); `None` until it has one.
-    Channel(tokio::sync::watch::Receiver<Option<Observed>>),
-}
-
-impl Feed {
-    /// Resolves when the channel holds a newer snapshot; never for the volume (file events say it).
-    async fn changed(&mut self) {
-        if let Feed::Channel(rx) = self
-            && rx.changed().await.is_ok()
-        {
-            return;
-        }
-        // The volume, or a closed channel: nothing more to say here (the source reports its own failure).
-        std::future::pending().await
-    }
+    /// Another task's observations (the API source): the newest snapshot (`None` until it has one)
+    /// and the source's own view (identity, watch health), reported to the loop for `/status`.
+    Channel {
+        snapshots: tokio::sync::watch::Receiver<Option<Observed>>,
+        source: tokio::sync::watch::Receiver<Option<SourceView>>,
+    },
 }
 
 /// The pure decision state.
@@ -248,10 +245,10 @@ impl Gate {
     }
 
     /// The readiness checks, the verdict on readiness and the status (reload view left to the caller).
-    pub fn status(&self, reload: crate::state::ReloadView) -> Status {
+    pub fn status(&self, reload: ReloadView) -> Status {
         let mut checks = Vec::with_capacity(4);
         checks.push(Check {
-            name: "settings",
+            name: CheckKind::Settings,
             ok: self.problems.is_empty(),
             message: if self.problems.is_empty() {
                 "annotations valid".into()
@@ -273,7 +270,7 @@ impl Gate {
         };
         checks.push(match (&self.active, &self.newest) {
             (Some(a), _) => Check {
-                name: "config",
+                name: CheckKind::Config,
                 ok: true,
                 message: format!(
                     "active {} ({})",
@@ -282,12 +279,12 @@ impl Gate {
                 ),
             },
             (None, Some(n)) => Check {
-                name: "config",
+                name: CheckKind::Config,
                 ok: false,
                 message: format!("no accepted config yet: {}", newest_text(n)),
             },
             (None, None) => Check {
-                name: "config",
+                name: CheckKind::Config,
                 ok: false,
                 message: "no config read yet".into(),
             },
@@ -296,14 +293,14 @@ impl Gate {
         if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
             let held = a.version.as_deref().unwrap_or("the previous config");
             checks.push(Check {
-                name: "newest",
+                name: CheckKind::Newest,
                 ok: self.settings.on_incompatible == OnIncompatible::Hold,
                 message: format!("{}; holding {held}", newest_text(n)),
             });
         }
         if let Some(e) = &self.promote_error {
             checks.push(Check {
-                name: "promote",
+                name: CheckKind::Promote,
                 ok: false,
                 message: format!("promotion failed, previous config kept: {e}"),
             });
@@ -317,7 +314,7 @@ impl Gate {
             (Some(c), true) => format!("observe mode (not enforced): {}", c.message),
             (None, _) if stale => checks
                 .iter()
-                .find(|c| c.name == "newest")
+                .find(|c| c.name == CheckKind::Newest)
                 .map(|c| c.message.clone())
                 .unwrap_or_default(),
             (None, _) => "ok".into(),
@@ -326,7 +323,7 @@ impl Gate {
             (Some(n), false) => Some(CandidateView {
                 version: n.judgement.version.clone(),
                 sha256: n.hash.map(|h| h.to_string()),
-                verdict: n.judgement.verdict.as_str(),
+                verdict: n.judgement.verdict,
                 reason: n.judgement.reason.clone(),
             }),
             _ => None,
@@ -340,32 +337,17 @@ impl Gate {
                 version: a.version.clone(),
                 sha256: a.hash.to_string(),
                 since: a.since.to_string(),
-                verdict: a.verdict.as_str(),
+                verdict: a.verdict,
             }),
             candidate,
             reload,
-            mode: self.settings.mode.as_str(),
-            on_incompatible: self.settings.on_incompatible.as_str(),
+            mode: self.settings.mode,
+            on_incompatible: self.settings.on_incompatible,
             started: self.started,
             checks,
             watch_error: None,
+            source: None,
         }
-    }
-}
-
-/// Reads the annotations file; an absent file is no annotations.
-pub fn read_annotations(path: &Path) -> Result<Annotations, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| format!("annotations file {} is not UTF-8", path.display()))?;
-            annotations::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Annotations::new()),
-        Err(e) => Err(format!(
-            "cannot read annotations file {}: {e}",
-            path.display()
-        )),
     }
 }
 
@@ -403,10 +385,8 @@ pub async fn run_fed(
     reloads: reload::Handle,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let mut wake_feed = feed.clone();
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
-    let mut pipeline = Pipeline::open(cfg, base, shared, reloads)?;
-    pipeline.feed = feed;
+    let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads)?;
     let mut changes = Changes::ALL;
     let mut plain_since: Option<Instant> = None;
     tokio::pin!(shutdown);
@@ -423,26 +403,16 @@ pub async fn run_fed(
             plain_since = None;
             pipeline.process();
         }
-        for _ in 0..source.take_errors() {
-            pipeline.shared.metrics.watch_error();
-        }
-        pipeline.publish();
+        pipeline.watch_errors(source.take_errors());
         // The API feed needs no volume; only the annotations dir is watched for it.
-        let watched = source.ensure_watches() || matches!(pipeline.feed, Feed::Channel(_));
-        let now_error = match (&source.watch_error, watched) {
+        let watched = source.ensure_watches() || !pipeline.reads_volume();
+        pipeline.set_watch_error(match (&source.watch_error, watched) {
             (Some(e), _) => Some(e.clone()),
-            (None, false) => Some(format!("{} is absent", pipeline.cfg.watch.display())),
+            (None, false) => Some(format!("{} is absent", pipeline.watch_dir().display())),
             (None, true) => None,
-        };
-        if now_error != pipeline.watch_error {
-            match &now_error {
-                Some(e) => warn!(error = %e, "watch not in place; polling"),
-                None => info!(dir = %pipeline.cfg.watch.display(), "watching"),
-            }
-            pipeline.watch_error = now_error;
-            pipeline.publish();
-        }
-        let mut wake = Instant::now() + pipeline.cfg.resync;
+        });
+        pipeline.publish();
+        let mut wake = Instant::now() + pipeline.resync();
         if !watched {
             wake = wake.min(Instant::now() + ABSENT_POLL);
         }
@@ -455,23 +425,18 @@ pub async fn run_fed(
                         .min(QUIET_MAX.saturating_sub(t.elapsed())),
             );
         }
-        if let Some(t) = pipeline.retry_at {
+        if let Some(t) = pipeline.retry_at() {
             wake = wake.min(t);
         }
         changes = tokio::select! {
             c = source.changed() => c,
-            () = wake_feed.changed() => Changes::CONFIG,
+            input = pipeline.input() => pipeline.take(input),
             () = tokio::time::sleep_until(wake) => {
-                if plain_since.is_some() || pipeline.retry_at.is_some_and(|t| t <= Instant::now()) {
-                    pipeline.retry_at = None;
+                if plain_since.is_some() || pipeline.retry_due() {
                     Changes::CONFIG
                 } else {
                     Changes::ALL
                 }
-            }
-            () = pipeline.shared.pinged() => {
-                pipeline.shared.pong();
-                Changes::default()
             }
             () = &mut shutdown => break,
         };
@@ -480,34 +445,55 @@ pub async fn run_fed(
     Ok(())
 }
 
+/// Something for the loop other than a file event.
+#[derive(Debug)]
+pub enum Input {
+    /// The feed holds a newer snapshot.
+    Snapshot,
+    /// The API source's view changed.
+    Source(Option<SourceView>),
+    /// The reload worker's outcome of an attempt.
+    Reload(reload::Outcome),
+    /// `/livez` asks whether the loop answers.
+    Ping,
+}
+
 /// One step at a time of the loop, without the waiting: read, judge, promote, request a reload,
-/// publish. [`run`] drives it from file events; tests drive it directly.
+/// publish. [`run`] drives it from file events; tests drive it directly. The only writer of the
+/// published status: the reload worker and the API source report to it as messages.
 pub struct Pipeline {
     cfg: Config,
     feed: Feed,
     gate: Gate,
     promoter: Option<Promoter>,
     shared: Arc<Shared>,
+    publisher: Publisher,
     reloads: reload::Handle,
+    /// What the reload worker reported (target and count are filled in when publishing).
+    reload: ReloadView,
+    source: Option<SourceView>,
     last: Option<Seen>,
     retry_at: Option<Instant>,
     watch_error: Option<String>,
 }
 
 impl Pipeline {
-    /// Opens the promoted dir (cleaning leftovers), reads the annotations, adopts what is already promoted.
+    /// Opens the promoted dir (cleaning leftovers), reads the annotations, adopts what is already
+    /// promoted, and takes the status publisher (`Err` when another loop holds it).
     pub fn open(
         cfg: Config,
+        feed: Feed,
         base: Settings,
         shared: Arc<Shared>,
         reloads: reload::Handle,
     ) -> Result<Pipeline, Error> {
+        let publisher = shared.publisher().ok_or(Error::Publisher)?;
         let promoter = match &cfg.promote_to {
             Some(dir) => Some(Promoter::open(dir)?),
             None => None,
         };
         let mut gate = Gate::new(base, promoter.is_none());
-        gate.set_annotations(read_annotations(&cfg.annotations));
+        gate.set_annotations(annotations::read_file(&cfg.annotations));
         let promoter = promoter.map(|(p, on_disk)| {
             gate.adopt_on_disk(&on_disk, jiff::Timestamp::now());
             if let Some(h) = on_disk.hash() {
@@ -517,11 +503,14 @@ impl Pipeline {
         });
         let p = Pipeline {
             cfg,
-            feed: Feed::Volume,
+            feed,
             gate,
             promoter,
             shared,
+            publisher,
             reloads,
+            reload: ReloadView::default(),
+            source: None,
             last: None,
             retry_at: None,
             watch_error: None,
@@ -539,7 +528,7 @@ impl Pipeline {
     pub fn annotations_changed(&mut self) -> bool {
         let changed = self
             .gate
-            .set_annotations(read_annotations(&self.cfg.annotations));
+            .set_annotations(annotations::read_file(&self.cfg.annotations));
         if changed {
             let s = self.gate.settings();
             info!(accepts = ?s.accepts_text(), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
@@ -552,7 +541,7 @@ impl Pipeline {
     pub fn process(&mut self) {
         let obs = match &self.feed {
             Feed::Volume => snapshot::read(&self.cfg.watch),
-            Feed::Channel(rx) => match rx.borrow().clone() {
+            Feed::Channel { snapshots, .. } => match snapshots.borrow().clone() {
                 Some(obs) => obs,
                 None => return,
             },
@@ -599,23 +588,133 @@ impl Pipeline {
         self.last = Some(id);
     }
 
-    /// Publishes the status for the server and `wait`.
-    pub fn publish(&self) {
-        let target = self.gate.settings().reload.to_string();
-        self.shared.status.send_if_modified(|s| {
-            let mut reload = s.reload.clone();
-            reload.target = target;
-            reload.requested = self.reloads.requested();
-            let mut next = self.gate.status(reload);
-            next.watch_error.clone_from(&self.watch_error);
-            if *s == next {
-                false
-            } else {
-                *s = next;
-                true
-            }
-        });
+    /// Waits for input other than file events: the feed, the API source's view, the reload worker,
+    /// a liveness ping. Cancel-safe, so the driver can select on it.
+    pub async fn input(&mut self) -> Input {
+        let Pipeline { feed, reloads, .. } = self;
+        let (snapshots, source) = match feed {
+            Feed::Volume => (None, None),
+            Feed::Channel { snapshots, source } => (Some(snapshots), Some(source)),
+        };
+        tokio::select! {
+            () = snapshot_changed(snapshots) => Input::Snapshot,
+            view = source_changed(source) => Input::Source(view),
+            Some(o) = reloads.outcome() => Input::Reload(o),
+            () = self.shared.pinged() => Input::Ping,
+        }
     }
+
+    /// Applies an [`Input`]; returns what must be read again.
+    pub fn take(&mut self, input: Input) -> Changes {
+        match input {
+            Input::Snapshot => Changes::CONFIG,
+            Input::Source(view) => {
+                self.source = view;
+                Changes::default()
+            }
+            Input::Reload(o) => {
+                self.reload_outcome(o);
+                Changes::default()
+            }
+            Input::Ping => {
+                self.shared.pong();
+                Changes::default()
+            }
+        }
+    }
+
+    fn reload_outcome(&mut self, o: reload::Outcome) {
+        let r = &mut self.reload;
+        match o {
+            reload::Outcome::Attempting => r.last_result = ReloadResult::Pending,
+            reload::Outcome::Reloaded(h) => {
+                r.last_result = ReloadResult::Success;
+                r.last_error = None;
+                r.last_success_sha256 = Some(h.to_string());
+            }
+            reload::Outcome::Failed(e) => {
+                r.last_result = ReloadResult::Failure;
+                r.last_error = Some(e);
+            }
+        }
+    }
+
+    /// Counts file-watch errors and overflows.
+    pub fn watch_errors(&self, n: u64) {
+        for _ in 0..n {
+            self.shared.metrics.watch_error();
+        }
+    }
+
+    /// Whether snapshots come from the watched volume (not from a feed).
+    pub fn reads_volume(&self) -> bool {
+        matches!(self.feed, Feed::Volume)
+    }
+
+    pub fn watch_dir(&self) -> &Path {
+        &self.cfg.watch
+    }
+
+    pub fn resync(&self) -> Duration {
+        self.cfg.resync
+    }
+
+    /// Why the config dir is not watched, if it is not; logged when it changes.
+    pub fn set_watch_error(&mut self, now: Option<String>) {
+        if now != self.watch_error {
+            match &now {
+                Some(e) => warn!(error = %e, "watch not in place; polling"),
+                None => info!(dir = %self.cfg.watch.display(), "watching"),
+            }
+            self.watch_error = now;
+        }
+    }
+
+    /// When a failed promotion is to be tried again.
+    pub fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
+    }
+
+    /// Whether the retry time has come; clears it when it has.
+    pub fn retry_due(&mut self) -> bool {
+        let due = self.retry_at.is_some_and(|t| t <= Instant::now());
+        if due {
+            self.retry_at = None;
+        }
+        due
+    }
+
+    /// Publishes the status for the server, `wait`, metrics and the pod reporter.
+    pub fn publish(&self) {
+        let mut reload = self.reload.clone();
+        reload.target = self.gate.settings().reload.to_string();
+        reload.requested = self.reloads.requested();
+        let mut next = self.gate.status(reload);
+        next.watch_error.clone_from(&self.watch_error);
+        next.source.clone_from(&self.source);
+        self.publisher.publish(next);
+    }
+}
+
+async fn snapshot_changed(rx: Option<&mut tokio::sync::watch::Receiver<Option<Observed>>>) {
+    if let Some(rx) = rx
+        && rx.changed().await.is_ok()
+    {
+        return;
+    }
+    // The volume, or a closed channel: nothing more to say here (the source reports its own failure).
+    std::future::pending().await
+}
+
+async fn source_changed(
+    rx: Option<&mut tokio::sync::watch::Receiver<Option<SourceView>>>,
+) -> Option<SourceView> {
+    if let Some(rx) = rx
+        && rx.changed().await.is_ok()
+    {
+        return rx.borrow_and_update().clone();
+    }
+    std::future::pending().await
 }
 
 #[cfg(test)]
@@ -681,7 +780,7 @@ mod tests {
                 (ready_when_held, true),
                 "{policy}: {s:?}"
             );
-            assert_eq!(s.candidate.as_ref().unwrap().verdict, "too-new");
+            assert_eq!(s.candidate.as_ref().unwrap().verdict, Verdict::TooNew);
             assert!(s.reason.contains("holding 2.1.0"), "{}", s.reason);
             assert_eq!(s.active.as_ref().unwrap().version.as_deref(), Some("2.1.0"));
             assert_eq!(
@@ -719,7 +818,7 @@ mod tests {
         );
         let s = g.status(reload_view());
         assert!(s.ready && s.started);
-        assert_eq!(s.active.unwrap().verdict, "too-new");
+        assert_eq!(s.active.unwrap().verdict, Verdict::TooNew);
         assert_eq!(
             step(&mut g, &Observed::Missing("x".into())),
             Action::Nothing

@@ -78,14 +78,16 @@ pub enum Reload {
 }
 
 /// What a rejected or missing newer config does to readiness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum OnIncompatible {
     Hold,
     Unready,
 }
 
 /// Whether confgate enforces its verdicts or only reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Enforce,
     Observe,

@@ -10,8 +10,9 @@ use semver::{Comparator, Op, Version, VersionReq};
 use crate::settings::{Settings, VersionFrom};
 use crate::snapshot::{Observed, Snapshot};
 
-/// The outcome for one snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The outcome for one snapshot; serialised as [`Verdict::as_str`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Accepted,
     TooNew,

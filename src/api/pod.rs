@@ -17,7 +17,8 @@ use tracing::{debug, warn};
 
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
-use crate::state::Status;
+use crate::state::{ReloadResult, Status};
+use crate::verdict::Verdict;
 
 /// After a failed condition patch, when to try again.
 const PATCH_RETRY: Duration = Duration::from_secs(30);
@@ -88,7 +89,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     if let Some(a) = &next.active
         && active_sha(prev) != active_sha(next)
     {
-        let accepted = a.verdict == "accepted";
+        let accepted = a.verdict == Verdict::Accepted;
         out.push(Note {
             warning: !accepted,
             reason: if accepted { "Accepted" } else { "Observed" },
@@ -113,7 +114,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             .map(|c| (c.sha256.clone(), c.verdict, c.reason.clone()))
     };
     if let Some(c) = &next.candidate
-        && c.verdict != "accepted"
+        && c.verdict != Verdict::Accepted
         && cand_id(prev) != cand_id(next)
     {
         let holding = match &next.active {
@@ -123,7 +124,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             ),
             None => "; no config accepted yet".into(),
         };
-        out.push(if c.verdict == "missing" {
+        out.push(if c.verdict == Verdict::Missing {
             Note {
                 warning: true,
                 reason: "Missing",
@@ -144,7 +145,9 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             }
         });
     }
-    if next.reload.last_result == "failure" && prev.reload.last_result != "failure" {
+    if next.reload.last_result == ReloadResult::Failure
+        && prev.reload.last_result != ReloadResult::Failure
+    {
         out.push(Note {
             warning: true,
             reason: "ReloadFailed",
@@ -172,11 +175,11 @@ pub fn condition(s: &Status) -> Option<Condition> {
         (None, Some(a)) => a.verdict,
         (None, None) => return None,
     };
-    let status = s.candidate.is_none() && verdict == "accepted";
+    let status = s.candidate.is_none() && verdict == Verdict::Accepted;
     let reason = match &s.candidate {
         // Accepted but not in place: the promotion failed.
-        Some(c) if c.verdict == "accepted" => "NotPromoted".to_owned(),
-        _ => camel(verdict),
+        Some(c) if c.verdict == Verdict::Accepted => "NotPromoted".to_owned(),
+        _ => camel(verdict.as_str()),
     };
     let mut message = match &s.active {
         Some(a) => described(a.version.as_deref(), Some(&a.sha256)),
@@ -378,7 +381,7 @@ mod tests {
                 version: Some("3.0.0".into()),
                 sha256: "sha256:ab".into(),
                 since: String::new(),
-                verdict: "too-new",
+                verdict: Verdict::TooNew,
             }),
             ..Status::default()
         };
@@ -389,7 +392,7 @@ mod tests {
             candidate: Some(CandidateView {
                 version: None,
                 sha256: None,
-                verdict: "missing",
+                verdict: Verdict::Missing,
                 reason: "ConfigMap ns/cm does not exist".into(),
             }),
             ..Status::default()

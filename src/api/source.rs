@@ -192,11 +192,13 @@ impl Tracker {
     }
 }
 
-/// Watches `target` until `shutdown`, sending each settled snapshot to `tx` and the view to `shared`.
+/// Watches `target` until `shutdown`, sending each settled snapshot to `tx` and the source's view to
+/// `view`, both for the decision loop; failures are counted in `shared`'s metrics.
 pub async fn run(
     client: Client,
     target: Target,
     tx: watch::Sender<Option<Observed>>,
+    view: watch::Sender<Option<SourceView>>,
     shared: Arc<Shared>,
     stuck_after: Duration,
     shutdown: impl Future<Output = ()>,
@@ -205,7 +207,7 @@ pub async fn run(
     let fields = format!("metadata.name={}", target.name);
     let stream = watcher(api, watcher::Config::default().fields(&fields)).default_backoff();
     let mut tracker = Tracker::new(target, stuck_after);
-    shared.source.send_replace(Some(tracker.view().clone()));
+    view.send_replace(Some(tracker.view().clone()));
     tokio::pin!(stream);
     tokio::pin!(shutdown);
     loop {
@@ -230,7 +232,11 @@ pub async fn run(
             }
             None => return,
         }
-        shared.source.send_replace(Some(tracker.view().clone()));
+        view.send_if_modified(|v| {
+            let same = v.as_ref() == Some(tracker.view());
+            *v = Some(tracker.view().clone());
+            !same
+        });
     }
 }
 
