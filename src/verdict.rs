@@ -44,6 +44,36 @@ impl Verdict {
     }
 }
 
+impl Verdict {
+    /// The verdict as a Kubernetes condition or Event reason (CamelCase): `too-new` is `TooNew`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Verdict::Accepted => "Accepted",
+            Verdict::TooNew => "TooNew",
+            Verdict::TooOld => "TooOld",
+            Verdict::OutOfRange => "OutOfRange",
+            Verdict::Invalid => "Invalid",
+            Verdict::Missing => "Missing",
+        }
+    }
+
+    /// The verdict a [`Verdict::reason`] names.
+    pub fn from_reason(reason: &str) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.reason() == reason)
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    /// The verdict [`Verdict::as_str`] names.
+    fn from_str(s: &str) -> Result<Verdict, String> {
+        Verdict::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| format!("{s:?} is not a verdict"))
+    }
+}
+
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

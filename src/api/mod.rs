@@ -2,12 +2,14 @@
 //!
 //! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
 //! - [`pod`]: Events and the `confgate.io/config-compatible` condition on the sidecar's own pod.
+//! - [`condition`]: that condition's reason and message, formatted and parsed by one type.
 //! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
 //!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
 //! in-process service that answers with the shapes the API server sends. API mode is verified against
 //! those recorded request and response shapes only, not against a running API server.
 
+pub mod condition;
 pub mod pod;
 pub mod pod_view;
 pub mod source;

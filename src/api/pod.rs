@@ -15,6 +15,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
+use super::condition::{ConditionMessage, Described, Newest, Reason};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
 use crate::state::{ReloadResult, Status};
@@ -49,25 +50,9 @@ pub struct Condition {
     pub message: String,
 }
 
-/// `too-new` -> `TooNew`: a verdict as a condition reason.
-pub fn camel(verdict: &str) -> String {
-    verdict
-        .split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 /// `version X sha256:...`; a snapshot without either (missing, unreadable) is just `config`.
-fn described(version: Option<&str>, sha: Option<&str>) -> String {
-    match (version, sha) {
-        (None, None) => "config".into(),
-        (v, sha) => format!("version {} {}", v.unwrap_or("-"), sha.unwrap_or("-")),
-    }
+fn described(version: Option<&str>, sha: Option<&str>) -> Described {
+    Described::new(version, sha)
 }
 
 fn truncate(mut s: String, max: usize) -> String {
@@ -178,25 +163,24 @@ pub fn condition(s: &Status) -> Option<Condition> {
     let status = s.candidate.is_none() && verdict == Verdict::Accepted;
     let reason = match &s.candidate {
         // Accepted but not in place: the promotion failed.
-        Some(c) if c.verdict == Verdict::Accepted => "NotPromoted".to_owned(),
-        _ => camel(verdict.as_str()),
+        Some(c) if c.verdict == Verdict::Accepted => Reason::NotPromoted,
+        _ => Reason::Verdict(verdict),
     };
-    let mut message = match &s.active {
-        Some(a) => described(a.version.as_deref(), Some(&a.sha256)),
-        None => "no accepted config".to_owned(),
+    let message = ConditionMessage {
+        active: s
+            .active
+            .as_ref()
+            .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
+        newest: s.candidate.as_ref().map(|c| Newest {
+            config: described(c.version.as_deref(), c.sha256.as_deref()),
+            verdict: c.verdict,
+            reason: c.reason.clone(),
+        }),
     };
-    if let Some(c) = &s.candidate {
-        message.push_str(&format!(
-            "; newest {} is {}: {}",
-            described(c.version.as_deref(), c.sha256.as_deref()),
-            c.verdict,
-            c.reason
-        ));
-    }
     Some(Condition {
         status,
-        reason,
-        message: truncate(message, NOTE_MAX),
+        reason: reason.to_string(),
+        message: truncate(message.to_string(), NOTE_MAX),
     })
 }
 
@@ -358,20 +342,6 @@ pub async fn run(
 mod tests {
     use super::*;
     use crate::state::{ActiveView, CandidateView};
-
-    #[test]
-    fn reasons_are_camel_case_verdicts() {
-        for (v, r) in [
-            ("accepted", "Accepted"),
-            ("too-new", "TooNew"),
-            ("too-old", "TooOld"),
-            ("out-of-range", "OutOfRange"),
-            ("invalid", "Invalid"),
-            ("missing", "Missing"),
-        ] {
-            assert_eq!(camel(v), r);
-        }
-    }
 
     #[test]
     fn no_condition_before_anything_was_read_and_observe_mode_is_false() {
