@@ -7,6 +7,7 @@
 //! - [`annotations`]: the kubelet's downward-API annotations file format.
 //! - [`source`]: notify watches on the kubelet volumes; events only say "look again".
 //! - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
+//! - [`configmap`]: a ConfigMap object's keys as a snapshot (manifests, the API), and the key-name rule.
 //! - [`verdict`]: version extraction, semver range, required keys. No I/O.
 //! - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
 //! - [`reload`]: HTTP or signal reloads with backoff and coalescing.
@@ -24,6 +25,7 @@ pub mod api;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod configmap;
 pub mod gate;
 pub mod metrics;
 pub mod promote;

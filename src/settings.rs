@@ -10,6 +10,7 @@ use std::str::FromStr;
 use semver::VersionReq;
 
 use crate::annotations::Annotations;
+use crate::configmap::is_valid_key;
 
 pub const ANN_ACCEPTS: &str = "confgate.io/accepts";
 pub const ANN_VERSION_FROM: &str = "confgate.io/version-from";
@@ -146,20 +147,6 @@ fn parse_accepts(s: &str) -> Result<Accepts, String> {
             text: text.to_owned(),
         })
         .map_err(|e| format!("not a semver range ({e})"))
-}
-
-/// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for nested items.
-pub fn is_valid_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 253
-        && key.split('/').all(|part| {
-            !part.is_empty()
-                && !part.starts_with("..")
-                && part != "."
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-        })
 }
 
 impl FromStr for VersionFrom {

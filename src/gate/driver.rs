@@ -19,6 +19,47 @@ const QUIET: Duration = Duration::from_millis(100);
 const QUIET_MAX: Duration = Duration::from_secs(1);
 /// While the watched dir is absent, how often to look for it again.
 const ABSENT_POLL: Duration = Duration::from_secs(1);
+
+/// The debounce of plain-directory edits: a burst is read once it has been quiet for [`QUIET`], or
+/// [`QUIET_MAX`] after it began, whichever comes first. A `..data` swap is never debounced: it is
+/// already atomic. The source only records when the last plain event happened.
+#[derive(Debug, Default)]
+struct Debounce {
+    /// When the current burst began.
+    since: Option<Instant>,
+}
+
+impl Debounce {
+    fn plain_event(&mut self) {
+        self.since.get_or_insert_with(Instant::now);
+    }
+
+    /// Whether the burst is over, given the time since its last event.
+    fn ready(&self, quiet_for: Duration) -> bool {
+        self.since
+            .is_some_and(|t| quiet_for >= QUIET || t.elapsed() >= QUIET_MAX)
+    }
+
+    fn pending(&self) -> bool {
+        self.since.is_some()
+    }
+
+    fn clear(&mut self) {
+        self.since = None;
+    }
+
+    /// When to look again while a burst is pending.
+    fn wake_at(&self, quiet_for: Duration) -> Option<Instant> {
+        let t = self.since?;
+        Some(
+            Instant::now()
+                + QUIET
+                    .saturating_sub(quiet_for)
+                    .max(Duration::from_millis(5))
+                    .min(QUIET_MAX.saturating_sub(t.elapsed())),
+        )
+    }
+}
 /// Runs the decision loop on the volume until `shutdown` completes.
 pub async fn run(
     cfg: Config,
@@ -42,19 +83,17 @@ pub async fn run_fed(
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
     let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads)?;
     let mut changes = Changes::ALL;
-    let mut plain_since: Option<Instant> = None;
+    let mut debounce = Debounce::default();
     tokio::pin!(shutdown);
     loop {
         if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed() {
             changes |= Changes::CONFIG;
         }
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
-            plain_since.get_or_insert_with(Instant::now);
+            debounce.plain_event();
         }
-        let plain_ready = plain_since
-            .is_some_and(|t| source.since_plain_event() >= QUIET || t.elapsed() >= QUIET_MAX);
-        if changes.contains(Changes::CONFIG) || plain_ready {
-            plain_since = None;
+        if changes.contains(Changes::CONFIG) || debounce.ready(source.since_plain_event()) {
+            debounce.clear();
             pipeline.process();
         }
         pipeline.watch_errors(source.take_errors());
@@ -70,14 +109,8 @@ pub async fn run_fed(
         if !watched {
             wake = wake.min(Instant::now() + ABSENT_POLL);
         }
-        if let Some(t) = plain_since {
-            wake = wake.min(
-                Instant::now()
-                    + QUIET
-                        .saturating_sub(source.since_plain_event())
-                        .max(Duration::from_millis(5))
-                        .min(QUIET_MAX.saturating_sub(t.elapsed())),
-            );
+        if let Some(t) = debounce.wake_at(source.since_plain_event()) {
+            wake = wake.min(t);
         }
         if let Some(t) = pipeline.retry_at() {
             wake = wake.min(t);
@@ -86,7 +119,8 @@ pub async fn run_fed(
             c = source.changed() => c,
             input = pipeline.input() => pipeline.take(input),
             () = tokio::time::sleep_until(wake) => {
-                if plain_since.is_some() || pipeline.retry_due() {
+                let retry = pipeline.retry_due();
+                if debounce.pending() || retry {
                     Changes::CONFIG
                 } else {
                     Changes::ALL
