@@ -23,7 +23,7 @@ struct Newest {
 
 /// What the driver must do after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Nothing,
     /// The content is already in place (or gate-only): mark it active, no write, no reload.
     Activate,
@@ -35,7 +35,7 @@ pub enum Action {
 
 /// The pure decision state.
 #[derive(Debug, Clone)]
-pub struct Gate {
+pub(crate) struct Gate {
     base: Settings,
     settings: Settings,
     problems: Vec<String>,

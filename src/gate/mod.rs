@@ -20,8 +20,8 @@ use std::time::Duration;
 use crate::{promote, source};
 
 pub use driver::{run, run_fed};
-pub use machine::{Action, Gate};
-pub use pipeline::{Feed, Input, Pipeline};
+pub(crate) use machine::{Action, Gate};
+pub use pipeline::{Feed, Pipeline};
 
 /// Why the loop could not start.
 #[derive(Debug, thiserror::Error)]

@@ -52,7 +52,7 @@ fn seen(obs: &Observed) -> Seen {
 
 /// Something for the loop other than a file event.
 #[derive(Debug)]
-pub enum Input {
+pub(crate) enum Input {
     /// The feed holds a newer snapshot.
     Snapshot,
     /// The API source's view changed.
@@ -124,10 +124,6 @@ impl Pipeline {
         Ok(p)
     }
 
-    pub fn gate(&self) -> &Gate {
-        &self.gate
-    }
-
     /// Re-reads the annotations file. Returns true when the settings in force changed: the caller must
     /// then [`Pipeline::process`] again, to re-judge under them.
     pub fn annotations_changed(&mut self) -> bool {
@@ -195,7 +191,7 @@ impl Pipeline {
 
     /// Waits for input other than file events: the feed, the API source's view, the reload worker,
     /// a liveness ping. Cancel-safe, so the driver can select on it.
-    pub async fn input(&mut self) -> Input {
+    pub(crate) async fn input(&mut self) -> Input {
         let Pipeline { feed, reloads, .. } = self;
         let (snapshots, source) = match feed {
             Feed::Volume => (None, None),
@@ -210,7 +206,7 @@ impl Pipeline {
     }
 
     /// Applies an [`Input`]; returns what must be read again.
-    pub fn take(&mut self, input: Input) -> Changes {
+    pub(crate) fn take(&mut self, input: Input) -> Changes {
         match input {
             Input::Snapshot => Changes::CONFIG,
             Input::Source(view) => {
@@ -245,27 +241,27 @@ impl Pipeline {
     }
 
     /// Counts file-watch errors and overflows.
-    pub fn watch_errors(&self, n: u64) {
+    pub(crate) fn watch_errors(&self, n: u64) {
         for _ in 0..n {
             self.shared.metrics.watch_error();
         }
     }
 
     /// Whether snapshots come from the watched volume (not from a feed).
-    pub fn reads_volume(&self) -> bool {
+    pub(crate) fn reads_volume(&self) -> bool {
         matches!(self.feed, Feed::Volume)
     }
 
-    pub fn watch_dir(&self) -> &Path {
+    pub(crate) fn watch_dir(&self) -> &Path {
         &self.cfg.watch
     }
 
-    pub fn resync(&self) -> Duration {
+    pub(crate) fn resync(&self) -> Duration {
         self.cfg.resync
     }
 
     /// Why the config dir is not watched, if it is not; logged when it changes.
-    pub fn set_watch_error(&mut self, now: Option<String>) {
+    pub(crate) fn set_watch_error(&mut self, now: Option<String>) {
         if now != self.watch_error {
             match &now {
                 Some(e) => warn!(error = %e, "watch not in place; polling"),
@@ -276,12 +272,12 @@ impl Pipeline {
     }
 
     /// When a failed promotion is to be tried again.
-    pub fn retry_at(&self) -> Option<Instant> {
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
         self.retry_at
     }
 
     /// Whether the retry time has come; clears it when it has.
-    pub fn retry_due(&mut self) -> bool {
+    pub(crate) fn retry_due(&mut self) -> bool {
         let due = self.retry_at.is_some_and(|t| t <= Instant::now());
         if due {
             self.retry_at = None;
@@ -290,7 +286,7 @@ impl Pipeline {
     }
 
     /// Publishes the status for the server, `wait`, metrics and the pod reporter.
-    pub fn publish(&self) {
+    pub(crate) fn publish(&self) {
         let mut reload = self.reload.clone();
         reload.target = self.gate.settings().reload.to_string();
         reload.requested = self.reloads.requested();
