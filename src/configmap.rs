@@ -40,6 +40,7 @@ impl Keys {
         Ok(())
     }
 
+    #[cfg(feature = "api")]
     pub fn into_map(self) -> BTreeMap<String, Vec<u8>> {
         self.0
     }
