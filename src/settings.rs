@@ -660,6 +660,42 @@ mod tests {
         assert!(r.problems[0].contains("unknown annotation confgate.io/accept"));
     }
 
+    /// The README's settings table and the command line say what [`FIELDS`] declares, so neither can
+    /// drift from the parser: each gate setting's row names its flag, env var and annotation.
+    #[test]
+    fn readme_table_and_cli_match_the_declarations() {
+        let readme = include_str!("../README.md");
+        let cmd = <crate::cli::Cli as clap::CommandFactory>::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        for f in &FIELDS {
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with('|') && l.contains(&format!("`{} ", f.flag)))
+                .unwrap_or_else(|| panic!("no README row for {}", f.flag));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            assert!(cells[3] == format!("`{}`", f.env), "{row}");
+            assert!(
+                cells[4].starts_with(&format!("`{}`", f.annotation)),
+                "{row}"
+            );
+            let arg = run
+                .get_arguments()
+                .find(|a| a.get_long() == f.flag.strip_prefix("--"))
+                .unwrap_or_else(|| panic!("no flag {}", f.flag));
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(f.env),
+                "{}",
+                f.flag
+            );
+        }
+        assert_eq!(
+            KNOWN_ANNOTATIONS.len(),
+            FIELDS.len() + 1,
+            "every annotation but confgate.io/source is a gate setting"
+        );
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms").unwrap().as_millis(), 250);
