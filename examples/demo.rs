@@ -89,7 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ("a compatible 2.5.0 arrives", Some(config("2.5.0", 4))),
         ];
         for (i, (what, snap)) in steps.into_iter().enumerate() {
-            let before = shared.status.borrow().clone();
+            let before = shared.snapshot();
             let empty = Snapshot::new(BTreeMap::new());
             kubelet.promote(snap.as_ref().unwrap_or(&empty))?;
             let s = changed(&shared, &before).await;
@@ -134,7 +134,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// Waits for the status to move on from `before` (a new verdict was published).
 async fn changed(shared: &Shared, before: &Status) -> Status {
-    let mut rx = shared.status.subscribe();
+    let mut rx = shared.subscribe();
     let wait = rx.wait_for(|s| s.candidate != before.candidate || s.active != before.active);
     match tokio::time::timeout(Duration::from_secs(5), wait).await {
         Ok(Ok(s)) => s.clone(),

@@ -1,10 +1,11 @@
 //! The kubelet's downward-API annotations file: `key="value"` lines, values quoted by Go's `strconv.Quote`.
 //!
-//! Pure parsing, no I/O. The kubelet writes keys sorted, one per line, with no trailing newline
+//! Parsing is pure; [`read_file`] is the one read of the file. The kubelet writes keys sorted, one per line, with no trailing newline
 //! (`pkg/fieldpath/fieldpath.go` `FormatMap`); neither JSON nor Rust escapes match Go's quoting, so
 //! the unquoter below follows `strconv.Unquote` for double-quoted strings.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Annotations by key, as the pod carries them.
 pub type Annotations = BTreeMap<String, String>;
@@ -22,6 +23,23 @@ pub enum Error {
         key: String,
         what: String,
     },
+}
+
+/// Reads and parses the annotations file; an absent file is no annotations. `Err` says why the file
+/// could not be used, naming the file (and line), never a value.
+pub fn read_file(path: &Path) -> Result<Annotations, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes)
+                .map_err(|_| format!("annotations file {} is not UTF-8", path.display()))?;
+            parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Annotations::new()),
+        Err(e) => Err(format!(
+            "cannot read annotations file {}: {e}",
+            path.display()
+        )),
+    }
 }
 
 /// Parses the whole file. Blank lines are skipped so a hand-written file with a final newline also works.

@@ -224,7 +224,7 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     let rt = runtime()?;
     rt.block_on(async move {
         let shared = Shared::new();
-        let mut rx = shared.status.subscribe();
+        let mut rx = shared.subscribe();
         let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
         let reloads = reload::spawn(shared.clone());
         // The component is not running yet: nothing to reload.

@@ -1,13 +1,13 @@
 //! `confgate check`: offline verdicts for ConfigMap directories and manifests, with the same hash the
 //! running sidecar reports, for CI pipelines ("will the deployed component accept this ConfigMap?").
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use base64::Engine as _;
 
+use crate::configmap::{self, Keys};
 use crate::settings::Settings;
-use crate::snapshot::{self, MAX_BYTES, Observed, Snapshot};
+use crate::snapshot::{self, Observed};
 use crate::verdict::{self, Judgement, Verdict};
 
 /// Why an input could not be checked at all.
@@ -214,28 +214,11 @@ fn configmap(
         Some(ns) => format!("{ns}/{name} ({place})"),
         None => format!("{name} ({place})"),
     };
-    match files(v) {
-        Ok(files) if files.is_empty() => {
-            (what, Observed::Missing("the ConfigMap has no keys".into()))
-        }
-        Ok(files) => {
-            let snap = Snapshot::new(files);
-            if snap.total_bytes() > MAX_BYTES {
-                let why = format!(
-                    "the config is {} bytes, over the ConfigMap size limit of {MAX_BYTES} bytes",
-                    snap.total_bytes()
-                );
-                (what, Observed::Broken(why))
-            } else {
-                (what, Observed::Config(snap))
-            }
-        }
-        Err(why) => (what, Observed::Broken(why)),
-    }
+    (what, configmap::observe(files(v)))
 }
 
-fn files(v: &serde_json::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let mut files = BTreeMap::new();
+fn files(v: &serde_json::Value) -> Result<Keys, String> {
+    let mut files = Keys::default();
     for (section, binary) in [("data", false), ("binaryData", true)] {
         let Some(map) = v.get(section) else { continue };
         if map.is_null() {
@@ -246,11 +229,6 @@ fn files(v: &serde_json::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
             .ok_or_else(|| format!("{section} is not a mapping"))?;
         for (k, val) in map {
             let key = k.as_str();
-            if !crate::settings::is_valid_key(key) || key.contains('/') {
-                return Err(format!(
-                    "{section} key {key:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)"
-                ));
-            }
             let text = val.as_str().ok_or_else(|| {
                 format!("{section}.{key} is not a string (quote numbers and booleans)")
             })?;
@@ -261,9 +239,7 @@ fn files(v: &serde_json::Value) -> Result<BTreeMap<String, Vec<u8>>, String> {
             } else {
                 text.as_bytes().to_vec()
             };
-            if files.insert(key.to_owned(), bytes).is_some() {
-                return Err(format!("key {key} is in both data and binaryData"));
-            }
+            files.insert(section, key, bytes)?;
         }
     }
     Ok(files)

@@ -1,24 +1,31 @@
 //! confgate: a sidecar that lets a control-plane component run only a ConfigMap version it accepts.
 //!
 //! # Layout
-//! One direction of flow, one job per module; the core ([`verdict`], [`gate::Gate`]) is pure.
+//! One direction of flow, one job per module; the core ([`verdict`], the gate's state machine) is pure.
 //!
 //! - [`settings`]: flags, environment and pod annotations resolved into [`settings::Settings`].
 //! - [`annotations`]: the kubelet's downward-API annotations file format.
-//! - [`source`]: notify watches on the kubelet volumes; events only say "look again".
+//! - `source`: notify watches on the kubelet volumes; events only say "look again".
 //! - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
+//! - `configmap`: a ConfigMap object's keys as a snapshot (manifests, the API), and the key-name rule.
 //! - [`verdict`]: version extraction, semver range, required keys. No I/O.
 //! - [`extract`]: the value at a JSON/YAML pointer, streamed without a document tree.
 //! - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
 //! - [`reload`]: HTTP or signal reloads with backoff and coalescing.
 //! - [`gate`]: the decision loop tying the above together.
-//! - [`state`]: the one published [`state::Status`]; [`metrics`] renders it for Prometheus.
+//! - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
 //! - [`check`]: offline verdicts for directories and manifests.
 //! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
 //! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!   condition and `confgate status`.
+//!
+//! # Public surface
+//! Modules the binary, the integration tests, the examples, the benchmark and the fuzz targets use
+//! are `pub`; the rest (`source`, `configmap`, `metrics`, the gate's state machine and the
+//! pipeline's driver-facing methods) are crate-private. The status has one writer: the decision
+//! loop holds the only [`state::Publisher`]; everyone else reads a [`state::Shared`].
 
 pub mod annotations;
 #[cfg(feature = "api")]
@@ -26,9 +33,10 @@ pub mod api;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub(crate) mod configmap;
 pub mod extract;
 pub mod gate;
-pub mod metrics;
+pub(crate) mod metrics;
 #[cfg(feature = "policy")]
 pub mod policy;
 pub mod promote;
@@ -38,6 +46,6 @@ pub mod rules;
 pub mod server;
 pub mod settings;
 pub mod snapshot;
-pub mod source;
+pub(crate) mod source;
 pub mod state;
 pub mod verdict;

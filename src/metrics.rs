@@ -1,11 +1,23 @@
-//! Prometheus metrics: counters kept here, gauges derived from the status at scrape time, one place for names.
+//! Prometheus metrics: counters kept here, gauges derived from a [`View`] of the status at scrape time,
+//! one place for names.
 
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::state::Status;
 use crate::verdict::Verdict;
+
+/// What the gauges show, taken from the published status at scrape time (`From<&Status>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct View<'a> {
+    pub ready: bool,
+    pub stale: bool,
+    pub started: bool,
+    /// A `confgate.io/` annotation is bad or unknown.
+    pub settings_problem: bool,
+    /// The active config's version (empty when unversioned) and content hash.
+    pub active: Option<(&'a str, &'a str)>,
+}
 
 /// Upper bounds of the reload-duration histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
@@ -75,7 +87,8 @@ impl Metrics {
     }
 
     /// Renders the text exposition format.
-    pub fn render(&self, s: &Status) -> String {
+    pub fn render<'a>(&self, view: impl Into<View<'a>>) -> String {
+        let s: View<'a> = view.into();
         let mut out = String::with_capacity(2048);
         let b = |x: bool| u8::from(x);
         gauge(
@@ -100,10 +113,7 @@ impl Metrics {
             &mut out,
             "confgate_settings_problems",
             "1 while a confgate.io/ annotation is bad or unknown.",
-            s.checks
-                .iter()
-                .filter(|c| c.name == "settings" && !c.ok)
-                .count(),
+            b(s.settings_problem),
         );
         head(
             &mut out,
@@ -111,12 +121,11 @@ impl Metrics {
             "The active config: version and content hash.",
             "gauge",
         );
-        if let Some(a) = &s.active {
+        if let Some((version, sha256)) = s.active {
             let _ = writeln!(
                 out,
-                "confgate_active_config_info{{version=\"{}\",sha256=\"{}\"}} 1",
-                escape(a.version.as_deref().unwrap_or("")),
-                a.sha256
+                "confgate_active_config_info{{version=\"{}\",sha256=\"{sha256}\"}} 1",
+                escape(version),
             );
         }
         head(
@@ -244,7 +253,7 @@ mod tests {
         let m = Metrics::default();
         m.reload(true, 0.002);
         m.reload(false, 2.0);
-        let text = m.render(&Status::default());
+        let text = m.render(View::default());
         assert!(text.contains("confgate_reload_duration_seconds_bucket{le=\"0.005\"} 1"));
         assert!(text.contains("confgate_reload_duration_seconds_bucket{le=\"5\"} 2"));
         assert!(text.contains("confgate_reload_duration_seconds_count 2"));

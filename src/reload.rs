@@ -1,13 +1,14 @@
 //! Reload signalling: one worker, at most one attempt in flight, newer promotions coalesced into the next
 //! attempt, jittered exponential backoff on failure. The decision loop only posts the newest request
 //! and never waits for the worker, so a failing target cannot delay watching, deciding or promoting.
+//! The worker reports each attempt's [`Outcome`] back to the loop, which alone publishes the status.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::settings::Reload;
@@ -92,11 +93,27 @@ impl BootTicks {
     }
 }
 
-/// The decision loop's side of the worker.
+/// What the worker tells the decision loop about an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// An attempt started.
+    Attempting,
+    /// The target took the reload of this content.
+    Reloaded(ContentHash),
+    /// The attempt failed; the worker retries with backoff.
+    Failed(String),
+    /// No process was there to reload (none runs, or each started after the promotion), and why.
+    Nothing(String),
+}
+
+/// The decision loop's side of the worker: requests go out, outcomes come back.
 #[derive(Debug)]
 pub struct Handle {
     tx: watch::Sender<Option<Request>>,
     seq: u64,
+    outcomes: mpsc::UnboundedReceiver<Outcome>,
+    /// Keeps an inert handle's outcome channel open, so waiting on it waits forever.
+    _inert: Option<mpsc::UnboundedSender<Outcome>>,
 }
 
 impl Handle {
@@ -131,10 +148,18 @@ impl Handle {
 impl Handle {
     /// A handle with no worker: requests are recorded and dropped. For running the pipeline without reloads.
     pub fn inert() -> Handle {
+        let (otx, outcomes) = mpsc::unbounded_channel();
         Handle {
             tx: watch::Sender::new(None),
             seq: 0,
+            outcomes,
+            _inert: Some(otx),
         }
+    }
+
+    /// The worker's next outcome; `None` once the worker is gone.
+    pub async fn outcome(&mut self) -> Option<Outcome> {
+        self.outcomes.recv().await
     }
 
     /// How many reloads were requested so far.
@@ -222,18 +247,30 @@ pub fn spawn(shared: Arc<Shared>) -> Handle {
 /// Starts the worker with this client.
 pub fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
     let (tx, rx) = watch::channel(None);
-    tokio::spawn(worker(rx, shared, client));
-    Handle { tx, seq: 0 }
+    // Unbounded: at most three outcomes per attempt, and attempts are spaced by backoff.
+    let (otx, outcomes) = mpsc::unbounded_channel();
+    tokio::spawn(worker(rx, otx, shared, client));
+    Handle {
+        tx,
+        seq: 0,
+        outcomes,
+        _inert: None,
+    }
 }
 
-async fn worker(mut rx: watch::Receiver<Option<Request>>, shared: Arc<Shared>, client: Client) {
+async fn worker(
+    mut rx: watch::Receiver<Option<Request>>,
+    report: mpsc::UnboundedSender<Outcome>,
+    shared: Arc<Shared>,
+    client: Client,
+) {
     while rx.changed().await.is_ok() {
         let Some(req) = rx.borrow_and_update().clone() else {
             continue;
         };
         let mut delay = BACKOFF_BASE;
         loop {
-            set_view(&shared, "pending", None, None);
+            let _ = report.send(Outcome::Attempting);
             let started = Instant::now();
             let result = match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req)).await {
                 Ok(r) => r,
@@ -245,20 +282,20 @@ async fn worker(mut rx: watch::Receiver<Option<Request>>, shared: Arc<Shared>, c
                 // Not a failure: no process there was started before this promotion, so whichever
                 // runs now read the promoted config itself. Retrying could only hit one too early.
                 info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, why = %why, "nothing to reload");
-                set_view(&shared, "nothing-to-reload", Some(why.clone()), None);
+                let _ = report.send(Outcome::Nothing(why.clone()));
                 break;
             }
             shared.metrics.reload(result.is_ok(), took.as_secs_f64());
             match result {
                 Ok(_) => {
                     info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, took_ms = took.as_millis() as u64, "reloaded");
-                    set_view(&shared, "success", None, Some(req.sha256));
+                    let _ = report.send(Outcome::Reloaded(req.sha256));
                     break;
                 }
                 Err(e) => {
                     let wait = jitter(delay);
                     warn!(target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
-                    set_view(&shared, "failure", Some(e.to_string()), None);
+                    let _ = report.send(Outcome::Failed(e.to_string()));
                     delay = (delay * 2).min(BACKOFF_MAX);
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
@@ -290,18 +327,6 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 fn jitter(d: Duration) -> Duration {
     d.mul_f64(0.8 + fastrand::f64() * 0.4)
-}
-
-fn set_view(shared: &Shared, result: &'static str, error: Option<String>, ok: Option<ContentHash>) {
-    shared.status.send_modify(|s| {
-        s.reload.last_result = result;
-        if result != "pending" {
-            s.reload.last_error = error;
-        }
-        if let Some(h) = ok {
-            s.reload.last_success_sha256 = Some(h.to_string());
-        }
-    });
 }
 
 /// What an attempt did when it did not fail.

@@ -140,7 +140,7 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
             readyz(&s, verbose)
         }
         "/livez" => {
-            let stuck = shared.source.borrow().as_ref().and_then(|s| s.stuck());
+            let stuck = shared.snapshot().source_stuck();
             if let Some(why) = stuck {
                 text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n"))
             } else if shared.loop_answers(LIVENESS_DEADLINE).await {
@@ -165,7 +165,7 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
         }
         "/status" => {
             let s = shared.snapshot();
-            let source = shared.source.borrow().as_ref().map(|v| v.to_json());
+            let source = s.source.as_ref().map(|v| v.to_json());
             let body = match source {
                 None => serde_json::to_vec_pretty(&s),
                 Some(src) => serde_json::to_value(&s).and_then(|mut v| {
@@ -220,7 +220,7 @@ pub fn readyz(s: &Status, verbose: bool) -> Response<Full<Bytes>> {
             body.push_str(&format!("[-]{} failed: {}\n", c.name, c.message));
         }
     }
-    if s.mode == "observe" {
+    if s.mode == crate::settings::Mode::Observe {
         body.push_str("observe mode: checks are reported, not enforced\n");
     }
     body.push_str(if s.ready {

@@ -10,6 +10,7 @@ use std::str::FromStr;
 use semver::VersionReq;
 
 use crate::annotations::Annotations;
+use crate::configmap::is_valid_key;
 
 pub const ANN_ACCEPTS: &str = "confgate.io/accepts";
 pub const ANN_VERSION_FROM: &str = "confgate.io/version-from";
@@ -78,14 +79,16 @@ pub enum Reload {
 }
 
 /// What a rejected or missing newer config does to readiness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum OnIncompatible {
     Hold,
     Unready,
 }
 
 /// Whether confgate enforces its verdicts or only reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Enforce,
     Observe,
@@ -144,20 +147,6 @@ fn parse_accepts(s: &str) -> Result<Accepts, String> {
             text: text.to_owned(),
         })
         .map_err(|e| format!("not a semver range ({e})"))
-}
-
-/// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for nested items.
-pub fn is_valid_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 253
-        && key.split('/').all(|part| {
-            !part.is_empty()
-                && !part.starts_with("..")
-                && part != "."
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-        })
 }
 
 impl FromStr for VersionFrom {
@@ -669,6 +658,42 @@ mod tests {
         );
         assert_eq!(r.problems.len(), 1);
         assert!(r.problems[0].contains("unknown annotation confgate.io/accept"));
+    }
+
+    /// The README's settings table and the command line say what [`FIELDS`] declares, so neither can
+    /// drift from the parser: each gate setting's row names its flag, env var and annotation.
+    #[test]
+    fn readme_table_and_cli_match_the_declarations() {
+        let readme = include_str!("../README.md");
+        let cmd = <crate::cli::Cli as clap::CommandFactory>::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        for f in &FIELDS {
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with('|') && l.contains(&format!("`{} ", f.flag)))
+                .unwrap_or_else(|| panic!("no README row for {}", f.flag));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            assert!(cells[3] == format!("`{}`", f.env), "{row}");
+            assert!(
+                cells[4].starts_with(&format!("`{}`", f.annotation)),
+                "{row}"
+            );
+            let arg = run
+                .get_arguments()
+                .find(|a| a.get_long() == f.flag.strip_prefix("--"))
+                .unwrap_or_else(|| panic!("no flag {}", f.flag));
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(f.env),
+                "{}",
+                f.flag
+            );
+        }
+        assert_eq!(
+            KNOWN_ANNOTATIONS.len(),
+            FIELDS.len() + 1,
+            "every annotation but confgate.io/source is a gate setting"
+        );
     }
 
     #[test]

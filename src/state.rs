@@ -1,14 +1,18 @@
-//! The one published status: what the server, probes, `wait` and metrics read. Written by the gate
-//! loop and the reload worker only, through [`Shared`].
+//! The one published status: what the server, probes, `wait`, metrics and the pod reporter read.
+//! Written by the decision loop only, through the one [`Publisher`] a [`Shared`] hands out; the reload
+//! worker and the API source report to the loop as messages instead.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
+use crate::settings::{Mode, OnIncompatible};
+use crate::verdict::Verdict;
 
 /// The config the component runs (or, in gate-only mode, would run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -17,7 +21,7 @@ pub struct ActiveView {
     pub sha256: String,
     /// RFC 3339.
     pub since: String,
-    pub verdict: &'static str,
+    pub verdict: Verdict,
 }
 
 /// The newest snapshot, when it is not the active one.
@@ -25,16 +29,30 @@ pub struct ActiveView {
 pub struct CandidateView {
     pub version: Option<String>,
     pub sha256: Option<String>,
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     pub reason: String,
+}
+
+/// The last outcome of reload signalling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReloadResult {
+    /// No reload attempted yet.
+    #[default]
+    None,
+    /// An attempt is in flight.
+    Pending,
+    Success,
+    Failure,
+    /// No process to signal: none runs, or each one started after the promotion and read it itself.
+    NothingToReload,
 }
 
 /// The outcome of reload signalling.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReloadView {
     pub target: String,
-    /// `none`, `pending`, `success` or `failure`.
-    pub last_result: &'static str,
+    pub last_result: ReloadResult,
     pub last_error: Option<String>,
     /// Content hash the last successful reload announced.
     pub last_success_sha256: Option<String>,
@@ -42,10 +60,53 @@ pub struct ReloadView {
     pub requested: u64,
 }
 
+impl Default for ReloadView {
+    fn default() -> Self {
+        ReloadView {
+            target: "none".into(),
+            last_result: ReloadResult::None,
+            last_error: None,
+            last_success_sha256: None,
+            requested: 0,
+        }
+    }
+}
+
+/// Which readiness check, as `/readyz?verbose` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckKind {
+    /// The `confgate.io/` annotations.
+    Settings,
+    /// An accepted config is in place.
+    Config,
+    /// The newest snapshot is the one in force.
+    Newest,
+    /// The last promotion succeeded.
+    Promote,
+}
+
+impl CheckKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckKind::Settings => "settings",
+            CheckKind::Config => "config",
+            CheckKind::Newest => "newest",
+            CheckKind::Promote => "promote",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One readiness check, as `/readyz?verbose` lists them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
-    pub name: &'static str,
+    pub name: CheckKind,
     pub ok: bool,
     pub message: String,
 }
@@ -60,13 +121,17 @@ pub struct Status {
     pub active: Option<ActiveView>,
     pub candidate: Option<CandidateView>,
     pub reload: ReloadView,
-    pub mode: &'static str,
-    pub on_incompatible: &'static str,
+    pub mode: Mode,
+    pub on_incompatible: OnIncompatible,
     /// The start-up latch: a first accepted config has been in place.
     pub started: bool,
     pub checks: Vec<Check>,
     /// Why the config dir is not being watched (confgate then polls every second), if it is not.
     pub watch_error: Option<String>,
+    /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::to_json`]),
+    /// since its health depends on the time it is read at.
+    #[serde(skip)]
+    pub source: Option<SourceView>,
 }
 
 impl Default for Status {
@@ -78,18 +143,42 @@ impl Default for Status {
             stale: false,
             active: None,
             candidate: None,
-            reload: ReloadView {
-                target: "none".into(),
-                last_result: "none",
-                last_error: None,
-                last_success_sha256: None,
-                requested: 0,
-            },
-            mode: "enforce",
-            on_incompatible: "hold",
+            reload: ReloadView::default(),
+            mode: Mode::Enforce,
+            on_incompatible: OnIncompatible::Hold,
             started: false,
             checks: Vec::new(),
             watch_error: None,
+            source: None,
+        }
+    }
+}
+
+impl Status {
+    /// Whether the `settings` check fails (a bad or unknown annotation).
+    pub fn settings_problem(&self) -> bool {
+        self.checks
+            .iter()
+            .any(|c| c.name == CheckKind::Settings && !c.ok)
+    }
+
+    /// The `/livez` reason when the API source's watch is stuck.
+    pub fn source_stuck(&self) -> Option<String> {
+        self.source.as_ref().and_then(SourceView::stuck)
+    }
+}
+
+impl<'a> From<&'a Status> for metrics::View<'a> {
+    fn from(s: &'a Status) -> Self {
+        metrics::View {
+            ready: s.ready,
+            stale: s.stale,
+            started: s.started,
+            settings_problem: s.settings_problem(),
+            active: s
+                .active
+                .as_ref()
+                .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
         }
     }
 }
@@ -156,31 +245,61 @@ impl SourceView {
     }
 }
 
-/// Shared between the gate loop, the reload worker and the server.
+/// Shared between the decision loop, the reload worker, the API source and the server: the published
+/// status (one writer), the metrics counters and the liveness ping.
 #[derive(Debug)]
 pub struct Shared {
-    pub status: watch::Sender<Status>,
+    status: watch::Sender<Status>,
+    /// The one [`Publisher`] has been handed out.
+    published: AtomicBool,
     pub metrics: Metrics,
-    /// Set by the API source in API mode; `None` on the volume.
-    pub source: watch::Sender<Option<SourceView>>,
     /// `/livez` rings this; the decision loop answers by bumping `pong`. An idle loop costs nothing.
     ping: Notify,
     pong: watch::Sender<u64>,
+}
+
+/// The only way to write the published status; [`Shared::publisher`] hands out one per [`Shared`].
+#[derive(Debug)]
+pub struct Publisher(watch::Sender<Status>);
+
+impl Publisher {
+    /// Publishes `next`, waking readers only when it differs from what they saw.
+    pub fn publish(&self, next: Status) {
+        self.0.send_if_modified(|s| {
+            if *s == next {
+                false
+            } else {
+                *s = next;
+                true
+            }
+        });
+    }
 }
 
 impl Shared {
     pub fn new() -> Arc<Shared> {
         Arc::new(Shared {
             status: watch::Sender::new(Status::default()),
+            published: AtomicBool::new(false),
             metrics: Metrics::default(),
-            source: watch::Sender::new(None),
             ping: Notify::new(),
             pong: watch::Sender::new(0),
         })
     }
 
+    /// The status writer, once: `None` when it was already taken, so two loops cannot both publish.
+    pub fn publisher(&self) -> Option<Publisher> {
+        (!self.published.swap(true, Ordering::AcqRel)).then(|| Publisher(self.status.clone()))
+    }
+
+    /// The status as last published.
     pub fn snapshot(&self) -> Status {
         self.status.borrow().clone()
+    }
+
+    /// A receiver of every published status.
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
     }
 
     /// Waits for a liveness ping (the decision loop selects on this).

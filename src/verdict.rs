@@ -11,8 +11,9 @@ use crate::extract::Found;
 use crate::settings::{Settings, VersionFrom};
 use crate::snapshot::{Observed, Snapshot};
 
-/// The outcome for one snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The outcome for one snapshot; serialised as [`Verdict::as_str`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Accepted,
     TooNew,
@@ -41,6 +42,36 @@ impl Verdict {
             Verdict::Invalid => "invalid",
             Verdict::Missing => "missing",
         }
+    }
+}
+
+impl Verdict {
+    /// The verdict as a Kubernetes condition or Event reason (CamelCase): `too-new` is `TooNew`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Verdict::Accepted => "Accepted",
+            Verdict::TooNew => "TooNew",
+            Verdict::TooOld => "TooOld",
+            Verdict::OutOfRange => "OutOfRange",
+            Verdict::Invalid => "Invalid",
+            Verdict::Missing => "Missing",
+        }
+    }
+
+    /// The verdict a [`Verdict::reason`] names.
+    pub fn from_reason(reason: &str) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.reason() == reason)
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    /// The verdict [`Verdict::as_str`] names.
+    fn from_str(s: &str) -> Result<Verdict, String> {
+        Verdict::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| format!("{s:?} is not a verdict"))
     }
 }
 

@@ -10,7 +10,8 @@ use confgate::api::source;
 use confgate::api::status_cmd::{self, StatusArgs};
 use confgate::api::{CONDITION_TYPE, Target};
 use confgate::snapshot::{ContentHash, Observed};
-use confgate::state::{ActiveView, CandidateView, Shared, Status};
+use confgate::state::{ActiveView, CandidateView, ReloadResult, Shared, Status};
+use confgate::verdict::Verdict;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::{Value, json};
@@ -259,6 +260,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
     let (client, mut h) = mock(SIDECAR_ROLE);
     let shared = Shared::new();
     let (tx, mut rx) = watch::channel(None);
+    let (view_tx, view_rx) = watch::channel(None);
     let (_stop_tx, stop_rx) = watch::channel(false);
     let stop = async move {
         let mut rx = stop_rx;
@@ -272,6 +274,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
         client,
         target,
         tx,
+        view_tx,
         shared.clone(),
         Duration::from_secs(60),
         stop,
@@ -297,7 +300,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
         "binaryData is decoded"
     );
     assert_eq!(snap.files["app.yaml"], b"replicas: 3\n");
-    let view = shared.source.borrow().clone().unwrap();
+    let view = view_rx.borrow().clone().unwrap();
     assert_eq!(
         (view.uid.as_deref(), view.resource_version.as_deref()),
         (Some("uid-1"), Some("100"))
@@ -342,7 +345,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
     let mut params = WATCH_PARAMS.to_vec();
     params.push("resourceVersion=200");
     let (_, send) = expect(&mut h, Method::GET, CM_PATH, &params).await;
-    let view = shared.source.borrow().clone().unwrap();
+    let view = view_rx.borrow().clone().unwrap();
     assert!(
         view.failing_for().is_none(),
         "a 410 is not a failure: {view:?}"
@@ -369,7 +372,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
         version_of(o).as_deref() == Some("2.6.0")
     })
     .await;
-    let view = shared.source.borrow().clone().unwrap();
+    let view = view_rx.borrow().clone().unwrap();
     assert!(view.recreated, "{view:?}");
     assert_eq!(view.uid.as_deref(), Some("uid-2"));
     assert_eq!(view.previous_uid.as_deref(), Some("uid-1"));
@@ -391,7 +394,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
             "configmaps is forbidden: User \"system:serviceaccount:prod:confgate\" cannot watch resource \"configmaps\" in API group \"\" in the namespace \"prod\"",
         ),
     );
-    let mut src = shared.source.subscribe();
+    let mut src = view_rx.clone();
     let r = tokio::time::timeout(
         Duration::from_secs(10),
         src.wait_for(|v| v.as_ref().is_some_and(|v| v.last_error.is_some())),
@@ -399,7 +402,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
     .await
     .is_ok();
     assert!(r, "the 403 was not reported");
-    let view = shared.source.borrow().clone().unwrap();
+    let view = view_rx.borrow().clone().unwrap();
     let err = view.last_error.clone().unwrap();
     assert!(
         err.contains("cannot watch resource \"configmaps\""),
@@ -428,17 +431,11 @@ async fn configmap_watch_follows_the_object_through_its_life() {
             StatusCode::FORBIDDEN,
             &status_error(403, "Forbidden", "configmaps is forbidden"),
         );
-        if shared
-            .source
-            .borrow()
-            .as_ref()
-            .and_then(|v| v.stuck())
-            .is_some()
-        {
+        if view_rx.borrow().as_ref().and_then(|v| v.stuck()).is_some() {
             break;
         }
     }
-    let stuck = shared.source.borrow().as_ref().and_then(|v| v.stuck());
+    let stuck = view_rx.borrow().as_ref().and_then(|v| v.stuck());
     let stuck = stuck.expect("a watch failing for over a minute is stuck");
     assert!(
         stuck.starts_with("the configmap prod/app watch has been failing for"),
@@ -456,10 +453,12 @@ async fn absent_and_oversized_configmaps() {
         namespace: "prod".into(),
         name: "app".into(),
     };
+    let (view_tx, _view_rx) = watch::channel(None);
     tokio::spawn(source::run(
         client,
         target,
         tx,
+        view_tx,
         shared,
         Duration::from_secs(60),
         std::future::pending(),
@@ -498,6 +497,7 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
     let promoted = tmp.path().join("promoted");
     let shared = Shared::new();
     let (tx, rx) = watch::channel(None);
+    let (view_tx, view_rx) = watch::channel(None);
     let target = Target {
         namespace: "prod".into(),
         name: "app".into(),
@@ -506,6 +506,7 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
         client,
         target,
         tx,
+        view_tx,
         shared.clone(),
         Duration::from_secs(60),
         std::future::pending(),
@@ -524,7 +525,10 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
     let reloads = confgate::reload::spawn(shared.clone());
     tokio::spawn(gate::run_fed(
         cfg,
-        Feed::Channel(rx),
+        Feed::Channel {
+            snapshots: rx,
+            source: view_rx,
+        },
         base,
         shared.clone(),
         reloads,
@@ -536,7 +540,7 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
         StatusCode::OK,
         &list("100", &[configmap("uid-1", "100", "2.4.1")]),
     );
-    let mut st = shared.status.subscribe();
+    let mut st = shared.subscribe();
     let s = tokio::time::timeout(Duration::from_secs(10), st.wait_for(|s| s.started))
         .await
         .expect("the listed config was not accepted")
@@ -569,7 +573,7 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
         .expect("the too-new config was not held")
         .unwrap()
         .clone();
-    assert_eq!(s.candidate.unwrap().verdict, "too-new");
+    assert_eq!(s.candidate.unwrap().verdict, Verdict::TooNew);
     assert_eq!(
         std::fs::read_to_string(promoted.join("version")).unwrap(),
         "2.4.1"
@@ -590,7 +594,7 @@ fn accepted(version: &str) -> Status {
             version: Some(version.into()),
             sha256: hash(version),
             since: "2026-11-29T22:00:00Z".into(),
-            verdict: "accepted",
+            verdict: Verdict::Accepted,
         }),
         ..Status::default()
     }
@@ -602,7 +606,7 @@ fn holding(active: &str, newest: &str) -> Status {
     s.candidate = Some(CandidateView {
         version: Some(newest.into()),
         sha256: Some(hash(newest)),
-        verdict: "too-new",
+        verdict: Verdict::TooNew,
         reason: format!("{newest} is above every upper bound of ^2.4"),
     });
     s
@@ -789,7 +793,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     gone.candidate = Some(CandidateView {
         version: None,
         sha256: None,
-        verdict: "missing",
+        verdict: Verdict::Missing,
         reason: "ConfigMap prod/app was deleted".into(),
     });
     let reporting = async {
@@ -843,7 +847,7 @@ fn reload_failure_is_an_event() {
     let prev = accepted("2.4.1");
     let mut next = prev.clone();
     next.reload.target = "http://127.0.0.1:8080/-/reload".into();
-    next.reload.last_result = "failure";
+    next.reload.last_result = ReloadResult::Failure;
     next.reload.last_error = Some("HTTP 500".into());
     let notes = pod::notes(&prev, &next);
     assert_eq!(notes.len(), 1);
@@ -997,7 +1001,11 @@ async fn stuck_watch_fails_livez_and_shows_in_status() {
     view.last_error = Some("list: forbidden".into());
     view.failing_since = Some((now, jiff::Timestamp::now()));
     view.last_error_at = Some(now);
-    shared.source.send_replace(Some(view.clone()));
+    let publisher = shared.publisher().unwrap();
+    publisher.publish(Status {
+        source: Some(view.clone()),
+        ..Status::default()
+    });
     // Failing, but not for long: alive (the loop answers the ping as the gate loop would).
     let pong = shared.clone();
     tokio::spawn(async move {
@@ -1020,7 +1028,10 @@ async fn stuck_watch_fails_livez_and_shows_in_status() {
         panic!("the monotonic clock is younger than a minute")
     };
     view.failing_since = Some((long_ago, jiff::Timestamp::now()));
-    shared.source.send_replace(Some(view));
+    publisher.publish(Status {
+        source: Some(view),
+        ..Status::default()
+    });
     let live = get("/livez").await;
     assert!(live.starts_with("HTTP/1.1 503"), "{live}");
     assert!(

@@ -184,7 +184,7 @@ proptest! {
             resync: std::time::Duration::from_secs(30),
         };
         let shared = confgate::state::Shared::new();
-        let mut p = confgate::gate::Pipeline::open(cfg, base, shared, confgate::reload::Handle::inert()).unwrap();
+        let mut p = confgate::gate::Pipeline::open(cfg, confgate::gate::Feed::Volume, base, shared, confgate::reload::Handle::inert()).unwrap();
         // The model: the range in force (flag ^1 unless a valid annotation says otherwise) and the
         // version that must be promoted.
         let mut range = semver::VersionReq::parse("^1").unwrap();

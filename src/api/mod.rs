@@ -2,12 +2,14 @@
 //!
 //! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
 //! - [`pod`]: Events and the `confgate.io/config-compatible` condition on the sidecar's own pod.
+//! - [`condition`]: that condition's reason and message, formatted and parsed by one type.
 //! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
 //!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
 //! in-process service that answers with the shapes the API server sends. API mode is verified against
 //! those recorded request and response shapes only, not against a running API server.
 
+pub mod condition;
 pub mod pod;
 pub mod pod_view;
 pub mod source;
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
-use crate::gate::{self, Feed};
+use crate::gate::Feed;
 use crate::settings::{ANN_SOURCE, Invalid};
 use crate::snapshot::Observed;
 use crate::state::Shared;
@@ -104,7 +106,7 @@ pub fn resolve(
     annotations_file: &Path,
     promote_to: Option<&Path>,
 ) -> Result<Result<SourceSpec, String>, Invalid> {
-    let from_annotation = gate::read_annotations(annotations_file)
+    let from_annotation = crate::annotations::read_file(annotations_file)
         .ok()
         .and_then(|a| a.get(ANN_SOURCE).cloned());
     if let Some(v) = from_annotation {
@@ -146,22 +148,25 @@ pub async fn feed(
         Ok(SourceSpec::Volume) => Ok(Feed::Volume),
         Err(why) => {
             warn!(reason = %why, "bad source annotation; no config will be accepted");
-            let (_tx, rx) = tokio::sync::watch::channel(Some(Observed::Broken(why)));
-            Ok(Feed::Channel(rx))
+            let (_tx, snapshots) = tokio::sync::watch::channel(Some(Observed::Broken(why)));
+            let (_tx, source) = tokio::sync::watch::channel(None);
+            Ok(Feed::Channel { snapshots, source })
         }
         Ok(SourceSpec::ConfigMap(target)) => {
             let client = kube::Client::try_default().await.map_err(Error::Client)?;
             info!(configmap = %target, "watching the ConfigMap through the API");
-            let (tx, rx) = tokio::sync::watch::channel(None);
+            let (tx, snapshots) = tokio::sync::watch::channel(None);
+            let (view, source) = tokio::sync::watch::channel(None);
             tokio::spawn(source::run(
                 client,
                 target,
                 tx,
+                view,
                 shared,
                 source::STUCK_AFTER,
                 shutdown,
             ));
-            Ok(Feed::Channel(rx))
+            Ok(Feed::Channel { snapshots, source })
         }
     }
 }
@@ -191,7 +196,7 @@ pub async fn spawn_pod_reporter(
             return;
         }
     };
-    let rx = shared.status.subscribe();
+    let rx = shared.subscribe();
     tokio::spawn(pod::run(
         client,
         pod::PodRef { namespace, name },

@@ -15,9 +15,11 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
+use super::condition::{ConditionMessage, Described, Newest, Reason};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
-use crate::state::Status;
+use crate::state::{ReloadResult, Status};
+use crate::verdict::Verdict;
 
 /// After a failed condition patch, when to try again.
 const PATCH_RETRY: Duration = Duration::from_secs(30);
@@ -48,25 +50,9 @@ pub struct Condition {
     pub message: String,
 }
 
-/// `too-new` -> `TooNew`: a verdict as a condition reason.
-pub fn camel(verdict: &str) -> String {
-    verdict
-        .split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 /// `version X sha256:...`; a snapshot without either (missing, unreadable) is just `config`.
-fn described(version: Option<&str>, sha: Option<&str>) -> String {
-    match (version, sha) {
-        (None, None) => "config".into(),
-        (v, sha) => format!("version {} {}", v.unwrap_or("-"), sha.unwrap_or("-")),
-    }
+fn described(version: Option<&str>, sha: Option<&str>) -> Described {
+    Described::new(version, sha)
 }
 
 fn truncate(mut s: String, max: usize) -> String {
@@ -88,7 +74,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     if let Some(a) = &next.active
         && active_sha(prev) != active_sha(next)
     {
-        let accepted = a.verdict == "accepted";
+        let accepted = a.verdict == Verdict::Accepted;
         out.push(Note {
             warning: !accepted,
             reason: if accepted { "Accepted" } else { "Observed" },
@@ -113,7 +99,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             .map(|c| (c.sha256.clone(), c.verdict, c.reason.clone()))
     };
     if let Some(c) = &next.candidate
-        && c.verdict != "accepted"
+        && c.verdict != Verdict::Accepted
         && cand_id(prev) != cand_id(next)
     {
         let holding = match &next.active {
@@ -123,7 +109,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             ),
             None => "; no config accepted yet".into(),
         };
-        out.push(if c.verdict == "missing" {
+        out.push(if c.verdict == Verdict::Missing {
             Note {
                 warning: true,
                 reason: "Missing",
@@ -144,7 +130,9 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             }
         });
     }
-    if next.reload.last_result == "failure" && prev.reload.last_result != "failure" {
+    if next.reload.last_result == ReloadResult::Failure
+        && prev.reload.last_result != ReloadResult::Failure
+    {
         out.push(Note {
             warning: true,
             reason: "ReloadFailed",
@@ -172,28 +160,27 @@ pub fn condition(s: &Status) -> Option<Condition> {
         (None, Some(a)) => a.verdict,
         (None, None) => return None,
     };
-    let status = s.candidate.is_none() && verdict == "accepted";
+    let status = s.candidate.is_none() && verdict == Verdict::Accepted;
     let reason = match &s.candidate {
         // Accepted but not in place: the promotion failed.
-        Some(c) if c.verdict == "accepted" => "NotPromoted".to_owned(),
-        _ => camel(verdict),
+        Some(c) if c.verdict == Verdict::Accepted => Reason::NotPromoted,
+        _ => Reason::Verdict(verdict),
     };
-    let mut message = match &s.active {
-        Some(a) => described(a.version.as_deref(), Some(&a.sha256)),
-        None => "no accepted config".to_owned(),
+    let message = ConditionMessage {
+        active: s
+            .active
+            .as_ref()
+            .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
+        newest: s.candidate.as_ref().map(|c| Newest {
+            config: described(c.version.as_deref(), c.sha256.as_deref()),
+            verdict: c.verdict,
+            reason: c.reason.clone(),
+        }),
     };
-    if let Some(c) = &s.candidate {
-        message.push_str(&format!(
-            "; newest {} is {}: {}",
-            described(c.version.as_deref(), c.sha256.as_deref()),
-            c.verdict,
-            c.reason
-        ));
-    }
     Some(Condition {
         status,
-        reason,
-        message: truncate(message, NOTE_MAX),
+        reason: reason.to_string(),
+        message: truncate(message.to_string(), NOTE_MAX),
     })
 }
 
@@ -357,20 +344,6 @@ mod tests {
     use crate::state::{ActiveView, CandidateView};
 
     #[test]
-    fn reasons_are_camel_case_verdicts() {
-        for (v, r) in [
-            ("accepted", "Accepted"),
-            ("too-new", "TooNew"),
-            ("too-old", "TooOld"),
-            ("out-of-range", "OutOfRange"),
-            ("invalid", "Invalid"),
-            ("missing", "Missing"),
-        ] {
-            assert_eq!(camel(v), r);
-        }
-    }
-
-    #[test]
     fn no_condition_before_anything_was_read_and_observe_mode_is_false() {
         assert_eq!(condition(&Status::default()), None);
         let observed = Status {
@@ -378,7 +351,7 @@ mod tests {
                 version: Some("3.0.0".into()),
                 sha256: "sha256:ab".into(),
                 since: String::new(),
-                verdict: "too-new",
+                verdict: Verdict::TooNew,
             }),
             ..Status::default()
         };
@@ -389,7 +362,7 @@ mod tests {
             candidate: Some(CandidateView {
                 version: None,
                 sha256: None,
-                verdict: "missing",
+                verdict: Verdict::Missing,
                 reason: "ConfigMap ns/cm does not exist".into(),
             }),
             ..Status::default()

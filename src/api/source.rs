@@ -6,7 +6,6 @@
 //! `410 Gone`, and `default_backoff` spaces reconnects (0.8 s doubling to 30 s). Errors do not end the
 //! stream; they are reported, and a run of them longer than [`STUCK_AFTER`] shows in `/livez`.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,50 +20,28 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::{Target, explain};
-use crate::snapshot::{MAX_BYTES, Observed, Snapshot};
+use crate::configmap::{self, Keys};
+use crate::snapshot::Observed;
 use crate::state::{Shared, SourceView};
 
 /// How long the watch may keep failing before `/livez` says so.
 pub const STUCK_AFTER: Duration = Duration::from_secs(60);
 
 /// The keys of a ConfigMap as the kubelet would project them: `data` as UTF-8 bytes, `binaryData` decoded.
-pub fn files(cm: &ConfigMap) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let mut files = BTreeMap::new();
-    let data = cm.data.iter().flatten().map(|(k, v)| (k, v.as_bytes()));
-    let binary = cm
-        .binary_data
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k, v.0.as_slice()));
-    for (key, bytes) in data.chain(binary) {
-        // The API server validates keys; checked again because promotion turns them into file names.
-        if !crate::settings::is_valid_key(key) || key.contains('/') {
-            return Err(format!("key {key:?} is not a valid ConfigMap key"));
-        }
-        if files.insert(key.clone(), bytes.to_vec()).is_some() {
-            return Err(format!("key {key} is in both data and binaryData"));
-        }
+pub fn files(cm: &ConfigMap) -> Result<Keys, String> {
+    let mut keys = Keys::default();
+    for (k, v) in cm.data.iter().flatten() {
+        keys.insert("data", k, v.as_bytes().to_vec())?;
     }
-    Ok(files)
+    for (k, v) in cm.binary_data.iter().flatten() {
+        keys.insert("binaryData", k, v.0.clone())?;
+    }
+    Ok(keys)
 }
 
 /// What a ConfigMap object means to the gate.
 pub fn observe(cm: &ConfigMap) -> Observed {
-    match files(cm) {
-        Ok(f) if f.is_empty() => Observed::Missing("the ConfigMap has no keys".into()),
-        Ok(f) => {
-            let snap = Snapshot::new(f);
-            if snap.total_bytes() > MAX_BYTES {
-                Observed::Broken(format!(
-                    "the config is {} bytes, over the ConfigMap size limit of {MAX_BYTES} bytes",
-                    snap.total_bytes()
-                ))
-            } else {
-                Observed::Config(snap)
-            }
-        }
-        Err(why) => Observed::Broken(why),
-    }
+    configmap::observe(files(cm))
 }
 
 /// Folds watcher events into snapshots and the source's view (identity, recreation, health).
@@ -192,11 +169,13 @@ impl Tracker {
     }
 }
 
-/// Watches `target` until `shutdown`, sending each settled snapshot to `tx` and the view to `shared`.
+/// Watches `target` until `shutdown`, sending each settled snapshot to `tx` and the source's view to
+/// `view`, both for the decision loop; failures are counted in `shared`'s metrics.
 pub async fn run(
     client: Client,
     target: Target,
     tx: watch::Sender<Option<Observed>>,
+    view: watch::Sender<Option<SourceView>>,
     shared: Arc<Shared>,
     stuck_after: Duration,
     shutdown: impl Future<Output = ()>,
@@ -205,7 +184,7 @@ pub async fn run(
     let fields = format!("metadata.name={}", target.name);
     let stream = watcher(api, watcher::Config::default().fields(&fields)).default_backoff();
     let mut tracker = Tracker::new(target, stuck_after);
-    shared.source.send_replace(Some(tracker.view().clone()));
+    view.send_replace(Some(tracker.view().clone()));
     tokio::pin!(stream);
     tokio::pin!(shutdown);
     loop {
@@ -230,7 +209,11 @@ pub async fn run(
             }
             None => return,
         }
-        shared.source.send_replace(Some(tracker.view().clone()));
+        view.send_if_modified(|v| {
+            let same = v.as_ref() == Some(tracker.view());
+            *v = Some(tracker.view().clone());
+            !same
+        });
     }
 }
 

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
+use super::condition::{ConditionMessage, Reason};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
 use crate::snapshot::{ContentHash, Snapshot};
@@ -60,21 +61,6 @@ pub struct Fleet {
     pub configmap: Option<(String, Option<ContentHash>)>,
 }
 
-/// Reads `version X sha256:...` at the start of the condition message.
-pub fn parse_message(msg: &str) -> (Option<String>, Option<String>) {
-    let Some(rest) = msg.strip_prefix("version ") else {
-        return (None, None);
-    };
-    let head = rest.split(';').next().unwrap_or_default();
-    let mut parts = head.split_whitespace();
-    let version = parts.next().filter(|v| *v != "-").map(str::to_owned);
-    let sha = parts
-        .next()
-        .filter(|s| s.starts_with("sha256:"))
-        .map(str::to_owned);
-    (version, sha)
-}
-
 /// What a pod's status says.
 pub fn row(pod: &PodView) -> Row {
     let conditions = pod.conditions();
@@ -82,10 +68,12 @@ pub fn row(pod: &PodView) -> Row {
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let ours = conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
-    let (version, sha256) = ours
+    let active = ours
         .and_then(|c| c.message.as_deref())
-        .map(parse_message)
+        .and_then(|m| m.parse::<ConditionMessage>().ok())
+        .and_then(|m| m.active)
         .unwrap_or_default();
+    let (version, sha256) = (active.version, active.sha256);
     Row {
         pod: pod.metadata.name.clone().unwrap_or_default(),
         ready,
@@ -124,7 +112,7 @@ pub async fn fleet(client: Client, args: &StatusArgs) -> Result<Fleet, Error> {
             let hash = cm
                 .as_ref()
                 .and_then(|cm| super::source::files(cm).ok())
-                .map(|f| Snapshot::new(f).hash);
+                .map(|f| Snapshot::new(f.into_map()).hash);
             Some((name.clone(), hash))
         }
     };
@@ -135,25 +123,17 @@ pub async fn fleet(client: Client, args: &StatusArgs) -> Result<Fleet, Error> {
     })
 }
 
-/// `TooNew` -> `too-new`: a condition reason as a verdict.
+/// A condition reason as the summary words it (`TooNew` is `too-new`); another writer's as written.
 fn kebab(reason: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in reason.chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                out.push('-');
-            }
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    reason
+        .parse::<Reason>()
+        .map_or_else(|_| reason.to_owned(), |r| r.as_kebab().to_owned())
 }
 
+/// The first 12 characters of the hash, cut on a character boundary whatever the text.
 fn short(sha: &str) -> &str {
     sha.strip_prefix("sha256:")
-        .map(|h| &h[..h.len().min(12)])
+        .map(|h| h.char_indices().nth(12).map_or(h, |(i, _)| &h[..i]))
         .unwrap_or(sha)
 }
 
@@ -282,4 +262,16 @@ impl Fleet {
 pub async fn run(args: &StatusArgs) -> Result<Fleet, Error> {
     let client = Client::try_default().await.map_err(Error::Client)?;
     fleet(client, args).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_hash_cuts_on_a_character_boundary() {
+        assert_eq!(short("sha256:0123456789abcdef"), "0123456789ab");
+        assert_eq!(short("sha256:ééééééééééééééé"), "éééééééééééé");
+        assert_eq!(short("sha256:é"), "é");
+    }
 }

@@ -1,53 +1,11 @@
-//! The decision loop: a pure state machine ([`Gate`]) that turns snapshots and settings into actions and
-//! a status, and the async driver ([`run`]) that feeds it from the source and carries its actions out.
-//!
-//! The loop is the only task that reads the config, promotes, and requests reloads; one snapshot is
-//! judged, acted on and published before the next is read, so no ordering of events can promote a
-//! snapshot under settings other than those it was judged by.
+//! [`Gate`]: the pure decision state. Judges each snapshot under the settings in force, says what to
+//! do with it, and words readiness (checks, reason) for the status. No I/O, no clock.
 
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::time::Instant;
-use tracing::{error, info, warn};
-
-use crate::annotations::{self, Annotations};
-use crate::promote::{self, Promoter};
-use crate::reload;
+use crate::annotations::Annotations;
 use crate::settings::{Mode, OnIncompatible, Settings};
-use crate::snapshot::{self, ContentHash, Observed};
-use crate::source::{self, Changes, Source};
-use crate::state::{ActiveView, CandidateView, Check, Shared, Status};
+use crate::snapshot::{ContentHash, Observed};
+use crate::state::{ActiveView, CandidateView, Check, CheckKind, ReloadView, Status};
 use crate::verdict::{self, Judgement, Verdict};
-
-/// How long a plain directory must be quiet before it is read, and the most a burst can delay a read.
-const QUIET: Duration = Duration::from_millis(100);
-const QUIET_MAX: Duration = Duration::from_secs(1);
-/// While the watched dir is absent, how often to look for it again.
-const ABSENT_POLL: Duration = Duration::from_secs(1);
-/// After a failed promotion, when to try again.
-const PROMOTE_RETRY: Duration = Duration::from_secs(1);
-
-/// Why the loop could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Promote(#[from] promote::Error),
-    #[error(transparent)]
-    Source(#[from] source::Error),
-}
-
-/// Container-level inputs of the loop.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub watch: PathBuf,
-    pub promote_to: Option<PathBuf>,
-    pub annotations: PathBuf,
-    /// Safety re-read of everything, in case an event was lost.
-    pub resync: Duration,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Active {
@@ -65,7 +23,7 @@ struct Newest {
 
 /// What the driver must do after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Nothing,
     /// The content is already in place (or gate-only): mark it active, no write, no reload.
     Activate,
@@ -75,32 +33,9 @@ pub enum Action {
     },
 }
 
-/// Where the loop takes snapshots from.
-#[derive(Debug, Clone, Default)]
-pub enum Feed {
-    /// Read [`Config::watch`] when the file watch says it changed (the kubelet volume).
-    #[default]
-    Volume,
-    /// The newest snapshot another task observed (the API source); `None` until it has one.
-    Channel(tokio::sync::watch::Receiver<Option<Observed>>),
-}
-
-impl Feed {
-    /// Resolves when the channel holds a newer snapshot; never for the volume (file events say it).
-    async fn changed(&mut self) {
-        if let Feed::Channel(rx) = self
-            && rx.changed().await.is_ok()
-        {
-            return;
-        }
-        // The volume, or a closed channel: nothing more to say here (the source reports its own failure).
-        std::future::pending().await
-    }
-}
-
 /// The pure decision state.
 #[derive(Debug, Clone)]
-pub struct Gate {
+pub(crate) struct Gate {
     base: Settings,
     settings: Settings,
     problems: Vec<String>,
@@ -248,10 +183,10 @@ impl Gate {
     }
 
     /// The readiness checks, the verdict on readiness and the status (reload view left to the caller).
-    pub fn status(&self, reload: crate::state::ReloadView) -> Status {
+    pub fn status(&self, reload: ReloadView) -> Status {
         let mut checks = Vec::with_capacity(4);
         checks.push(Check {
-            name: "settings",
+            name: CheckKind::Settings,
             ok: self.problems.is_empty(),
             message: if self.problems.is_empty() {
                 "annotations valid".into()
@@ -273,7 +208,7 @@ impl Gate {
         };
         checks.push(match (&self.active, &self.newest) {
             (Some(a), _) => Check {
-                name: "config",
+                name: CheckKind::Config,
                 ok: true,
                 message: format!(
                     "active {} ({})",
@@ -282,12 +217,12 @@ impl Gate {
                 ),
             },
             (None, Some(n)) => Check {
-                name: "config",
+                name: CheckKind::Config,
                 ok: false,
                 message: format!("no accepted config yet: {}", newest_text(n)),
             },
             (None, None) => Check {
-                name: "config",
+                name: CheckKind::Config,
                 ok: false,
                 message: "no config read yet".into(),
             },
@@ -296,14 +231,14 @@ impl Gate {
         if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
             let held = a.version.as_deref().unwrap_or("the previous config");
             checks.push(Check {
-                name: "newest",
+                name: CheckKind::Newest,
                 ok: self.settings.on_incompatible == OnIncompatible::Hold,
                 message: format!("{}; holding {held}", newest_text(n)),
             });
         }
         if let Some(e) = &self.promote_error {
             checks.push(Check {
-                name: "promote",
+                name: CheckKind::Promote,
                 ok: false,
                 message: format!("promotion failed, previous config kept: {e}"),
             });
@@ -317,7 +252,7 @@ impl Gate {
             (Some(c), true) => format!("observe mode (not enforced): {}", c.message),
             (None, _) if stale => checks
                 .iter()
-                .find(|c| c.name == "newest")
+                .find(|c| c.name == CheckKind::Newest)
                 .map(|c| c.message.clone())
                 .unwrap_or_default(),
             (None, _) => "ok".into(),
@@ -326,7 +261,7 @@ impl Gate {
             (Some(n), false) => Some(CandidateView {
                 version: n.judgement.version.clone(),
                 sha256: n.hash.map(|h| h.to_string()),
-                verdict: n.judgement.verdict.as_str(),
+                verdict: n.judgement.verdict,
                 reason: n.judgement.reason.clone(),
             }),
             _ => None,
@@ -340,281 +275,17 @@ impl Gate {
                 version: a.version.clone(),
                 sha256: a.hash.to_string(),
                 since: a.since.to_string(),
-                verdict: a.verdict.as_str(),
+                verdict: a.verdict,
             }),
             candidate,
             reload,
-            mode: self.settings.mode.as_str(),
-            on_incompatible: self.settings.on_incompatible.as_str(),
+            mode: self.settings.mode,
+            on_incompatible: self.settings.on_incompatible,
             started: self.started,
             checks,
             watch_error: None,
+            source: None,
         }
-    }
-}
-
-/// Reads the annotations file; an absent file is no annotations.
-pub fn read_annotations(path: &Path) -> Result<Annotations, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| format!("annotations file {} is not UTF-8", path.display()))?;
-            annotations::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Annotations::new()),
-        Err(e) => Err(format!(
-            "cannot read annotations file {}: {e}",
-            path.display()
-        )),
-    }
-}
-
-/// What was last judged, to skip re-judging identical input. Holds no content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Seen {
-    Hash(ContentHash),
-    Other(Observed),
-}
-
-fn seen(obs: &Observed) -> Seen {
-    match obs {
-        Observed::Config(s) => Seen::Hash(s.hash),
-        other => Seen::Other(other.clone()),
-    }
-}
-
-/// Runs the decision loop on the volume until `shutdown` completes.
-pub async fn run(
-    cfg: Config,
-    base: Settings,
-    shared: Arc<Shared>,
-    reloads: reload::Handle,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
-    run_fed(cfg, Feed::Volume, base, shared, reloads, shutdown).await
-}
-
-/// Runs the decision loop on snapshots from `feed` until `shutdown` completes.
-pub async fn run_fed(
-    cfg: Config,
-    feed: Feed,
-    base: Settings,
-    shared: Arc<Shared>,
-    reloads: reload::Handle,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
-    let mut wake_feed = feed.clone();
-    let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
-    let mut pipeline = Pipeline::open(cfg, base, shared, reloads)?;
-    pipeline.feed = feed;
-    let mut changes = Changes::ALL;
-    let mut plain_since: Option<Instant> = None;
-    tokio::pin!(shutdown);
-    loop {
-        if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed() {
-            changes |= Changes::CONFIG;
-        }
-        if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
-            plain_since.get_or_insert_with(Instant::now);
-        }
-        let plain_ready = plain_since
-            .is_some_and(|t| source.since_plain_event() >= QUIET || t.elapsed() >= QUIET_MAX);
-        if changes.contains(Changes::CONFIG) || plain_ready {
-            plain_since = None;
-            pipeline.process();
-        }
-        for _ in 0..source.take_errors() {
-            pipeline.shared.metrics.watch_error();
-        }
-        pipeline.publish();
-        // The API feed needs no volume; only the annotations dir is watched for it.
-        let watched = source.ensure_watches() || matches!(pipeline.feed, Feed::Channel(_));
-        let now_error = match (&source.watch_error, watched) {
-            (Some(e), _) => Some(e.clone()),
-            (None, false) => Some(format!("{} is absent", pipeline.cfg.watch.display())),
-            (None, true) => None,
-        };
-        if now_error != pipeline.watch_error {
-            match &now_error {
-                Some(e) => warn!(error = %e, "watch not in place; polling"),
-                None => info!(dir = %pipeline.cfg.watch.display(), "watching"),
-            }
-            pipeline.watch_error = now_error;
-            pipeline.publish();
-        }
-        let mut wake = Instant::now() + pipeline.cfg.resync;
-        if !watched {
-            wake = wake.min(Instant::now() + ABSENT_POLL);
-        }
-        if let Some(t) = plain_since {
-            wake = wake.min(
-                Instant::now()
-                    + QUIET
-                        .saturating_sub(source.since_plain_event())
-                        .max(Duration::from_millis(5))
-                        .min(QUIET_MAX.saturating_sub(t.elapsed())),
-            );
-        }
-        if let Some(t) = pipeline.retry_at {
-            wake = wake.min(t);
-        }
-        changes = tokio::select! {
-            c = source.changed() => c,
-            () = wake_feed.changed() => Changes::CONFIG,
-            () = tokio::time::sleep_until(wake) => {
-                if plain_since.is_some() || pipeline.retry_at.is_some_and(|t| t <= Instant::now()) {
-                    pipeline.retry_at = None;
-                    Changes::CONFIG
-                } else {
-                    Changes::ALL
-                }
-            }
-            () = pipeline.shared.pinged() => {
-                pipeline.shared.pong();
-                Changes::default()
-            }
-            () = &mut shutdown => break,
-        };
-    }
-    info!("decision loop stopped");
-    Ok(())
-}
-
-/// One step at a time of the loop, without the waiting: read, judge, promote, request a reload,
-/// publish. [`run`] drives it from file events; tests drive it directly.
-pub struct Pipeline {
-    cfg: Config,
-    feed: Feed,
-    gate: Gate,
-    promoter: Option<Promoter>,
-    shared: Arc<Shared>,
-    reloads: reload::Handle,
-    last: Option<Seen>,
-    retry_at: Option<Instant>,
-    watch_error: Option<String>,
-}
-
-impl Pipeline {
-    /// Opens the promoted dir (cleaning leftovers), reads the annotations, adopts what is already promoted.
-    pub fn open(
-        cfg: Config,
-        base: Settings,
-        shared: Arc<Shared>,
-        reloads: reload::Handle,
-    ) -> Result<Pipeline, Error> {
-        let promoter = match &cfg.promote_to {
-            Some(dir) => Some(Promoter::open(dir)?),
-            None => None,
-        };
-        let mut gate = Gate::new(base, promoter.is_none());
-        gate.set_annotations(read_annotations(&cfg.annotations));
-        let promoter = promoter.map(|(p, on_disk)| {
-            gate.adopt_on_disk(&on_disk, jiff::Timestamp::now());
-            if let Some(h) = on_disk.hash() {
-                info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
-            }
-            p
-        });
-        let p = Pipeline {
-            cfg,
-            feed: Feed::Volume,
-            gate,
-            promoter,
-            shared,
-            reloads,
-            last: None,
-            retry_at: None,
-            watch_error: None,
-        };
-        p.publish();
-        Ok(p)
-    }
-
-    pub fn gate(&self) -> &Gate {
-        &self.gate
-    }
-
-    /// Re-reads the annotations file. Returns true when the settings in force changed: the caller must
-    /// then [`Pipeline::process`] again, to re-judge under them.
-    pub fn annotations_changed(&mut self) -> bool {
-        let changed = self
-            .gate
-            .set_annotations(read_annotations(&self.cfg.annotations));
-        if changed {
-            let s = self.gate.settings();
-            info!(accepts = ?s.accepts_text(), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
-            self.last = None;
-        }
-        changed
-    }
-
-    /// Reads the newest snapshot and acts on it; identical input under unchanged settings is skipped.
-    pub fn process(&mut self) {
-        let obs = match &self.feed {
-            Feed::Volume => snapshot::read(&self.cfg.watch),
-            Feed::Channel(rx) => match rx.borrow().clone() {
-                Some(obs) => obs,
-                None => return,
-            },
-        };
-        let id = seen(&obs);
-        if self.last.as_ref() == Some(&id) {
-            return;
-        }
-        let (j, action) = self.gate.decide(&obs);
-        self.shared.metrics.candidate(j.verdict);
-        let sha = obs.hash().map(|h| h.short()).unwrap_or_default();
-        let version = j.version.as_deref().unwrap_or("");
-        if j.verdict == Verdict::Accepted {
-            info!(verdict = %j.verdict, version, sha, reason = %j.reason, "judged");
-        } else {
-            warn!(verdict = %j.verdict, version, sha, reason = %j.reason, "judged");
-        }
-        match action {
-            Action::Nothing => {}
-            Action::Activate => self.gate.activated(jiff::Timestamp::now()),
-            Action::Promote { reload } => {
-                if let (Some(p), Observed::Config(snap)) = (&self.promoter, &obs) {
-                    if let Err(e) = p.promote(snap) {
-                        error!(error = %e, version, sha, "promotion failed; previous config kept");
-                        self.shared.metrics.promotion_failed();
-                        self.gate.promotion_failed(e.to_string());
-                        self.retry_at = Some(Instant::now() + PROMOTE_RETRY);
-                        self.last = None;
-                        return;
-                    }
-                    info!(version, sha, dir = %p.dir().display(), "promoted");
-                }
-                let now = jiff::Timestamp::now();
-                self.shared
-                    .metrics
-                    .promoted(now.as_millisecond() as f64 / 1000.0);
-                self.gate.activated(now);
-                if reload && let Some(h) = obs.hash() {
-                    self.reloads
-                        .request(&self.gate.settings().reload, h, j.version.clone());
-                }
-            }
-        }
-        self.last = Some(id);
-    }
-
-    /// Publishes the status for the server and `wait`.
-    pub fn publish(&self) {
-        let target = self.gate.settings().reload.to_string();
-        self.shared.status.send_if_modified(|s| {
-            let mut reload = s.reload.clone();
-            reload.target = target;
-            reload.requested = self.reloads.requested();
-            let mut next = self.gate.status(reload);
-            next.watch_error.clone_from(&self.watch_error);
-            if *s == next {
-                false
-            } else {
-                *s = next;
-                true
-            }
-        });
     }
 }
 
@@ -681,7 +352,7 @@ mod tests {
                 (ready_when_held, true),
                 "{policy}: {s:?}"
             );
-            assert_eq!(s.candidate.as_ref().unwrap().verdict, "too-new");
+            assert_eq!(s.candidate.as_ref().unwrap().verdict, Verdict::TooNew);
             assert!(s.reason.contains("holding 2.1.0"), "{}", s.reason);
             assert_eq!(s.active.as_ref().unwrap().version.as_deref(), Some("2.1.0"));
             assert_eq!(
@@ -719,7 +390,7 @@ mod tests {
         );
         let s = g.status(reload_view());
         assert!(s.ready && s.started);
-        assert_eq!(s.active.unwrap().verdict, "too-new");
+        assert_eq!(s.active.unwrap().verdict, Verdict::TooNew);
         assert_eq!(
             step(&mut g, &Observed::Missing("x".into())),
             Action::Nothing

@@ -1,0 +1,225 @@
+//! The `confgate.io/config-compatible` condition's reason and message: written by the sidecar
+//! ([`super::pod`]) and read back by `confgate status` ([`super::status_cmd`]), so one type formats
+//! and parses each.
+//!
+//! The message is `version X sha256:…` (or `no accepted config`) for the active config, followed by
+//! `; newest version Y sha256:… is VERDICT: REASON` while the newest snapshot is not the active one.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::verdict::Verdict;
+
+/// A config as a condition message or Event note names it: `version X sha256:…`, with `-` for a
+/// part that is unknown, or just `config` when both are (missing, unreadable).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Described {
+    pub version: Option<String>,
+    pub sha256: Option<String>,
+}
+
+impl Described {
+    pub fn new(version: Option<&str>, sha256: Option<&str>) -> Described {
+        Described {
+            version: version.map(str::to_owned),
+            sha256: sha256.map(str::to_owned),
+        }
+    }
+}
+
+impl fmt::Display for Described {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.version, &self.sha256) {
+            (None, None) => f.write_str("config"),
+            (v, sha) => write!(
+                f,
+                "version {} {}",
+                v.as_deref().unwrap_or("-"),
+                sha.as_deref().unwrap_or("-")
+            ),
+        }
+    }
+}
+
+impl FromStr for Described {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Described, String> {
+        if s == "config" {
+            return Ok(Described::default());
+        }
+        let rest = s
+            .strip_prefix("version ")
+            .ok_or("expected `version X sha256:…` or `config`")?;
+        let (version, sha) = rest
+            .split_once(' ')
+            .ok_or("expected a version and a hash")?;
+        let part = |p: &str| (p != "-").then(|| p.to_owned());
+        let sha256 = part(sha);
+        if sha256.as_deref().is_some_and(|h| !h.starts_with("sha256:")) {
+            return Err("the hash does not start with sha256:".into());
+        }
+        Ok(Described {
+            version: part(version),
+            sha256,
+        })
+    }
+}
+
+/// The condition's reason: the verdict in CamelCase, or `NotPromoted` when an accepted config could
+/// not be put in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Verdict(Verdict),
+    NotPromoted,
+}
+
+impl Reason {
+    /// As `confgate status` words it in its summary (`too-new`, `not-promoted`).
+    pub fn as_kebab(self) -> &'static str {
+        match self {
+            Reason::Verdict(v) => v.as_str(),
+            Reason::NotPromoted => "not-promoted",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Verdict(v) => f.write_str(v.reason()),
+            Reason::NotPromoted => f.write_str("NotPromoted"),
+        }
+    }
+}
+
+impl FromStr for Reason {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Reason, String> {
+        if s == "NotPromoted" {
+            return Ok(Reason::NotPromoted);
+        }
+        Verdict::from_reason(s)
+            .map(Reason::Verdict)
+            .ok_or_else(|| format!("{s:?} is not a confgate condition reason"))
+    }
+}
+
+/// The newest snapshot while it is not the active one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Newest {
+    pub config: Described,
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+/// The whole condition message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionMessage {
+    /// `None`: no config has been accepted yet.
+    pub active: Option<Described>,
+    pub newest: Option<Newest>,
+}
+
+const NO_ACCEPTED: &str = "no accepted config";
+const NEWEST: &str = "; newest ";
+
+impl fmt::Display for ConditionMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.active {
+            Some(a) => write!(f, "{a}")?,
+            None => f.write_str(NO_ACCEPTED)?,
+        }
+        if let Some(n) = &self.newest {
+            write!(f, "{NEWEST}{} is {}: {}", n.config, n.verdict, n.reason)?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ConditionMessage {
+    type Err = String;
+    /// Parses what [`Display`](fmt::Display) writes. The newest part is read from the first
+    /// `; newest ` on, so a reason may hold anything; a message cut short by the length limit
+    /// still gives its active part.
+    fn from_str(s: &str) -> Result<ConditionMessage, String> {
+        let (head, newest) = match s.split_once(NEWEST) {
+            Some((h, n)) => (h, Some(n)),
+            None => (s, None),
+        };
+        let active = if head == NO_ACCEPTED {
+            None
+        } else {
+            Some(head.parse::<Described>()?)
+        };
+        let newest = newest.and_then(|n| {
+            let (config, rest) = n.split_once(" is ")?;
+            let (verdict, reason) = rest.split_once(": ")?;
+            Some(Newest {
+                config: config.parse().ok()?,
+                verdict: verdict.parse().ok()?,
+                reason: reason.to_owned(),
+            })
+        });
+        Ok(ConditionMessage { active, newest })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn described() -> impl Strategy<Value = Described> {
+        (
+            proptest::option::of("[0-9A-Za-z.+][0-9A-Za-z.+-]{0,23}"),
+            proptest::option::of("sha256:[0-9a-f]{64}"),
+        )
+            .prop_map(|(version, sha256)| Described { version, sha256 })
+    }
+
+    proptest! {
+        #[test]
+        fn message_round_trips(
+            active in proptest::option::of(described()),
+            newest in proptest::option::of((described(), 0..Verdict::ALL.len(), any::<String>())),
+        ) {
+            let m = ConditionMessage {
+                active,
+                newest: newest.map(|(config, v, reason)| Newest { config, verdict: Verdict::ALL[v], reason }),
+            };
+            prop_assert_eq!(m.to_string().parse::<ConditionMessage>(), Ok(m));
+        }
+
+        #[test]
+        fn any_text_parses_or_fails_without_panicking(s in any::<String>()) {
+            let _ = s.parse::<ConditionMessage>();
+            let _ = s.parse::<Reason>();
+        }
+    }
+
+    #[test]
+    fn reasons_are_camel_case_verdicts_and_back() {
+        for (v, r) in [
+            (Verdict::Accepted, "Accepted"),
+            (Verdict::TooNew, "TooNew"),
+            (Verdict::TooOld, "TooOld"),
+            (Verdict::OutOfRange, "OutOfRange"),
+            (Verdict::Invalid, "Invalid"),
+            (Verdict::Missing, "Missing"),
+        ] {
+            assert_eq!(Reason::Verdict(v).to_string(), r);
+            assert_eq!(r.parse::<Reason>(), Ok(Reason::Verdict(v)));
+        }
+        assert_eq!("NotPromoted".parse::<Reason>(), Ok(Reason::NotPromoted));
+        assert_eq!(Reason::NotPromoted.as_kebab(), "not-promoted");
+    }
+
+    #[test]
+    fn multibyte_hash_is_no_panic() {
+        let m: ConditionMessage = "version 2.4.1 sha256:ééééééééééééé".parse().unwrap();
+        assert_eq!(
+            m.active.unwrap().sha256.as_deref(),
+            Some("sha256:ééééééééééééé")
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! A ConfigMap's keys as the kubelet would project them, turned into what the gate judges. One pure
+//! function for every reader of ConfigMap objects (`confgate check` on manifests, the API source, the
+//! fleet view), so all of them give the same snapshot and the same `sha256:` hash as the volume.
+
+use std::collections::BTreeMap;
+
+use crate::snapshot::{MAX_BYTES, Observed, Snapshot};
+
+/// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for
+/// nested items (as `--require` and `--version-from` may name them).
+pub fn is_valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key.split('/').all(|part| {
+            !part.is_empty()
+                && !part.starts_with("..")
+                && part != "."
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        })
+}
+
+/// The keys of one ConfigMap, gathered from `data` and `binaryData` with the kubelet's rules.
+#[derive(Debug, Default)]
+pub struct Keys(BTreeMap<String, Vec<u8>>);
+
+impl Keys {
+    /// Adds `key` from `section` (`data` or `binaryData`). A key is a file name once projected, so it
+    /// is checked again here although the API server validates it.
+    pub fn insert(&mut self, section: &str, key: &str, bytes: Vec<u8>) -> Result<(), String> {
+        if !is_valid_key(key) || key.contains('/') {
+            return Err(format!(
+                "{section} key {key:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)"
+            ));
+        }
+        if self.0.insert(key.to_owned(), bytes).is_some() {
+            return Err(format!("key {key} is in both data and binaryData"));
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "api")]
+    pub fn into_map(self) -> BTreeMap<String, Vec<u8>> {
+        self.0
+    }
+}
+
+/// What a ConfigMap's keys (or why they could not be read) mean to the gate: no keys is `missing`,
+/// over the size limit is broken, anything else a snapshot.
+pub fn observe(keys: Result<Keys, String>) -> Observed {
+    match keys {
+        Ok(k) if k.0.is_empty() => Observed::Missing("the ConfigMap has no keys".into()),
+        Ok(k) => {
+            let snap = Snapshot::new(k.0);
+            if snap.total_bytes() > MAX_BYTES {
+                Observed::Broken(format!(
+                    "the config is {} bytes, over the ConfigMap size limit of {MAX_BYTES} bytes",
+                    snap.total_bytes()
+                ))
+            } else {
+                Observed::Config(snap)
+            }
+        }
+        Err(why) => Observed::Broken(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_the_kubelet() {
+        let mut k = Keys::default();
+        k.insert("data", "a.yaml", b"x".to_vec()).unwrap();
+        assert!(
+            k.insert("binaryData", "a.yaml", vec![0])
+                .unwrap_err()
+                .contains("in both")
+        );
+        for bad in ["..data", "a/b", "", "."] {
+            assert!(k.insert("data", bad, vec![]).is_err(), "{bad:?}");
+        }
+        assert!(is_valid_key("nested/a.yaml"));
+        assert!(matches!(observe(Ok(Keys::default())), Observed::Missing(_)));
+        assert!(matches!(observe(Ok(k)), Observed::Config(_)));
+    }
+}

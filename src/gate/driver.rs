@@ -1,0 +1,134 @@
+//! The async driver: waits for file events, the pipeline's inputs and timers, and runs the pipeline.
+//! Plain-directory edits are debounced here, and only here.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::info;
+
+use super::{Config, Error, Feed, Pipeline};
+use crate::reload;
+use crate::settings::Settings;
+use crate::source::{Changes, Source};
+use crate::state::Shared;
+
+/// How long a plain directory must be quiet before it is read, and the most a burst can delay a read.
+const QUIET: Duration = Duration::from_millis(100);
+const QUIET_MAX: Duration = Duration::from_secs(1);
+/// While the watched dir is absent, how often to look for it again.
+const ABSENT_POLL: Duration = Duration::from_secs(1);
+
+/// The debounce of plain-directory edits: a burst is read once it has been quiet for [`QUIET`], or
+/// [`QUIET_MAX`] after it began, whichever comes first. A `..data` swap is never debounced: it is
+/// already atomic. The source only records when the last plain event happened.
+#[derive(Debug, Default)]
+struct Debounce {
+    /// When the current burst began.
+    since: Option<Instant>,
+}
+
+impl Debounce {
+    fn plain_event(&mut self) {
+        self.since.get_or_insert_with(Instant::now);
+    }
+
+    /// Whether the burst is over, given the time since its last event.
+    fn ready(&self, quiet_for: Duration) -> bool {
+        self.since
+            .is_some_and(|t| quiet_for >= QUIET || t.elapsed() >= QUIET_MAX)
+    }
+
+    fn pending(&self) -> bool {
+        self.since.is_some()
+    }
+
+    fn clear(&mut self) {
+        self.since = None;
+    }
+
+    /// When to look again while a burst is pending.
+    fn wake_at(&self, quiet_for: Duration) -> Option<Instant> {
+        let t = self.since?;
+        Some(
+            Instant::now()
+                + QUIET
+                    .saturating_sub(quiet_for)
+                    .max(Duration::from_millis(5))
+                    .min(QUIET_MAX.saturating_sub(t.elapsed())),
+        )
+    }
+}
+/// Runs the decision loop on the volume until `shutdown` completes.
+pub async fn run(
+    cfg: Config,
+    base: Settings,
+    shared: Arc<Shared>,
+    reloads: reload::Handle,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    run_fed(cfg, Feed::Volume, base, shared, reloads, shutdown).await
+}
+
+/// Runs the decision loop on snapshots from `feed` until `shutdown` completes.
+pub async fn run_fed(
+    cfg: Config,
+    feed: Feed,
+    base: Settings,
+    shared: Arc<Shared>,
+    reloads: reload::Handle,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
+    let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads)?;
+    let mut changes = Changes::ALL;
+    let mut debounce = Debounce::default();
+    tokio::pin!(shutdown);
+    loop {
+        if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed() {
+            changes |= Changes::CONFIG;
+        }
+        if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
+            debounce.plain_event();
+        }
+        if changes.contains(Changes::CONFIG) || debounce.ready(source.since_plain_event()) {
+            debounce.clear();
+            pipeline.process();
+        }
+        pipeline.watch_errors(source.take_errors());
+        // The API feed needs no volume; only the annotations dir is watched for it.
+        let watched = source.ensure_watches() || !pipeline.reads_volume();
+        pipeline.set_watch_error(match (&source.watch_error, watched) {
+            (Some(e), _) => Some(e.clone()),
+            (None, false) => Some(format!("{} is absent", pipeline.watch_dir().display())),
+            (None, true) => None,
+        });
+        pipeline.publish();
+        let mut wake = Instant::now() + pipeline.resync();
+        if !watched {
+            wake = wake.min(Instant::now() + ABSENT_POLL);
+        }
+        if let Some(t) = debounce.wake_at(source.since_plain_event()) {
+            wake = wake.min(t);
+        }
+        if let Some(t) = pipeline.retry_at() {
+            wake = wake.min(t);
+        }
+        changes = tokio::select! {
+            c = source.changed() => c,
+            input = pipeline.input() => pipeline.take(input),
+            () = tokio::time::sleep_until(wake) => {
+                let retry = pipeline.retry_due();
+                if debounce.pending() || retry {
+                    Changes::CONFIG
+                } else {
+                    Changes::ALL
+                }
+            }
+            () = &mut shutdown => break,
+        };
+    }
+    info!("decision loop stopped");
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! The decision loop: a pure state machine ([`Gate`]) that turns snapshots and settings into actions and
+//! a status; [`Pipeline`], one step of I/O around it; and the async driver ([`run`]) that waits for
+//! file events, the feed, timers and liveness pings and hands them to the pipeline.
+//!
+//! The loop is the only task that reads the config, promotes, requests reloads and publishes the
+//! status; one snapshot is judged, acted on and published before the next is read, so no ordering of
+//! events can promote a snapshot under settings other than those it was judged by.
+//!
+//! - `machine`: [`Gate`], pure: decide, activate, readiness checks and their text.
+//! - `pipeline`: [`Pipeline`], [`Feed`] and [`Input`]: read, judge, promote, request a reload, publish.
+//! - `driver`: [`run`]/[`run_fed`]: the waiting, including the one debounce of plain-directory edits.
+
+mod driver;
+mod machine;
+mod pipeline;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::{promote, source};
+
+pub use driver::{run, run_fed};
+pub(crate) use machine::{Action, Gate};
+pub use pipeline::{Feed, Pipeline};
+
+/// Why the loop could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Promote(#[from] promote::Error),
+    #[error(transparent)]
+    Source(#[from] source::Error),
+    /// Another decision loop already publishes this status.
+    #[error("the status already has a publisher: one decision loop per status")]
+    Publisher,
+}
+
+/// Container-level inputs of the loop.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub watch: PathBuf,
+    pub promote_to: Option<PathBuf>,
+    pub annotations: PathBuf,
+    /// Safety re-read of everything, in case an event was lost.
+    pub resync: Duration,
+}
