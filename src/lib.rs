@@ -14,6 +14,7 @@
 //! - [`state`]: the one published [`state::Status`]; [`metrics`] renders it for Prometheus.
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
 //! - [`check`]: offline verdicts for directories and manifests.
+//! - [`inject`]: adds the sidecar to workload manifests.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
 //! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!   condition and `confgate status`.
@@ -25,6 +26,7 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod gate;
+pub mod inject;
 pub mod metrics;
 pub mod promote;
 pub mod reload;

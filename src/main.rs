@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "api")]
         Command::Status(args) => app::status(args),
         Command::Check(args) => return run_check(&args),
+        Command::Inject(args) => return run_inject(&args),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::from(EXIT_OK),
@@ -71,6 +72,28 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
             } else {
                 EXIT_NO
             })
+        }
+        Err(e) => {
+            eprintln!("confgate: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
+    let opts = confgate::inject::Options {
+        image: args.image.clone(),
+        volume: args.volume.clone(),
+        ..Default::default()
+    };
+    match confgate::inject::run(&args.paths, &opts) {
+        Ok((yaml, outcomes)) => {
+            print!("{yaml}");
+            for o in &outcomes {
+                let what = if o.injected { "injected" } else { "skipped" };
+                eprintln!("{} {what}: {}", o.workload, o.why);
+            }
+            ExitCode::from(EXIT_OK)
         }
         Err(e) => {
             eprintln!("confgate: {e}");
