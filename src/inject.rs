@@ -100,7 +100,11 @@ pub fn render(docs: &[Value]) -> Result<String, Error> {
 }
 
 fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result<(), Error> {
-    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     if kind == "List" {
         if let Some(items) = doc.get_mut("items").and_then(Value::as_array_mut) {
             for i in items {
