@@ -120,12 +120,13 @@ pub struct RunArgs {
     pub paths: PathArgs,
     #[command(flatten)]
     pub gate: GateArgs,
-    /// Address of the probe, status and metrics server
+    /// Address of the probe, status and metrics server; the default is dual-stack, and falls back to
+    /// 0.0.0.0 on a host without IPv6
     #[arg(
         long,
         env = "CONFGATE_LISTEN",
         value_name = "ADDR",
-        default_value = "0.0.0.0:9797"
+        default_value = "[::]:9797"
     )]
     pub listen: SocketAddr,
     /// How long shutdown may take before in-flight work is abandoned
