@@ -35,7 +35,16 @@ fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
     // target/<profile>/examples/demo -> target/<profile>/confgate
     let profile_dir = exe.parent().and_then(Path::parent).ok_or("no target dir")?;
     let mut build = Command::new(cargo);
-    build.args(["build", "-q", "--bin", "confgate", "--manifest-path"]);
+    // With the example too, so dependencies keep the features this build gave them and nothing recompiles.
+    build.args([
+        "build",
+        "-q",
+        "--bin",
+        "confgate",
+        "--example",
+        "demo",
+        "--manifest-path",
+    ]);
     build.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");
