@@ -1,143 +1,248 @@
-//! A local demo of confgate's main job, no cluster needed: a kubelet-style ConfigMap volume in a temp dir,
-//! the real decision loop and HTTP server, and a walk through accepted, too-new, invalid, deleted and
-//! accepted again, printing readiness and what the component would read at each step.
+//! A local demo of confgate's main job that drives the real `confgate` binary, no cluster needed: a
+//! kubelet-style ConfigMap volume and a downward-API annotations file in a temp dir, a tiny component that
+//! reloads on POST, and a walk through a blocked start, an accepted config reaching the component, a
+//! too-new config held back, and a compatible update reloaded. Probe output is printed as `kubectl
+//! describe pod` shows it.
 //!
-//! Run: `cargo run --example demo` (add `-- --keep` to leave the sidecar serving afterwards).
+//! Run: `cargo run --example demo` (it builds the binary first if needed).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
-use confgate::gate::{self, Config};
 use confgate::promote::Promoter;
-use confgate::settings::{Raw, Settings};
 use confgate::snapshot::{self, Snapshot};
-use confgate::state::{Shared, Status};
 
-/// The embedded default: what the component accepts and where the version lives.
 const ACCEPTS: &str = ">=2.4.0, <3.0.0";
 const VERSION_FROM: &str = "yaml:config.yaml#/schemaVersion";
 
-fn config(version: &str, replicas: u32) -> Snapshot {
-    let yaml = format!("schemaVersion: \"{version}\"\nreplicas: {replicas}\n");
+fn config(version: &str) -> Snapshot {
+    let yaml = format!("schemaVersion: \"{version}\"\ngreeting: hello\n");
     Snapshot::new(BTreeMap::from([(
         "config.yaml".to_owned(),
         yaml.into_bytes(),
     )]))
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let keep = std::env::args().any(|a| a == "--keep");
-    let tmp = tempfile::tempdir()?;
-    let (incoming, active) = (tmp.path().join("incoming"), tmp.path().join("active"));
-    // The kubelet's volume writer and confgate's promoter follow the same AtomicWriter steps, so the
-    // promoter doubles as the "kubelet" that updates the raw ConfigMap volume here.
-    let (kubelet, _) = Promoter::open(&incoming)?;
-    let base = Settings::from_raw(&Raw {
-        accepts: Some(ACCEPTS.into()),
-        version_from: Some(VERSION_FROM.into()),
-        ..Raw::default()
-    })?;
-    println!("confgate demo: the component accepts {ACCEPTS}; version from {VERSION_FROM}");
-    println!(
-        "raw ConfigMap volume: {}\npromoted dir:         {}\n",
-        incoming.display(),
-        active.display()
-    );
-
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let shared = Shared::new();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        tokio::spawn(confgate::server::serve(
-            listener,
-            shared.clone(),
-            std::future::pending(),
-        ));
-        let reloads = confgate::reload::spawn(shared.clone());
-        let cfg = Config {
-            watch: incoming.clone(),
-            promote_to: Some(active.clone()),
-            annotations: tmp.path().join("podinfo/annotations"),
-            resync: Duration::from_secs(30),
-        };
-        tokio::spawn(gate::run(
-            cfg,
-            base,
-            shared.clone(),
-            reloads,
-            std::future::pending(),
-        ));
-        println!("probes, /status and /metrics on http://{addr}\n");
-
-        let steps: [(&str, Option<Snapshot>); 5] = [
-            ("ConfigMap created at 2.4.1", Some(config("2.4.1", 3))),
-            (
-                "upgrade pushes 3.0.0 before this component is upgraded",
-                Some(config("3.0.0", 5)),
-            ),
-            (
-                "another tool writes a broken config",
-                Some(Snapshot::new(BTreeMap::from([(
-                    "config.yaml".to_owned(),
-                    b"schemaVersion: [oops".to_vec(),
-                )]))),
-            ),
-            ("the ConfigMap is deleted", None),
-            ("a compatible 2.5.0 arrives", Some(config("2.5.0", 4))),
-        ];
-        for (i, (what, snap)) in steps.into_iter().enumerate() {
-            let before = shared.snapshot();
-            let empty = Snapshot::new(BTreeMap::new());
-            kubelet.promote(snap.as_ref().unwrap_or(&empty))?;
-            let s = changed(&shared, &before).await;
-            println!("{}. {what}", i + 1);
-            let readiness = match (s.ready, s.stale) {
-                (true, false) => "ready",
-                (true, true) => "ready, stale (hold: the last accepted config stays in place)",
-                (false, _) => "NOT ready",
-            };
-            println!("   readiness: {readiness}");
-            if let Some(c) = &s.candidate {
-                println!(
-                    "   newest:    {} {} ({})",
-                    c.verdict,
-                    c.version.as_deref().unwrap_or("-"),
-                    c.reason
-                );
-            }
-            match &s.active {
-                Some(a) => println!(
-                    "   active:    {} {}",
-                    a.version.as_deref().unwrap_or("-"),
-                    &a.sha256[..19]
-                ),
-                None => println!("   active:    none"),
-            }
-            let runs = match snapshot::read(&active) {
-                snapshot::Observed::Config(c) => {
-                    String::from_utf8_lossy(&c.files["config.yaml"]).replace('\n', " ")
-                }
-                _ => "nothing yet".into(),
-            };
-            println!("   component reads: {runs}\n");
-        }
-        if keep {
-            println!("serving on http://{addr} until Ctrl-C");
-            let _ = tokio::signal::ctrl_c().await;
-        }
-        Ok::<(), Box<dyn std::error::Error>>(())
-    })
+/// The `confgate` binary of this checkout, built with the profile this example runs under.
+fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let exe = std::env::current_exe()?;
+    // target/<profile>/examples/demo -> target/<profile>/confgate
+    let profile_dir = exe.parent().and_then(Path::parent).ok_or("no target dir")?;
+    let mut build = Command::new(cargo);
+    // With the example too, so dependencies keep the features this build gave them and nothing recompiles.
+    build.args([
+        "build",
+        "-q",
+        "--bin",
+        "confgate",
+        "--example",
+        "demo",
+        "--manifest-path",
+    ]);
+    build.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    if !build.status()?.success() {
+        return Err("cargo build --bin confgate failed".into());
+    }
+    Ok(profile_dir.join("confgate"))
 }
 
-/// Waits for the status to move on from `before` (a new verdict was published).
-async fn changed(shared: &Shared, before: &Status) -> Status {
-    let mut rx = shared.subscribe();
-    let wait = rx.wait_for(|s| s.candidate != before.candidate || s.active != before.active);
-    match tokio::time::timeout(Duration::from_secs(5), wait).await {
-        Ok(Ok(s)) => s.clone(),
-        _ => panic!("no verdict within 5 s"),
+/// `confgate probe KIND`: (passed, output), as the kubelet runs it.
+fn probe(bin: &Path, kind: &str, addr: &str) -> (bool, String) {
+    let out = Command::new(bin)
+        .args(["probe", kind, "--addr", addr])
+        .output()
+        .expect("run confgate probe");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+    )
+}
+
+/// Prints a probe as `kubectl describe pod` would: nothing when it passes, the kubelet's event otherwise.
+fn describe(bin: &Path, kind: &str, addr: &str) {
+    let (ok, out) = probe(bin, kind, addr);
+    let name = if kind == "startup" {
+        "Startup"
+    } else {
+        "Readiness"
+    };
+    if ok {
+        println!("   {name} probe passed: {out}");
+    } else {
+        println!(
+            "   kubectl describe pod: Warning  Unhealthy  kubelet  {name} probe failed: {out}"
+        );
     }
+}
+
+/// Polls `f` until it holds, for at most 10 s.
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The running sidecar, killed if the demo fails half-way.
+struct Sidecar(Child);
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `GET /status`, over a plain socket.
+fn get_status(addr: &str) -> Option<serde_json::Value> {
+    let mut conn = std::net::TcpStream::connect(addr).ok()?;
+    conn.write_all(b"GET /status HTTP/1.1\r\nhost: confgate\r\nconnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut text).ok()?;
+    serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()
+}
+
+/// A component that rereads the promoted dir on `POST /reload` and reports the version it now runs.
+fn component(active: PathBuf) -> std::io::Result<(u16, mpsc::Receiver<String>)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut head = String::new();
+            let mut reader = BufReader::new(&conn);
+            while reader.read_line(&mut head).is_ok_and(|n| n > 2) {
+                if head.ends_with("\r\n\r\n") {
+                    break;
+                }
+            }
+            let _ = conn
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let runs = match snapshot::read(&active) {
+                snapshot::Observed::Config(c) => String::from_utf8_lossy(&c.files["config.yaml"])
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+                _ => "nothing".into(),
+            };
+            let _ = tx.send(runs);
+        }
+    });
+    Ok((port, rx))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let bin = binary()?;
+    let tmp = tempfile::tempdir()?;
+    let (incoming, active, podinfo) = (
+        tmp.path().join("incoming"),
+        tmp.path().join("active"),
+        tmp.path().join("podinfo"),
+    );
+    std::fs::create_dir_all(&podinfo)?;
+    let (component_port, reloads) = component(active.clone())?;
+    // The downward-API file, as the kubelet writes the pod's annotations.
+    std::fs::write(
+        podinfo.join("annotations"),
+        format!(
+            "confgate.io/accepts=\"{ACCEPTS}\"\nconfgate.io/version-from=\"{VERSION_FROM}\"\n\
+             confgate.io/reload=\"http://127.0.0.1:{component_port}/reload\"\n"
+        ),
+    )?;
+    // confgate's promoter follows the kubelet's AtomicWriter steps, so it doubles as the kubelet here.
+    let (kubelet, _) = Promoter::open(&incoming)?;
+    println!("confgate demo: the component accepts {ACCEPTS}; version from {VERSION_FROM}");
+    println!(
+        "binary: {}\nwork dir: {}\n",
+        bin.display(),
+        tmp.path().display()
+    );
+
+    println!("1. The ConfigMap already holds 3.0.0 when the pod starts");
+    kubelet.promote(&config("3.0.0"))?;
+    let log = tmp.path().join("confgate.log");
+    let mut sidecar = Sidecar(
+        Command::new(&bin)
+            .args(["run", "--listen", "127.0.0.1:0", "--watch"])
+            .arg(&incoming)
+            .arg("--promote-to")
+            .arg(&active)
+            .arg("--annotations")
+            .arg(podinfo.join("annotations"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()?,
+    );
+    let mut addr = String::new();
+    until("confgate to listen", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        match text.split_once("addr=") {
+            Some((_, rest)) => {
+                addr = rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                true
+            }
+            None => false,
+        }
+    });
+    until("a verdict", || {
+        probe(&bin, "startup", &addr).1.contains("3.0.0")
+    });
+    describe(&bin, "startup", &addr);
+    println!("   the component container does not start: the native sidecar has not started\n");
+
+    let steps = [
+        ("2. The ConfigMap is rolled back to 2.4.1", "2.4.1", true),
+        (
+            "3. An upgrade pushes 3.0.0 before the component is upgraded",
+            "3.0.0",
+            false,
+        ),
+        ("4. A compatible 2.5.0 arrives", "2.5.0", true),
+    ];
+    for (what, version, accepted) in steps {
+        println!("{what}");
+        kubelet.promote(&config(version))?;
+        if accepted {
+            let runs = reloads.recv_timeout(Duration::from_secs(10))?;
+            println!("   reload reached the component: it now runs `{runs}`");
+            describe(&bin, "startup", &addr);
+        } else {
+            let mut status = serde_json::Value::Null;
+            until("the hold", || {
+                status = get_status(&addr).unwrap_or_default();
+                status["candidate"]["version"] == version
+            });
+            println!(
+                "   held: /status says stale={}, active {}, candidate {} {}",
+                status["stale"],
+                status["active"]["version"].as_str().unwrap_or("-"),
+                status["candidate"]["verdict"].as_str().unwrap_or("-"),
+                status["candidate"]["version"].as_str().unwrap_or("-"),
+            );
+        }
+        describe(&bin, "ready", &addr);
+        println!();
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(sidecar.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )?;
+    println!("confgate stopped on SIGTERM ({})", sidecar.0.wait()?);
+    Ok(())
 }

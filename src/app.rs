@@ -145,16 +145,33 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     })?;
     let rt = runtime()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|source| Error::Listen {
-                addr: args.listen,
-                source,
-            })?;
+        let listener = listen(args.listen).await?;
         let addr = listener.local_addr().unwrap_or(args.listen);
         info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
         serve_and_decide(args, base, choice, client, listener).await
     })
+}
+
+/// Binds `addr`; `[::]` (the default) falls back to `0.0.0.0` on a host without IPv6.
+async fn listen(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, Error> {
+    use nix::errno::Errno;
+    match tokio::net::TcpListener::bind(addr).await {
+        // EAFNOSUPPORT: IPv6 not compiled in or disabled; EADDRNOTAVAIL: no IPv6 address configured.
+        Err(e)
+            if addr.ip() == std::net::Ipv6Addr::UNSPECIFIED
+                && matches!(
+                    e.raw_os_error().map(Errno::from_raw),
+                    Some(Errno::EAFNOSUPPORT | Errno::EADDRNOTAVAIL)
+                ) =>
+        {
+            let v4 = std::net::SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, addr.port()));
+            warn!(%addr, error = %e, fallback = %v4, "no IPv6 on this host; listening on IPv4 only");
+            tokio::net::TcpListener::bind(v4)
+                .await
+                .map_err(|source| Error::Listen { addr: v4, source })
+        }
+        r => r.map_err(|source| Error::Listen { addr, source }),
+    }
 }
 
 async fn serve_and_decide(

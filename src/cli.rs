@@ -37,6 +37,8 @@ pub enum Command {
     /// Fleet view from the pods' confgate.io/config-compatible conditions; exit 0 when all pods match.
     #[cfg(feature = "api")]
     Status(crate::api::status_cmd::StatusArgs),
+    /// Add the confgate native sidecar to every workload whose pods carry confgate.io/accepts; prints YAML.
+    Inject(InjectArgs),
 }
 
 /// The gate settings; each can be overridden live by a pod annotation.
@@ -121,12 +123,13 @@ pub struct RunArgs {
     pub paths: PathArgs,
     #[command(flatten)]
     pub gate: GateArgs,
-    /// Address of the probe, status and metrics server
+    /// Address of the probe, status and metrics server; the default is dual-stack, and falls back to
+    /// 0.0.0.0 on a host without IPv6
     #[arg(
         long,
         env = "CONFGATE_LISTEN",
         value_name = "ADDR",
-        default_value = "0.0.0.0:9797"
+        default_value = "[::]:9797"
     )]
     pub listen: SocketAddr,
     /// How long shutdown may take before in-flight work is abandoned
@@ -221,6 +224,19 @@ pub struct ProbeArgs {
     /// Request timeout
     #[arg(long, value_name = "DUR", default_value = "900ms", value_parser = duration)]
     pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InjectArgs {
+    /// Manifest files (YAML or JSON, several documents); `-` or none reads standard input
+    #[arg(value_name = "FILE")]
+    pub paths: Vec<PathBuf>,
+    /// The sidecar's image
+    #[arg(long, value_name = "IMAGE", default_value = concat!("ghcr.io/confgate/confgate:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+    /// The ConfigMap volume to gate, when a pod has several
+    #[arg(long, value_name = "NAME")]
+    pub volume: Option<String>,
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {

@@ -17,6 +17,7 @@
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
 //! - [`check`]: offline verdicts for directories and manifests.
 //! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
+//! - [`inject`]: adds the sidecar to workload manifests.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
 //! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!   condition and `confgate status`.
@@ -36,6 +37,7 @@ pub mod cli;
 pub(crate) mod configmap;
 pub mod extract;
 pub mod gate;
+pub mod inject;
 pub(crate) mod metrics;
 #[cfg(feature = "policy")]
 pub mod policy;

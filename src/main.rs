@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         Command::Check(args) => return run_check(&args),
         #[cfg(feature = "policy")]
         Command::Policy(args) => return run_policy(&args),
+        Command::Inject(args) => return run_inject(&args),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::from(EXIT_OK),
@@ -86,6 +87,19 @@ fn run_policy(args: &confgate::cli::PolicyArgs) -> ExitCode {
     match confgate::policy::print(args) {
         Ok(text) => {
             print!("{text}");
+fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
+    let opts = confgate::inject::Options {
+        image: args.image.clone(),
+        volume: args.volume.clone(),
+        ..Default::default()
+    };
+    match confgate::inject::run(&args.paths, &opts) {
+        Ok((yaml, outcomes)) => {
+            print!("{yaml}");
+            for o in &outcomes {
+                let what = if o.injected { "injected" } else { "skipped" };
+                eprintln!("{} {what}: {}", o.workload, o.why);
+            }
             ExitCode::from(EXIT_OK)
         }
         Err(e) => {

@@ -65,6 +65,16 @@ fn examples() -> Vec<Example> {
             .or_default()
             .extend(docs);
     }
+    // A directory built from a kustomize Component is checked as kustomize builds it.
+    for (dir, docs) in by_dir.iter_mut() {
+        let k = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap_or_default();
+        if k.lines().any(|l| l.starts_with("components:")) {
+            match kustomize(dir) {
+                Some(text) => *docs = documents(&text),
+                None => docs.clear(),
+            }
+        }
+    }
     by_dir
         .into_iter()
         // Pod examples only: manifests/rbac holds Roles, validated by schema alone.
@@ -74,6 +84,32 @@ fn examples() -> Vec<Example> {
             docs,
         })
         .collect()
+}
+
+/// `kubectl kustomize DIR`, or None (with the reason printed) when kubectl is absent.
+fn kustomize(dir: &Path) -> Option<String> {
+    let out = match std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "skipping {}: kubectl is not installed (.ci/setup installs it)",
+                dir.display()
+            );
+            return None;
+        }
+        Err(e) => panic!("kubectl: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -272,24 +308,50 @@ fn check_mounts(
         Some((m, v))
     };
 
-    match volume(&paths.watch) {
-        Some((_, v)) if v.get("configMap").is_some() => {
-            let cm = v["configMap"]["name"].as_str().unwrap_or_default();
-            match cms.get(cm) {
-                Some(obs) => {
-                    let j = verdict::judge(obs, settings);
-                    if j.verdict != Verdict::Accepted {
-                        report.problem(format!(
-                            "{at}: the sample ConfigMap {cm} is {}: {}",
-                            j.verdict, j.reason
-                        ));
-                    }
-                }
-                None => report.problem(format!(
-                    "{at}: no sample ConfigMap {cm} beside the workload"
-                )),
+    // API mode: the ConfigMap is named by --source, and the pod needs its identity and an API token.
+    let api_source = paths
+        .source
+        .as_deref()
+        .and_then(|s| s.strip_prefix("configmap:"))
+        .and_then(|s| s.split_once('/'));
+    if api_source.is_some() {
+        let env: Vec<&str> = seq(c.get("env"))
+            .filter_map(|e| str_of(e, "name"))
+            .collect();
+        for want in ["POD_NAME", "POD_NAMESPACE"] {
+            if !env.contains(&want) {
+                report.problem(format!("{at}: API mode without {want} in env"));
             }
         }
+        if str_of(spec, "serviceAccountName").is_none()
+            || spec
+                .get("automountServiceAccountToken")
+                .and_then(Value::as_bool)
+                == Some(false)
+        {
+            report.problem(format!("{at}: API mode without a ServiceAccount token"));
+        }
+    }
+    let configmap = api_source.map(|(_, name)| name).or_else(|| {
+        volume(&paths.watch)
+            .filter(|(_, v)| v.get("configMap").is_some())
+            .map(|(_, v)| v["configMap"]["name"].as_str().unwrap_or_default())
+    });
+    match configmap {
+        Some(cm) => match cms.get(cm) {
+            Some(obs) => {
+                let j = verdict::judge(obs, settings);
+                if j.verdict != Verdict::Accepted {
+                    report.problem(format!(
+                        "{at}: the sample ConfigMap {cm} is {}: {}",
+                        j.verdict, j.reason
+                    ));
+                }
+            }
+            None => report.problem(format!(
+                "{at}: no sample ConfigMap {cm} beside the workload"
+            )),
+        },
         _ => report.problem(format!(
             "{at}: --watch {} is not a configMap volume mount",
             paths.watch.display()
@@ -555,7 +617,12 @@ fn check_pod_security(workload: &str, spec: &Value, report: &mut Report) {
 fn every_manifest_is_accepted_by_the_binary() {
     let examples = examples();
     let names: Vec<&str> = examples.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, ["classic", "native-sidecar", "signal-reload"]);
+    let mut expected = vec!["api-mode", "classic"];
+    if examples.iter().any(|e| e.name == "component-example") {
+        expected.push("component-example");
+    }
+    expected.extend(["native-sidecar", "signal-reload"]);
+    assert_eq!(names, expected);
     for ex in &examples {
         let report = check_docs(&ex.docs);
         assert!(

@@ -1,0 +1,356 @@
+//! `confgate inject`: adds the confgate native sidecar to every workload whose pod template carries
+//! `confgate.io/accepts`, in the shape of `manifests/native-sidecar/deployment.yaml`; other documents pass through.
+//!
+//! The component keeps its mount paths: its mounts of the ConfigMap volume are pointed at the promoted
+//! `emptyDir` instead, and only confgate mounts the ConfigMap. A pod that already has a `confgate`
+//! container is left as it is, so injecting twice changes nothing.
+
+use serde_json::{Map, Value, json};
+
+/// The annotation that marks a pod for injection (the same one confgate needs to accept anything).
+pub const ACCEPTS: &str = "confgate.io/accepts";
+/// The sidecar's container name; its presence makes a pod count as injected.
+pub const CONTAINER: &str = "confgate";
+/// The promoted config, shared read-only with the component.
+pub const ACTIVE_VOLUME: &str = "confgate-active";
+/// The downward-API annotations file.
+pub const PODINFO_VOLUME: &str = "confgate-podinfo";
+
+const INCOMING_PATH: &str = "/etc/confgate/incoming";
+const ACTIVE_PATH: &str = "/etc/confgate/active";
+const PODINFO_PATH: &str = "/etc/podinfo";
+const UID: u64 = 65532;
+
+/// Why a stream could not be injected.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not valid YAML or JSON ({what})")]
+    Parse { path: String, what: String },
+    #[error("{workload}: {problem}")]
+    Workload { workload: String, problem: String },
+    #[error("cannot write YAML: {0}")]
+    Write(String),
+}
+
+/// What inject adds; the defaults are those of the shipped manifests.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub image: String,
+    /// The ConfigMap volume to gate, when a pod has more than one.
+    pub volume: Option<String>,
+    pub log_format: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            image: format!("ghcr.io/confgate/confgate:{}", env!("CARGO_PKG_VERSION")),
+            volume: None,
+            log_format: "json".into(),
+        }
+    }
+}
+
+/// What happened to one workload, for the summary on standard error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// `kind/name`.
+    pub workload: String,
+    pub injected: bool,
+    pub why: String,
+}
+
+/// Parses a stream of YAML or JSON documents (one JSON document is YAML too).
+pub fn documents(path: &str, text: &str) -> Result<Vec<Value>, Error> {
+    serde_saphyr::from_multiple::<Value>(text).map_err(|e| Error::Parse {
+        path: path.into(),
+        what: e.to_string().lines().next().unwrap_or_default().to_owned(),
+    })
+}
+
+/// Injects into every workload in `docs` (recursing into `kind: List`).
+pub fn inject_all(docs: &mut [Value], opts: &Options) -> Result<Vec<Outcome>, Error> {
+    let mut out = Vec::new();
+    for d in docs {
+        inject_doc(d, opts, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Renders documents as a YAML stream, `---` between them.
+pub fn render(docs: &[Value]) -> Result<String, Error> {
+    let mut s = String::new();
+    for (i, d) in docs.iter().enumerate() {
+        if i > 0 {
+            s.push_str("---\n");
+        }
+        let y = serde_saphyr::to_string(d).map_err(|e| Error::Write(e.to_string()))?;
+        s.push_str(&y);
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+    }
+    Ok(s)
+}
+
+fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result<(), Error> {
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if kind == "List" {
+        if let Some(items) = doc.get_mut("items").and_then(Value::as_array_mut) {
+            for i in items {
+                inject_doc(i, opts, out)?;
+            }
+        }
+        return Ok(());
+    }
+    let name = doc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("(unnamed)");
+    let workload = format!("{}/{name}", kind.to_lowercase());
+    let Some(template) = pod_template(doc, &kind) else {
+        return Ok(());
+    };
+    let accepts = template
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(ACCEPTS))
+        .is_some();
+    if !accepts {
+        out.push(Outcome {
+            workload,
+            injected: false,
+            why: format!("no {ACCEPTS} annotation on its pods"),
+        });
+        return Ok(());
+    }
+    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Err(Error::Workload {
+            workload,
+            problem: "pod template has no spec".into(),
+        });
+    };
+    let o = inject_pod(spec, opts).map_err(|problem| Error::Workload {
+        workload: workload.clone(),
+        problem,
+    })?;
+    out.push(Outcome {
+        workload,
+        injected: o.is_some(),
+        why: o.unwrap_or_else(|| format!("already has a {CONTAINER} container")),
+    });
+    Ok(())
+}
+
+/// The pod template of a workload kind, or the pod itself.
+fn pod_template<'a>(doc: &'a mut Value, kind: &str) -> Option<&'a mut Value> {
+    match kind {
+        "Pod" => Some(doc),
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => {
+            doc.pointer_mut("/spec/template")
+        }
+        "CronJob" => doc.pointer_mut("/spec/jobTemplate/spec/template"),
+        _ => None,
+    }
+}
+
+/// Adds the sidecar to one pod spec; `Ok(None)` when it is already there.
+fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<String>, String> {
+    let has_sidecar = ["initContainers", "containers"].iter().any(|k| {
+        spec.get(*k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| c.get("name").and_then(Value::as_str) == Some(CONTAINER))
+    });
+    if has_sidecar {
+        return Ok(None);
+    }
+    let config = config_volume(spec, opts)?;
+    // The component and any other init container now read the promoted copy, at the same path.
+    let mut repointed = 0;
+    for k in ["initContainers", "containers"] {
+        for c in spec
+            .get_mut(k)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            for m in c
+                .get_mut("volumeMounts")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if m.get("name").and_then(Value::as_str) == Some(config.as_str()) {
+                    if m.get("subPath").is_some() || m.get("subPathExpr").is_some() {
+                        return Err(format!(
+                            "volume {config} is mounted with subPath, which the kubelet never updates; \
+                             mount the whole volume"
+                        ));
+                    }
+                    m["name"] = ACTIVE_VOLUME.into();
+                    m["readOnly"] = true.into();
+                    repointed += 1;
+                }
+            }
+        }
+    }
+    let volumes = spec
+        .get_mut("volumes")
+        .and_then(Value::as_array_mut)
+        .expect("config_volume found the volumes");
+    for v in volumes.iter_mut() {
+        if v.get("name").and_then(Value::as_str) == Some(config.as_str()) {
+            // A missing ConfigMap becomes the verdict "missing" instead of a pod stuck in ContainerCreating.
+            v["configMap"]["optional"] = true.into();
+        }
+    }
+    for (name, v) in [
+        (ACTIVE_VOLUME, json!({"emptyDir": {"sizeLimit": "4Mi"}})),
+        (
+            PODINFO_VOLUME,
+            json!({"downwardAPI": {"items": [
+                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}
+            ]}}),
+        ),
+    ] {
+        volumes.retain(|x| x.get("name").and_then(Value::as_str) != Some(name));
+        let mut v = v;
+        v["name"] = name.into();
+        volumes.push(v);
+    }
+    let init = spec
+        .entry("initContainers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Some(init) = init.as_array_mut() else {
+        return Err("initContainers is not a list".into());
+    };
+    // First, so that later init containers and the component start only with an accepted config.
+    init.insert(0, sidecar(&config, opts));
+    Ok(Some(format!(
+        "gates volume {config} ({repointed} mount(s) now read the promoted copy)"
+    )))
+}
+
+/// The ConfigMap volume to gate: the one named with `--volume`, or the only one.
+fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, String> {
+    let cms: Vec<&str> = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("configMap").is_some())
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    match (&opts.volume, cms.as_slice()) {
+        (Some(want), _) if cms.contains(&want.as_str()) => Ok(want.clone()),
+        (Some(want), _) => Err(format!(
+            "no ConfigMap volume named {want} (ConfigMap volumes: {})",
+            list(&cms)
+        )),
+        (None, [one]) => Ok((*one).to_owned()),
+        (None, []) => Err(
+            "no ConfigMap volume to gate; add one with the component's ConfigMap and mount it where the component reads its config"
+                .into(),
+        ),
+        (None, _) => Err(format!(
+            "several ConfigMap volumes ({}); name the one to gate with --volume",
+            list(&cms)
+        )),
+    }
+}
+
+fn list(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`.
+fn sidecar(config: &str, opts: &Options) -> Value {
+    let probe = |kind: &str| json!({"exec": {"command": ["/confgate", "probe", kind]}});
+    let mut startup = probe("startup");
+    // 150 x 2 s: a ConfigMap update can take about 90 s to reach the volume.
+    startup["periodSeconds"] = 2.into();
+    startup["timeoutSeconds"] = 2.into();
+    startup["failureThreshold"] = 150.into();
+    let mut ready = probe("ready");
+    ready["periodSeconds"] = 5.into();
+    ready["timeoutSeconds"] = 2.into();
+    json!({
+        "name": CONTAINER,
+        "image": opts.image,
+        "restartPolicy": "Always",
+        "args": [
+            "run", "--watch", INCOMING_PATH, "--promote-to", ACTIVE_PATH,
+            "--annotations", format!("{PODINFO_PATH}/annotations"), "--log-format", opts.log_format,
+        ],
+        "ports": [{"name": "confgate", "containerPort": 9797}],
+        "startupProbe": startup,
+        "readinessProbe": ready,
+        "livenessProbe": {
+            "httpGet": {"path": "/livez", "port": "confgate"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "resources": {
+            "requests": {"cpu": "5m", "memory": "8Mi"},
+            "limits": {"memory": "16Mi"},
+        },
+        "securityContext": {
+            "runAsNonRoot": true,
+            "runAsUser": UID,
+            "runAsGroup": UID,
+            "readOnlyRootFilesystem": true,
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": config, "mountPath": INCOMING_PATH, "readOnly": true},
+            {"name": ACTIVE_VOLUME, "mountPath": ACTIVE_PATH},
+            {"name": PODINFO_VOLUME, "mountPath": PODINFO_PATH, "readOnly": true},
+        ],
+    })
+}
+
+/// Reads each path (`-` is standard input; none means standard input), injects, and renders.
+pub fn run(paths: &[std::path::PathBuf], opts: &Options) -> Result<(String, Vec<Outcome>), Error> {
+    let stdin = [std::path::PathBuf::from("-")];
+    let paths = if paths.is_empty() { &stdin[..] } else { paths };
+    let mut docs = Vec::new();
+    for p in paths {
+        let (name, text) = if p.as_os_str() == "-" {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|source| {
+                Error::Read {
+                    path: "standard input".into(),
+                    source,
+                }
+            })?;
+            ("standard input".to_owned(), s)
+        } else {
+            let name = p.display().to_string();
+            let s = std::fs::read_to_string(p).map_err(|source| Error::Read {
+                path: name.clone(),
+                source,
+            })?;
+            (name, s)
+        };
+        docs.extend(documents(&name, &text)?);
+    }
+    let outcomes = inject_all(&mut docs, opts)?;
+    Ok((render(&docs)?, outcomes))
+}

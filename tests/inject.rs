@@ -1,0 +1,388 @@
+//! `confgate inject` and the kustomize Component through the real binary and the real tools:
+//! `kubernetes-validate --strict` on what they print, `kubectl kustomize` for the Component.
+
+mod common;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// A bare component: its ConfigMap mounted directly, the settings as annotations, no sidecar yet. Also a
+/// Service and a workload without confgate.io/accepts, which must pass through untouched.
+const BARE: &str = r#"# the component's config
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  config.yaml: |
+    schemaVersion: 2.4.1
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        confgate.io/accepts: ">=2.4.0, <3.0.0"
+        confgate.io/version-from: "yaml:config.yaml#/schemaVersion"
+    spec:
+      initContainers:
+        - name: migrate
+          image: example/web:1
+          volumeMounts:
+            - {name: config, mountPath: /etc/web}
+      containers:
+        - name: web
+          image: example/web:1
+          volumeMounts:
+            - {name: config, mountPath: /etc/web}
+            - {name: cache, mountPath: /cache}
+      volumes:
+        - name: config
+          configMap: {name: web-config}
+        - name: cache
+          emptyDir: {}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+spec:
+  schedule: "0 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        metadata:
+          annotations:
+            confgate.io/accepts: "^2.4"
+        spec:
+          restartPolicy: OnFailure
+          containers:
+            - name: report
+              image: example/report:1
+              volumeMounts:
+                - {name: settings, mountPath: /etc/report}
+          volumes:
+            - name: settings
+              configMap: {name: web-config}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: other
+spec:
+  selector:
+    matchLabels: {app: other}
+  template:
+    metadata:
+      labels: {app: other}
+    spec:
+      containers:
+        - name: other
+          image: example/other:1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports:
+    - port: 80
+"#;
+
+/// Runs `confgate inject ARGS` with `stdin`; returns (exit code, stdout, stderr).
+fn inject(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(common::BIN)
+        .arg("inject")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn docs(yaml: &str) -> Vec<Value> {
+    confgate::inject::documents("test", yaml).unwrap()
+}
+
+/// A tool on PATH or in the virtual environment .ci/setup makes; None with the reason printed.
+fn tool(name: &str) -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::iter::once(venv)
+        .chain(std::env::split_paths(&path))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        eprintln!("skipping: {name} is not installed (.ci/setup installs it)");
+    }
+    found
+}
+
+/// `kubernetes-validate --strict` against Kubernetes 1.33, the first with native sidecars GA.
+fn validate(yaml: &str) -> Option<()> {
+    let kv = tool("kubernetes-validate")?;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = Command::new(kv)
+        .args(["--strict", "--quiet", "-k", "1.33.0"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict refused:\n{}{}\n{yaml}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(())
+}
+
+fn kind_name(d: &Value) -> (String, String) {
+    (
+        d["kind"].as_str().unwrap_or_default().to_owned(),
+        d["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind_name(d) == (kind.to_owned(), name.to_owned()))
+        .unwrap_or_else(|| panic!("no {kind}/{name}"))
+}
+
+#[test]
+fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
+    let (code, out, err) = inject(&[], BARE);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("deployment/web injected"), "{err}");
+    assert!(err.contains("cronjob/report injected"), "{err}");
+    assert!(err.contains("deployment/other skipped"), "{err}");
+    let got = docs(&out);
+    assert_eq!(got.len(), 5, "every document is printed, in order");
+    let before = docs(BARE);
+    assert_eq!(got[0], before[0], "the ConfigMap passes through");
+    assert_eq!(
+        got[3], before[3],
+        "a workload without confgate.io/accepts passes through"
+    );
+    assert_eq!(got[4], before[4], "the Service passes through");
+
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    let init = spec["initContainers"].as_array().unwrap();
+    assert_eq!(init[0]["name"], "confgate", "the sidecar runs first");
+    assert_eq!(init[0]["restartPolicy"], "Always");
+    assert_eq!(
+        init[0]["startupProbe"]["exec"]["command"],
+        serde_json::json!(["/confgate", "probe", "startup"])
+    );
+    assert_eq!(
+        init[0]["readinessProbe"]["exec"]["command"],
+        serde_json::json!(["/confgate", "probe", "ready"])
+    );
+    let sc = &init[0]["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert!(init[0]["resources"]["limits"]["memory"].is_string());
+    // The sidecar alone mounts the ConfigMap; the component and the other init container read the
+    // promoted copy at their old path.
+    assert_eq!(init[0]["volumeMounts"][0]["name"], "config");
+    for c in [&init[1], &spec["containers"][0]] {
+        let m = &c["volumeMounts"][0];
+        assert_eq!(
+            (m["name"].as_str(), m["mountPath"].as_str()),
+            (Some("confgate-active"), Some("/etc/web"))
+        );
+        assert_eq!(m["readOnly"], true);
+    }
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"][1]["name"], "cache",
+        "other mounts untouched"
+    );
+    let volumes: Vec<&str> = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        volumes,
+        ["config", "cache", "confgate-active", "confgate-podinfo"]
+    );
+    assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
+    assert_eq!(
+        spec["volumes"][3]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"],
+        "metadata.annotations"
+    );
+
+    let cron = &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(cron["initContainers"][0]["name"], "confgate");
+    assert_eq!(
+        cron["containers"][0]["volumeMounts"][0]["name"],
+        "confgate-active"
+    );
+    validate(&out);
+}
+
+#[test]
+fn inject_twice_changes_nothing() {
+    let (_, once, _) = inject(&[], BARE);
+    let (code, twice, err) = inject(&["-"], &once);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(once, twice);
+    assert!(
+        err.contains("deployment/web skipped: already has a confgate container"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inject_reads_files_and_takes_the_image() {
+    // Manifests from a file, and the image chosen on the command line.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bare.yaml");
+    std::fs::write(&file, BARE).unwrap();
+    let (code, out, err) = inject(
+        &[
+            "--image",
+            "registry.example/confgate:dev",
+            file.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    assert_eq!(
+        find(&got, "Deployment", "web")["spec"]["template"]["spec"]["initContainers"][0]["image"],
+        "registry.example/confgate:dev"
+    );
+    validate(&out);
+}
+
+#[test]
+fn inject_refuses_what_it_cannot_gate() {
+    let two = BARE.replace(
+        "        - name: cache\n          emptyDir: {}\n",
+        "        - name: cache\n          configMap: {name: cache}\n",
+    );
+    let (code, out, err) = inject(&[], &two);
+    assert_eq!(code, 64);
+    assert!(out.is_empty(), "nothing printed on failure: {out}");
+    assert!(
+        err.contains("deployment/web: several ConfigMap volumes (config, cache); name the one to gate with --volume"),
+        "{err}"
+    );
+    // --volume names the volume in every workload of the stream.
+    let two = two
+        .replace("{name: settings,", "{name: config,")
+        .replace("- name: settings", "- name: config");
+    let (code, out, err) = inject(&["--volume", "config"], &two);
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["initContainers"][0]["volumeMounts"][0]["name"],
+        "config"
+    );
+    assert_eq!(spec["containers"][0]["volumeMounts"][1]["name"], "cache");
+
+    let sub = BARE.replace(
+        "            - {name: config, mountPath: /etc/web}\n            - {name: cache",
+        "            - {name: config, mountPath: /etc/web/config.yaml, subPath: config.yaml}\n            - {name: cache",
+    );
+    let (code, _, err) = inject(&[], &sub);
+    assert_eq!(code, 64);
+    assert!(
+        err.contains("mounted with subPath, which the kubelet never updates"),
+        "{err}"
+    );
+
+    let (code, _, err) = inject(&[], "kind: [unclosed");
+    assert_eq!(code, 64);
+    assert!(
+        err.contains("standard input: not valid YAML or JSON"),
+        "{err}"
+    );
+}
+
+/// The Component, built the way users build it, gives the same sidecar and passes strict validation.
+#[test]
+fn the_component_builds_and_validates() {
+    let Some(kubectl) = tool("kubectl") else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/component-example");
+    let out = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let got = docs(&yaml);
+    let spec = &find(&got, "Deployment", "component-kustomized")["spec"]["template"]["spec"];
+    let sidecar = &spec["initContainers"][0];
+    assert_eq!(sidecar["name"], "confgate");
+    assert_eq!(sidecar["restartPolicy"], "Always");
+    assert_eq!(
+        sidecar["startupProbe"]["exec"]["command"],
+        serde_json::json!(["/confgate", "probe", "startup"])
+    );
+    // The same sidecar as inject's, but for the volume it mounts the ConfigMap from.
+    let (_, injected, _) = inject(&[], BARE);
+    let mut theirs =
+        find(&docs(&injected), "Deployment", "web")["spec"]["template"]["spec"]["initContainers"]
+            [0]
+        .clone();
+    theirs["volumeMounts"][0]["name"] = "confgate-incoming".into();
+    assert_eq!(*sidecar, theirs);
+    let volumes: Vec<&str> = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        volumes,
+        ["confgate-incoming", "confgate-active", "confgate-podinfo"]
+    );
+    assert_eq!(
+        spec["volumes"][0]["configMap"]["name"],
+        "component-kustomized-config"
+    );
+    assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
+    validate(&yaml);
+}
