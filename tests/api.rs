@@ -3,6 +3,8 @@
 //! `metadata.resourceVersion`, newline-delimited watch events, `Status` objects for errors).
 #![cfg(feature = "api")]
 
+mod common;
+
 use std::time::Duration;
 
 use confgate::api::pod::{self, PodRef};
@@ -969,22 +971,19 @@ fn status_summary_for_pods_behind_and_not_reporting() {
 /// carries the source (real HTTP on loopback).
 #[tokio::test]
 async fn stuck_watch_fails_livez_and_shows_in_status() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let shared = Shared::new();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let port = listener.local_addr().unwrap().port();
     tokio::spawn(confgate::server::serve(
         listener,
         shared.clone(),
         std::future::pending(),
     ));
+    // The tests' one blocking client, off the runtime that serves.
     let get = |path: &'static str| async move {
-        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        c.write_all(req.as_bytes()).await.unwrap();
-        let mut out = String::new();
-        c.read_to_string(&mut out).await.unwrap();
-        out
+        tokio::task::spawn_blocking(move || common::get(port, path).expect(path))
+            .await
+            .unwrap()
     };
     let now = tokio::time::Instant::now();
     let mut view = source::Tracker::new(
@@ -1014,11 +1013,11 @@ async fn stuck_watch_fails_livez_and_shows_in_status() {
             pong.pong();
         }
     });
-    let live = get("/livez").await;
-    assert!(live.starts_with("HTTP/1.1 200"), "{live}");
-    let status = get("/status").await;
-    let body: Value =
-        serde_json::from_str(&status[status.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let (code, live) = get("/livez").await;
+    assert_eq!(code, 200, "{live}");
+    let (code, status) = get("/status").await;
+    assert_eq!(code, 200, "{status}");
+    let body: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(body["source"]["kind"], "configmap");
     assert_eq!(body["source"]["recreated"], true);
     assert_eq!(body["source"]["watch"]["healthy"], false);
@@ -1032,8 +1031,8 @@ async fn stuck_watch_fails_livez_and_shows_in_status() {
         source: Some(view),
         ..Status::default()
     });
-    let live = get("/livez").await;
-    assert!(live.starts_with("HTTP/1.1 503"), "{live}");
+    let (code, live) = get("/livez").await;
+    assert_eq!(code, 503, "{live}");
     assert!(
         live.contains("the configmap prod/app watch has been failing for 61 s: list: forbidden"),
         "{live}"

@@ -16,7 +16,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-use common::{Reaped, free_port, get, wait_for};
+use common::{Gate, get, wait_for};
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
 
@@ -154,28 +154,21 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
         ),
     )
     .unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
     let promoted = tmp.path().join("promoted");
-    let _child = Reaped(
-        std::process::Command::new(env!("CARGO_BIN_EXE_confgate"))
-            .args(["run", "--accepts", "^2.4", "--source", "configmap:prod/app"])
-            .arg("--promote-to")
-            .arg(&promoted)
-            .arg("--watch")
-            .arg(tmp.path().join("no-volume"))
-            .arg("--annotations")
-            .arg(tmp.path().join("no-annotations"))
-            .args(["--listen", &listen])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("POD_NAME", "web-0")
-            .env("POD_NAMESPACE", "prod")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"));
+    cmd.args(["run", "--accepts", "^2.4", "--source", "configmap:prod/app"])
+        .arg("--promote-to")
+        .arg(&promoted)
+        .arg("--watch")
+        .arg(tmp.path().join("no-volume"))
+        .arg("--annotations")
+        .arg(tmp.path().join("no-annotations"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAME", "web-0")
+        .env("POD_NAMESPACE", "prod")
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    let gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
+    let port = gate.port;
 
     wait_for(
         "the ConfigMap to be promoted",

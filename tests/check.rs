@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{DEADLINE, Reaped, free_port, get, kubelet_write, wait_for};
+use common::{DEADLINE, Gate, get, kubelet_write, wait_for};
 
 const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 const ACCEPTS: &str = ">=2.4.0, <3.0.0";
@@ -438,20 +438,14 @@ fn hash_matches_the_running_sidecar() {
             ("blob", &[0u8, 0xfe, 0xff][..]),
         ],
     );
-    let port = free_port();
-    let _gate = Reaped(
-        Command::new(BIN)
-            .args(["run", "--watch"])
-            .arg(&watch)
-            .arg("--annotations")
-            .arg(tmp.path().join("no-annotations"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--accepts", ACCEPTS])
-            .env("CONFGATE_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--watch"])
+        .arg(&watch)
+        .arg("--annotations")
+        .arg(tmp.path().join("no-annotations"))
+        .args(["--accepts", ACCEPTS]);
+    let gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
+    let port = gate.port;
     let running = wait_for("the sidecar to report an active config", DEADLINE, || {
         let (code, body) = get(port, "/status")?;
         let status: serde_json::Value = serde_json::from_str(&body).ok()?;

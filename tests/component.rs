@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use common::{DEADLINE, Reaped, free_port, get, http, kubelet_write, wait_for};
+use common::{DEADLINE, Reaped, get, http, kubelet_write, wait_for};
 
 /// The example's binary, built once per test run with the cargo running the tests so it is never stale
 /// (`cargo test --test component` alone would not build examples). Test binaries live in
@@ -40,22 +40,37 @@ fn config(version: &str) -> Vec<u8> {
     format!("schemaVersion: {version}\ngreeting: hello\n").into_bytes()
 }
 
-/// Starts the component on a free port and waits until it serves.
+/// Starts the component on port 0 and reads the port it bound from its announcement.
 fn start(dir: &Path) -> (Reaped, u16) {
-    let port = free_port();
     let mut child = Command::new(component_bin())
         .arg(dir)
-        .arg(format!("127.0.0.1:{port}"))
+        .arg("127.0.0.1:0")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let out = BufReader::new(child.stdout.take().unwrap());
     let child = Reaped(child);
-    // Its first lines say what it loaded and that it listens; drain the rest so it never blocks on stdout.
-    let mut lines = out.lines();
-    let first = lines.next().unwrap().unwrap();
-    assert_eq!(first, "loaded config version 2.4.1 (start-up)");
-    std::thread::spawn(move || lines.for_each(drop));
+    // Its first lines say what it loaded and where it listens (bound before it says so); the reader
+    // drains the rest so it never blocks on stdout.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || {
+        rx.recv_timeout(DEADLINE)
+            .expect("a line from the component")
+    };
+    assert_eq!(next(), "loaded config version 2.4.1 (start-up)");
+    let second = next();
+    let port = second
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+        .unwrap_or_else(|| panic!("not a listening line: {second}"))
+        .port();
+    // Serving means its signal handler is installed too (both start in the same first poll), which
+    // `sighup_reloads` relies on: SIGHUP's default action would end it.
     wait_for("the component to serve", DEADLINE, || {
         get(port, "/config-version")
     });

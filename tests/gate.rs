@@ -291,22 +291,14 @@ fn watched_dir_disappears_and_returns() {
 fn gate_only_mode() {
     let d = Dirs::new();
     write_version(&d.watch(), "1.0.0");
-    let port = free_port();
-    let mut child = Command::new(BIN)
-        .args([
-            "run",
-            "--accepts",
-            "^1",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--accepts", "^1"])
         .arg("--watch")
         .arg(d.watch())
         .arg("--annotations")
-        .arg(d.podinfo().join("annotations"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .arg(d.podinfo().join("annotations"));
+    let g = Gate::from_command(cmd, &d.log());
+    let port = g.port;
     let s = wait_for("gate-only accepts", DEADLINE, || {
         status(port).filter(|s| s["ready"] == true)
     });
@@ -316,8 +308,7 @@ fn gate_only_mode() {
         status(port).filter(|s| s["stale"] == true)
     });
     assert!(!d.promoted().exists());
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert!(g.stop().success());
 }
 
 /// Relative paths work as well as absolute ones (file events are matched against the watched path).
@@ -325,9 +316,8 @@ fn gate_only_mode() {
 fn relative_paths() {
     let d = Dirs::new();
     write_version(&d.watch(), "1.0.0");
-    let port = free_port();
-    let mut child = Command::new(BIN)
-        .current_dir(d.root.path())
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(d.root.path())
         .args([
             "run",
             "--accepts",
@@ -337,15 +327,9 @@ fn relative_paths() {
             "--promote-to",
             "active",
         ])
-        .args([
-            "--annotations",
-            "podinfo/annotations",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .args(["--annotations", "podinfo/annotations"]);
+    let g = Gate::from_command(cmd, &d.log());
+    let port = g.port;
     wait_for("1.0.0 active", DEADLINE, || {
         status(port).filter(|s| s["active"]["version"] == "1.0.0")
     });
@@ -354,6 +338,5 @@ fn relative_paths() {
         status(port).filter(|s| s["active"]["version"] == "1.1.0")
     });
     assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "1.1.0");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert!(g.stop().success());
 }

@@ -31,6 +31,18 @@ impl Drop for Prometheus {
     }
 }
 
+/// A port nobody listens on right now, for the one child whose port must be named before it starts:
+/// the gate is told Prometheus's reload URL at start, and Prometheus starts only once the gate has
+/// promoted its config (as a native sidecar orders them), so Prometheus cannot bind port 0 first. The
+/// port is free for the few seconds until Prometheus binds it; a collision fails this test loudly
+/// (Prometheus exits on a taken port) rather than passing wrongly.
+fn port_named_before_its_server_starts() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
 fn running_version(port: u16) -> Option<String> {
     let (code, body) = get(port, "/api/v1/status/config")?;
     if code != 200 {
@@ -46,7 +58,7 @@ fn running_version(port: u16) -> Option<String> {
 fn prometheus_only_ever_runs_an_accepted_config() {
     let d = Dirs::new();
     configmap(&d.watch(), "2.0.0");
-    let prom_port = free_port();
+    let prom_port = port_named_before_its_server_starts();
     let g = Gate::start(
         &d,
         &[

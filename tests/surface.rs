@@ -394,7 +394,8 @@ fn probe_command() {
             "probe",
             "ready",
             "--addr",
-            &format!("127.0.0.1:{}", free_port()),
+            // Port 0 can never be listened on, so the connection is refused without a race.
+            "127.0.0.1:0",
         ])
         .output()
         .unwrap();
@@ -442,7 +443,10 @@ fn wait_command() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     assert!(rest.contains("accepted config in place"), "{rest}");
-    assert_eq!(child.0.wait().unwrap().code(), Some(0));
+    assert_eq!(
+        wait_exit(&mut child.0, "wait to exit", DEADLINE).code(),
+        Some(0)
+    );
     assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "2.2.0");
 }
 
@@ -495,30 +499,39 @@ fn https_reload_with_a_private_ca() {
         .status()
         .expect("openssl must be installed");
     assert!(made.success());
-    let port = free_port();
     let hits = d.root.path().join("https-hits");
+    // Bound to port 0 and listening before it prints the port, so the port is known only once served.
     let server = "import http.server, ssl, sys\n\
         class H(http.server.BaseHTTPRequestHandler):\n\
         \x20   def do_POST(self):\n\
-        \x20       open(sys.argv[4], 'a').write(self.path + '\\n')\n\
+        \x20       open(sys.argv[3], 'a').write(self.path + '\\n')\n\
         \x20       self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()\n\
         \x20   def log_message(self, *a): pass\n\
-        s = http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H)\n\
-        c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[2], sys.argv[3])\n\
+        s = http.server.HTTPServer(('127.0.0.1', 0), H)\n\
+        c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])\n\
         s.socket = c.wrap_socket(s.socket, server_side=True)\n\
+        print(s.server_address[1], flush=True)\n\
         s.serve_forever()\n";
-    let _sink = Reaped(
+    let mut sink = Reaped(
         Command::new("python3")
-            .args(["-c", server, &port.to_string()])
+            .args(["-c", server])
             .arg(&cert)
             .arg(&key)
             .arg(&hits)
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    wait_for("the https sink to listen", DEADLINE, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    let out = BufReader::new(sink.0.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(out.lines().next().and_then(Result::ok));
     });
+    let port: u16 = rx
+        .recv_timeout(DEADLINE)
+        .expect("the https sink to print its port")
+        .and_then(|l| l.trim().parse().ok())
+        .expect("the https sink's port");
     let url = format!("https://127.0.0.1:{port}/-/reload");
 
     write_version(&d.watch(), "1.0.0");

@@ -1,5 +1,6 @@
 //! Test and benchmark helpers: a kubelet AtomicWriter replica, the real binary on loopback, a reload
-//! sink, /proc readings, and waiting with deadlines.
+//! sink, /proc readings, and waiting with deadlines. No test picks a port for a child: children bind
+//! port 0 and the test reads the bound port back.
 #![allow(dead_code)]
 
 mod kubelet;
@@ -98,34 +99,54 @@ impl Gate {
         g
     }
 
-    /// Starts `confgate run --listen 127.0.0.1:<free port> ARGS...` at its default log level, logging to
-    /// `log`, without waiting for it.
+    /// Starts `confgate run --listen 127.0.0.1:0 ARGS...` at its default log level, logging to `log`,
+    /// and waits only until it has bound its port.
     pub fn spawn(args: &[&str], log: &Path) -> Gate {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
         Gate::launch(&args, log, None)
     }
 
     fn launch(args: &[OsString], log: &Path, level: Option<&str>) -> Gate {
-        let port = free_port();
-        let logfile = std::fs::File::create(log).expect("create log file");
         let mut cmd = Command::new(BIN);
-        cmd.arg("run")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(logfile);
+        cmd.arg("run").args(args);
         match level {
             Some(l) => cmd.env("CONFGATE_LOG", l),
             None => cmd.env_remove("CONFGATE_LOG"),
         };
-        Gate {
+        Gate::from_command(cmd, log)
+    }
+
+    /// Starts `cmd` (a `confgate run ...` the caller has built) with `--listen 127.0.0.1:0` added,
+    /// stderr to `log`, and returns once the port the kernel gave it is read back from its start-up
+    /// line: no port is ever chosen by the test and released before the child binds it.
+    pub fn from_command(mut cmd: Command, log: &Path) -> Gate {
+        let logfile = std::fs::File::create(log).expect("create log file");
+        // The start-up line is logged at info, so a level inherited from the environment must not hide it.
+        if !cmd.get_envs().any(|(k, _)| k == "CONFGATE_LOG") {
+            cmd.env_remove("CONFGATE_LOG");
+        }
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logfile);
+        let mut g = Gate {
             child: cmd.spawn().expect("spawn confgate"),
-            port,
+            port: 0,
             log: log.to_path_buf(),
             deadline: DEADLINE,
-        }
+        };
+        let port = wait_for("confgate to log the port it bound", DEADLINE, || {
+            let text = g.log_text();
+            if let Some(port) = bound_port(&text) {
+                return Some(port);
+            }
+            if let Ok(Some(exit)) = g.child.try_wait() {
+                panic!("confgate exited ({exit}) before listening; its log:\n{text}");
+            }
+            None
+        });
+        g.port = port;
+        g
     }
 
     pub fn pid(&self) -> u32 {
@@ -189,14 +210,20 @@ impl Gate {
         })
     }
 
-    /// Sends SIGTERM and waits for the exit status.
+    /// Sends SIGTERM and waits up to [`DEADLINE`] for the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         )
         .expect("SIGTERM confgate");
-        self.child.wait().expect("wait confgate")
+        wait_exit(&mut self.child, "confgate to stop after SIGTERM", DEADLINE)
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill confgate");
+        wait_exit(&mut self.child, "confgate to die after SIGKILL", DEADLINE);
     }
 }
 
@@ -217,12 +244,41 @@ impl Drop for Gate {
     }
 }
 
+/// The port in confgate's start-up line (`confgate started addr=...` in text, `"addr":"..."` in JSON),
+/// once it is in `log`.
+pub fn bound_port(log: &str) -> Option<u16> {
+    let line = log.lines().find(|l| l.contains("confgate started"))?;
+    let addr = if let Some((_, rest)) = line.split_once("addr=") {
+        rest.split_whitespace().next()?
+    } else {
+        line.split_once("\"addr\":\"")?.1.split('"').next()?
+    };
+    Some(addr.parse::<std::net::SocketAddr>().ok()?.port())
+}
+
+/// Waits up to `deadline` for `child` to exit and returns its status; kills it and panics past that.
+pub fn wait_exit(child: &mut Child, what: &str, deadline: Duration) -> std::process::ExitStatus {
+    let end = Instant::now() + deadline;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out after {deadline:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Kills and reaps a child process when dropped, so a failed assertion leaves nothing running.
 pub struct Reaped(pub Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
         let _ = self.0.kill();
+        // SIGKILL cannot be caught, so this wait is bounded by the kernel tearing the process down.
         let _ = self.0.wait();
     }
 }

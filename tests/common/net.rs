@@ -1,4 +1,5 @@
-//! Loopback HTTP: a plain client for the endpoints, and a reload sink standing in for a component.
+//! Loopback HTTP: the one client the tests use for every endpoint, and a reload sink standing in for a
+//! component (bound to port 0, its listener kept for its whole life).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -8,15 +9,6 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use super::read_promoted;
-
-/// A port nobody listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .expect("local addr")
-        .port()
-}
 
 /// A plain HTTP/1.1 request on 127.0.0.1:port over a fresh connection: status code and body.
 pub fn http(method: &str, port: u16, path: &str) -> Option<(u16, String)> {
