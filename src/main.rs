@@ -87,6 +87,15 @@ fn run_policy(args: &confgate::cli::PolicyArgs) -> ExitCode {
     match confgate::policy::print(args) {
         Ok(text) => {
             print!("{text}");
+            ExitCode::from(EXIT_OK)
+        }
+        Err(e) => {
+            eprintln!("confgate: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
 fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
     let opts = confgate::inject::Options {
         image: args.image.clone(),

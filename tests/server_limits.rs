@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn connect(port: u16) -> TcpStream {
@@ -89,35 +89,18 @@ fn a_silent_connection_is_closed() {
 fn descriptor_exhaustion_backs_off_and_recovers() {
     let d = Dirs::new();
     write_version(&d.watch(), "1.0.0");
-    let port = free_port();
-    let log = d.log();
-    let child = Command::new("prlimit")
-        .arg("--nofile=40:40")
+    let mut cmd = Command::new("prlimit");
+    cmd.arg("--nofile=40:40")
         .arg(BIN)
-        .args([
-            "run",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--accepts",
-            "^1",
-        ])
+        .args(["run", "--accepts", "^1"])
         .arg("--watch")
         .arg(d.watch())
         .arg("--promote-to")
         .arg(d.promoted())
         .arg("--annotations")
-        .arg(d.podinfo().join("annotations"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("prlimit");
-    let g = Gate {
-        child,
-        port,
-        log,
-        deadline: DEADLINE,
-    };
+        .arg(d.podinfo().join("annotations"));
+    let g = Gate::from_command(cmd, &d.log());
+    let port = g.port;
     g.wait_active("1.0.0");
     // More connections than descriptors left: the rest wait in the backlog and accept fails.
     let held: Vec<TcpStream> = (0..60).map(|_| connect(port)).collect();
