@@ -62,6 +62,24 @@ pub struct GateArgs {
     /// enforce, or observe (promote everything, only report) [default: enforce]
     #[arg(long, env = "CONFGATE_MODE", value_name = "MODE")]
     pub mode: Option<String>,
+    /// A CEL expression over `data` and `binaryData` that must hold (repeatable; the env var holds one
+    /// per line) [annotation confgate.io/rules]
+    #[arg(long = "rule", env = "CONFGATE_RULES", value_name = "CEL")]
+    pub rules: Vec<String>,
+    /// A file of rules, one per line (`#` starts a comment line), after those of --rule
+    #[arg(long, env = "CONFGATE_RULES_FILE", value_name = "FILE", value_parser = rules_file)]
+    pub rules_file: Option<RulesFile>,
+}
+
+/// A rules file's content, read when the command line is parsed so that an unreadable file is a usage
+/// error (exit 64) like any bad flag.
+#[derive(Debug, Clone)]
+pub struct RulesFile(pub String);
+
+fn rules_file(path: &str) -> Result<RulesFile, String> {
+    std::fs::read_to_string(path)
+        .map(RulesFile)
+        .map_err(|e| format!("cannot read the rules file: {e}"))
 }
 
 impl GateArgs {
@@ -73,6 +91,14 @@ impl GateArgs {
             reload: self.reload.clone(),
             on_incompatible: self.on_incompatible.clone(),
             mode: self.mode.clone(),
+            rules: (!self.rules.is_empty() || self.rules_file.is_some()).then(|| {
+                let mut text = self.rules.join("\n");
+                if let Some(RulesFile(file)) = &self.rules_file {
+                    text.push('\n');
+                    text.push_str(file);
+                }
+                text
+            }),
         }
     }
 }
@@ -162,7 +188,8 @@ pub struct CheckArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct PolicyArgs {
-    /// The same --accepts, --version-from (file:KEY only), --require; --mode observe gives [Warn, Audit]
+    /// The same --accepts, --version-from (file:KEY only), --require, --rule and --rules-file;
+    /// --mode observe gives [Warn, Audit]
     #[command(flatten)]
     pub gate: GateArgs,
     /// Namespace of the guarded ConfigMap
@@ -171,12 +198,6 @@ pub struct PolicyArgs {
     /// Name of the guarded ConfigMap
     #[arg(long, value_name = "NAME")]
     pub name: String,
-    /// A CEL expression over `data` and `binaryData` that must hold (repeatable)
-    #[arg(long = "rule", value_name = "CEL")]
-    pub rules: Vec<String>,
-    /// A file of rules, one per line (`#` starts a comment line)
-    #[arg(long, value_name = "FILE")]
-    pub rules_file: Option<PathBuf>,
     /// The oldest API server the policy must work on (1.30 or newer)
     #[arg(long, value_name = "MAJOR.MINOR", default_value = "1.30")]
     pub kubernetes_version: String,

@@ -43,7 +43,6 @@ pub(crate) mod metrics;
 pub mod policy;
 pub mod promote;
 pub mod reload;
-#[cfg(feature = "policy")]
 pub mod rules;
 pub mod server;
 pub mod settings;

@@ -5,14 +5,120 @@
 //! Pure: no I/O. A rule holds when it evaluates to `true`; `false`, an error (a missing key, a type
 //! mismatch) or a non-boolean is a failure, as the API server treats a validation under
 //! `failurePolicy: Fail`.
+//!
+//! [`RuleSet`] is the gate setting and exists in every build; without the `policy` feature it refuses
+//! any rule, so a rule is never silently ignored.
+//!
+//! The gate sees keys, not the ConfigMap's two fields: the kubelet writes `data` and `binaryData` alike
+//! as files. So wherever confgate judges (the sidecar on a volume or the API, `check` on a directory or a
+//! manifest) a key is under `data` when its bytes are valid UTF-8 and under `binaryData` otherwise
+//! ([`split`]); the API server's policy sees the object's own fields. The two agree whenever no
+//! `binaryData` value is valid UTF-8, which is how `kubectl create configmap --from-file` chooses.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+#[cfg(feature = "policy")]
+use std::collections::HashMap;
 use std::fmt;
+#[cfg(feature = "policy")]
 use std::sync::Arc;
 
+#[cfg(feature = "policy")]
 use kube_cel::KubeCelExt as _;
+#[cfg(feature = "policy")]
 use kube_cel::cel::{self, Program, Value};
 
+/// The content rules in force: the texts as given and, with the `policy` feature, compiled.
+#[derive(Clone, Default)]
+pub struct RuleSet {
+    texts: Vec<String>,
+    #[cfg(feature = "policy")]
+    compiled: Arc<[Rule]>,
+}
+
+impl PartialEq for RuleSet {
+    fn eq(&self, other: &RuleSet) -> bool {
+        self.texts == other.texts
+    }
+}
+
+impl Eq for RuleSet {}
+
+impl fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.texts).finish()
+    }
+}
+
+impl RuleSet {
+    /// Parses rules in the rules-file format ([`parse_file`]); no rule at all is an empty set.
+    pub fn parse(text: &str) -> Result<RuleSet, String> {
+        let texts = parse_file(text);
+        #[cfg(feature = "policy")]
+        {
+            let compiled =
+                compile_all(texts.iter().map(String::as_str)).map_err(|e| e.to_string())?;
+            Ok(RuleSet {
+                texts,
+                compiled: compiled.into(),
+            })
+        }
+        #[cfg(not(feature = "policy"))]
+        if texts.is_empty() {
+            Ok(RuleSet { texts })
+        } else {
+            Err("content rules need confgate built with the `policy` cargo feature, and this build \
+                 has it off; use a default build or remove the rules"
+                .into())
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+
+    /// The rules as written, in order.
+    pub fn texts(&self) -> &[String] {
+        &self.texts
+    }
+
+    /// The compiled rules, for the admission policy.
+    #[cfg(feature = "policy")]
+    pub fn compiled(&self) -> &[Rule] {
+        &self.compiled
+    }
+
+    /// Evaluates the rules over a snapshot's keys, split into `data` and `binaryData` by [`split`].
+    pub fn check(&self, files: &BTreeMap<String, Vec<u8>>) -> Result<(), RuleFailure> {
+        #[cfg(feature = "policy")]
+        if !self.compiled.is_empty() {
+            let (data, binary) = split(files);
+            return evaluate(&self.compiled, &data, &binary);
+        }
+        let _ = files;
+        Ok(())
+    }
+}
+
+/// A snapshot's keys as rules see them: valid UTF-8 under `data`, anything else under `binaryData`.
+pub fn split(
+    files: &BTreeMap<String, Vec<u8>>,
+) -> (BTreeMap<String, String>, BTreeMap<String, Vec<u8>>) {
+    let mut data = BTreeMap::new();
+    let mut binary = BTreeMap::new();
+    for (k, v) in files {
+        match std::str::from_utf8(v) {
+            Ok(text) => {
+                data.insert(k.clone(), text.to_owned());
+            }
+            Err(_) => {
+                binary.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    (data, binary)
+}
+
+#[cfg(feature = "policy")]
 /// A rule that does not compile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("rule {index} ({text:?}) is not a valid CEL expression: {problem}")]
@@ -25,7 +131,7 @@ pub struct Invalid {
 
 /// The first rule that did not hold. Names the rule, never the content it looked at.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("rule {index} ({text}) {why}")]
+#[error("rule {index} (`{text}`) {why}")]
 pub struct RuleFailure {
     pub index: usize,
     pub text: String,
@@ -51,18 +157,21 @@ impl fmt::Display for Why {
     }
 }
 
+#[cfg(feature = "policy")]
 /// One compiled rule with the text it was written as.
 pub struct Rule {
     pub text: String,
     program: Program,
 }
 
+#[cfg(feature = "policy")]
 impl fmt::Debug for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rule").field("text", &self.text).finish()
     }
 }
 
+#[cfg(feature = "policy")]
 impl Rule {
     /// Compiles one rule; `index` (1-based) only names it in the error.
     pub fn compile(index: usize, text: &str) -> Result<Rule, Invalid> {
@@ -91,6 +200,7 @@ impl Rule {
     }
 }
 
+#[cfg(feature = "policy")]
 /// Compiles rules given one per `--rule` and, from a file, one per non-empty line not starting with `#`.
 pub fn compile_all<'a>(texts: impl IntoIterator<Item = &'a str>) -> Result<Vec<Rule>, Invalid> {
     texts
@@ -109,6 +219,7 @@ pub fn parse_file(text: &str) -> Vec<String> {
         .collect()
 }
 
+#[cfg(feature = "policy")]
 /// Evaluates every rule against `data` and `binary_data`; the first that does not hold is returned.
 pub fn evaluate(
     rules: &[Rule],
@@ -145,6 +256,7 @@ pub fn evaluate(
     Ok(())
 }
 
+#[cfg(feature = "policy")]
 fn error_kind(e: &cel::ExecutionError) -> &'static str {
     use cel::ExecutionError as E;
     match e {
@@ -155,7 +267,7 @@ fn error_kind(e: &cel::ExecutionError) -> &'static str {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "policy"))]
 mod tests {
     use super::*;
 

@@ -18,16 +18,18 @@ pub const ANN_REQUIRE: &str = "confgate.io/require";
 pub const ANN_RELOAD: &str = "confgate.io/reload";
 pub const ANN_ON_INCOMPATIBLE: &str = "confgate.io/on-incompatible";
 pub const ANN_MODE: &str = "confgate.io/mode";
+pub const ANN_RULES: &str = "confgate.io/rules";
 /// Reserved for the API source; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
-const KNOWN_ANNOTATIONS: [&str; 7] = [
+const KNOWN_ANNOTATIONS: [&str; 8] = [
     ANN_ACCEPTS,
     ANN_VERSION_FROM,
     ANN_REQUIRE,
     ANN_RELOAD,
     ANN_ON_INCOMPATIBLE,
     ANN_MODE,
+    ANN_RULES,
     ANN_SOURCE,
 ];
 
@@ -103,6 +105,8 @@ pub struct Settings {
     pub reload: Reload,
     pub on_incompatible: OnIncompatible,
     pub mode: Mode,
+    /// Content rules (CEL) a config must satisfy to be accepted.
+    pub rules: crate::rules::RuleSet,
 }
 
 /// Flag or environment values before parsing (clap has already applied flag > env).
@@ -114,6 +118,8 @@ pub struct Raw {
     pub reload: Option<String>,
     pub on_incompatible: Option<String>,
     pub mode: Option<String>,
+    /// Rules in the rules-file format: one CEL expression per line, `#` comment lines.
+    pub rules: Option<String>,
 }
 
 /// Settings resolved from annotations, with the problems found on the way.
@@ -134,6 +140,7 @@ const ALLOWED_RELOAD: &str =
     "none, http://..., https://... or signal:NAME:PROCESS (e.g. signal:HUP:prometheus)";
 const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
 const ALLOWED_MODE: &str = "enforce or observe";
+const ALLOWED_RULES: &str = "one CEL expression over data and binaryData per line (lines starting with # are comments), each evaluating to true";
 const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
 
 fn parse_accepts(s: &str) -> Result<Accepts, String> {
@@ -327,6 +334,7 @@ enum Key {
     Reload,
     OnIncompatible,
     Mode,
+    Rules,
 }
 
 /// One setting: how to name it to a user and what it allows.
@@ -338,7 +346,7 @@ struct Field {
     allowed: &'static str,
 }
 
-const FIELDS: [Field; 6] = [
+const FIELDS: [Field; 7] = [
     Field {
         key: Key::Accepts,
         flag: "--accepts",
@@ -381,6 +389,13 @@ const FIELDS: [Field; 6] = [
         annotation: ANN_MODE,
         allowed: ALLOWED_MODE,
     },
+    Field {
+        key: Key::Rules,
+        flag: "--rule",
+        env: "CONFGATE_RULES",
+        annotation: ANN_RULES,
+        allowed: ALLOWED_RULES,
+    },
 ];
 
 impl Default for Settings {
@@ -394,6 +409,7 @@ impl Default for Settings {
             reload: Reload::None,
             on_incompatible: OnIncompatible::Hold,
             mode: Mode::Enforce,
+            rules: crate::rules::RuleSet::default(),
         }
     }
 }
@@ -407,6 +423,7 @@ impl Raw {
             Key::Reload => self.reload.as_ref(),
             Key::OnIncompatible => self.on_incompatible.as_ref(),
             Key::Mode => self.mode.as_ref(),
+            Key::Rules => self.rules.as_ref(),
         }
     }
 }
@@ -446,6 +463,7 @@ impl Settings {
             Key::Reload => self.reload = v.parse()?,
             Key::OnIncompatible => self.on_incompatible = v.parse()?,
             Key::Mode => self.mode = v.parse()?,
+            Key::Rules => self.rules = crate::rules::RuleSet::parse(v)?,
         }
         Ok(())
     }
@@ -458,6 +476,7 @@ impl Settings {
             Key::Reload => self.reload.clone_from(&other.reload),
             Key::OnIncompatible => self.on_incompatible = other.on_incompatible,
             Key::Mode => self.mode = other.mode,
+            Key::Rules => self.rules.clone_from(&other.rules),
         }
     }
 
@@ -555,6 +574,7 @@ mod tests {
             on_incompatible: Some("drop".into()),
             mode: Some("strict".into()),
             require: Some("ok,../bad".into()),
+            rules: None,
         };
         let err = Settings::from_raw(&raw).unwrap_err();
         assert_eq!(err.0.len(), 6, "{err}");
@@ -582,6 +602,7 @@ mod tests {
             reload: Some("signal:HUP:prometheus".into()),
             on_incompatible: Some("unready".into()),
             mode: Some("observe".into()),
+            rules: None,
         };
         let s = Settings::from_raw(&raw).unwrap();
         assert_eq!(s.accepts_text(), Some(">=2.4.0, <3.0.0"));

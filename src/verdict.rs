@@ -114,7 +114,7 @@ fn invalid(version: Option<String>, reason: String) -> Judgement {
     }
 }
 
-/// Judges one snapshot: required keys, then the version, then the range.
+/// Judges one snapshot: required keys, then the version, then the range, then the content rules.
 pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
     let missing: Vec<&str> = settings
         .require
@@ -179,6 +179,16 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
         };
     };
     let verdict = classify(&version, &accepts.req);
+    // Rules only for a version the range accepts: a config is judged once, by its first problem, and
+    // the version comes first because it decides whether the rules were even written for it.
+    if verdict == Verdict::Accepted
+        && let Err(failure) = settings.rules.check(&snap.files)
+    {
+        return invalid(
+            Some(raw),
+            format!("version {version} is in {}, but {failure}", accepts.text),
+        );
+    }
     let reason = match verdict {
         Verdict::Accepted => format!("version {version} is in {}", accepts.text),
         Verdict::TooNew => format!("version {version} is newer than {} allows", accepts.text),

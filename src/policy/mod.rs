@@ -335,35 +335,19 @@ pub fn to_json(objects: &[Node; 2]) -> String {
 pub enum CommandError {
     #[error(transparent)]
     Settings(#[from] crate::settings::Error),
-    #[error("cannot read --rules-file {path}: {source}")]
-    RulesFile {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Rule(#[from] crate::rules::Invalid),
     #[error(transparent)]
     Policy(#[from] Error),
 }
 
-/// `confgate policy`: the settings, the rules (flags first, then the file), the objects as text.
+/// `confgate policy`: the settings (rules among them: flags first, then the file), the objects as text.
 pub fn print(args: &crate::cli::PolicyArgs) -> Result<String, CommandError> {
     let settings = Settings::from_raw(&args.gate.raw())?;
-    let mut texts = args.rules.clone();
-    if let Some(path) = &args.rules_file {
-        let text = std::fs::read_to_string(path).map_err(|source| CommandError::RulesFile {
-            path: path.display().to_string(),
-            source,
-        })?;
-        texts.extend(crate::rules::parse_file(&text));
-    }
-    let rules = crate::rules::compile_all(texts.iter().map(String::as_str))?;
+    let rules = settings.rules.compiled();
     let objects = generate(&Request {
         namespace: &args.namespace,
         name: &args.name,
         settings: &settings,
-        rules: &rules,
+        rules,
         kubernetes_version: &args.kubernetes_version,
     })?;
     tracing::debug!(
