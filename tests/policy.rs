@@ -512,12 +512,15 @@ const PARITY_RULES: &[&str] = &[
     "size(binaryData) == 0 || size(data) >= 1",
 ];
 
+/// `binaryData` keys and their bytes.
+type Binary<'a> = Vec<(&'a str, &'a [u8])>;
+
 /// With rules: every subset of one to two rules over ConfigMaps with and without a non-UTF-8
 /// `binaryData` key, the policy admits exactly what `check` accepts.
 #[test]
 fn rules_parity_with_check() {
     big_stack(|| {
-        let configs: Vec<(Vec<(&str, &str)>, Vec<(&str, &[u8])>)> = vec![
+        let configs: Vec<(Vec<(&str, &str)>, Binary)> = vec![
             (vec![("version", "2.4.1"), ("config", "a: 1")], vec![]),
             (vec![("version", "2.4.1")], vec![("blob", &[0xff, 0, 1])]),
             (
