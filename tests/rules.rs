@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use std::process::{Command, Output};
 
+#[cfg(feature = "policy")]
 const RULE_OK: &str = "data['config'].contains('listen:')";
 
 fn confgate(args: &[&str]) -> Output {
@@ -21,6 +22,7 @@ fn confgate(args: &[&str]) -> Output {
         .expect("run confgate")
 }
 
+#[cfg(feature = "policy")]
 /// The reason `check` gives for its only line (the fifth column onwards, after `PATH: `).
 fn check_reason(out: &Output) -> String {
     let text = String::from_utf8_lossy(&out.stdout);
