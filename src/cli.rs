@@ -62,6 +62,9 @@ pub struct GateArgs {
     /// enforce, or observe (promote everything, only report) [default: enforce]
     #[arg(long, env = "CONFGATE_MODE", value_name = "MODE")]
     pub mode: Option<String>,
+    /// Metrics confirming a reload: URL#SUCCESS[,SUCCESS_TIME], or none [default: none]
+    #[arg(long, env = "CONFGATE_CONFIRM", value_name = "URL#METRICS")]
+    pub confirm: Option<String>,
 }
 
 impl GateArgs {
@@ -73,6 +76,7 @@ impl GateArgs {
             reload: self.reload.clone(),
             on_incompatible: self.on_incompatible.clone(),
             mode: self.mode.clone(),
+            confirm: self.confirm.clone(),
         }
     }
 }

@@ -18,10 +18,11 @@ pub const ANN_REQUIRE: &str = "confgate.io/require";
 pub const ANN_RELOAD: &str = "confgate.io/reload";
 pub const ANN_ON_INCOMPATIBLE: &str = "confgate.io/on-incompatible";
 pub const ANN_MODE: &str = "confgate.io/mode";
+pub const ANN_CONFIRM: &str = "confgate.io/confirm";
 /// Reserved for the API source; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
-const KNOWN_ANNOTATIONS: [&str; 7] = [
+const KNOWN_ANNOTATIONS: [&str; 8] = [
     ANN_ACCEPTS,
     ANN_VERSION_FROM,
     ANN_REQUIRE,
@@ -29,6 +30,7 @@ const KNOWN_ANNOTATIONS: [&str; 7] = [
     ANN_ON_INCOMPATIBLE,
     ANN_MODE,
     ANN_SOURCE,
+    ANN_CONFIRM,
 ];
 
 /// A setting's value that could not be used.
@@ -103,6 +105,8 @@ pub struct Settings {
     pub reload: Reload,
     pub on_incompatible: OnIncompatible,
     pub mode: Mode,
+    /// The component's metrics that confirm a reload; `None`: the reload's own answer decides.
+    pub confirm: Option<crate::confirm::Confirm>,
 }
 
 /// Flag or environment values before parsing (clap has already applied flag > env).
@@ -114,6 +118,7 @@ pub struct Raw {
     pub reload: Option<String>,
     pub on_incompatible: Option<String>,
     pub mode: Option<String>,
+    pub confirm: Option<String>,
 }
 
 /// Settings resolved from annotations, with the problems found on the way.
@@ -134,6 +139,7 @@ const ALLOWED_RELOAD: &str =
     "none, http://..., https://... or signal:NAME:PROCESS (e.g. signal:HUP:prometheus)";
 const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
 const ALLOWED_MODE: &str = "enforce or observe";
+const ALLOWED_CONFIRM: &str = "none or URL#SUCCESS_METRIC[,SUCCESS_TIME_METRIC] (e.g. http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds)";
 const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
 
 fn parse_accepts(s: &str) -> Result<Accepts, String> {
@@ -327,6 +333,7 @@ enum Key {
     Reload,
     OnIncompatible,
     Mode,
+    Confirm,
 }
 
 /// One setting: how to name it to a user and what it allows.
@@ -338,7 +345,7 @@ struct Field {
     allowed: &'static str,
 }
 
-const FIELDS: [Field; 6] = [
+const FIELDS: [Field; 7] = [
     Field {
         key: Key::Accepts,
         flag: "--accepts",
@@ -381,6 +388,13 @@ const FIELDS: [Field; 6] = [
         annotation: ANN_MODE,
         allowed: ALLOWED_MODE,
     },
+    Field {
+        key: Key::Confirm,
+        flag: "--confirm",
+        env: "CONFGATE_CONFIRM",
+        annotation: ANN_CONFIRM,
+        allowed: ALLOWED_CONFIRM,
+    },
 ];
 
 impl Default for Settings {
@@ -394,6 +408,7 @@ impl Default for Settings {
             reload: Reload::None,
             on_incompatible: OnIncompatible::Hold,
             mode: Mode::Enforce,
+            confirm: None,
         }
     }
 }
@@ -407,6 +422,7 @@ impl Raw {
             Key::Reload => self.reload.as_ref(),
             Key::OnIncompatible => self.on_incompatible.as_ref(),
             Key::Mode => self.mode.as_ref(),
+            Key::Confirm => self.confirm.as_ref(),
         }
     }
 }
@@ -446,6 +462,12 @@ impl Settings {
             Key::Reload => self.reload = v.parse()?,
             Key::OnIncompatible => self.on_incompatible = v.parse()?,
             Key::Mode => self.mode = v.parse()?,
+            Key::Confirm => {
+                self.confirm = match v.trim() {
+                    "none" | "" => None,
+                    c => Some(c.parse()?),
+                }
+            }
         }
         Ok(())
     }
@@ -458,6 +480,7 @@ impl Settings {
             Key::Reload => self.reload.clone_from(&other.reload),
             Key::OnIncompatible => self.on_incompatible = other.on_incompatible,
             Key::Mode => self.mode = other.mode,
+            Key::Confirm => self.confirm.clone_from(&other.confirm),
         }
     }
 
@@ -555,9 +578,10 @@ mod tests {
             on_incompatible: Some("drop".into()),
             mode: Some("strict".into()),
             require: Some("ok,../bad".into()),
+            confirm: Some("http://x/metrics".into()),
         };
         let err = Settings::from_raw(&raw).unwrap_err();
-        assert_eq!(err.0.len(), 6, "{err}");
+        assert_eq!(err.0.len(), 7, "{err}");
         let text = err.to_string();
         for needle in [
             "--accepts (CONFGATE_ACCEPTS) \">=x\"",
@@ -565,6 +589,7 @@ mod tests {
             "--reload (CONFGATE_RELOAD) \"signal:NOPE:prom\"",
             "--on-incompatible (CONFGATE_ON_INCOMPATIBLE) \"drop\"",
             "--mode (CONFGATE_MODE) \"strict\"",
+            "--confirm (CONFGATE_CONFIRM) \"http://x/metrics\"",
             "--require (CONFGATE_REQUIRE)",
             "allowed: hold or unready",
             "allowed: enforce or observe",
@@ -582,8 +607,13 @@ mod tests {
             reload: Some("signal:HUP:prometheus".into()),
             on_incompatible: Some("unready".into()),
             mode: Some("observe".into()),
+            confirm: Some("http://127.0.0.1:9090/metrics#up".into()),
         };
         let s = Settings::from_raw(&raw).unwrap();
+        assert_eq!(
+            s.confirm.as_ref().map(|c| c.to_string()).as_deref(),
+            Some("http://127.0.0.1:9090/metrics#up")
+        );
         assert_eq!(s.accepts_text(), Some(">=2.4.0, <3.0.0"));
         assert_eq!(
             s.version_from,
