@@ -79,6 +79,9 @@ pub struct ReloadView {
     pub last_success_sha256: Option<String>,
     /// Reloads requested by promotions so far (coalesced requests count each).
     pub requested: u64,
+    /// Whether the last finished reload was applied (false: rejected, or not reached); kept while the
+    /// next one is in flight.
+    pub last_reload_successful: Option<bool>,
 }
 
 impl Default for ReloadView {
@@ -89,6 +92,7 @@ impl Default for ReloadView {
             last_error: None,
             last_success_sha256: None,
             requested: 0,
+            last_reload_successful: None,
         }
     }
 }
@@ -211,11 +215,7 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
                 .applied
                 .as_ref()
                 .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
-            last_reload_successful: match s.reload.last_result {
-                ReloadResult::Success | ReloadResult::NothingToReload => Some(true),
-                ReloadResult::Failure | ReloadResult::Rejected => Some(false),
-                ReloadResult::None | ReloadResult::Pending => None,
-            },
+            last_reload_successful: s.reload.last_reload_successful,
         }
     }
 }

@@ -237,6 +237,15 @@ impl Pipeline {
         let r = &mut self.reload;
         match o {
             reload::Outcome::Attempting => r.last_result = ReloadResult::Pending,
+            reload::Outcome::Reloaded(_) | reload::Outcome::Nothing(_) => {
+                r.last_reload_successful = Some(true);
+            }
+            reload::Outcome::Failed(_) | reload::Outcome::Rejected { .. } => {
+                r.last_reload_successful = Some(false);
+            }
+        }
+        match o {
+            reload::Outcome::Attempting => {}
             reload::Outcome::Reloaded(h) => {
                 r.last_result = ReloadResult::Success;
                 r.last_error = None;
