@@ -69,6 +69,9 @@ pub struct GateArgs {
     /// A file of rules, one per line (`#` starts a comment line), after those of --rule
     #[arg(long, env = "CONFGATE_RULES_FILE", value_name = "FILE", value_parser = rules_file)]
     pub rules_file: Option<RulesFile>,
+    /// Metrics confirming a reload: URL#SUCCESS[,SUCCESS_TIME], or none [default: none]
+    #[arg(long, env = "CONFGATE_CONFIRM", value_name = "URL#METRICS")]
+    pub confirm: Option<String>,
 }
 
 /// A rules file's content, read when the command line is parsed so that an unreadable file is a usage
@@ -99,6 +102,7 @@ impl GateArgs {
                 }
                 text
             }),
+            confirm: self.confirm.clone(),
         }
     }
 }

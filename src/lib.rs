@@ -11,7 +11,8 @@
 //! - [`verdict`]: version extraction, semver range, required keys. No I/O.
 //! - [`extract`]: the value at a JSON/YAML pointer, streamed without a document tree.
 //! - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
-//! - [`reload`]: HTTP or signal reloads with backoff and coalescing.
+//! - [`reload`]: HTTP or signal reloads with backoff and coalescing; [`confirm`]: a reload confirmed
+//!   through the component's own metrics.
 //! - [`gate`]: the decision loop tying the above together.
 //! - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
@@ -35,6 +36,7 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub(crate) mod configmap;
+pub mod confirm;
 pub mod extract;
 pub mod gate;
 pub mod inject;

@@ -17,6 +17,10 @@ pub struct View<'a> {
     pub settings_problem: bool,
     /// The active config's version (empty when unversioned) and content hash.
     pub active: Option<(&'a str, &'a str)>,
+    /// The applied config's version and content hash.
+    pub applied: Option<(&'a str, &'a str)>,
+    /// Whether the last finished reload was applied; `None` before any, and while one is in flight.
+    pub last_reload_successful: Option<bool>,
 }
 
 /// Upper bounds of the reload-duration histogram, in seconds.
@@ -24,7 +28,7 @@ const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 #[derive(Debug, Default)]
 pub struct Metrics {
-    candidates: [AtomicU64; 6],
+    candidates: [AtomicU64; 7],
     promotions: AtomicU64,
     promotion_failures: AtomicU64,
     reload_success: AtomicU64,
@@ -126,6 +130,27 @@ impl Metrics {
                 out,
                 "confgate_active_config_info{{version=\"{}\",sha256=\"{sha256}\"}} 1",
                 escape(version),
+            );
+        }
+        head(
+            &mut out,
+            "confgate_applied_config_info",
+            "The config the component confirmed it runs: version and content hash.",
+            "gauge",
+        );
+        if let Some((version, sha256)) = s.applied {
+            let _ = writeln!(
+                out,
+                "confgate_applied_config_info{{version=\"{}\",sha256=\"{sha256}\"}} 1",
+                escape(version),
+            );
+        }
+        if let Some(ok) = s.last_reload_successful {
+            gauge(
+                &mut out,
+                "confgate_last_reload_successful",
+                "1 when the component applied the last reload, 0 when it rejected it or was not reached.",
+                b(ok),
             );
         }
         head(

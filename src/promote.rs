@@ -28,6 +28,9 @@ const DATA_TMP: &str = "..data_tmp";
 /// The "reload owed" marker in the promoted dir; `..` keeps it out of every kubelet-layout reader.
 pub const RELOAD_OWED: &str = "..confgate_reload_owed";
 const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
+/// A link to the timestamped dir of the last config the component applied, kept for a rollback.
+pub const APPLIED: &str = "..confgate_applied";
+const APPLIED_TMP: &str = "..confgate_applied_tmp";
 
 /// Why a promotion could not be made. The previous config is still whole in every case.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +44,8 @@ pub enum Error {
     },
     #[error("{path} exists and is not a directory")]
     NotADir { path: PathBuf },
+    #[error("no config the component applied is kept in {path}")]
+    NoApplied { path: PathBuf },
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
@@ -135,12 +140,76 @@ impl Promoter {
         self.promote_inner(snap, true)
     }
 
+    /// The timestamped dir [`APPLIED`] names, when it is one that exists.
+    fn applied_dir(&self) -> Option<String> {
+        let t = std::fs::read_link(self.dir.join(APPLIED)).ok()?;
+        let name = t.to_str()?.to_owned();
+        (name.starts_with("..") && !name.contains('/') && self.dir.join(&name).is_dir())
+            .then_some(name)
+    }
+
+    /// Records that the component applied what `..data` points at now: that dir is kept, for
+    /// [`Promoter::roll_back`], when later promotions replace it. The dir it kept before goes.
+    pub fn mark_applied(&self) -> Result<(), Error> {
+        let data = self.dir.join(DATA_LINK);
+        let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
+        let tmp = self.dir.join(APPLIED_TMP);
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
+        let path = self.dir.join(APPLIED);
+        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))?;
+        if let Err(e) = self.clean() {
+            self.untidy.store(true, Ordering::Relaxed);
+            tracing::warn!(error = %e, dir = %self.dir.display(), "tidying the promoted dir failed; will retry");
+        }
+        Ok(())
+    }
+
+    /// Puts the last applied config back in place with one `rename` of `..data`, as a promotion
+    /// would (its key links first, then the switch, then the rejected dir and links removed), and
+    /// returns what the dir holds now. Nothing is copied: the applied config's dir was kept.
+    pub fn roll_back(&self) -> Result<Observed, Error> {
+        let Some(ts) = self.applied_dir() else {
+            return Err(Error::NoApplied {
+                path: self.dir.clone(),
+            });
+        };
+        let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
+        if old.as_deref().and_then(Path::to_str) != Some(ts.as_str()) {
+            let old_keys = match &old {
+                Some(o) => top_level_names(&self.dir.join(o)),
+                None => BTreeSet::new(),
+            };
+            let keys = top_level_names(&self.dir.join(&ts));
+            let mut linked = Vec::new();
+            if let Err(e) = self
+                .link_new(&keys, &mut linked)
+                .and_then(|()| self.swap(&ts))
+            {
+                let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
+                for link in &linked {
+                    let _ = std::fs::remove_file(link);
+                }
+                return Err(e);
+            }
+            let tidied = self
+                .unlink_vanished(&old_keys, &keys)
+                .and_then(|()| self.clean());
+            if let Err(e) = &tidied {
+                tracing::warn!(error = %e, dir = %self.dir.display(), "rolled back, but tidying the promoted dir failed; will retry");
+            }
+            self.untidy.store(tidied.is_err(), Ordering::Relaxed);
+        }
+        Ok(snapshot::read(&self.dir))
+    }
+
     /// Removes leftovers: `..data_tmp`, timestamped dirs `..data` does not point at, links to vanished keys,
     /// and adds links that a crash after the swap left missing.
     fn clean(&self) -> Result<(), Error> {
         let current = std::fs::read_link(self.dir.join(DATA_LINK))
             .ok()
             .and_then(|t| t.to_str().map(str::to_owned));
+        let applied = self.applied_dir();
         let keys = match &current {
             Some(ts) => top_level_names(&self.dir.join(ts)),
             None => BTreeSet::new(),
@@ -149,7 +218,12 @@ impl Promoter {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
-            if name == DATA_LINK || name == RELOAD_OWED || Some(&name) == current.as_ref() {
+            if name == DATA_LINK
+                || name == RELOAD_OWED
+                || name == APPLIED
+                || Some(&name) == current.as_ref()
+                || Some(&name) == applied.as_ref()
+            {
                 continue;
             }
             let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
@@ -389,6 +463,42 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn rolls_back_to_the_applied_dir_in_one_switch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("promoted");
+        let (p, _) = Promoter::open(&dir).unwrap();
+        assert!(matches!(p.roll_back(), Err(Error::NoApplied { .. })));
+        let a = snap(&[("version", "1.0.0"), ("rules.yml", "good")]);
+        p.promote(&a).unwrap();
+        p.mark_applied().unwrap();
+        let b = snap(&[("version", "1.1.0"), ("extra.yml", "bad")]);
+        p.promote(&b).unwrap();
+        // The applied dir outlives the promotion that replaced it; nothing else is left.
+        let dirs = names(&dir)
+            .into_iter()
+            .filter(|n| n.starts_with("..2"))
+            .count();
+        assert_eq!(dirs, 2, "{:?}", names(&dir));
+        let now = p.roll_back().unwrap();
+        assert_eq!(now.hash(), Some(a.hash));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("rules.yml")).unwrap(),
+            "good"
+        );
+        assert!(std::fs::symlink_metadata(dir.join("extra.yml")).is_err());
+        let dirs = names(&dir)
+            .into_iter()
+            .filter(|n| n.starts_with("..2"))
+            .count();
+        assert_eq!(dirs, 1, "{:?}", names(&dir));
+        // A restart of the component reads the rolled-back files; a later promotion keeps them.
+        p.promote(&b).unwrap();
+        assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash));
+        let (_, reopened) = Promoter::open(&dir).unwrap();
+        assert_eq!(reopened.hash(), Some(a.hash));
     }
 
     #[test]

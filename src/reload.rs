@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
+use crate::confirm::{self, Confirm};
 use crate::settings::Reload;
 use crate::snapshot::ContentHash;
 use crate::state::Shared;
@@ -30,12 +31,23 @@ pub enum Error {
         #[source]
         source: hyper_util::client::legacy::Error,
     },
-    #[error("POST {url} answered {status}")]
-    Status { url: String, status: u16 },
+    /// The component answered and refused: a rejection, not retried.
+    #[error("POST {url} answered {status}: {first_line}")]
+    Status {
+        url: String,
+        status: u16,
+        /// The first line of the component's answer, bounded and sanitised: its own text.
+        first_line: String,
+    },
     #[error("{0}")]
     Url(String),
     #[error("CA file {path}: {what}")]
     Ca { path: String, what: String },
+    /// The component's metrics say the reload failed.
+    #[error("the component's metrics: {0}")]
+    Confirmed(String),
+    #[error("not confirmed by the component's metrics: {0}")]
+    Unconfirmed(String),
     #[error("attempt timed out after {0:?}")]
     Timeout(Duration),
     #[error(
@@ -61,6 +73,36 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether the component answered and refused (not retried), as opposed to not being reached.
+    pub fn is_rejection(&self) -> bool {
+        matches!(self, Error::Status { .. } | Error::Confirmed(_))
+    }
+}
+
+/// Bound on the component's text kept with a rejection.
+pub const REASON_MAX: usize = 200;
+
+/// The first line of `body`, at most [`REASON_MAX`] bytes (cut on a char boundary), control characters
+/// replaced: the component's own words, safe for a log line, a status and an Event.
+pub fn first_line(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut out = String::new();
+    for c in line.chars() {
+        if out.len() + c.len_utf8() > REASON_MAX {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
 /// One reload to perform: the target in force when the promotion happened, and what was promoted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -71,6 +113,8 @@ pub struct Request {
     /// When the promotion was made: a signal goes only to processes started by then (a process
     /// started later read the promoted config itself). `None`: every matching process.
     pub promoted_at: Option<BootTicks>,
+    /// The component's metrics to confirm the reload with (the setting in force at the promotion).
+    pub confirm: Option<Confirm>,
 }
 
 /// A boot-relative instant in the kernel's clock ticks (`USER_HZ`), the unit of the start time in
@@ -100,8 +144,12 @@ pub enum Outcome {
     Attempting,
     /// The target took the reload of this content.
     Reloaded(ContentHash),
-    /// The attempt failed; the worker retries with backoff.
+    /// The attempt did not reach the component (connection error, timeout, no handler yet, or its
+    /// metrics never confirmed); the worker retries with backoff.
     Failed(String),
+    /// The component answered that it refused this content (an HTTP 4xx/5xx, or its metrics said the
+    /// reload failed), with its reason. Not retried.
+    Rejected { sha256: ContentHash, reason: String },
     /// No process was there to reload (none runs, or each started after the promotion), and why.
     Nothing(String),
 }
@@ -112,6 +160,8 @@ pub struct Handle {
     tx: watch::Sender<Option<Request>>,
     seq: u64,
     outcomes: mpsc::UnboundedReceiver<Outcome>,
+    /// The confirmation setting in force, attached to each request.
+    confirm: Option<Confirm>,
     /// Keeps an inert handle's outcome channel open, so waiting on it waits forever.
     _inert: Option<mpsc::UnboundedSender<Outcome>>,
 }
@@ -141,7 +191,13 @@ impl Handle {
             sha256,
             version,
             promoted_at,
+            confirm: self.confirm.clone(),
         }));
+    }
+
+    /// Sets the metrics that confirm later requests (the `confirm` setting in force).
+    pub fn set_confirm(&mut self, confirm: Option<Confirm>) {
+        self.confirm = confirm;
     }
 }
 
@@ -153,6 +209,7 @@ impl Handle {
             tx: watch::Sender::new(None),
             seq: 0,
             outcomes,
+            confirm: None,
             _inert: Some(otx),
         }
     }
@@ -176,6 +233,15 @@ type Connector = hyper_util::client::legacy::connect::HttpConnector;
 /// The HTTP(S) client reload POSTs go through.
 #[derive(Clone, Debug)]
 pub struct Client(hyper_util::client::legacy::Client<Connector, Empty<Bytes>>);
+
+impl Client {
+    pub(crate) async fn send(
+        &self,
+        req: hyper::Request<Empty<Bytes>>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        self.0.request(req).await
+    }
+}
 
 impl Client {
     /// A client trusting the system's roots and, for https targets with a private CA, `ca_file` (PEM).
@@ -254,6 +320,7 @@ pub fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
         tx,
         seq: 0,
         outcomes,
+        confirm: None,
         _inert: None,
     }
 }
@@ -271,11 +338,25 @@ async fn worker(
         let mut delay = BACKOFF_BASE;
         loop {
             let _ = report.send(Outcome::Attempting);
-            let started = Instant::now();
-            let result = match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req)).await {
-                Ok(r) => r,
-                Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
+            // What the component's metrics say before the reload, to see them move.
+            let before = match &req.confirm {
+                Some(c) => confirm::read(&client, c).await.ok(),
+                None => None,
             };
+            let sent_at = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
+            let started = Instant::now();
+            let mut result =
+                match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
+                };
+            if let (Ok(Sent::Reloaded(_)), Some(c)) = (&result, &req.confirm) {
+                match confirm::wait(&client, c, before, sent_at).await {
+                    confirm::Said::Applied => {}
+                    confirm::Said::Rejected(why) => result = Err(Error::Confirmed(why)),
+                    confirm::Said::Unconfirmed(why) => result = Err(Error::Unconfirmed(why)),
+                }
+            }
             let took = started.elapsed();
             let sha = req.sha256.short();
             if let Ok(Sent::Nothing(why)) = &result {
@@ -290,6 +371,15 @@ async fn worker(
                 Ok(_) => {
                     info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, took_ms = took.as_millis() as u64, "reloaded");
                     let _ = report.send(Outcome::Reloaded(req.sha256));
+                    break;
+                }
+                Err(e) if e.is_rejection() => {
+                    let reason = e.to_string();
+                    warn!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, reason = %reason, "reload rejected by the component; not retried");
+                    let _ = report.send(Outcome::Rejected {
+                        sha256: req.sha256,
+                        reason,
+                    });
                     break;
                 }
                 Err(e) => {
@@ -364,14 +454,25 @@ async fn attempt(client: &Client, req: &Request) -> Result<Sent, Error> {
                     source,
                 })?;
             let status = resp.status();
-            // Drain so the connection can be reused.
-            let _ = resp.into_body().collect().await;
+            // Only the start of the answer is kept: at most a line's worth, whatever it sends.
+            let mut head = Vec::new();
+            let mut body = resp.into_body();
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(data) = frame.into_data() {
+                    let room = (4 * REASON_MAX).saturating_sub(head.len());
+                    head.extend_from_slice(&data[..data.len().min(room)]);
+                    if head.len() >= 4 * REASON_MAX || head.contains(&b'\n') {
+                        break;
+                    }
+                }
+            }
             if status.is_success() {
                 Ok(Sent::Reloaded(1))
             } else {
                 Err(Error::Status {
                     url: url.clone(),
                     status: status.as_u16(),
+                    first_line: first_line(&head),
                 })
             }
         }
@@ -545,6 +646,33 @@ mod tests {
         let now = BootTicks::now().unwrap();
         assert!(me <= now, "{me:?} {now:?}");
         assert!(now.0 - me.0 < 3600 * USER_HZ, "{me:?} {now:?}");
+    }
+
+    #[test]
+    fn first_line_is_bounded_and_sanitised() {
+        assert_eq!(
+            first_line(b"\n  failed to reload\tconfig: x\nsecond"),
+            "failed to reload config: x"
+        );
+        let long = first_line("é".repeat(300).as_bytes());
+        assert!(
+            long.len() <= REASON_MAX + '…'.len_utf8() && long.ends_with('…'),
+            "{long}"
+        );
+        assert_eq!(first_line(&[0xff, b'a', 0x1b]), "\u{fffd}a ");
+    }
+
+    #[test]
+    fn only_answers_that_refuse_are_rejections() {
+        let status = Error::Status {
+            url: "u".into(),
+            status: 500,
+            first_line: "bad".into(),
+        };
+        assert!(status.is_rejection() && Error::Confirmed("0".into()).is_rejection());
+        assert!(!Error::Timeout(ATTEMPT_TIMEOUT).is_rejection());
+        assert!(!Error::Unconfirmed("x".into()).is_rejection());
+        assert!(!Error::NoProcess("p".into()).is_rejection());
     }
 
     #[test]

@@ -19,10 +19,11 @@ pub const ANN_RELOAD: &str = "confgate.io/reload";
 pub const ANN_ON_INCOMPATIBLE: &str = "confgate.io/on-incompatible";
 pub const ANN_MODE: &str = "confgate.io/mode";
 pub const ANN_RULES: &str = "confgate.io/rules";
+pub const ANN_CONFIRM: &str = "confgate.io/confirm";
 /// Reserved for the API source; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
-const KNOWN_ANNOTATIONS: [&str; 8] = [
+const KNOWN_ANNOTATIONS: [&str; 9] = [
     ANN_ACCEPTS,
     ANN_VERSION_FROM,
     ANN_REQUIRE,
@@ -31,6 +32,7 @@ const KNOWN_ANNOTATIONS: [&str; 8] = [
     ANN_MODE,
     ANN_RULES,
     ANN_SOURCE,
+    ANN_CONFIRM,
 ];
 
 /// A setting's value that could not be used.
@@ -107,6 +109,8 @@ pub struct Settings {
     pub mode: Mode,
     /// Content rules (CEL) a config must satisfy to be accepted.
     pub rules: crate::rules::RuleSet,
+    /// The component's metrics that confirm a reload; `None`: the reload's own answer decides.
+    pub confirm: Option<crate::confirm::Confirm>,
 }
 
 /// Flag or environment values before parsing (clap has already applied flag > env).
@@ -120,6 +124,7 @@ pub struct Raw {
     pub mode: Option<String>,
     /// Rules in the rules-file format: one CEL expression per line, `#` comment lines.
     pub rules: Option<String>,
+    pub confirm: Option<String>,
 }
 
 /// Settings resolved from annotations, with the problems found on the way.
@@ -141,6 +146,7 @@ const ALLOWED_RELOAD: &str =
 const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
 const ALLOWED_MODE: &str = "enforce or observe";
 const ALLOWED_RULES: &str = "one CEL expression over data and binaryData per line (lines starting with # are comments), each evaluating to true";
+const ALLOWED_CONFIRM: &str = "none or URL#SUCCESS_METRIC[,SUCCESS_TIME_METRIC] (e.g. http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds)";
 const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
 
 fn parse_accepts(s: &str) -> Result<Accepts, String> {
@@ -335,6 +341,7 @@ enum Key {
     OnIncompatible,
     Mode,
     Rules,
+    Confirm,
 }
 
 /// One setting: how to name it to a user and what it allows.
@@ -346,7 +353,7 @@ struct Field {
     allowed: &'static str,
 }
 
-const FIELDS: [Field; 7] = [
+const FIELDS: [Field; 8] = [
     Field {
         key: Key::Accepts,
         flag: "--accepts",
@@ -396,6 +403,13 @@ const FIELDS: [Field; 7] = [
         annotation: ANN_RULES,
         allowed: ALLOWED_RULES,
     },
+    Field {
+        key: Key::Confirm,
+        flag: "--confirm",
+        env: "CONFGATE_CONFIRM",
+        annotation: ANN_CONFIRM,
+        allowed: ALLOWED_CONFIRM,
+    },
 ];
 
 impl Default for Settings {
@@ -410,6 +424,7 @@ impl Default for Settings {
             on_incompatible: OnIncompatible::Hold,
             mode: Mode::Enforce,
             rules: crate::rules::RuleSet::default(),
+            confirm: None,
         }
     }
 }
@@ -424,6 +439,7 @@ impl Raw {
             Key::OnIncompatible => self.on_incompatible.as_ref(),
             Key::Mode => self.mode.as_ref(),
             Key::Rules => self.rules.as_ref(),
+            Key::Confirm => self.confirm.as_ref(),
         }
     }
 }
@@ -464,6 +480,12 @@ impl Settings {
             Key::OnIncompatible => self.on_incompatible = v.parse()?,
             Key::Mode => self.mode = v.parse()?,
             Key::Rules => self.rules = crate::rules::RuleSet::parse(v)?,
+            Key::Confirm => {
+                self.confirm = match v.trim() {
+                    "none" | "" => None,
+                    c => Some(c.parse()?),
+                }
+            }
         }
         Ok(())
     }
@@ -477,6 +499,7 @@ impl Settings {
             Key::OnIncompatible => self.on_incompatible = other.on_incompatible,
             Key::Mode => self.mode = other.mode,
             Key::Rules => self.rules.clone_from(&other.rules),
+            Key::Confirm => self.confirm.clone_from(&other.confirm),
         }
     }
 
@@ -575,9 +598,10 @@ mod tests {
             mode: Some("strict".into()),
             require: Some("ok,../bad".into()),
             rules: None,
+            confirm: Some("http://x/metrics".into()),
         };
         let err = Settings::from_raw(&raw).unwrap_err();
-        assert_eq!(err.0.len(), 6, "{err}");
+        assert_eq!(err.0.len(), 7, "{err}");
         let text = err.to_string();
         for needle in [
             "--accepts (CONFGATE_ACCEPTS) \">=x\"",
@@ -585,6 +609,7 @@ mod tests {
             "--reload (CONFGATE_RELOAD) \"signal:NOPE:prom\"",
             "--on-incompatible (CONFGATE_ON_INCOMPATIBLE) \"drop\"",
             "--mode (CONFGATE_MODE) \"strict\"",
+            "--confirm (CONFGATE_CONFIRM) \"http://x/metrics\"",
             "--require (CONFGATE_REQUIRE)",
             "allowed: hold or unready",
             "allowed: enforce or observe",
@@ -603,8 +628,13 @@ mod tests {
             on_incompatible: Some("unready".into()),
             mode: Some("observe".into()),
             rules: None,
+            confirm: Some("http://127.0.0.1:9090/metrics#up".into()),
         };
         let s = Settings::from_raw(&raw).unwrap();
+        assert_eq!(
+            s.confirm.as_ref().map(|c| c.to_string()).as_deref(),
+            Some("http://127.0.0.1:9090/metrics#up")
+        );
         assert_eq!(s.accepts_text(), Some(">=2.4.0, <3.0.0"));
         assert_eq!(
             s.version_from,

@@ -24,6 +24,24 @@ pub struct ActiveView {
     pub verdict: Verdict,
 }
 
+/// The config the component confirmed it runs: its last reload of it succeeded (HTTP 2xx, or its
+/// metrics said so), or it started on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AppliedView {
+    pub version: Option<String>,
+    pub sha256: String,
+    /// RFC 3339: when it was first confirmed.
+    pub since: String,
+}
+
+/// The newest snapshot seen (the desired config), whatever its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DesiredView {
+    pub version: Option<String>,
+    pub sha256: Option<String>,
+    pub verdict: Verdict,
+}
+
 /// The newest snapshot, when it is not the active one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CandidateView {
@@ -43,7 +61,10 @@ pub enum ReloadResult {
     /// An attempt is in flight.
     Pending,
     Success,
+    /// The reload did not reach the component (connection error, timeout, no handler); retried.
     Failure,
+    /// The component refused the content (`last_error` holds its reason); rolled back, not retried.
+    Rejected,
     /// No process to signal: none runs, or each one started after the promotion and read it itself.
     NothingToReload,
 }
@@ -58,6 +79,9 @@ pub struct ReloadView {
     pub last_success_sha256: Option<String>,
     /// Reloads requested by promotions so far (coalesced requests count each).
     pub requested: u64,
+    /// Whether the last finished reload was applied (false: rejected, or not reached); kept while the
+    /// next one is in flight.
+    pub last_reload_successful: Option<bool>,
 }
 
 impl Default for ReloadView {
@@ -68,6 +92,7 @@ impl Default for ReloadView {
             last_error: None,
             last_success_sha256: None,
             requested: 0,
+            last_reload_successful: None,
         }
     }
 }
@@ -118,7 +143,12 @@ pub struct Status {
     pub reason: String,
     pub accepts: Option<String>,
     pub stale: bool,
+    /// The newest snapshot seen.
+    pub desired: Option<DesiredView>,
+    /// The config in the promoted dir (gate-only: the one in force).
     pub active: Option<ActiveView>,
+    /// The config the component confirmed it runs.
+    pub applied: Option<AppliedView>,
     pub candidate: Option<CandidateView>,
     pub reload: ReloadView,
     pub mode: Mode,
@@ -141,7 +171,9 @@ impl Default for Status {
             reason: "starting".into(),
             accepts: None,
             stale: false,
+            desired: None,
             active: None,
+            applied: None,
             candidate: None,
             reload: ReloadView::default(),
             mode: Mode::Enforce,
@@ -179,6 +211,11 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
                 .active
                 .as_ref()
                 .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
+            applied: s
+                .applied
+                .as_ref()
+                .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
+            last_reload_successful: s.reload.last_reload_successful,
         }
     }
 }

@@ -21,16 +21,19 @@ pub enum Verdict {
     OutOfRange,
     Invalid,
     Missing,
+    /// Accepted by confgate, then refused by the component on reload (set by the gate, never by [`judge`]).
+    RejectedByComponent,
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 6] = [
+    pub const ALL: [Verdict; 7] = [
         Verdict::Accepted,
         Verdict::TooNew,
         Verdict::TooOld,
         Verdict::OutOfRange,
         Verdict::Invalid,
         Verdict::Missing,
+        Verdict::RejectedByComponent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +44,7 @@ impl Verdict {
             Verdict::OutOfRange => "out-of-range",
             Verdict::Invalid => "invalid",
             Verdict::Missing => "missing",
+            Verdict::RejectedByComponent => "rejected-by-component",
         }
     }
 }
@@ -55,6 +59,7 @@ impl Verdict {
             Verdict::OutOfRange => "OutOfRange",
             Verdict::Invalid => "Invalid",
             Verdict::Missing => "Missing",
+            Verdict::RejectedByComponent => "RejectedByComponent",
         }
     }
 

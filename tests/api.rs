@@ -918,12 +918,12 @@ async fn status_command_renders_the_fleet_from_conditions() {
     assert_eq!(
         fleet.render(),
         format!(
-            "POD    READY  CONDITION      VERSION  SHA256\n\
-             web-0  true   True/Accepted  2.4.1    {a}\n\
-             web-1  true   True/Accepted  2.4.1    {a}\n\
-             web-2  true   False/TooNew   2.3.0    {b}\n\
-             web-3  true   True/Accepted  2.4.1    {a}\n\
-             web-4  true   False/TooNew   2.3.0    {b}\n\
+            "POD    READY  CONDITION      VERSION  SHA256        APPLIED\n\
+             web-0  true   True/Accepted  2.4.1    {a}  -\n\
+             web-1  true   True/Accepted  2.4.1    {a}  -\n\
+             web-2  true   False/TooNew   2.3.0    {b}  -\n\
+             web-3  true   True/Accepted  2.4.1    {a}  -\n\
+             web-4  true   False/TooNew   2.3.0    {b}  -\n\
              configmap prod/app: {a}\n\
              3/5 on 2.4.1, 2 holding 2.3.0: too-new\n",
             a = short("2.4.1"),
@@ -942,6 +942,7 @@ fn status_summary_for_pods_behind_and_not_reporting() {
         condition: cond.map(|c| (c, "Accepted".to_owned())),
         version: v.map(str::to_owned),
         sha256: v.map(hash),
+        applied: None,
     };
     let fleet = status_cmd::Fleet {
         namespace: "prod".into(),

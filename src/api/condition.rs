@@ -117,17 +117,23 @@ pub struct Newest {
 pub struct ConditionMessage {
     /// `None`: no config has been accepted yet.
     pub active: Option<Described>,
+    /// The config the component confirmed it runs, when known.
+    pub applied: Option<Described>,
     pub newest: Option<Newest>,
 }
 
 const NO_ACCEPTED: &str = "no accepted config";
 const NEWEST: &str = "; newest ";
+const APPLIED: &str = "; applied ";
 
 impl fmt::Display for ConditionMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.active {
             Some(a) => write!(f, "{a}")?,
             None => f.write_str(NO_ACCEPTED)?,
+        }
+        if let Some(a) = &self.applied {
+            write!(f, "{APPLIED}{a}")?;
         }
         if let Some(n) = &self.newest {
             write!(f, "{NEWEST}{} is {}: {}", n.config, n.verdict, n.reason)?;
@@ -146,6 +152,10 @@ impl FromStr for ConditionMessage {
             Some((h, n)) => (h, Some(n)),
             None => (s, None),
         };
+        let (head, applied) = match head.split_once(APPLIED) {
+            Some((h, a)) => (h, a.parse::<Described>().ok()),
+            None => (head, None),
+        };
         let active = if head == NO_ACCEPTED {
             None
         } else {
@@ -160,7 +170,11 @@ impl FromStr for ConditionMessage {
                 reason: reason.to_owned(),
             })
         });
-        Ok(ConditionMessage { active, newest })
+        Ok(ConditionMessage {
+            active,
+            applied,
+            newest,
+        })
     }
 }
 
@@ -181,10 +195,12 @@ mod tests {
         #[test]
         fn message_round_trips(
             active in proptest::option::of(described()),
+            applied in proptest::option::of(described()),
             newest in proptest::option::of((described(), 0..Verdict::ALL.len(), any::<String>())),
         ) {
             let m = ConditionMessage {
                 active,
+                applied,
                 newest: newest.map(|(config, v, reason)| Newest { config, verdict: Verdict::ALL[v], reason }),
             };
             prop_assert_eq!(m.to_string().parse::<ConditionMessage>(), Ok(m));
@@ -206,6 +222,7 @@ mod tests {
             (Verdict::OutOfRange, "OutOfRange"),
             (Verdict::Invalid, "Invalid"),
             (Verdict::Missing, "Missing"),
+            (Verdict::RejectedByComponent, "RejectedByComponent"),
         ] {
             assert_eq!(Reason::Verdict(v).to_string(), r);
             assert_eq!(r.parse::<Reason>(), Ok(Reason::Verdict(v)));

@@ -109,7 +109,25 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             ),
             None => "; no config accepted yet".into(),
         };
-        out.push(if c.verdict == Verdict::Missing {
+        out.push(if c.verdict == Verdict::RejectedByComponent {
+            Note {
+                warning: true,
+                reason: "RejectedByComponent",
+                action: "Rollback",
+                note: format!(
+                    "{} was refused by the component ({}){}",
+                    described(c.version.as_deref(), c.sha256.as_deref()),
+                    c.reason,
+                    match &next.applied {
+                        Some(a) => format!(
+                            "; rolled back to {}",
+                            described(a.version.as_deref(), Some(&a.sha256))
+                        ),
+                        None => "; no applied config to roll back to".into(),
+                    }
+                ),
+            }
+        } else if c.verdict == Verdict::Missing {
             Note {
                 warning: true,
                 reason: "Missing",
@@ -169,6 +187,10 @@ pub fn condition(s: &Status) -> Option<Condition> {
     let message = ConditionMessage {
         active: s
             .active
+            .as_ref()
+            .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
+        applied: s
+            .applied
             .as_ref()
             .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
         newest: s.candidate.as_ref().map(|c| Newest {
@@ -373,5 +395,56 @@ mod tests {
             c.message,
             "no accepted config; newest config is missing: ConfigMap ns/cm does not exist"
         );
+    }
+
+    #[test]
+    fn rejection_by_the_component_is_an_event_and_the_condition_says_what_runs() {
+        let running = ActiveView {
+            version: Some("2.0.0".into()),
+            sha256: "sha256:aa".into(),
+            since: String::new(),
+            verdict: Verdict::Accepted,
+        };
+        let prev = Status {
+            active: Some(running.clone()),
+            applied: Some(crate::state::AppliedView {
+                version: Some("2.0.0".into()),
+                sha256: "sha256:aa".into(),
+                since: String::new(),
+            }),
+            ..Status::default()
+        };
+        let next = Status {
+            candidate: Some(CandidateView {
+                version: Some("2.1.0".into()),
+                sha256: Some("sha256:bb".into()),
+                verdict: Verdict::RejectedByComponent,
+                reason: "the component rejected it: POST u answered 500: bad rule".into(),
+            }),
+            ..prev.clone()
+        };
+        let n = notes(&prev, &next);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert_eq!(
+            (n[0].reason, n[0].action, n[0].warning),
+            ("RejectedByComponent", "Rollback", true)
+        );
+        assert!(
+            n[0].note.contains("version 2.1.0 sha256:bb")
+                && n[0].note.contains("500: bad rule")
+                && n[0]
+                    .note
+                    .ends_with("rolled back to version 2.0.0 sha256:aa"),
+            "{}",
+            n[0].note
+        );
+        let c = condition(&next).unwrap();
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (false, "RejectedByComponent")
+        );
+        let m: ConditionMessage = c.message.parse().unwrap();
+        assert_eq!(m.applied.unwrap().version.as_deref(), Some("2.0.0"));
+        assert_eq!(m.newest.unwrap().verdict, Verdict::RejectedByComponent);
     }
 }

@@ -51,6 +51,8 @@ pub struct Row {
     pub condition: Option<(bool, String)>,
     pub version: Option<String>,
     pub sha256: Option<String>,
+    /// What the component confirmed it runs (version, hash), when the sidecar knows.
+    pub applied: Option<(Option<String>, Option<String>)>,
 }
 
 /// The pods and, with `--configmap`, the ConfigMap's current hash (`None` when it does not exist).
@@ -68,11 +70,14 @@ pub fn row(pod: &PodView) -> Row {
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let ours = conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
-    let active = ours
+    let message = ours
         .and_then(|c| c.message.as_deref())
-        .and_then(|m| m.parse::<ConditionMessage>().ok())
-        .and_then(|m| m.active)
-        .unwrap_or_default();
+        .and_then(|m| m.parse::<ConditionMessage>().ok());
+    let applied = message
+        .as_ref()
+        .and_then(|m| m.applied.clone())
+        .map(|a| (a.version, a.sha256));
+    let active = message.and_then(|m| m.active).unwrap_or_default();
     let (version, sha256) = (active.version, active.sha256);
     Row {
         pod: pod.metadata.name.clone().unwrap_or_default(),
@@ -80,6 +85,7 @@ pub fn row(pod: &PodView) -> Row {
         condition: ours.map(|c| (c.status == "True", c.reason.clone().unwrap_or_default())),
         version,
         sha256,
+        applied,
     }
 }
 
@@ -138,16 +144,24 @@ fn short(sha: &str) -> &str {
 }
 
 impl Fleet {
-    /// Whether a pod runs what it should: the condition is True and, with `--configmap`, the active
-    /// config is the ConfigMap's current content.
+    /// Whether a pod runs what it should: the condition is True, the component applied the promoted
+    /// config (when the sidecar knows what it applied) and, with `--configmap`, that config is the
+    /// ConfigMap's current content.
     pub fn matches(&self, r: &Row) -> bool {
-        let compatible = matches!(r.condition, Some((true, _)));
+        let compatible = matches!(r.condition, Some((true, _))) && !Self::not_applied(r);
         match &self.configmap {
             None => compatible,
             Some((_, hash)) => {
                 compatible && hash.is_some_and(|h| r.sha256.as_deref() == Some(&h.to_string()))
             }
         }
+    }
+
+    /// The sidecar knows what the component runs, and it is not the promoted config.
+    fn not_applied(r: &Row) -> bool {
+        r.applied
+            .as_ref()
+            .is_some_and(|(_, sha)| sha.is_some() && *sha != r.sha256)
     }
 
     pub fn all_match(&self) -> bool {
@@ -167,6 +181,7 @@ impl Fleet {
             "CONDITION".into(),
             "VERSION".into(),
             "SHA256".into(),
+            "APPLIED".into(),
         ]];
         for r in &self.rows {
             table.push([
@@ -178,9 +193,14 @@ impl Fleet {
                 },
                 r.version.clone().unwrap_or_else(|| "-".into()),
                 r.sha256.as_deref().map(short).unwrap_or("-").to_owned(),
+                match &r.applied {
+                    Some((Some(v), _)) => v.clone(),
+                    Some((None, Some(sha))) => short(sha).to_owned(),
+                    _ => "-".into(),
+                },
             ]);
         }
-        let widths: Vec<usize> = (0..5)
+        let widths: Vec<usize> = (0..6)
             .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))
             .collect();
         let mut out = String::new();
@@ -224,8 +244,15 @@ impl Fleet {
                 *on.entry(version(r)).or_default() += 1;
                 continue;
             }
+            let running = |r: &Row| match &r.applied {
+                Some((Some(v), _)) => v.clone(),
+                _ => "an unversioned config".into(),
+            };
             let what = match &r.condition {
                 None => "not reporting".to_owned(),
+                Some(_) if Self::not_applied(r) => {
+                    format!("running {}: {} not applied", running(r), version(r))
+                }
                 Some((true, _)) => {
                     format!("holding {}: not yet on the ConfigMap's content", version(r))
                 }
@@ -273,5 +300,31 @@ mod tests {
         assert_eq!(short("sha256:0123456789abcdef"), "0123456789ab");
         assert_eq!(short("sha256:ééééééééééééééé"), "éééééééééééé");
         assert_eq!(short("sha256:é"), "é");
+    }
+
+    #[test]
+    fn summary_counts_what_pods_run() {
+        let row = |pod: &str, applied: &str| Row {
+            pod: pod.into(),
+            ready: true,
+            condition: Some((true, "Accepted".into())),
+            version: Some("2.1.0".into()),
+            sha256: Some("sha256:210".into()),
+            applied: Some((
+                Some(applied.into()),
+                Some(format!("sha256:{}", applied.replace('.', ""))),
+            )),
+        };
+        let fleet = Fleet {
+            namespace: "prod".into(),
+            rows: vec![row("a", "2.1.0"), row("b", "2.0.0")],
+            configmap: None,
+        };
+        assert_eq!(
+            fleet.summary(),
+            "1/2 on 2.1.0, 1 running 2.0.0: 2.1.0 not applied"
+        );
+        assert!(fleet.table().lines().nth(2).unwrap().ends_with("2.0.0"));
+        assert!(!fleet.all_match());
     }
 }

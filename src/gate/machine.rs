@@ -4,7 +4,9 @@
 use crate::annotations::Annotations;
 use crate::settings::{Mode, OnIncompatible, Settings};
 use crate::snapshot::{ContentHash, Observed};
-use crate::state::{ActiveView, CandidateView, Check, CheckKind, ReloadView, Status};
+use crate::state::{
+    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, ReloadView, Status,
+};
 use crate::verdict::{self, Judgement, Verdict};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +22,9 @@ struct Newest {
     hash: Option<ContentHash>,
     judgement: Judgement,
 }
+
+/// How many contents the component rejected are remembered (and not offered to it again).
+const REJECTED_KEPT: usize = 8;
 
 /// What the driver must do after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +51,10 @@ pub(crate) struct Gate {
     newest: Option<Newest>,
     promote_error: Option<String>,
     started: bool,
+    /// The config the component confirmed it runs.
+    applied: Option<Active>,
+    /// Contents the component refused, newest last, with its reason.
+    rejected: Vec<(ContentHash, String)>,
 }
 
 impl Gate {
@@ -61,6 +70,8 @@ impl Gate {
             newest: None,
             promote_error: None,
             started: false,
+            applied: None,
+            rejected: Vec::new(),
         }
     }
 
@@ -104,8 +115,18 @@ impl Gate {
 
     /// Judges the newest snapshot and says what to do with it.
     pub fn decide(&mut self, obs: &Observed) -> (Judgement, Action) {
-        let j = verdict::judge(obs, &self.settings);
+        let mut j = verdict::judge(obs, &self.settings);
         let hash = obs.hash();
+        if let Some(why) = hash.and_then(|h| self.rejection(h)) {
+            // Not offered to the component again: it said no to these very bytes.
+            j.verdict = Verdict::RejectedByComponent;
+            j.reason = why;
+            self.newest = Some(Newest {
+                hash,
+                judgement: j.clone(),
+            });
+            return (j, Action::Nothing);
+        }
         let action = match hash {
             Some(h) if self.passes(obs, &j) => {
                 let in_place = if self.gate_only {
@@ -163,6 +184,60 @@ impl Gate {
         }
         self.promote_error = None;
         self.started = true;
+    }
+
+    fn rejection(&self, h: ContentHash) -> Option<String> {
+        self.rejected
+            .iter()
+            .find(|(r, _)| *r == h)
+            .map(|(_, why)| format!("the component rejected it: {why}"))
+    }
+
+    /// The component confirmed it runs `hash` (a reload of it succeeded, or it started on it). Returns
+    /// true when that is what the promoted dir holds, so its dir is to be kept as the rollback base.
+    pub fn reloaded(&mut self, hash: ContentHash, now: jiff::Timestamp) -> bool {
+        let Some(a) = self.active.as_ref().filter(|a| a.hash == hash) else {
+            return false;
+        };
+        let since = match &self.applied {
+            Some(p) if p.hash == hash => p.since,
+            _ => now,
+        };
+        self.applied = Some(Active { since, ..a.clone() });
+        !self.gate_only && self.on_disk == Some(hash)
+    }
+
+    /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
+    /// is what the promoted dir holds and an applied one is known.
+    pub fn rejected_by_component(&mut self, hash: ContentHash, why: &str) -> Option<ContentHash> {
+        self.rejected.retain(|(h, _)| *h != hash);
+        if self.rejected.len() >= REJECTED_KEPT {
+            self.rejected.remove(0);
+        }
+        self.rejected.push((hash, why.to_owned()));
+        let reason = self.rejection(hash).unwrap_or_default();
+        if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
+            n.judgement.verdict = Verdict::RejectedByComponent;
+            n.judgement.reason = reason;
+        }
+        if self.applied.as_ref().is_some_and(|a| a.hash == hash) {
+            self.applied = None;
+        }
+        let base = self.applied.as_ref().map(|a| a.hash)?;
+        (!self.gate_only && self.on_disk == Some(hash)).then_some(base)
+    }
+
+    /// The applied config is back in the promoted dir.
+    pub fn rolled_back(&mut self) {
+        if let Some(a) = self.applied.clone() {
+            self.on_disk = Some(a.hash);
+            self.active = Some(a);
+        }
+    }
+
+    /// The applied config's version.
+    pub fn applied_version(&self) -> Option<String> {
+        self.applied.as_ref().and_then(|a| a.version.clone())
     }
 
     pub fn promotion_failed(&mut self, why: String) {
@@ -278,6 +353,16 @@ impl Gate {
                 verdict: a.verdict,
             }),
             candidate,
+            desired: self.newest.as_ref().map(|n| DesiredView {
+                version: n.judgement.version.clone(),
+                sha256: n.hash.map(|h| h.to_string()),
+                verdict: n.judgement.verdict,
+            }),
+            applied: self.applied.as_ref().map(|a| AppliedView {
+                version: a.version.clone(),
+                sha256: a.hash.to_string(),
+                since: a.since.to_string(),
+            }),
             reload,
             mode: self.settings.mode,
             on_incompatible: self.settings.on_incompatible,
@@ -468,6 +553,62 @@ mod tests {
         assert!(g.status(reload_view()).reason.contains("line 3"));
         g.set_annotations(Ok(Annotations::new()));
         assert!(g.status(reload_view()).ready);
+    }
+
+    #[test]
+    fn rejected_content_is_rolled_back_held_and_not_offered_again() {
+        for (policy, ready_when_held) in [("hold", true), ("unready", false)] {
+            let mut g = Gate::new(
+                base("^2", |r| r.on_incompatible = Some(policy.into())),
+                false,
+            );
+            let good = cfg("2.0.0");
+            step(&mut g, &good);
+            assert!(g.reloaded(good.hash().unwrap(), now()));
+            let bad = cfg("2.1.0");
+            assert_eq!(step(&mut g, &bad), Action::Promote { reload: true });
+            let base = g.rejected_by_component(bad.hash().unwrap(), "500: bad rule");
+            assert_eq!(base, good.hash());
+            g.rolled_back();
+            let s = g.status(reload_view());
+            assert_eq!(s.active.as_ref().unwrap().version.as_deref(), Some("2.0.0"));
+            assert_eq!(
+                s.applied.as_ref().unwrap().version.as_deref(),
+                Some("2.0.0")
+            );
+            let d = s.desired.as_ref().unwrap();
+            assert_eq!(
+                (d.version.as_deref(), d.verdict),
+                (Some("2.1.0"), Verdict::RejectedByComponent)
+            );
+            assert_eq!(
+                (s.ready, s.stale),
+                (ready_when_held, true),
+                "{policy}: {s:?}"
+            );
+            assert!(s.reason.contains("500: bad rule"), "{}", s.reason);
+            // The same bytes again (a resync, a settings change) are not promoted.
+            g.set_annotations(Ok(Annotations::new()));
+            let (j, a) = g.decide(&bad);
+            assert_eq!(
+                (j.verdict, a),
+                (Verdict::RejectedByComponent, Action::Nothing)
+            );
+            // Different content is judged afresh.
+            assert_eq!(
+                step(&mut g, &cfg("2.1.1")),
+                Action::Promote { reload: true }
+            );
+        }
+    }
+
+    #[test]
+    fn rejection_without_an_applied_config_has_nothing_to_roll_back_to() {
+        let mut g = Gate::new(base("^2", |_| {}), false);
+        let first = cfg("2.0.0");
+        step(&mut g, &first);
+        assert_eq!(g.rejected_by_component(first.hash().unwrap(), "no"), None);
+        assert!(g.status(reload_view()).applied.is_none());
     }
 
     #[test]

@@ -77,6 +77,8 @@ pub struct Pipeline {
     /// What the reload worker reported (target and count are filled in when publishing).
     reload: ReloadView,
     source: Option<SourceView>,
+    /// The content of the newest reload request, which a `Nothing` outcome is about.
+    requested: Option<ContentHash>,
     last: Option<Seen>,
     retry_at: Option<Instant>,
     watch_error: Option<String>,
@@ -116,6 +118,7 @@ impl Pipeline {
             reloads,
             reload: ReloadView::default(),
             source: None,
+            requested: None,
             last: None,
             retry_at: None,
             watch_error: None,
@@ -181,8 +184,7 @@ impl Pipeline {
                     .promoted(now.as_millisecond() as f64 / 1000.0);
                 self.gate.activated(now);
                 if reload && let Some(h) = obs.hash() {
-                    self.reloads
-                        .request(&self.gate.settings().reload, h, j.version.clone());
+                    self.request_reload(h, j.version.clone());
                 }
             }
         }
@@ -224,14 +226,31 @@ impl Pipeline {
         }
     }
 
+    fn request_reload(&mut self, h: ContentHash, version: Option<String>) {
+        let s = self.gate.settings();
+        self.reloads.set_confirm(s.confirm.clone());
+        self.reloads.request(&s.reload, h, version);
+        self.requested = Some(h);
+    }
+
     fn reload_outcome(&mut self, o: reload::Outcome) {
         let r = &mut self.reload;
         match o {
             reload::Outcome::Attempting => r.last_result = ReloadResult::Pending,
+            reload::Outcome::Reloaded(_) | reload::Outcome::Nothing(_) => {
+                r.last_reload_successful = Some(true);
+            }
+            reload::Outcome::Failed(_) | reload::Outcome::Rejected { .. } => {
+                r.last_reload_successful = Some(false);
+            }
+        }
+        match o {
+            reload::Outcome::Attempting => {}
             reload::Outcome::Reloaded(h) => {
                 r.last_result = ReloadResult::Success;
                 r.last_error = None;
                 r.last_success_sha256 = Some(h.to_string());
+                self.applied(h);
             }
             reload::Outcome::Failed(e) => {
                 r.last_result = ReloadResult::Failure;
@@ -240,6 +259,60 @@ impl Pipeline {
             reload::Outcome::Nothing(why) => {
                 r.last_result = ReloadResult::NothingToReload;
                 r.last_error = Some(why);
+                // Whichever process runs (or comes) read the promoted config at start-up.
+                if let Some(h) = self.requested {
+                    self.applied(h);
+                }
+            }
+            reload::Outcome::Rejected { sha256, reason } => {
+                r.last_result = ReloadResult::Rejected;
+                r.last_error = Some(reason.clone());
+                self.rejected(sha256, &reason);
+            }
+        }
+    }
+
+    /// The component runs `h`: its promoted dir is kept as the rollback base.
+    fn applied(&mut self, h: ContentHash) {
+        if self.gate.reloaded(h, jiff::Timestamp::now())
+            && let Some(p) = &self.promoter
+        {
+            match p.mark_applied() {
+                Ok(()) => {
+                    info!(sha = %h.short(), version = self.gate.applied_version().as_deref().unwrap_or(""), "applied by the component")
+                }
+                Err(e) => {
+                    warn!(error = %e, sha = %h.short(), "applied, but keeping it for a rollback failed")
+                }
+            }
+        }
+    }
+
+    /// The component refused `h`: put back what it applied last, and tell it to load that again.
+    fn rejected(&mut self, h: ContentHash, reason: &str) {
+        let base = self.gate.rejected_by_component(h, reason);
+        self.shared
+            .metrics
+            .candidate(crate::verdict::Verdict::RejectedByComponent);
+        let (Some(base), Some(p)) = (base, &self.promoter) else {
+            warn!(sha = %h.short(), reason, "rejected by the component; no applied config to roll back to");
+            return;
+        };
+        match p.roll_back() {
+            Ok(now) if now.hash() == Some(base) => {
+                self.gate.rolled_back();
+                let version = self.gate.applied_version();
+                warn!(sha = %h.short(), reason, rolled_back_to = %base.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back");
+                self.request_reload(base, version);
+            }
+            Ok(_) => {
+                error!(sha = %h.short(), "rollback left other content in the promoted dir");
+                self.gate
+                    .promotion_failed("rollback left other content in place".into());
+            }
+            Err(e) => {
+                error!(error = %e, sha = %h.short(), "rollback failed");
+                self.gate.promotion_failed(format!("rollback failed: {e}"));
             }
         }
     }

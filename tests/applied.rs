@@ -1,0 +1,312 @@
+//! What the component runs, with the real Prometheus (Debian's `prometheus`): a config whose version is
+//! fine but whose rule file Prometheus refuses is rejected, rolled back and not offered again, through
+//! `/-/reload` (its 500 answer) and through SIGHUP (its own reload metrics); a fixed config is applied;
+//! a Prometheus that is down is retried, never rolled back; a restart after a rollback starts cleanly.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const PROM_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A ConfigMap with a schema version, a Prometheus config loading `rules.yml`, and a rule file whose
+/// recording rule is named after the version (`broken`: an expression Prometheus cannot parse).
+fn configmap(dir: &Path, version: &str, broken: bool) {
+    let yml = "global:\n  scrape_interval: 15s\nrule_files:\n  - rules.yml\nscrape_configs: []\n";
+    let expr = if broken { "sum(" } else { "vector(1)" };
+    let rules = format!(
+        "groups:\n  - name: g\n    rules:\n      - record: rules_version_{}\n        expr: \"{expr}\"\n",
+        version.replace('.', "_")
+    );
+    kubelet_write(
+        dir,
+        &[
+            ("version", version.as_bytes()),
+            ("prometheus.yml", yml.as_bytes()),
+            ("rules.yml", rules.as_bytes()),
+        ],
+    );
+}
+
+struct Prometheus(Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Prometheus on `port`, reading the promoted dir, started through `exe` (a link with its own name, so
+/// a signal by process name reaches only this test's Prometheus).
+fn prometheus(exe: &Path, d: &Dirs, port: u16, lifecycle: bool) -> Prometheus {
+    let mut cmd = Command::new(exe);
+    cmd.arg(format!(
+        "--config.file={}",
+        d.promoted().join("prometheus.yml").display()
+    ))
+    .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+    .arg(format!(
+        "--storage.tsdb.path={}",
+        d.root.path().join("tsdb").display()
+    ))
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if lifecycle {
+        cmd.arg("--web.enable-lifecycle");
+    }
+    Prometheus(
+        cmd.spawn().expect(
+            "prometheus (Debian package prometheus) must be installed: .ci/setup installs it",
+        ),
+    )
+}
+
+fn named_prometheus(d: &Dirs, name: &str) -> PathBuf {
+    let exe = d.root.path().join(name);
+    let real = which("prometheus");
+    std::os::unix::fs::symlink(real, &exe).unwrap();
+    exe
+}
+
+fn which(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} must be installed: .ci/setup installs it"))
+}
+
+/// See tests/prometheus.rs: the gate must know Prometheus's port before Prometheus starts.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// The versions of the recording rules Prometheus serves now.
+fn serving_rules(port: u16) -> Option<Vec<String>> {
+    let (code, body) = get(port, "/api/v1/rules")?;
+    if code != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let mut out = Vec::new();
+    for g in v["data"]["groups"].as_array()? {
+        for r in g["rules"].as_array()? {
+            out.push(
+                r["name"]
+                    .as_str()?
+                    .trim_start_matches("rules_version_")
+                    .to_owned(),
+            );
+        }
+    }
+    Some(out)
+}
+
+fn wait_serving(port: u16, version: &str) {
+    let want = vec![version.replace('.', "_")];
+    wait_for(
+        &format!("prometheus to serve the rules of {version}"),
+        PROM_DEADLINE,
+        || serving_rules(port).filter(|r| *r == want),
+    );
+}
+
+fn wait_applied(g: &Gate, version: &str) -> serde_json::Value {
+    g.wait_status(&format!("{version} applied"), |s| {
+        s["applied"]["version"] == version
+            && s["active"]["version"] == version
+            && s["reload"]["last_result"] == "success"
+    })
+}
+
+fn promoted_rules(d: &Dirs) -> String {
+    read_promoted(&d.promoted()).unwrap()["rules.yml"].clone()
+}
+
+fn metrics(g: &Gate) -> String {
+    get(g.port, "/metrics").unwrap().1
+}
+
+#[test]
+fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
+    let d = Dirs::new();
+    configmap(&d.watch(), "2.0.0", false);
+    let port = free_port();
+    let mut g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^2",
+            "--reload",
+            &format!("http://127.0.0.1:{port}/-/reload"),
+        ],
+    );
+    g.deadline = PROM_DEADLINE;
+    g.wait_active("2.0.0");
+    let exe = named_prometheus(&d, "prom-http");
+    let prom = prometheus(&exe, &d, port, true);
+    wait_serving(port, "2.0.0");
+    // The first reload was not reached while Prometheus was starting; retried until applied.
+    wait_applied(&g, "2.0.0");
+
+    // A valid version with a rule file Prometheus refuses.
+    configmap(&d.watch(), "2.1.0", true);
+    let s = g.wait_status("2.1.0 rejected and rolled back", |s| {
+        s["desired"]["verdict"] == "rejected-by-component"
+            && s["candidate"]["verdict"] == "rejected-by-component"
+            && s["active"]["version"] == "2.0.0"
+            && s["applied"]["version"] == "2.0.0"
+            && s["reload"]["last_result"] == "success"
+    });
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the component rejected it: POST ")
+            && reason.contains("500")
+            && reason.contains("failed to reload config"),
+        "{reason}"
+    );
+    assert_eq!(s["desired"]["version"], "2.1.0");
+    assert_eq!(
+        (s["ready"].as_bool(), s["stale"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(serving_rules(port).unwrap(), ["2_0_0"]);
+    assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
+    let (_, verbose) = get(g.port, "/readyz?verbose").unwrap();
+    assert!(
+        verbose.contains("rejected-by-component") && verbose.contains("failed to reload config"),
+        "{verbose}"
+    );
+    let m = metrics(&g);
+    assert!(
+        m.contains("confgate_applied_config_info{version=\"2.0.0\""),
+        "{m}"
+    );
+    assert!(
+        m.contains("confgate_candidates_total{verdict=\"rejected-by-component\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("confgate_last_reload_successful 1"), "{m}");
+
+    // Prometheus restarted now starts cleanly on the rolled-back files.
+    drop(prom);
+    let prom = prometheus(&exe, &d, port, true);
+    wait_serving(port, "2.0.0");
+
+    // The same bytes again are not offered to Prometheus: nothing is promoted.
+    let promotions = |m: &str| {
+        m.lines()
+            .find(|l| l.starts_with("confgate_promotions_total "))
+            .map(str::to_owned)
+    };
+    configmap(&d.watch(), "2.0.1", false);
+    wait_applied(&g, "2.0.1");
+    let before = promotions(&metrics(&g));
+    configmap(&d.watch(), "2.1.0", true);
+    g.wait_candidate(Some("2.1.0"), "rejected-by-component");
+    assert!(promoted_rules(&d).contains("rules_version_2_0_1"));
+    assert_eq!(before, promotions(&metrics(&g)));
+
+    // A fixed config is applied and reported.
+    configmap(&d.watch(), "2.1.1", false);
+    let s = wait_applied(&g, "2.1.1");
+    assert!(
+        s["candidate"].is_null() && s["desired"]["verdict"] == "accepted",
+        "{s}"
+    );
+    wait_serving(port, "2.1.1");
+    let m = metrics(&g);
+    assert!(
+        m.contains("confgate_applied_config_info{version=\"2.1.1\""),
+        "{m}"
+    );
+
+    // Prometheus down: the reload is not reached, retried, never rolled back.
+    drop(prom);
+    configmap(&d.watch(), "2.2.0", false);
+    let s = g.wait_status("2.2.0 promoted, reload failing", |s| {
+        s["active"]["version"] == "2.2.0" && s["reload"]["last_result"] == "failure"
+    });
+    assert_eq!(s["applied"]["version"], "2.1.1");
+    assert!(s["candidate"].is_null(), "{s}");
+    assert!(promoted_rules(&d).contains("rules_version_2_2_0"));
+    wait_for("confgate_last_reload_successful 0", PROM_DEADLINE, || {
+        metrics(&g)
+            .contains("confgate_last_reload_successful 0")
+            .then_some(())
+    });
+    let _prom = prometheus(&exe, &d, port, true);
+    wait_serving(port, "2.2.0");
+    wait_applied(&g, "2.2.0");
+}
+
+#[test]
+fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
+    let d = Dirs::new();
+    configmap(&d.watch(), "2.0.0", false);
+    let port = free_port();
+    let confirm = format!(
+        "http://127.0.0.1:{port}/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds"
+    );
+    let mut g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^2",
+            "--on-incompatible",
+            "unready",
+            "--reload",
+            "signal:HUP:prom-hup",
+            "--confirm",
+            &confirm,
+        ],
+    );
+    g.deadline = PROM_DEADLINE;
+    // No process yet: it reads the promoted config when it starts.
+    g.wait_status("first config in place", |s| {
+        s["active"]["version"] == "2.0.0" && s["reload"]["last_result"] == "nothing-to-reload"
+    });
+    let exe = named_prometheus(&d, "prom-hup");
+    let _prom = prometheus(&exe, &d, port, false);
+    wait_serving(port, "2.0.0");
+
+    configmap(&d.watch(), "2.0.1", false);
+    wait_applied(&g, "2.0.1");
+    wait_serving(port, "2.0.1");
+
+    configmap(&d.watch(), "2.1.0", true);
+    let s = g.wait_status("2.1.0 rejected and rolled back", |s| {
+        s["candidate"]["verdict"] == "rejected-by-component"
+            && s["active"]["version"] == "2.0.1"
+            && s["applied"]["version"] == "2.0.1"
+            && s["reload"]["last_result"] == "success"
+    });
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("prometheus_config_last_reload_successful is 0"),
+        "{reason}"
+    );
+    assert_eq!(s["ready"], false, "on-incompatible unready: {s}");
+    assert_eq!(get(g.port, "/readyz").unwrap().0, 503);
+    assert_eq!(serving_rules(port).unwrap(), ["2_0_1"]);
+    assert!(promoted_rules(&d).contains("rules_version_2_0_1"));
+    // Prometheus itself says its last reload (the rollback) succeeded.
+    let (_, pm) = get(port, "/metrics").unwrap();
+    assert!(
+        pm.contains("prometheus_config_last_reload_successful 1"),
+        "{pm}"
+    );
+
+    configmap(&d.watch(), "2.1.1", false);
+    let s = wait_applied(&g, "2.1.1");
+    assert_eq!(s["ready"], true, "{s}");
+    wait_serving(port, "2.1.1");
+}
