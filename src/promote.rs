@@ -9,6 +9,11 @@
 //! What is left to tidy after the switch (the old dir, stale links) is retried by [`Promoter::tidy`],
 //! every later promotion, and [`Promoter::open`].
 //!
+//! A promotion is two calls, so that the component can be told before the tidying: [`Promoter::switch`]
+//! (write, link, switch: everything the new config needs) and [`Promoter::finish`] (unlink vanished
+//! keys, remove the old dir). Between them the old dir and the links of vanished keys are still there,
+//! as they are in a kubelet volume between its swap and its cleanup.
+//!
 //! "Reload owed" is a file in the promoted dir, [`RELOAD_OWED`], holding the `sha256:` of the promoted
 //! config the component has not yet been told about. It is written before the switch, so a crash at any
 //! point after it still owes the reload at the next start-up.
@@ -54,6 +59,14 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// A promotion that went live through [`Promoter::switch`]; what [`Promoter::finish`] tidies.
+#[derive(Debug)]
+#[must_use = "the old config is still in the promoted dir: pass this to Promoter::finish"]
+pub struct Switched {
+    old_keys: BTreeSet<String>,
+    new_keys: BTreeSet<String>,
 }
 
 /// Writes snapshots into the promoted dir.
@@ -137,7 +150,7 @@ impl Promoter {
     /// [`Promoter::promote`], recording before the switch that a reload of `snap` is owed. When the
     /// promotion fails, the record is as it was before.
     pub fn promote_owing_reload(&self, snap: &Snapshot) -> Result<(), Error> {
-        self.promote_inner(snap, true)
+        self.switch(snap, true).map(|s| self.finish(s))
     }
 
     /// The timestamped dir [`APPLIED`] names, when it is one that exists.
@@ -263,10 +276,14 @@ impl Promoter {
     /// Promotes `snap`. On error the previous config is still in place and whole, and the new
     /// timestamped dir (if any) has been removed.
     pub fn promote(&self, snap: &Snapshot) -> Result<(), Error> {
-        self.promote_inner(snap, false)
+        self.switch(snap, false).map(|s| self.finish(s))
     }
 
-    fn promote_inner(&self, snap: &Snapshot, owe_reload: bool) -> Result<(), Error> {
+    /// The first half of a promotion: writes every key, links new keys, records the owed reload when
+    /// `owe_reload`, and switches `..data`. On `Ok` the new config is live and whole; pass the
+    /// [`Switched`] to [`Promoter::finish`] (after telling the component, which needs nothing it does).
+    /// On error the previous config is in place and whole, as with [`Promoter::promote`].
+    pub fn switch(&self, snap: &Snapshot, owe_reload: bool) -> Result<Switched, Error> {
         let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
         let old_keys = match &old {
             Some(ts) => top_level_names(&self.dir.join(ts)),
@@ -303,16 +320,23 @@ impl Promoter {
             }
             return Err(e);
         }
-        // The new config is live and whole: a failure from here on must not be reported as "previous
-        // config kept". What is left undone is logged and retried (`tidy`, next promotion, `open`).
+        // Until `finish`, the old dir counts as untidy: a `switch` whose `Switched` is dropped still
+        // gets tidied (`tidy`, next promotion, `open`).
+        self.untidy.store(true, Ordering::Relaxed);
+        Ok(Switched { old_keys, new_keys })
+    }
+
+    /// The second half of a promotion: unlinks keys the new config dropped and removes the old dir.
+    /// The new config is live and whole already, so a failure here is not "previous config kept": it
+    /// is logged and retried ([`Promoter::tidy`], the next promotion, [`Promoter::open`]).
+    pub fn finish(&self, switched: Switched) {
         let tidied = self
-            .unlink_vanished(&old_keys, &new_keys)
+            .unlink_vanished(&switched.old_keys, &switched.new_keys)
             .and_then(|()| self.clean());
         if let Err(e) = &tidied {
             tracing::warn!(error = %e, dir = %self.dir.display(), "promoted, but tidying the promoted dir failed; will retry");
         }
         self.untidy.store(tidied.is_err(), Ordering::Relaxed);
-        Ok(())
     }
 
     /// Links every new top-level key before the switch; `linked` gets the links this call created.
@@ -635,6 +659,29 @@ mod tests {
         p.promote(&a).unwrap();
         assert_eq!(snapshot::read(&dir), Observed::Config(a));
         assert_eq!(p.reload_owed(), Some(b.hash));
+    }
+
+    #[test]
+    fn switch_makes_the_new_config_live_and_finish_removes_the_old_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("promoted");
+        let (p, _) = Promoter::open(&dir).unwrap();
+        let a = snap(&[("version", "1.0.0"), ("gone", "x")]);
+        p.promote(&a).unwrap();
+        let old = std::fs::read_link(dir.join("..data")).unwrap();
+        let b = snap(&[("version", "2.0.0"), ("new", "y")]);
+        let switched = p.switch(&b, false).unwrap();
+        // Live and whole before any tidying: what a reload requested now would read.
+        assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
+        assert_eq!(std::fs::read_to_string(dir.join("new")).unwrap(), "y");
+        assert!(dir.join(&old).is_dir(), "the old dir waits for finish");
+        assert!(p.needs_tidy());
+        p.finish(switched);
+        assert!(!dir.join(&old).exists());
+        assert!(std::fs::symlink_metadata(dir.join("gone")).is_err());
+        assert!(!p.needs_tidy());
+        assert_eq!(names(&dir).len(), 4, "{:?}", names(&dir));
+        assert_eq!(snapshot::read(&dir), Observed::Config(b));
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub async fn run_fed(
         }
         if changes.contains(Changes::CONFIG) || debounce.ready(source.since_plain_event()) {
             debounce.clear();
-            pipeline.process();
+            pipeline.process_reload_first().await;
         }
         pipeline.watch_errors(source.take_errors());
         // The API feed needs no volume; only the annotations dir is watched for it.

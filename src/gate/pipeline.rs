@@ -11,7 +11,7 @@ use tracing::{error, info, warn};
 
 use super::{Action, Config, Error, Gate};
 use crate::annotations;
-use crate::promote::Promoter;
+use crate::promote::{Promoter, Switched};
 use crate::reload;
 use crate::settings::Settings;
 use crate::snapshot::{self, ContentHash, Observed};
@@ -143,52 +143,101 @@ impl Pipeline {
 
     /// Reads the newest snapshot and acts on it; identical input under unchanged settings is skipped.
     pub fn process(&mut self) {
+        if let Some(done) = self.step() {
+            self.finish(done);
+        }
+    }
+
+    /// [`Pipeline::process`] for the driver: after a promotion's switch and its reload request, yields
+    /// once, so the reload worker (on this thread) sends the request before the loop logs, counts and
+    /// removes the old dir. None of that is needed for the component to read the new config.
+    pub(crate) async fn process_reload_first(&mut self) {
+        if let Some(done) = self.step() {
+            if done.reload_requested {
+                tokio::task::yield_now().await;
+            }
+            self.finish(done);
+        }
+    }
+
+    /// Read, judge, and for a promotion: switch and request the reload. What is left (logs, metrics,
+    /// tidying the old dir) is returned for [`Pipeline::finish`].
+    fn step(&mut self) -> Option<Promoted> {
         let obs = match &self.feed {
             Feed::Volume => snapshot::read(&self.cfg.watch),
-            Feed::Channel { snapshots, .. } => match snapshots.borrow().clone() {
-                Some(obs) => obs,
-                None => return,
-            },
+            Feed::Channel { snapshots, .. } => snapshots.borrow().clone()?,
         };
         let id = seen(&obs);
         if self.last.as_ref() == Some(&id) {
-            return;
+            return None;
         }
         let (j, action) = self.gate.decide(&obs);
         self.shared.metrics.candidate(j.verdict);
         let sha = obs.hash().map(|h| h.short()).unwrap_or_default();
-        let version = j.version.as_deref().unwrap_or("");
-        if j.verdict == Verdict::Accepted {
-            info!(verdict = %j.verdict, version, sha, reason = %j.reason, "judged");
-        } else {
-            warn!(verdict = %j.verdict, version, sha, reason = %j.reason, "judged");
-        }
+        let judged = Judged {
+            accepted: j.verdict == Verdict::Accepted,
+            verdict: j.verdict.to_string(),
+            version: j.version.clone().unwrap_or_default(),
+            sha,
+            reason: j.reason.to_string(),
+        };
+        let mut done = None;
         match action {
-            Action::Nothing => {}
-            Action::Activate => self.gate.activated(jiff::Timestamp::now()),
+            Action::Nothing => judged.log(),
+            Action::Activate => {
+                judged.log();
+                self.gate.activated(jiff::Timestamp::now());
+            }
             Action::Promote { reload } => {
+                let mut switched = None;
                 if let (Some(p), Observed::Config(snap)) = (&self.promoter, &obs) {
-                    if let Err(e) = p.promote(snap) {
-                        error!(error = %e, version, sha, "promotion failed; previous config kept");
-                        self.shared.metrics.promotion_failed();
-                        self.gate.promotion_failed(e.to_string());
-                        self.retry_at = Some(Instant::now() + PROMOTE_RETRY);
-                        self.last = None;
-                        return;
+                    match p.switch(snap, false) {
+                        Ok(s) => switched = Some(s),
+                        Err(e) => {
+                            judged.log();
+                            let (version, sha) = (&judged.version, &judged.sha);
+                            error!(error = %e, version, sha, "promotion failed; previous config kept");
+                            self.shared.metrics.promotion_failed();
+                            self.gate.promotion_failed(e.to_string());
+                            self.retry_at = Some(Instant::now() + PROMOTE_RETRY);
+                            self.last = None;
+                            return None;
+                        }
                     }
-                    info!(version, sha, dir = %p.dir().display(), "promoted");
                 }
                 let now = jiff::Timestamp::now();
-                self.shared
-                    .metrics
-                    .promoted(now.as_millisecond() as f64 / 1000.0);
                 self.gate.activated(now);
+                // The one thing the component waits for comes first; the rest is bookkeeping.
+                let mut reload_requested = false;
                 if reload && let Some(h) = obs.hash() {
                     self.request_reload(h, j.version.clone());
+                    reload_requested = true;
                 }
+                done = Some(Promoted {
+                    judged,
+                    switched,
+                    at: now,
+                    reload_requested,
+                });
             }
         }
         self.last = Some(id);
+        done
+    }
+
+    /// What follows a promotion's switch and reload request: its log lines, metrics and the tidying.
+    fn finish(&mut self, done: Promoted) {
+        done.judged.log();
+        let (version, sha) = (&done.judged.version, &done.judged.sha);
+        if let Some(p) = &self.promoter {
+            info!(version, sha, dir = %p.dir().display(), "promoted");
+        }
+        self.shared
+            .metrics
+            .promoted(done.at.as_millisecond() as f64 / 1000.0);
+        if let (Some(p), Some(s)) = (&self.promoter, done.switched) {
+            p.finish(s);
+        }
     }
 
     /// Waits for input other than file events: the feed, the API source's view, the reload worker,
@@ -374,6 +423,41 @@ impl Pipeline {
     }
 }
 
+/// The "judged" log line of one decision, kept until the work it must not delay is done.
+struct Judged {
+    accepted: bool,
+    verdict: String,
+    version: String,
+    sha: String,
+    reason: String,
+}
+
+impl Judged {
+    fn log(&self) {
+        let Judged {
+            verdict,
+            version,
+            sha,
+            reason,
+            ..
+        } = self;
+        if self.accepted {
+            info!(verdict = %verdict, version, sha, reason = %reason, "judged");
+        } else {
+            warn!(verdict = %verdict, version, sha, reason = %reason, "judged");
+        }
+    }
+}
+
+/// A promotion whose switch is made and whose reload is requested; [`Pipeline::finish`] does the rest.
+struct Promoted {
+    judged: Judged,
+    /// `None` without a promoted dir (observe-only runs still "promote" in the gate).
+    switched: Option<Switched>,
+    at: jiff::Timestamp,
+    reload_requested: bool,
+}
+
 async fn snapshot_changed(rx: Option<&mut watch::Receiver<Option<Observed>>>) {
     if let Some(rx) = rx
         && rx.changed().await.is_ok()
@@ -393,4 +477,67 @@ async fn source_changed(
         return rx.borrow_and_update().clone();
     }
     std::future::pending().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Raw;
+    use std::collections::BTreeMap;
+
+    fn version(v: &str) -> snapshot::Snapshot {
+        snapshot::Snapshot::new(BTreeMap::from([(
+            "version".to_owned(),
+            v.as_bytes().to_vec(),
+        )]))
+    }
+
+    #[test]
+    fn the_reload_is_requested_before_the_old_dir_is_tidied() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
+        // The volume in the kubelet's layout, written by the same code that writes the promoted dir.
+        let (volume, _) = Promoter::open(&watch).unwrap();
+        volume.promote(&version("1.0.0")).unwrap();
+        let cfg = Config {
+            watch,
+            promote_to: Some(promoted.clone()),
+            annotations: tmp.path().join("podinfo/annotations"),
+            resync: Duration::from_secs(30),
+        };
+        let base = Settings::from_raw(&Raw {
+            accepts: Some("^1".into()),
+            reload: Some("http://127.0.0.1:9/reload".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut p = Pipeline::open(
+            cfg,
+            Feed::Volume,
+            base,
+            Shared::new(),
+            reload::Handle::inert(),
+        )
+        .unwrap();
+        p.process();
+        let old = promoted.join(std::fs::read_link(promoted.join("..data")).unwrap());
+        let requested = p.reloads.requested();
+
+        volume.promote(&version("1.1.0")).unwrap();
+        let done = p.step().expect("a promotion");
+        assert_eq!(p.reloads.requested(), requested + 1);
+        assert!(done.reload_requested);
+        // When the request goes out the new config is live, and nothing was tidied yet.
+        assert_eq!(
+            snapshot::read(&promoted),
+            Observed::Config(version("1.1.0"))
+        );
+        assert!(old.is_dir(), "the old dir is removed after the request");
+        p.finish(done);
+        assert!(!old.exists());
+        assert_eq!(
+            snapshot::read(&promoted),
+            Observed::Config(version("1.1.0"))
+        );
+    }
 }
