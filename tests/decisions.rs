@@ -287,16 +287,21 @@ fn settings_that_cannot_work_are_refused_naming_the_setting() {
         ),
     ];
     for (args, setting) in cases {
-        let out = Command::new(BIN)
+        let log = d.root.path().join("refused.log");
+        let mut child = Command::new(BIN)
             .arg("run")
             .args(["--watch", &watch, "--listen", "127.0.0.1:0"])
             .args(["--annotations", "/nonexistent/annotations"])
             .args(&args)
             .env_remove("CONFGATE_LOG")
-            .output()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        // A setting accepted by mistake runs on: the deadline turns that into a failure, not a hang.
+        let status = wait_exit(&mut child, "confgate to refuse the setting", DEADLINE);
+        let err = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(status.code(), Some(64), "{args:?}: {err}");
         assert!(err.contains(setting), "{args:?}: {err}");
         assert!(!err.contains("hunter2secret"), "{args:?}: {err}");
     }
