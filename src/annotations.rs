@@ -25,38 +25,88 @@ pub enum Error {
     },
 }
 
+/// The most the kubelet writes: the API server caps a pod's annotations at 256 KiB in total.
+pub const MAX_BYTES: u64 = 256 * 1024;
+
 /// Reads and parses the annotations file; an absent file is no annotations. `Err` says why the file
 /// could not be used, naming the file (and line), never a value.
 pub fn read_file(path: &Path) -> Result<Annotations, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| format!("annotations file {} is not UTF-8", path.display()))?;
-            parse(&text).map_err(|e| format!("{}: {e}", path.display()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Annotations::new()),
-        Err(e) => Err(format!(
-            "cannot read annotations file {}: {e}",
+    read(path).map(Option::unwrap_or_default)
+}
+
+/// [`read_file`], telling an absent file (`Ok(None)`) from an empty one. The read never blocks (a FIFO
+/// or device in its place is refused) and is bounded by [`MAX_BYTES`].
+pub fn read(path: &Path) -> Result<Option<Annotations>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot =
+        |e: std::io::Error| format!("cannot read annotations file {}: {e}", path.display());
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, and stop the loop.
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(cannot(e)),
+    };
+    let meta = f.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(format!(
+            "annotations file {} is not a regular file",
             path.display()
-        )),
+        ));
     }
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_BYTES + 1) as usize);
+    f.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(format!(
+            "annotations file {} is over {MAX_BYTES} bytes",
+            path.display()
+        ));
+    }
+    parse_bytes(&bytes)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Parses the whole file. Blank lines are skipped so a hand-written file with a final newline also works.
 pub fn parse(text: &str) -> Result<Annotations, Error> {
+    parse_bytes(text.as_bytes())
+}
+
+/// Whether a bad value under `key` makes the file unusable: only confgate's own settings do; another
+/// annotation confgate does not read is skipped, so it cannot discard the settings beside it.
+fn ours(key: &str) -> bool {
+    key.starts_with("confgate.io/")
+}
+
+/// [`parse`] over bytes: a line that is not UTF-8 is judged like a bad value on that line.
+pub fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
     let mut out = Annotations::new();
-    for (idx, raw) in text.split('\n').enumerate() {
+    for (idx, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line = idx + 1;
-        if raw.trim().is_empty() {
+        if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let (key, quoted) = raw.split_once('=').ok_or(Error::NoEquals { line })?;
-        let value = unquote(quoted).map_err(|what| Error::BadQuote {
-            line,
-            key: key.to_owned(),
-            what,
-        })?;
-        out.insert(key.to_owned(), value);
+        let eq = raw
+            .iter()
+            .position(|b| *b == b'=')
+            .ok_or(Error::NoEquals { line })?;
+        let key = String::from_utf8_lossy(&raw[..eq]).into_owned();
+        let value = std::str::from_utf8(&raw[eq + 1..])
+            .map_err(|_| "line is not UTF-8 text".to_owned())
+            .and_then(unquote);
+        match value {
+            Ok(v) => {
+                out.insert(key, v);
+            }
+            Err(what) if ours(&key) => return Err(Error::BadQuote { line, key, what }),
+            Err(_) => {}
+        }
     }
     Ok(out)
 }
@@ -225,17 +275,45 @@ mod tests {
             parse("a=\"1\"\nb").unwrap_err(),
             Error::NoEquals { line: 2 }
         );
-        let e = parse("a=\"1\"\nb=2").unwrap_err().to_string();
+        let e = parse("a=\"1\"\nconfgate.io/mode=2")
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.contains("line 2") && e.contains("key b") && e.contains("double quotes"),
+            e.contains("line 2")
+                && e.contains("key confgate.io/mode")
+                && e.contains("double quotes"),
             "{e}"
         );
-        let e = parse("k=\"\\q\"").unwrap_err().to_string();
+        let e = parse("confgate.io/x=\"\\q\"").unwrap_err().to_string();
         assert!(e.contains("unknown escape \\q"), "{e}");
-        let e = parse("k=\"\\xff\"").unwrap_err().to_string();
+        let e = parse("confgate.io/x=\"\\xff\"").unwrap_err().to_string();
         assert!(e.contains("not UTF-8"), "{e}");
-        let e = parse("k=\"abc").unwrap_err().to_string();
+        let e = parse("confgate.io/x=\"abc").unwrap_err().to_string();
         assert!(e.contains("double quotes"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_value_in_another_annotation_keeps_the_others() {
+        let mut text = b"confgate.io/accepts=\"^2\"\nnotes=\"\\xff\"\nraw=\"".to_vec();
+        text.extend_from_slice(&[0xff, 0xfe]);
+        text.extend_from_slice(b"\"\nconfgate.io/mode=\"observe\"");
+        let a = parse_bytes(&text).unwrap();
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(a["confgate.io/accepts"], "^2");
+        assert_eq!(a["confgate.io/mode"], "observe");
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("annotations");
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read(&path), Ok(None));
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(read(&path), Ok(Some(Annotations::new())));
     }
 
     proptest! {

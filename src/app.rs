@@ -66,6 +66,14 @@ fn gate_config(p: &PathArgs) -> gate::Config {
     }
 }
 
+fn check_paths(p: &PathArgs) -> Result<(), Error> {
+    Ok(settings::check_paths(
+        &p.watch,
+        p.promote_to.as_deref(),
+        p.resync_interval,
+    )?)
+}
+
 /// The config source as resolved from `--source` and, in API mode, the `confgate.io/source` annotation.
 #[cfg(feature = "api")]
 type SourceChoice = Result<crate::api::SourceSpec, String>;
@@ -127,6 +135,7 @@ pub async fn terminated() {
 /// `confgate run`: the sidecar, until SIGTERM/SIGINT.
 pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
+    check_paths(&args.paths)?;
     let choice = source_choice(&args.paths)?;
     let client = reload::Client::new(args.reload_ca.as_deref()).map_err(|e| {
         Error::Settings(settings::Error(vec![settings::Invalid {
@@ -237,6 +246,7 @@ async fn serve_and_decide(
 /// `confgate wait`: the same loop, no server and no reloads, until a first accepted config is in place.
 pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
+    check_paths(&args.paths)?;
     let choice = source_choice(&args.paths)?;
     let rt = runtime()?;
     rt.block_on(async move {

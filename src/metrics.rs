@@ -46,8 +46,19 @@ struct Histogram {
     sum: f64,
 }
 
+/// The counter of a verdict. A match, not a search of [`Verdict::ALL`]: a verdict missing from that
+/// list must not fall back to another's counter (it once fell back to `accepted`); a new variant
+/// fails to compile here until it has its own.
 fn idx(v: Verdict) -> usize {
-    Verdict::ALL.iter().position(|x| *x == v).unwrap_or(0)
+    match v {
+        Verdict::Accepted => 0,
+        Verdict::TooNew => 1,
+        Verdict::TooOld => 2,
+        Verdict::OutOfRange => 3,
+        Verdict::Invalid => 4,
+        Verdict::Missing => 5,
+        Verdict::RejectedByComponent => 6,
+    }
 }
 
 impl Metrics {
@@ -283,6 +294,22 @@ mod tests {
         assert!(text.contains("confgate_reload_duration_seconds_bucket{le=\"5\"} 2"));
         assert!(text.contains("confgate_reload_duration_seconds_count 2"));
         assert!(text.contains("confgate_reloads_total{result=\"failure\"} 1"));
+    }
+
+    #[test]
+    fn each_verdict_counts_under_its_own_label_only() {
+        for (n, v) in Verdict::ALL.into_iter().enumerate() {
+            let m = Metrics::default();
+            for _ in 0..=n {
+                m.candidate(v);
+            }
+            let text = m.render(View::default());
+            for other in Verdict::ALL {
+                let want = if other == v { n + 1 } else { 0 };
+                let line = format!("confgate_candidates_total{{verdict=\"{other}\"}} {want}\n");
+                assert!(text.contains(&line), "{v}: {line}{text}");
+            }
+        }
     }
 
     #[test]

@@ -222,6 +222,79 @@ impl VersionFrom {
     }
 }
 
+/// The authority part of a URL after its scheme.
+fn authority(rest: &str) -> &str {
+    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+}
+
+/// A reload target as it may be shown: any `user:password@` replaced, so an error never repeats it.
+pub fn redact(value: &str) -> String {
+    for scheme in ["http://", "https://"] {
+        if let Some(rest) = value.strip_prefix(scheme) {
+            let auth = authority(rest);
+            if let Some(at) = auth.rfind('@') {
+                return format!("{scheme}<credentials removed>@{}", &rest[at + 1..]);
+            }
+        }
+    }
+    value.to_owned()
+}
+
+/// The container-level settings that are not gate settings, checked before anything starts: a value
+/// that cannot work is refused (exit 64) naming the setting, not discovered later.
+pub fn check_paths(
+    watch: &std::path::Path,
+    promote_to: Option<&std::path::Path>,
+    resync: std::time::Duration,
+) -> Result<(), Error> {
+    let mut errors = Vec::new();
+    if resync < std::time::Duration::from_secs(1) {
+        errors.push(Invalid {
+            setting: "--resync-interval (CONFGATE_RESYNC_INTERVAL)".into(),
+            value: format!("{resync:?}"),
+            problem: "below 1s the safety re-read becomes a busy loop".into(),
+            allowed: "a duration of at least 1s, e.g. 30s",
+        });
+    }
+    if let Some(to) = promote_to {
+        let setting = "--promote-to (CONFGATE_PROMOTE_TO)";
+        let full = |p: &std::path::Path| {
+            // The real path where it exists (a symlink could hide the overlap), else the lexical one.
+            std::fs::canonicalize(p)
+                .or_else(|_| std::path::absolute(p))
+                .unwrap_or_else(|_| p.to_path_buf())
+        };
+        let (w, t) = (full(watch), full(to));
+        let problem = if t == w {
+            Some("is the watched directory (--watch)".to_owned())
+        } else if t.starts_with(&w) {
+            Some(
+                "is inside the watched directory (--watch): promotions would be read as config"
+                    .to_owned(),
+            )
+        } else if w.starts_with(&t) {
+            Some("contains the watched directory (--watch): promotions would replace it".to_owned())
+        } else if std::fs::metadata(to).is_ok_and(|m| !m.is_dir()) {
+            Some("exists and is not a directory".to_owned())
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            errors.push(Invalid {
+                setting: setting.into(),
+                value: to.display().to_string(),
+                problem,
+                allowed: "a directory (created if absent) outside --watch, e.g. an emptyDir mount",
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error(errors))
+    }
+}
+
 impl FromStr for Reload {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -234,6 +307,13 @@ impl FromStr for Reload {
         {
             if rest.is_empty() || rest.starts_with('/') {
                 return Err("the URL has no host".into());
+            }
+            if authority(rest).contains('@') {
+                // Never sent and shown in /status and logs: refused, and never repeated (see `redact`).
+                return Err(
+                    "the URL carries credentials (user:password@); confgate does not send them"
+                        .into(),
+                );
             }
             s.parse::<hyper::Uri>()
                 .map_err(|e| format!("not a valid URL ({e})"))?;
@@ -460,7 +540,11 @@ fn overlay(
                 f.key,
                 Invalid {
                     setting,
-                    value,
+                    value: if f.key == Key::Reload {
+                        redact(&value)
+                    } else {
+                        value
+                    },
                     problem,
                     allowed: f.allowed,
                 },

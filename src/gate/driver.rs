@@ -84,6 +84,8 @@ pub async fn run_fed(
     let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads)?;
     let mut changes = Changes::ALL;
     let mut debounce = Debounce::default();
+    // The safety re-read is a deadline: liveness pings and other wake-ups must not postpone it.
+    let mut resync_at = Instant::now() + pipeline.resync();
     tokio::pin!(shutdown);
     loop {
         if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed() {
@@ -105,7 +107,7 @@ pub async fn run_fed(
             (None, true) => None,
         });
         pipeline.publish();
-        let mut wake = Instant::now() + pipeline.resync();
+        let mut wake = resync_at;
         if !watched {
             wake = wake.min(Instant::now() + ABSENT_POLL);
         }
@@ -115,15 +117,26 @@ pub async fn run_fed(
         if let Some(t) = pipeline.retry_at() {
             wake = wake.min(t);
         }
+        let recheck = pipeline.annotations_recheck_at();
+        if let Some(t) = recheck {
+            wake = wake.min(t);
+        }
         changes = tokio::select! {
             c = source.changed() => c,
             input = pipeline.input() => pipeline.take(input),
             () = tokio::time::sleep_until(wake) => {
+                let now = Instant::now();
                 let retry = pipeline.retry_due();
-                if debounce.pending() || retry {
+                if now >= resync_at || !watched {
+                    resync_at = now + pipeline.resync();
+                    pipeline.tidy();
+                    Changes::ALL
+                } else if recheck.is_some_and(|t| now >= t) {
+                    Changes::ANNOTATIONS | Changes::CONFIG
+                } else if debounce.pending() || retry {
                     Changes::CONFIG
                 } else {
-                    Changes::ALL
+                    Changes::default()
                 }
             }
             () = &mut shutdown => break,

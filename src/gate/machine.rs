@@ -1,6 +1,8 @@
 //! [`Gate`]: the pure decision state. Judges each snapshot under the settings in force, says what to
 //! do with it, and words readiness (checks, reason) for the status. No I/O, no clock.
 
+use std::collections::BTreeMap;
+
 use crate::annotations::Annotations;
 use crate::settings::{Mode, OnIncompatible, Settings};
 use crate::snapshot::{ContentHash, Observed};
@@ -20,11 +22,21 @@ struct Active {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Newest {
     hash: Option<ContentHash>,
+    modes: Modes,
     judgement: Judgement,
 }
 
 /// How many contents the component rejected are remembered (and not offered to it again).
 const REJECTED_KEPT: usize = 8;
+/// Key modes other than the default, as a snapshot carries them.
+type Modes = BTreeMap<String, u32>;
+
+fn modes(obs: &Observed) -> Modes {
+    match obs {
+        Observed::Config(s) => s.modes.clone(),
+        _ => Modes::new(),
+    }
+}
 
 /// What the driver must do after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +57,13 @@ pub(crate) struct Gate {
     settings: Settings,
     problems: Vec<String>,
     gate_only: bool,
-    /// What the promoted dir holds (promote mode only).
-    on_disk: Option<ContentHash>,
+    /// What the promoted dir holds (promote mode only), with the key modes: a mode-only change has the
+    /// same content hash but must still be promoted.
+    on_disk: Option<(ContentHash, Modes)>,
+    /// The key modes of the active config.
+    active_modes: Modes,
+    /// Why the settings in force are not what the annotations file says now (reported, not failing).
+    annotations_note: Option<String>,
     active: Option<Active>,
     newest: Option<Newest>,
     promote_error: Option<String>,
@@ -66,6 +83,8 @@ impl Gate {
             problems: Vec::new(),
             gate_only,
             on_disk: None,
+            active_modes: Modes::new(),
+            annotations_note: None,
             active: None,
             newest: None,
             promote_error: None,
@@ -99,13 +118,40 @@ impl Gate {
 
     /// At start-up, what the promoted dir already holds (left by a previous run of this sidecar).
     pub fn adopt_on_disk(&mut self, obs: &Observed, since: jiff::Timestamp) {
-        self.on_disk = obs.hash();
+        self.on_disk = obs.hash().map(|h| (h, modes(obs)));
         if let Observed::Config(_) = obs {
             let j = verdict::judge(obs, &self.settings);
             if self.passes(obs, &j) {
-                self.activate(obs.hash(), &j, since);
+                self.activate(obs.hash(), modes(obs), &j, since);
             }
         }
+    }
+
+    /// After a settings change, judges the active config (`obs`, as read back) again, as a restart with
+    /// these settings would: one that no longer passes stops being active, so readiness follows the
+    /// policy. `obs` of other content than the active config is ignored. Returns true when the active
+    /// config was dropped.
+    pub fn rejudge_active(&mut self, obs: &Observed) -> bool {
+        let Some(a) = self.active.clone() else {
+            return false;
+        };
+        if obs.hash() != Some(a.hash) {
+            return false;
+        }
+        let j = verdict::judge(obs, &self.settings);
+        if self.passes(obs, &j) {
+            self.activate(Some(a.hash), modes(obs), &j, a.since);
+            false
+        } else {
+            self.active = None;
+            true
+        }
+    }
+
+    /// Notes why the settings in force differ from what the annotations file now says (`None`: they
+    /// do not); shown in the settings check without failing it.
+    pub fn set_annotations_note(&mut self, note: Option<String>) {
+        self.annotations_note = note;
     }
 
     fn passes(&self, obs: &Observed, j: &Judgement) -> bool {
@@ -123,22 +169,25 @@ impl Gate {
             j.reason = why;
             self.newest = Some(Newest {
                 hash,
+                modes: modes(obs),
                 judgement: j.clone(),
             });
             return (j, Action::Nothing);
         }
         let action = match hash {
             Some(h) if self.passes(obs, &j) => {
+                let m = modes(obs);
                 let in_place = if self.gate_only {
-                    self.active.as_ref().map(|a| a.hash)
+                    self.active.as_ref().map(|a| a.hash) == Some(h)
                 } else {
                     self.on_disk
-                };
-                if in_place == Some(h) {
-                    let same = self
-                        .active
                         .as_ref()
-                        .is_some_and(|a| a.hash == h && a.verdict == j.verdict);
+                        .is_some_and(|(oh, om)| *oh == h && *om == m)
+                };
+                if in_place {
+                    let same = self.active.as_ref().is_some_and(|a| {
+                        a.hash == h && a.verdict == j.verdict && self.active_modes == m
+                    });
                     if same {
                         Action::Nothing
                     } else {
@@ -146,8 +195,14 @@ impl Gate {
                     }
                 } else {
                     Action::Promote {
-                        // Gate-only: the component read the first config itself at start.
-                        reload: !self.gate_only || self.active.is_some(),
+                        // Nothing older was read before (gate-only: the component read the first
+                        // config itself at start; promoting: the promoted dir was empty), so the
+                        // component, if it runs yet, reads this one itself.
+                        reload: if self.gate_only {
+                            self.active.is_some()
+                        } else {
+                            self.on_disk.is_some()
+                        },
                     }
                 }
             }
@@ -155,6 +210,7 @@ impl Gate {
         };
         self.newest = Some(Newest {
             hash,
+            modes: modes(obs),
             judgement: j.clone(),
         });
         (j, action)
@@ -163,11 +219,17 @@ impl Gate {
     /// Records that the newest snapshot is now in place.
     pub fn activated(&mut self, now: jiff::Timestamp) {
         if let Some(n) = self.newest.clone() {
-            self.activate(n.hash, &n.judgement, now);
+            self.activate(n.hash, n.modes, &n.judgement, now);
         }
     }
 
-    fn activate(&mut self, hash: Option<ContentHash>, j: &Judgement, since: jiff::Timestamp) {
+    fn activate(
+        &mut self,
+        hash: Option<ContentHash>,
+        modes: Modes,
+        j: &Judgement,
+        since: jiff::Timestamp,
+    ) {
         let Some(hash) = hash else { return };
         let since = match &self.active {
             Some(a) if a.hash == hash => a.since,
@@ -180,8 +242,9 @@ impl Gate {
             verdict: j.verdict,
         });
         if !self.gate_only {
-            self.on_disk = Some(hash);
+            self.on_disk = Some((hash, modes.clone()));
         }
+        self.active_modes = modes;
         self.promote_error = None;
         self.started = true;
     }
@@ -204,7 +267,7 @@ impl Gate {
             _ => now,
         };
         self.applied = Some(Active { since, ..a.clone() });
-        !self.gate_only && self.on_disk == Some(hash)
+        !self.gate_only && self.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)
     }
 
     /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
@@ -224,13 +287,16 @@ impl Gate {
             self.applied = None;
         }
         let base = self.applied.as_ref().map(|a| a.hash)?;
-        (!self.gate_only && self.on_disk == Some(hash)).then_some(base)
+        (!self.gate_only && self.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)).then_some(base)
     }
 
     /// The applied config is back in the promoted dir.
     pub fn rolled_back(&mut self) {
         if let Some(a) = self.applied.clone() {
-            self.on_disk = Some(a.hash);
+            // The applied dir's modes are not tracked: an empty map makes a later same-content,
+            // other-modes snapshot a promotion rather than a no-op, which is the safe side.
+            self.on_disk = Some((a.hash, Modes::new()));
+            self.active_modes = Modes::new();
             self.active = Some(a);
         }
     }
@@ -263,10 +329,10 @@ impl Gate {
         checks.push(Check {
             name: CheckKind::Settings,
             ok: self.problems.is_empty(),
-            message: if self.problems.is_empty() {
-                "annotations valid".into()
-            } else {
-                self.problems.join("; ")
+            message: match (self.problems.is_empty(), &self.annotations_note) {
+                (true, None) => "annotations valid".into(),
+                (true, Some(note)) => note.clone(),
+                (false, _) => self.problems.join("; "),
             },
         });
         let newest_text = |n: &Newest| {
@@ -423,7 +489,7 @@ mod tests {
             assert!(!g.status(reload_view()).ready);
             assert_eq!(
                 step(&mut g, &cfg("2.1.0")),
-                Action::Promote { reload: true }
+                Action::Promote { reload: false }
             );
             let s = g.status(reload_view());
             assert!(
@@ -471,7 +537,7 @@ mod tests {
         assert!(g.status(reload_view()).ready);
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: true }
+            Action::Promote { reload: false }
         );
         let s = g.status(reload_view());
         assert!(s.ready && s.started);
@@ -609,6 +675,73 @@ mod tests {
         step(&mut g, &first);
         assert_eq!(g.rejected_by_component(first.hash().unwrap(), "no"), None);
         assert!(g.status(reload_view()).applied.is_none());
+    }
+
+    #[test]
+    fn no_reload_for_the_first_promotion_into_an_empty_dir() {
+        let mut g = Gate::new(base("^2", |_| {}), false);
+        g.adopt_on_disk(&Observed::Missing("empty".into()), now());
+        assert_eq!(
+            step(&mut g, &cfg("2.0.0")),
+            Action::Promote { reload: false }
+        );
+        assert_eq!(
+            step(&mut g, &cfg("2.0.1")),
+            Action::Promote { reload: true }
+        );
+        // Something was in the promoted dir, even rejected: the component read it, so it reloads.
+        let mut g = Gate::new(base("^3", |_| {}), false);
+        g.adopt_on_disk(&cfg("2.0.0"), now());
+        assert_eq!(
+            step(&mut g, &cfg("3.0.0")),
+            Action::Promote { reload: true }
+        );
+    }
+
+    #[test]
+    fn a_mode_change_alone_is_promoted() {
+        let mut g = Gate::new(base("^2", |_| {}), false);
+        let files = BTreeMap::from([("version".to_owned(), b"2.0.0".to_vec())]);
+        let plain = Observed::Config(Snapshot::new(files.clone()));
+        let exec = Observed::Config(Snapshot::with_modes(
+            files,
+            BTreeMap::from([("version".to_owned(), 0o755)]),
+        ));
+        assert_eq!(plain.hash(), exec.hash(), "the content hash ignores modes");
+        step(&mut g, &plain);
+        assert_eq!(step(&mut g, &exec), Action::Promote { reload: true });
+        assert_eq!(step(&mut g, &exec), Action::Nothing);
+    }
+
+    #[test]
+    fn narrowed_settings_drop_the_active_config_as_a_restart_would() {
+        let narrow =
+            || Annotations::from([(crate::settings::ANN_ACCEPTS.to_owned(), "^3".to_owned())]);
+        let mut g = Gate::new(base("^2", |_| {}), false);
+        step(&mut g, &cfg("2.0.0"));
+        assert!(g.set_annotations(Ok(narrow())));
+        assert!(!g.rejudge_active(&cfg("2.0.1")), "other content is ignored");
+        assert!(g.rejudge_active(&cfg("2.0.0")));
+        assert_eq!(step(&mut g, &cfg("2.0.0")), Action::Nothing);
+        let live = g.status(reload_view());
+        let mut restarted = Gate::new(base("^2", |_| {}), false);
+        restarted.set_annotations(Ok(narrow()));
+        restarted.adopt_on_disk(&cfg("2.0.0"), now());
+        step(&mut restarted, &cfg("2.0.0"));
+        let again = restarted.status(reload_view());
+        assert!(!live.ready && live.active.is_none(), "{live:?}");
+        assert_eq!((live.ready, &live.reason), (again.ready, &again.reason));
+        // Observe to enforce: what observe let through stops being active.
+        let mut g = Gate::new(base("^2", |r| r.mode = Some("observe".into())), false);
+        step(&mut g, &cfg("3.0.0"));
+        let enforce =
+            Annotations::from([(crate::settings::ANN_MODE.to_owned(), "enforce".to_owned())]);
+        assert!(g.set_annotations(Ok(enforce)));
+        assert!(g.rejudge_active(&cfg("3.0.0")));
+        assert!(!g.status(reload_view()).ready);
+        // Widened back: the same content is active again, without a write.
+        assert!(g.set_annotations(Ok(Annotations::new())));
+        assert_eq!(step(&mut g, &cfg("3.0.0")), Action::Activate);
     }
 
     #[test]

@@ -17,10 +17,14 @@ use crate::settings::Settings;
 use crate::snapshot::{self, ContentHash, Observed};
 use crate::source::Changes;
 use crate::state::{Publisher, ReloadResult, ReloadView, Shared, SourceView};
-use crate::verdict::Verdict;
+use crate::verdict::{self, Verdict};
 
 /// After a failed promotion, when to try again.
 const PROMOTE_RETRY: Duration = Duration::from_secs(1);
+/// How long an annotations file that existed may be absent (or unreadable) before the settings it
+/// gave are dropped: the downward-API volume swaps `..data` like any AtomicWriter volume, so a read
+/// can miss the file for a moment.
+pub const ANNOTATIONS_GRACE: Duration = Duration::from_secs(2);
 
 /// Where the loop takes snapshots from.
 #[derive(Debug, Clone, Default)]
@@ -82,6 +86,20 @@ pub struct Pipeline {
     last: Option<Seen>,
     retry_at: Option<Instant>,
     watch_error: Option<String>,
+    /// The reload requested and not yet done, to send again to a corrected target.
+    owed: Option<Owed>,
+    /// Whether the annotations file was read at least once (absent since start means none).
+    annotations_existed: bool,
+    /// Since when the annotations file that existed has been absent or unreadable, and why.
+    annotations_missing: Option<(Instant, String)>,
+}
+
+/// A reload requested and not yet done.
+#[derive(Debug, Clone)]
+struct Owed {
+    sha: ContentHash,
+    version: Option<String>,
+    promoted_at: Option<reload::BootTicks>,
 }
 
 impl Pipeline {
@@ -100,15 +118,31 @@ impl Pipeline {
             None => None,
         };
         let mut gate = Gate::new(base, promoter.is_none());
-        gate.set_annotations(annotations::read_file(&cfg.annotations));
+        let ann = annotations::read(&cfg.annotations);
+        let annotations_existed = matches!(ann, Ok(Some(_)));
+        gate.set_annotations(ann.map(Option::unwrap_or_default));
+        let mut owed = None;
         let promoter = promoter.map(|(p, on_disk)| {
             gate.adopt_on_disk(&on_disk, jiff::Timestamp::now());
             if let Some(h) = on_disk.hash() {
                 info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
             }
+            // A reload owed by a previous run: the content is in place, the component was never told.
+            if let (Some(h), Some(o)) = (on_disk.hash(), p.reload_owed())
+                && h == o
+            {
+                let version = verdict::judge(&on_disk, gate.settings()).version;
+                info!(sha = %h.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it");
+                owed = Some(Owed {
+                    sha: h,
+                    version,
+                    // Every matching process: which ones started before the promotion is unknown now.
+                    promoted_at: None,
+                });
+            }
             p
         });
-        let p = Pipeline {
+        let mut p = Pipeline {
             cfg,
             feed,
             gate,
@@ -122,23 +156,110 @@ impl Pipeline {
             last: None,
             retry_at: None,
             watch_error: None,
+            owed,
+            annotations_existed,
+            annotations_missing: None,
         };
+        p.send_owed();
         p.publish();
         Ok(p)
     }
 
     /// Re-reads the annotations file. Returns true when the settings in force changed: the caller must
     /// then [`Pipeline::process`] again, to re-judge under them.
+    ///
+    /// A file that existed and is now absent or unreadable keeps the settings in force for
+    /// [`ANNOTATIONS_GRACE`] ([`Pipeline::annotations_recheck_at`] says when to look again); only a
+    /// lasting absence changes them, and it is reported in the settings check.
     pub fn annotations_changed(&mut self) -> bool {
-        let changed = self
-            .gate
-            .set_annotations(annotations::read_file(&self.cfg.annotations));
+        let read = annotations::read(&self.cfg.annotations);
+        let path = self.cfg.annotations.display().to_string();
+        let (ann, note) = match read {
+            Ok(Some(a)) => {
+                if self.annotations_missing.take().is_some() {
+                    info!(file = %path, "annotations file back");
+                }
+                self.annotations_existed = true;
+                (Ok(a), None)
+            }
+            Ok(None) if !self.annotations_existed => (Ok(annotations::Annotations::new()), None),
+            missing => {
+                let absent = matches!(missing, Ok(None));
+                let why = match missing {
+                    Err(e) => e,
+                    _ => format!("annotations file {path} is absent"),
+                };
+                let since = match &self.annotations_missing {
+                    Some((t, _)) => *t,
+                    None => {
+                        info!(file = %path, error = %why, grace_ms = ANNOTATIONS_GRACE.as_millis() as u64, "annotations file not readable; keeping the settings in force, looking again");
+                        Instant::now()
+                    }
+                };
+                self.annotations_missing = Some((since, why.clone()));
+                if since.elapsed() < ANNOTATIONS_GRACE {
+                    return false;
+                }
+                if absent {
+                    let note = format!(
+                        "{why} (it existed) for over {} s: settings from flags and environment",
+                        ANNOTATIONS_GRACE.as_secs()
+                    );
+                    (Ok(annotations::Annotations::new()), Some(note))
+                } else {
+                    // Unreadable, not gone: the settings in force stay, and the check fails naming why.
+                    (Err(why), None)
+                }
+            }
+        };
+        let lasting = note.is_some();
+        self.gate.set_annotations_note(note);
+        let before = self.gate.settings().reload.clone();
+        let changed = self.gate.set_annotations(ann);
+        if lasting {
+            warn!(file = %path, changed, "annotations file still absent; its settings no longer apply");
+        }
         if changed {
             let s = self.gate.settings();
             info!(accepts = ?s.accepts_text(), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
             self.last = None;
+            self.rejudge_active();
+            if self.gate.settings().reload != before {
+                self.send_owed();
+            }
         }
         changed
+    }
+
+    /// When the annotations file, missing for the moment, is to be read again: at the end of the
+    /// grace period (past it, the absence is applied and the next event or resync looks again).
+    pub(crate) fn annotations_recheck_at(&self) -> Option<Instant> {
+        let (since, _) = self.annotations_missing.as_ref()?;
+        let at = *since + ANNOTATIONS_GRACE;
+        (at > Instant::now()).then_some(at)
+    }
+
+    /// After a settings change: the active config judged again under them, as a restart would.
+    fn rejudge_active(&mut self) {
+        let Some(p) = &self.promoter else {
+            return;
+        };
+        let on_disk = snapshot::read(p.dir());
+        if self.gate.rejudge_active(&on_disk) {
+            warn!(sha = %on_disk.hash().map(|h| h.short()).unwrap_or_default(), "the active config does not pass the settings now in force; no longer active");
+        }
+    }
+
+    /// Sends the owed reload, if any, to the target in force.
+    fn send_owed(&mut self) {
+        if let Some(o) = self.owed.clone() {
+            let target = self.gate.settings().reload.clone();
+            self.reloads
+                .set_confirm(self.gate.settings().confirm.clone());
+            info!(target = %target, sha = %o.sha.short(), "reload requested");
+            self.reloads
+                .request_promoted_at(&target, o.sha, o.version, o.promoted_at);
+        }
     }
 
     /// Reads the newest snapshot and acts on it; identical input under unchanged settings is skipped.
@@ -173,6 +294,7 @@ impl Pipeline {
         }
         let (j, action) = self.gate.decide(&obs);
         self.shared.metrics.candidate(j.verdict);
+        let reload_to = self.gate.settings().reload.clone();
         let sha = obs.hash().map(|h| h.short()).unwrap_or_default();
         let judged = Judged {
             accepted: j.verdict == Verdict::Accepted,
@@ -189,9 +311,12 @@ impl Pipeline {
                 self.gate.activated(jiff::Timestamp::now());
             }
             Action::Promote { reload } => {
+                let owing = reload && reload_to != crate::settings::Reload::None;
                 let mut switched = None;
                 if let (Some(p), Observed::Config(snap)) = (&self.promoter, &obs) {
-                    match p.switch(snap, false) {
+                    // With a reload owed, its marker is written before the switch, so a restart after
+                    // it still reloads.
+                    match p.switch(snap, owing) {
                         Ok(s) => switched = Some(s),
                         Err(e) => {
                             judged.log();
@@ -210,7 +335,13 @@ impl Pipeline {
                 // The one thing the component waits for comes first; the rest is bookkeeping.
                 let mut reload_requested = false;
                 if reload && let Some(h) = obs.hash() {
-                    self.request_reload(h, j.version.clone());
+                    self.owed = Some(Owed {
+                        sha: h,
+                        version: j.version.clone(),
+                        promoted_at: reload::BootTicks::now(),
+                    });
+                    self.requested = Some(h);
+                    self.send_owed();
                     reload_requested = true;
                 }
                 done = Some(Promoted {
@@ -283,6 +414,11 @@ impl Pipeline {
     }
 
     fn reload_outcome(&mut self, o: reload::Outcome) {
+        match &o {
+            reload::Outcome::Reloaded(h) => self.reload_done(Some(*h)),
+            reload::Outcome::Nothing(_) => self.reload_done(None),
+            _ => {}
+        }
         let r = &mut self.reload;
         match o {
             reload::Outcome::Attempting => r.last_result = ReloadResult::Pending,
@@ -363,6 +499,32 @@ impl Pipeline {
                 error!(error = %e, sha = %h.short(), "rollback failed");
                 self.gate.promotion_failed(format!("rollback failed: {e}"));
             }
+        }
+    }
+
+    /// A reload is done (of `sha`, or of the one owed when the worker found nothing to reload): it
+    /// is no longer owed, here or on disk.
+    fn reload_done(&mut self, sha: Option<ContentHash>) {
+        let Some(sha) = sha.or(self.owed.as_ref().map(|o| o.sha)) else {
+            return;
+        };
+        if self.owed.as_ref().is_some_and(|o| o.sha == sha) {
+            self.owed = None;
+        }
+        if let Some(p) = &self.promoter
+            && let Err(e) = p.clear_reload_owed(sha)
+        {
+            warn!(error = %e, sha = %sha.short(), "cannot clear the reload-owed marker; a restart will reload again");
+        }
+    }
+
+    /// Finishes tidying the promoted dir after a promotion that could not (called on the resync timer).
+    pub(crate) fn tidy(&self) {
+        if let Some(p) = &self.promoter
+            && p.needs_tidy()
+            && let Err(e) = p.tidy()
+        {
+            warn!(error = %e, dir = %p.dir().display(), "tidying the promoted dir failed; will retry");
         }
     }
 
