@@ -44,9 +44,10 @@ pub enum Command {
 /// The gate settings; each can be overridden live by a pod annotation.
 #[derive(Debug, Clone, Args, Default)]
 pub struct GateArgs {
-    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" [annotation confgate.io/accepts]
-    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ")]
-    pub accepts: Option<String>,
+    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" [annotation confgate.io/accepts];
+    /// `check` takes it several times and reports per range
+    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ", action = clap::ArgAction::Append)]
+    pub accepts: Vec<String>,
     /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
     #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
     pub version_from: Option<String>,
@@ -62,18 +63,38 @@ pub struct GateArgs {
     /// enforce, or observe (promote everything, only report) [default: enforce]
     #[arg(long, env = "CONFGATE_MODE", value_name = "MODE")]
     pub mode: Option<String>,
+    /// Variant keys and the name the chosen one is promoted as, e.g. "config.v*.yaml -> config.yaml"
+    /// [annotation confgate.io/variants] [default: none]
+    #[arg(long, env = "CONFGATE_VARIANTS", value_name = "PATTERN -> NAME")]
+    pub variants: Option<String>,
 }
 
 impl GateArgs {
+    /// The raw settings with the last `--accepts`; commands other than `check` refuse several.
     pub fn raw(&self) -> Raw {
         Raw {
-            accepts: self.accepts.clone(),
+            accepts: self.accepts.last().cloned(),
             version_from: self.version_from.clone(),
             require: self.require.clone(),
             reload: self.reload.clone(),
             on_incompatible: self.on_incompatible.clone(),
             mode: self.mode.clone(),
+            variants: self.variants.clone(),
         }
+    }
+
+    /// The raw settings once per `--accepts` (`check`'s per-range report); one entry without a range.
+    pub fn raw_per_range(&self) -> Vec<Raw> {
+        if self.accepts.len() <= 1 {
+            return vec![self.raw()];
+        }
+        self.accepts
+            .iter()
+            .map(|a| Raw {
+                accepts: Some(a.clone()),
+                ..self.raw()
+            })
+            .collect()
     }
 }
 

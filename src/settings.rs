@@ -18,16 +18,18 @@ pub const ANN_REQUIRE: &str = "confgate.io/require";
 pub const ANN_RELOAD: &str = "confgate.io/reload";
 pub const ANN_ON_INCOMPATIBLE: &str = "confgate.io/on-incompatible";
 pub const ANN_MODE: &str = "confgate.io/mode";
+pub const ANN_VARIANTS: &str = "confgate.io/variants";
 /// Reserved for the API source; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
-const KNOWN_ANNOTATIONS: [&str; 7] = [
+const KNOWN_ANNOTATIONS: [&str; 8] = [
     ANN_ACCEPTS,
     ANN_VERSION_FROM,
     ANN_REQUIRE,
     ANN_RELOAD,
     ANN_ON_INCOMPATIBLE,
     ANN_MODE,
+    ANN_VARIANTS,
     ANN_SOURCE,
 ];
 
@@ -63,6 +65,76 @@ pub enum VersionFrom {
     Json { key: String, pointer: String },
     /// An RFC 6901 pointer into a key parsed as YAML.
     Yaml { key: String, pointer: String },
+}
+
+/// Several versions of one config file side by side: keys matching `pattern` are the variants, and the
+/// chosen one is promoted as `promoted`. Written `config.v*.yaml -> config.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variants {
+    /// The pattern before its one `*`.
+    pub prefix: String,
+    /// The pattern after its one `*`.
+    pub suffix: String,
+    /// The key the component reads.
+    pub promoted: String,
+}
+
+impl Variants {
+    /// Whether `key` is a variant: the prefix, at least one character without `/`, the suffix.
+    pub fn matches(&self, key: &str) -> bool {
+        key.len() > self.prefix.len() + self.suffix.len()
+            && key.starts_with(&self.prefix)
+            && key.ends_with(&self.suffix)
+            && !key[self.prefix.len()..key.len() - self.suffix.len()].contains('/')
+    }
+}
+
+impl FromStr for Variants {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (pattern, promoted) = s
+            .split_once("->")
+            .ok_or("missing \"->\" between the pattern and the promoted name")?;
+        let (pattern, promoted) = (pattern.trim(), promoted.trim());
+        let (prefix, suffix) = pattern
+            .split_once('*')
+            .ok_or_else(|| format!("the pattern {pattern:?} has no '*'"))?;
+        if suffix.contains('*') {
+            return Err(format!("the pattern {pattern:?} has more than one '*'"));
+        }
+        if !is_valid_key(&format!("{prefix}x{suffix}")) {
+            return Err(format!(
+                "the pattern {pattern:?} does not make valid ConfigMap keys"
+            ));
+        }
+        if !is_valid_key(promoted) {
+            return Err(format!("{promoted:?} is not a valid ConfigMap key"));
+        }
+        let v = Variants {
+            prefix: prefix.to_owned(),
+            suffix: suffix.to_owned(),
+            promoted: promoted.to_owned(),
+        };
+        if v.matches(promoted) {
+            return Err(format!(
+                "the promoted name {promoted:?} matches the pattern {pattern:?}"
+            ));
+        }
+        Ok(v)
+    }
+}
+
+impl fmt::Display for Variants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}*{} -> {}", self.prefix, self.suffix, self.promoted)
+    }
+}
+
+fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
+    match s.trim() {
+        "" | "none" => Ok(None),
+        v => v.parse().map(Some),
+    }
 }
 
 /// How a component is told to reload.
@@ -103,6 +175,8 @@ pub struct Settings {
     pub reload: Reload,
     pub on_incompatible: OnIncompatible,
     pub mode: Mode,
+    /// Variant keys and the name the chosen one is promoted as; `None` promotes the ConfigMap as it is.
+    pub variants: Option<Variants>,
 }
 
 /// Flag or environment values before parsing (clap has already applied flag > env).
@@ -114,6 +188,7 @@ pub struct Raw {
     pub reload: Option<String>,
     pub on_incompatible: Option<String>,
     pub mode: Option<String>,
+    pub variants: Option<String>,
 }
 
 /// Settings resolved from annotations, with the problems found on the way.
@@ -134,6 +209,7 @@ const ALLOWED_RELOAD: &str =
     "none, http://..., https://... or signal:NAME:PROCESS (e.g. signal:HUP:prometheus)";
 const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
 const ALLOWED_MODE: &str = "enforce or observe";
+const ALLOWED_VARIANTS: &str = "none, or PATTERN -> NAME with one '*' in PATTERN and NAME not matching it (e.g. \"config.v*.yaml -> config.yaml\")";
 const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
 
 fn parse_accepts(s: &str) -> Result<Accepts, String> {
@@ -327,6 +403,7 @@ enum Key {
     Reload,
     OnIncompatible,
     Mode,
+    Variants,
 }
 
 /// One setting: how to name it to a user and what it allows.
@@ -338,7 +415,7 @@ struct Field {
     allowed: &'static str,
 }
 
-const FIELDS: [Field; 6] = [
+const FIELDS: [Field; 7] = [
     Field {
         key: Key::Accepts,
         flag: "--accepts",
@@ -381,6 +458,13 @@ const FIELDS: [Field; 6] = [
         annotation: ANN_MODE,
         allowed: ALLOWED_MODE,
     },
+    Field {
+        key: Key::Variants,
+        flag: "--variants",
+        env: "CONFGATE_VARIANTS",
+        annotation: ANN_VARIANTS,
+        allowed: ALLOWED_VARIANTS,
+    },
 ];
 
 impl Default for Settings {
@@ -394,6 +478,7 @@ impl Default for Settings {
             reload: Reload::None,
             on_incompatible: OnIncompatible::Hold,
             mode: Mode::Enforce,
+            variants: None,
         }
     }
 }
@@ -407,6 +492,7 @@ impl Raw {
             Key::Reload => self.reload.as_ref(),
             Key::OnIncompatible => self.on_incompatible.as_ref(),
             Key::Mode => self.mode.as_ref(),
+            Key::Variants => self.variants.as_ref(),
         }
     }
 }
@@ -446,6 +532,7 @@ impl Settings {
             Key::Reload => self.reload = v.parse()?,
             Key::OnIncompatible => self.on_incompatible = v.parse()?,
             Key::Mode => self.mode = v.parse()?,
+            Key::Variants => self.variants = parse_variants(v)?,
         }
         Ok(())
     }
@@ -458,6 +545,7 @@ impl Settings {
             Key::Reload => self.reload.clone_from(&other.reload),
             Key::OnIncompatible => self.on_incompatible = other.on_incompatible,
             Key::Mode => self.mode = other.mode,
+            Key::Variants => self.variants.clone_from(&other.variants),
         }
     }
 
@@ -555,9 +643,10 @@ mod tests {
             on_incompatible: Some("drop".into()),
             mode: Some("strict".into()),
             require: Some("ok,../bad".into()),
+            variants: Some("config.*.yaml".into()),
         };
         let err = Settings::from_raw(&raw).unwrap_err();
-        assert_eq!(err.0.len(), 6, "{err}");
+        assert_eq!(err.0.len(), 7, "{err}");
         let text = err.to_string();
         for needle in [
             "--accepts (CONFGATE_ACCEPTS) \">=x\"",
@@ -582,8 +671,13 @@ mod tests {
             reload: Some("signal:HUP:prometheus".into()),
             on_incompatible: Some("unready".into()),
             mode: Some("observe".into()),
+            variants: Some(" config.v*.yaml->config.yaml ".into()),
         };
         let s = Settings::from_raw(&raw).unwrap();
+        assert_eq!(
+            s.variants.as_ref().map(ToString::to_string).as_deref(),
+            Some("config.v*.yaml -> config.yaml")
+        );
         assert_eq!(s.accepts_text(), Some(">=2.4.0, <3.0.0"));
         assert_eq!(
             s.version_from,
@@ -694,6 +788,37 @@ mod tests {
             FIELDS.len() + 1,
             "every annotation but confgate.io/source is a gate setting"
         );
+    }
+
+    #[test]
+    fn variants_syntax() {
+        let v: Variants = "config.v*.yaml -> config.yaml".parse().unwrap();
+        assert!(v.matches("config.v2.yaml") && v.matches("config.v10-beta.yaml"));
+        for not in [
+            "config.v.yaml",
+            "config.yaml",
+            "config.v2.yml",
+            "x/config.v2.yaml",
+        ] {
+            assert!(!v.matches(not), "{not}");
+        }
+        assert!(!v.matches("config.va/b.yaml"));
+        for (bad, why) in [
+            ("config.v*.yaml", "missing \"->\""),
+            ("config.v2.yaml -> config.yaml", "has no '*'"),
+            ("c*.v*.yaml -> config.yaml", "more than one '*'"),
+            ("config.*.yaml -> config.v.yaml", "matches the pattern"),
+            ("config.*.yaml -> ../x", "not a valid ConfigMap key"),
+            (
+                "a b*.yaml -> config.yaml",
+                "does not make valid ConfigMap keys",
+            ),
+        ] {
+            let e = bad.parse::<Variants>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert_eq!(parse_variants("none").unwrap(), None);
+        assert_eq!(parse_variants("").unwrap(), None);
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct ActiveView {
     /// RFC 3339.
     pub since: String,
     pub verdict: Verdict,
+    /// The variant key promoted (with the variants setting).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// The newest snapshot, when it is not the active one.
@@ -31,6 +34,9 @@ pub struct CandidateView {
     pub sha256: Option<String>,
     pub verdict: Verdict,
     pub reason: String,
+    /// The variant key it would promote (with the variants setting).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// The last outcome of reload signalling.
@@ -179,6 +185,7 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
                 .active
                 .as_ref()
                 .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
+            variant: s.active.as_ref().and_then(|a| a.variant.as_deref()),
         }
     }
 }

@@ -352,6 +352,7 @@ mod tests {
                 sha256: "sha256:ab".into(),
                 since: String::new(),
                 verdict: Verdict::TooNew,
+                variant: None,
             }),
             ..Status::default()
         };
@@ -364,6 +365,7 @@ mod tests {
                 sha256: None,
                 verdict: Verdict::Missing,
                 reason: "ConfigMap ns/cm does not exist".into(),
+                variant: None,
             }),
             ..Status::default()
         };

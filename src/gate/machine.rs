@@ -5,6 +5,7 @@ use crate::annotations::Annotations;
 use crate::settings::{Mode, OnIncompatible, Settings};
 use crate::snapshot::{ContentHash, Observed};
 use crate::state::{ActiveView, CandidateView, Check, CheckKind, ReloadView, Status};
+use crate::variants::{self, Choice};
 use crate::verdict::{self, Judgement, Verdict};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,12 +14,15 @@ struct Active {
     version: Option<String>,
     since: jiff::Timestamp,
     verdict: Verdict,
+    /// The variant key promoted, with the variants setting.
+    variant: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Newest {
     hash: Option<ContentHash>,
     judgement: Judgement,
+    variant: Option<String>,
 }
 
 /// What the driver must do after a decision.
@@ -90,9 +94,10 @@ impl Gate {
     pub fn adopt_on_disk(&mut self, obs: &Observed, since: jiff::Timestamp) {
         self.on_disk = obs.hash();
         if let Observed::Config(_) = obs {
+            // The promoted dir holds the promoted set, with no variant keys: it is judged as it is.
             let j = verdict::judge(obs, &self.settings);
             if self.passes(obs, &j) {
-                self.activate(obs.hash(), &j, since);
+                self.activate(obs.hash(), &j, None, since);
             }
         }
     }
@@ -102,22 +107,23 @@ impl Gate {
             || (self.settings.mode == Mode::Observe && matches!(obs, Observed::Config(_)))
     }
 
-    /// Judges the newest snapshot and says what to do with it.
-    pub fn decide(&mut self, obs: &Observed) -> (Judgement, Action) {
-        let j = verdict::judge(obs, &self.settings);
+    /// Judges the newest snapshot and says what to do with it. The choice holds what to promote (with
+    /// variants, the chosen variant's set, not the read itself).
+    pub fn decide(&mut self, read: &Observed) -> (Choice, Action) {
+        let choice = variants::choose(read, &self.settings);
+        let (j, obs) = (&choice.judgement, &choice.observed);
         let hash = obs.hash();
         let action = match hash {
-            Some(h) if self.passes(obs, &j) => {
+            Some(h) if self.passes(obs, j) => {
                 let in_place = if self.gate_only {
                     self.active.as_ref().map(|a| a.hash)
                 } else {
                     self.on_disk
                 };
                 if in_place == Some(h) {
-                    let same = self
-                        .active
-                        .as_ref()
-                        .is_some_and(|a| a.hash == h && a.verdict == j.verdict);
+                    let same = self.active.as_ref().is_some_and(|a| {
+                        a.hash == h && a.verdict == j.verdict && a.variant == choice.variant
+                    });
                     if same {
                         Action::Nothing
                     } else {
@@ -135,18 +141,25 @@ impl Gate {
         self.newest = Some(Newest {
             hash,
             judgement: j.clone(),
+            variant: choice.variant.clone(),
         });
-        (j, action)
+        (choice, action)
     }
 
     /// Records that the newest snapshot is now in place.
     pub fn activated(&mut self, now: jiff::Timestamp) {
         if let Some(n) = self.newest.clone() {
-            self.activate(n.hash, &n.judgement, now);
+            self.activate(n.hash, &n.judgement, n.variant, now);
         }
     }
 
-    fn activate(&mut self, hash: Option<ContentHash>, j: &Judgement, since: jiff::Timestamp) {
+    fn activate(
+        &mut self,
+        hash: Option<ContentHash>,
+        j: &Judgement,
+        variant: Option<String>,
+        since: jiff::Timestamp,
+    ) {
         let Some(hash) = hash else { return };
         let since = match &self.active {
             Some(a) if a.hash == hash => a.since,
@@ -157,6 +170,7 @@ impl Gate {
             version: j.version.clone(),
             since,
             verdict: j.verdict,
+            variant,
         });
         if !self.gate_only {
             self.on_disk = Some(hash);
@@ -263,6 +277,7 @@ impl Gate {
                 sha256: n.hash.map(|h| h.to_string()),
                 verdict: n.judgement.verdict,
                 reason: n.judgement.reason.clone(),
+                variant: n.variant.clone(),
             }),
             _ => None,
         };
@@ -276,6 +291,7 @@ impl Gate {
                 sha256: a.hash.to_string(),
                 since: a.since.to_string(),
                 verdict: a.verdict,
+                variant: a.variant.clone(),
             }),
             candidate,
             reload,

@@ -151,14 +151,17 @@ impl Pipeline {
         if self.last.as_ref() == Some(&id) {
             return;
         }
-        let (j, action) = self.gate.decide(&obs);
+        let (choice, action) = self.gate.decide(&obs);
+        // With variants, what is promoted (and hashed) is the chosen variant's set.
+        let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         self.shared.metrics.candidate(j.verdict);
         let sha = obs.hash().map(|h| h.short()).unwrap_or_default();
         let version = j.version.as_deref().unwrap_or("");
+        let variant = variant.as_deref().unwrap_or("");
         if j.verdict == Verdict::Accepted {
-            info!(verdict = %j.verdict, version, sha, reason = %j.reason, "judged");
+            info!(verdict = %j.verdict, version, variant, sha, reason = %j.reason, "judged");
         } else {
-            warn!(verdict = %j.verdict, version, sha, reason = %j.reason, "judged");
+            warn!(verdict = %j.verdict, version, variant, sha, reason = %j.reason, "judged");
         }
         match action {
             Action::Nothing => {}
@@ -173,7 +176,7 @@ impl Pipeline {
                         self.last = None;
                         return;
                     }
-                    info!(version, sha, dir = %p.dir().display(), "promoted");
+                    info!(version, variant, sha, dir = %p.dir().display(), "promoted");
                 }
                 let now = jiff::Timestamp::now();
                 self.shared
