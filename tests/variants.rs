@@ -360,3 +360,14 @@ proptest! {
         }
     }
 }
+
+/// Only `check` reports per range; a sidecar given two ranges refuses to start instead of picking one.
+#[test]
+fn run_refuses_several_ranges() {
+    let out = Command::new(BIN)
+        .args(["run", "--accepts", "^2", "--accepts", "^3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--accepts is given 2 times"));
+}
