@@ -1,8 +1,8 @@
 //! A local demo of confgate's main job that drives the real `confgate` binary, no cluster needed: a
 //! kubelet-style ConfigMap volume and a downward-API annotations file in a temp dir, a tiny component that
 //! reloads on POST, and a walk through a blocked start, an accepted config reaching the component, a
-//! too-new config held back, and a compatible update reloaded. Probe output is printed as `kubectl
-//! describe pod` shows it.
+//! too-new config held back, a compatible update reloaded, and a skew-safe upgrade with schema 2 and 3
+//! side by side in one ConfigMap (variants). Probe output is printed as `kubectl describe pod` shows it.
 //!
 //! Run: `cargo run --example demo` (it builds the binary first if needed).
 
@@ -19,6 +19,8 @@ use confgate::snapshot::{self, Snapshot};
 
 const ACCEPTS: &str = ">=2.4.0, <3.0.0";
 const VERSION_FROM: &str = "yaml:config.yaml#/schemaVersion";
+const VARIANTS: &str = "config.v*.yaml -> config.yaml";
+const ACCEPTS_V3: &str = ">=3.0.0, <4.0.0";
 
 fn config(version: &str) -> Snapshot {
     let yaml = format!("schemaVersion: \"{version}\"\ngreeting: hello\n");
@@ -26,6 +28,41 @@ fn config(version: &str) -> Snapshot {
         "config.yaml".to_owned(),
         yaml.into_bytes(),
     )]))
+}
+
+/// A ConfigMap with one variant per version, `config.vVERSION.yaml`.
+fn variants(versions: &[&str]) -> Snapshot {
+    Snapshot::new(
+        versions
+            .iter()
+            .map(|v| {
+                let major = v.split('.').next().unwrap_or(v);
+                (
+                    format!("config.v{major}.yaml"),
+                    format!("schemaVersion: \"{v}\"\ngreeting: hello\n").into_bytes(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Writes the downward-API annotations file as the kubelet would for these annotations.
+fn annotations(
+    podinfo: &Path,
+    accepts: &str,
+    reload_port: u16,
+    variants: bool,
+) -> std::io::Result<()> {
+    let mut text = format!(
+        "confgate.io/accepts=\"{accepts}\"\nconfgate.io/version-from=\"{VERSION_FROM}\"\n\
+         confgate.io/reload=\"http://127.0.0.1:{reload_port}/reload\"\n"
+    );
+    if variants {
+        text.push_str(&format!("confgate.io/variants=\"{VARIANTS}\"\n"));
+    }
+    let tmp = podinfo.join(".annotations.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, podinfo.join("annotations"))
 }
 
 /// The `confgate` binary of this checkout, built with the profile this example runs under.
@@ -154,13 +191,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&podinfo)?;
     let (component_port, reloads) = component(active.clone())?;
     // The downward-API file, as the kubelet writes the pod's annotations.
-    std::fs::write(
-        podinfo.join("annotations"),
-        format!(
-            "confgate.io/accepts=\"{ACCEPTS}\"\nconfgate.io/version-from=\"{VERSION_FROM}\"\n\
-             confgate.io/reload=\"http://127.0.0.1:{component_port}/reload\"\n"
-        ),
-    )?;
+    annotations(&podinfo, ACCEPTS, component_port, false)?;
     // confgate's promoter follows the kubelet's AtomicWriter steps, so it doubles as the kubelet here.
     let (kubelet, _) = Promoter::open(&incoming)?;
     println!("confgate demo: the component accepts {ACCEPTS}; version from {VERSION_FROM}");
@@ -239,10 +270,106 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         describe(&bin, "ready", &addr);
         println!();
     }
+    upgrade(
+        &bin,
+        &addr,
+        &kubelet,
+        &incoming,
+        &podinfo,
+        component_port,
+        &reloads,
+    )?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(sidecar.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )?;
     println!("confgate stopped on SIGTERM ({})", sidecar.0.wait()?);
+    Ok(())
+}
+
+/// Step 5, the upgrade procedure: v3 added beside v2, the component upgraded (its range with it), every
+/// pod on v3, v2 removed; `confgate check` per range says when each step is safe.
+fn upgrade(
+    bin: &Path,
+    addr: &str,
+    kubelet: &Promoter,
+    incoming: &Path,
+    podinfo: &Path,
+    component_port: u16,
+    reloads: &mpsc::Receiver<String>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let active = |status: &serde_json::Value| {
+        format!(
+            "{} from {}",
+            status["active"]["version"].as_str().unwrap_or("-"),
+            status["active"]["variant"].as_str().unwrap_or("-")
+        )
+    };
+    let check = |ranges: &[&str]| -> Result<(), Box<dyn std::error::Error>> {
+        let mut cmd = Command::new(bin);
+        cmd.args([
+            "check",
+            "--version-from",
+            VERSION_FROM,
+            "--variants",
+            VARIANTS,
+        ]);
+        for r in ranges {
+            cmd.args(["--accepts", r]);
+        }
+        let out = cmd.arg(incoming).output()?;
+        let args: Vec<String> = ranges.iter().map(|r| format!("--accepts '{r}'")).collect();
+        println!(
+            "   $ confgate check {} ... (exit {})",
+            args.join(" "),
+            out.status.code().unwrap_or(-1)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            println!("     {line}");
+        }
+        Ok(())
+    };
+    println!(
+        "5. A skew-safe upgrade to schema 3: the ConfigMap carries v2 and v3 side by side ({VARIANTS})"
+    );
+    annotations(podinfo, ACCEPTS, component_port, true)?;
+    kubelet.promote(&variants(&["2.5.0", "3.0.0"]))?;
+    let mut status = serde_json::Value::Null;
+    until("variant v2 chosen", || {
+        status = get_status(addr).unwrap_or_default();
+        status["active"]["variant"] == "config.v2.yaml"
+    });
+    println!(
+        "   this (old) pod runs {}, not stale: {}",
+        active(&status),
+        status["stale"]
+    );
+    check(&[ACCEPTS, ACCEPTS_V3])?;
+
+    println!("   the component is upgraded: its image and confgate.io/accepts {ACCEPTS_V3}");
+    annotations(podinfo, ACCEPTS_V3, component_port, true)?;
+    let runs = reloads.recv_timeout(Duration::from_secs(10))?;
+    until("variant v3 chosen", || {
+        status = get_status(addr).unwrap_or_default();
+        status["active"]["variant"] == "config.v3.yaml"
+    });
+    println!(
+        "   one promotion and a reload: the component now runs `{runs}`, {}",
+        active(&status)
+    );
+
+    println!("   every pod reports 3.x in `confgate status`: v2 is removed");
+    kubelet.promote(&variants(&["3.0.0"]))?;
+    until("the shrunk ConfigMap judged", || {
+        status = get_status(addr).unwrap_or_default();
+        status["active"]["variant"] == "config.v3.yaml" && status["candidate"].is_null()
+    });
+    println!(
+        "   untouched: {}, stale: {}",
+        active(&status),
+        status["stale"]
+    );
+    check(&[ACCEPTS, ACCEPTS_V3])?;
+    println!("   (exit 1: no variant serves {ACCEPTS} any more, so no old pod may remain)\n");
     Ok(())
 }

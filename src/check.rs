@@ -8,7 +8,8 @@ use base64::Engine as _;
 use crate::configmap::{self, Keys};
 use crate::settings::Settings;
 use crate::snapshot::{self, Observed};
-use crate::verdict::{self, Judgement, Verdict};
+use crate::variants;
+use crate::verdict::{Judgement, Verdict};
 
 /// Why an input could not be checked at all.
 #[derive(Debug, thiserror::Error)]
@@ -59,15 +60,20 @@ impl std::fmt::Display for Line {
 
 /// Checks every path; `-` reads a manifest from standard input.
 pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Vec<Line>, Error> {
-    if settings.accepts.is_none() {
+    check_ranges(paths, std::slice::from_ref(settings))
+}
+
+/// Checks every path under each of `ranges` (settings differing in their range), one line per input
+/// and range, so a CI job sees which variant each deployed range would run and which range none serves.
+pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<Vec<Line>, Error> {
+    if ranges.is_empty() || ranges.iter().any(|s| s.accepts.is_none()) {
         return Err(Error::NoRange);
     }
-    let mut out = Vec::new();
+    let mut inputs = Vec::new();
     for p in paths {
         let p = p.as_ref();
         if p.is_dir() {
-            let obs = snapshot::read(p);
-            out.push(line(p.display().to_string(), &obs, settings));
+            inputs.push((p.display().to_string(), snapshot::read(p)));
             continue;
         }
         let name = p.display().to_string();
@@ -84,8 +90,16 @@ pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Vec<Line
         if found.is_empty() {
             return Err(Error::NoConfigMap { path: name });
         }
-        for (what, obs) in found {
-            out.push(line(what, &obs, settings));
+        inputs.extend(found);
+    }
+    let mut out = Vec::new();
+    for (what, obs) in &inputs {
+        for settings in ranges {
+            let what = match settings.accepts_text() {
+                Some(range) if ranges.len() > 1 => format!("{what} [{range}]"),
+                _ => what.clone(),
+            };
+            out.push(line(what, obs, settings));
         }
     }
     Ok(out)
@@ -98,11 +112,13 @@ pub fn all_accepted(lines: &[Line]) -> bool {
         .all(|l| l.judgement.verdict == Verdict::Accepted)
 }
 
+/// With variants, the hash is that of the chosen variant's set: what the sidecar reports as active.
 fn line(what: String, obs: &Observed, settings: &Settings) -> Line {
+    let choice = variants::choose(obs, settings);
     Line {
         what,
-        judgement: verdict::judge(obs, settings),
-        sha256: obs.hash().map(|h| h.to_string()),
+        sha256: choice.observed.hash().map(|h| h.to_string()),
+        judgement: choice.judgement,
     }
 }
 

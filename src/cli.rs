@@ -44,9 +44,10 @@ pub enum Command {
 /// The gate settings; each can be overridden live by a pod annotation.
 #[derive(Debug, Clone, Args, Default)]
 pub struct GateArgs {
-    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" [annotation confgate.io/accepts]
-    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ")]
-    pub accepts: Option<String>,
+    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" [annotation confgate.io/accepts];
+    /// `check` takes it several times and reports per range
+    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ", action = clap::ArgAction::Append)]
+    pub accepts: Vec<String>,
     /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
     #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
     pub version_from: Option<String>,
@@ -72,6 +73,10 @@ pub struct GateArgs {
     /// Metrics confirming a reload: URL#SUCCESS[,SUCCESS_TIME], or none [default: none]
     #[arg(long, env = "CONFGATE_CONFIRM", value_name = "URL#METRICS")]
     pub confirm: Option<String>,
+    /// Variant keys and the name the chosen one is promoted as, e.g. "config.v*.yaml -> config.yaml"
+    /// [annotation confgate.io/variants] [default: none]
+    #[arg(long, env = "CONFGATE_VARIANTS", value_name = "PATTERN -> NAME")]
+    pub variants: Option<String>,
 }
 
 /// A rules file's content, read when the command line is parsed so that an unreadable file is a usage
@@ -86,9 +91,10 @@ fn rules_file(path: &str) -> Result<RulesFile, String> {
 }
 
 impl GateArgs {
+    /// The raw settings with the last `--accepts`; commands other than `check` refuse several.
     pub fn raw(&self) -> Raw {
         Raw {
-            accepts: self.accepts.clone(),
+            accepts: self.accepts.last().cloned(),
             version_from: self.version_from.clone(),
             require: self.require.clone(),
             reload: self.reload.clone(),
@@ -103,7 +109,22 @@ impl GateArgs {
                 text
             }),
             confirm: self.confirm.clone(),
+            variants: self.variants.clone(),
         }
+    }
+
+    /// The raw settings once per `--accepts` (`check`'s per-range report); one entry without a range.
+    pub fn raw_per_range(&self) -> Vec<Raw> {
+        if self.accepts.len() <= 1 {
+            return vec![self.raw()];
+        }
+        self.accepts
+            .iter()
+            .map(|a| Raw {
+                accepts: Some(a.clone()),
+                ..self.raw()
+            })
+            .collect()
     }
 }
 

@@ -51,4 +51,5 @@ pub mod settings;
 pub mod snapshot;
 pub(crate) mod source;
 pub mod state;
+pub mod variants;
 pub mod verdict;

@@ -28,6 +28,22 @@ fn main() -> ExitCode {
         _ => LogFormat::Text,
     };
     init_tracing(format);
+    let single = match &cli.command {
+        Command::Run(a) => Some(&a.gate),
+        Command::Wait(a) => Some(&a.gate),
+        #[cfg(feature = "policy")]
+        Command::Policy(a) => Some(&a.gate),
+        _ => None,
+    };
+    if let Some(g) = single
+        && g.accepts.len() > 1
+    {
+        eprintln!(
+            "confgate: --accepts is given {} times; only check takes several ranges",
+            g.accepts.len()
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let result = match cli.command {
         Command::Run(args) => app::run(args),
         Command::Wait(args) => app::wait(args),
@@ -60,11 +76,14 @@ fn usage(e: &settings::Error) -> ExitCode {
 }
 
 fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
-    let settings = match Settings::from_raw(&args.gate.raw()) {
-        Ok(s) => s,
-        Err(e) => return usage(&e),
-    };
-    match check::check(&args.paths, &settings) {
+    let mut ranges = Vec::new();
+    for raw in args.gate.raw_per_range() {
+        match Settings::from_raw(&raw) {
+            Ok(s) => ranges.push(s),
+            Err(e) => return usage(&e),
+        }
+    }
+    match check::check_ranges(&args.paths, &ranges) {
         Ok(lines) => {
             for l in &lines {
                 println!("{l}");

@@ -21,6 +21,8 @@ pub struct View<'a> {
     pub applied: Option<(&'a str, &'a str)>,
     /// Whether the last finished reload was applied; `None` before any, and while one is in flight.
     pub last_reload_successful: Option<bool>,
+    /// The active variant's key, with the variants setting.
+    pub variant: Option<&'a str>,
 }
 
 /// Upper bounds of the reload-duration histogram, in seconds.
@@ -133,13 +135,17 @@ impl Metrics {
         head(
             &mut out,
             "confgate_active_config_info",
-            "The active config: version and content hash.",
+            "The active config: version, content hash of what the component reads, and the variant key when variants are set.",
             "gauge",
         );
         if let Some((version, sha256)) = s.active {
+            let variant = s
+                .variant
+                .map(|v| format!(",variant=\"{}\"", escape(v)))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "confgate_active_config_info{{version=\"{}\",sha256=\"{sha256}\"}} 1",
+                "confgate_active_config_info{{version=\"{}\",sha256=\"{sha256}\"{variant}}} 1",
                 escape(version),
             );
         }

@@ -20,10 +20,11 @@ pub const ANN_ON_INCOMPATIBLE: &str = "confgate.io/on-incompatible";
 pub const ANN_MODE: &str = "confgate.io/mode";
 pub const ANN_RULES: &str = "confgate.io/rules";
 pub const ANN_CONFIRM: &str = "confgate.io/confirm";
+pub const ANN_VARIANTS: &str = "confgate.io/variants";
 /// Reserved for the API source; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
-const KNOWN_ANNOTATIONS: [&str; 9] = [
+const KNOWN_ANNOTATIONS: [&str; 10] = [
     ANN_ACCEPTS,
     ANN_VERSION_FROM,
     ANN_REQUIRE,
@@ -31,6 +32,7 @@ const KNOWN_ANNOTATIONS: [&str; 9] = [
     ANN_ON_INCOMPATIBLE,
     ANN_MODE,
     ANN_RULES,
+    ANN_VARIANTS,
     ANN_SOURCE,
     ANN_CONFIRM,
 ];
@@ -67,6 +69,76 @@ pub enum VersionFrom {
     Json { key: String, pointer: String },
     /// An RFC 6901 pointer into a key parsed as YAML.
     Yaml { key: String, pointer: String },
+}
+
+/// Several versions of one config file side by side: keys matching `pattern` are the variants, and the
+/// chosen one is promoted as `promoted`. Written `config.v*.yaml -> config.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variants {
+    /// The pattern before its one `*`.
+    pub prefix: String,
+    /// The pattern after its one `*`.
+    pub suffix: String,
+    /// The key the component reads.
+    pub promoted: String,
+}
+
+impl Variants {
+    /// Whether `key` is a variant: the prefix, at least one character without `/`, the suffix.
+    pub fn matches(&self, key: &str) -> bool {
+        key.len() > self.prefix.len() + self.suffix.len()
+            && key.starts_with(&self.prefix)
+            && key.ends_with(&self.suffix)
+            && !key[self.prefix.len()..key.len() - self.suffix.len()].contains('/')
+    }
+}
+
+impl FromStr for Variants {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (pattern, promoted) = s
+            .split_once("->")
+            .ok_or("missing \"->\" between the pattern and the promoted name")?;
+        let (pattern, promoted) = (pattern.trim(), promoted.trim());
+        let (prefix, suffix) = pattern
+            .split_once('*')
+            .ok_or_else(|| format!("the pattern {pattern:?} has no '*'"))?;
+        if suffix.contains('*') {
+            return Err(format!("the pattern {pattern:?} has more than one '*'"));
+        }
+        if !is_valid_key(&format!("{prefix}x{suffix}")) {
+            return Err(format!(
+                "the pattern {pattern:?} does not make valid ConfigMap keys"
+            ));
+        }
+        if !is_valid_key(promoted) {
+            return Err(format!("{promoted:?} is not a valid ConfigMap key"));
+        }
+        let v = Variants {
+            prefix: prefix.to_owned(),
+            suffix: suffix.to_owned(),
+            promoted: promoted.to_owned(),
+        };
+        if v.matches(promoted) {
+            return Err(format!(
+                "the promoted name {promoted:?} matches the pattern {pattern:?}"
+            ));
+        }
+        Ok(v)
+    }
+}
+
+impl fmt::Display for Variants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}*{} -> {}", self.prefix, self.suffix, self.promoted)
+    }
+}
+
+fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
+    match s.trim() {
+        "" | "none" => Ok(None),
+        v => v.parse().map(Some),
+    }
 }
 
 /// How a component is told to reload.
@@ -111,6 +183,8 @@ pub struct Settings {
     pub rules: crate::rules::RuleSet,
     /// The component's metrics that confirm a reload; `None`: the reload's own answer decides.
     pub confirm: Option<crate::confirm::Confirm>,
+    /// Variant keys and the name the chosen one is promoted as; `None` promotes the ConfigMap as it is.
+    pub variants: Option<Variants>,
 }
 
 /// Flag or environment values before parsing (clap has already applied flag > env).
@@ -125,6 +199,7 @@ pub struct Raw {
     /// Rules in the rules-file format: one CEL expression per line, `#` comment lines.
     pub rules: Option<String>,
     pub confirm: Option<String>,
+    pub variants: Option<String>,
 }
 
 /// Settings resolved from annotations, with the problems found on the way.
@@ -147,6 +222,7 @@ const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
 const ALLOWED_MODE: &str = "enforce or observe";
 const ALLOWED_RULES: &str = "one CEL expression over data and binaryData per line (lines starting with # are comments), each evaluating to true";
 const ALLOWED_CONFIRM: &str = "none or URL#SUCCESS_METRIC[,SUCCESS_TIME_METRIC] (e.g. http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds)";
+const ALLOWED_VARIANTS: &str = "none, or PATTERN -> NAME with one '*' in PATTERN and NAME not matching it (e.g. \"config.v*.yaml -> config.yaml\")";
 const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
 
 fn parse_accepts(s: &str) -> Result<Accepts, String> {
@@ -422,6 +498,7 @@ enum Key {
     Mode,
     Rules,
     Confirm,
+    Variants,
 }
 
 /// One setting: how to name it to a user and what it allows.
@@ -433,7 +510,7 @@ struct Field {
     allowed: &'static str,
 }
 
-const FIELDS: [Field; 8] = [
+const FIELDS: [Field; 9] = [
     Field {
         key: Key::Accepts,
         flag: "--accepts",
@@ -490,6 +567,13 @@ const FIELDS: [Field; 8] = [
         annotation: ANN_CONFIRM,
         allowed: ALLOWED_CONFIRM,
     },
+    Field {
+        key: Key::Variants,
+        flag: "--variants",
+        env: "CONFGATE_VARIANTS",
+        annotation: ANN_VARIANTS,
+        allowed: ALLOWED_VARIANTS,
+    },
 ];
 
 impl Default for Settings {
@@ -505,6 +589,7 @@ impl Default for Settings {
             mode: Mode::Enforce,
             rules: crate::rules::RuleSet::default(),
             confirm: None,
+            variants: None,
         }
     }
 }
@@ -520,6 +605,7 @@ impl Raw {
             Key::Mode => self.mode.as_ref(),
             Key::Rules => self.rules.as_ref(),
             Key::Confirm => self.confirm.as_ref(),
+            Key::Variants => self.variants.as_ref(),
         }
     }
 }
@@ -570,6 +656,7 @@ impl Settings {
                     c => Some(c.parse()?),
                 }
             }
+            Key::Variants => self.variants = parse_variants(v)?,
         }
         Ok(())
     }
@@ -584,6 +671,7 @@ impl Settings {
             Key::Mode => self.mode = other.mode,
             Key::Rules => self.rules.clone_from(&other.rules),
             Key::Confirm => self.confirm.clone_from(&other.confirm),
+            Key::Variants => self.variants.clone_from(&other.variants),
         }
     }
 
@@ -683,6 +771,7 @@ mod tests {
             require: Some("ok,../bad".into()),
             rules: None,
             confirm: Some("http://x/metrics".into()),
+            variants: Some("config.*.yaml".into()),
         };
         let err = Settings::from_raw(&raw).unwrap_err();
         assert_eq!(err.0.len(), 7, "{err}");
@@ -713,11 +802,16 @@ mod tests {
             mode: Some("observe".into()),
             rules: None,
             confirm: Some("http://127.0.0.1:9090/metrics#up".into()),
+            variants: Some(" config.v*.yaml->config.yaml ".into()),
         };
         let s = Settings::from_raw(&raw).unwrap();
         assert_eq!(
             s.confirm.as_ref().map(|c| c.to_string()).as_deref(),
             Some("http://127.0.0.1:9090/metrics#up")
+        );
+        assert_eq!(
+            s.variants.as_ref().map(ToString::to_string).as_deref(),
+            Some("config.v*.yaml -> config.yaml")
         );
         assert_eq!(s.accepts_text(), Some(">=2.4.0, <3.0.0"));
         assert_eq!(
@@ -829,6 +923,37 @@ mod tests {
             FIELDS.len() + 1,
             "every annotation but confgate.io/source is a gate setting"
         );
+    }
+
+    #[test]
+    fn variants_syntax() {
+        let v: Variants = "config.v*.yaml -> config.yaml".parse().unwrap();
+        assert!(v.matches("config.v2.yaml") && v.matches("config.v10-beta.yaml"));
+        for not in [
+            "config.v.yaml",
+            "config.yaml",
+            "config.v2.yml",
+            "x/config.v2.yaml",
+        ] {
+            assert!(!v.matches(not), "{not}");
+        }
+        assert!(!v.matches("config.va/b.yaml"));
+        for (bad, why) in [
+            ("config.v*.yaml", "missing \"->\""),
+            ("config.v2.yaml -> config.yaml", "has no '*'"),
+            ("c*.v*.yaml -> config.yaml", "more than one '*'"),
+            ("config.*.yaml -> config.v.yaml", "matches the pattern"),
+            ("config.*.yaml -> ../x", "not a valid ConfigMap key"),
+            (
+                "a b*.yaml -> config.yaml",
+                "does not make valid ConfigMap keys",
+            ),
+        ] {
+            let e = bad.parse::<Variants>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert_eq!(parse_variants("none").unwrap(), None);
+        assert_eq!(parse_variants("").unwrap(), None);
     }
 
     #[test]

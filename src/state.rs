@@ -22,6 +22,9 @@ pub struct ActiveView {
     /// RFC 3339.
     pub since: String,
     pub verdict: Verdict,
+    /// The variant key promoted (with the variants setting).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// The config the component confirmed it runs: its last reload of it succeeded (HTTP 2xx, or its
@@ -49,6 +52,9 @@ pub struct CandidateView {
     pub sha256: Option<String>,
     pub verdict: Verdict,
     pub reason: String,
+    /// The variant key it would promote (with the variants setting).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// The last outcome of reload signalling.
@@ -216,6 +222,7 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
                 .as_ref()
                 .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
             last_reload_successful: s.reload.last_reload_successful,
+            variant: s.active.as_ref().and_then(|a| a.variant.as_deref()),
         }
     }
 }

@@ -597,6 +597,7 @@ fn accepted(version: &str) -> Status {
             sha256: hash(version),
             since: "2026-11-29T22:00:00Z".into(),
             verdict: Verdict::Accepted,
+            variant: None,
         }),
         ..Status::default()
     }
@@ -610,6 +611,7 @@ fn holding(active: &str, newest: &str) -> Status {
         sha256: Some(hash(newest)),
         verdict: Verdict::TooNew,
         reason: format!("{newest} is above every upper bound of ^2.4"),
+        variant: None,
     });
     s
 }
@@ -797,6 +799,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         sha256: None,
         verdict: Verdict::Missing,
         reason: "ConfigMap prod/app was deleted".into(),
+        variant: None,
     });
     let reporting = async {
         let a = r.report(&holding("2.4.1", "3.0.0"), &gone).await;

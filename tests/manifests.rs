@@ -12,7 +12,7 @@ use confgate::annotations::Annotations;
 use confgate::cli::{Cli, Command, GateArgs, PathArgs};
 use confgate::settings::{Reload, Settings};
 use confgate::snapshot::Observed;
-use confgate::verdict::{self, Verdict};
+use confgate::verdict::Verdict;
 use serde_json::Value;
 
 const IMAGE: &str = "ghcr.io/confgate/confgate:";
@@ -340,7 +340,7 @@ fn check_mounts(
     match configmap {
         Some(cm) => match cms.get(cm) {
             Some(obs) => {
-                let j = verdict::judge(obs, settings);
+                let j = confgate::variants::choose(obs, settings).judgement;
                 if j.verdict != Verdict::Accepted {
                     report.problem(format!(
                         "{at}: the sample ConfigMap {cm} is {}: {}",
@@ -621,7 +621,7 @@ fn every_manifest_is_accepted_by_the_binary() {
     if examples.iter().any(|e| e.name == "component-example") {
         expected.push("component-example");
     }
-    expected.extend(["native-sidecar", "signal-reload"]);
+    expected.extend(["native-sidecar", "signal-reload", "variants"]);
     assert_eq!(names, expected);
     for ex in &examples {
         let report = check_docs(&ex.docs);

@@ -374,6 +374,7 @@ mod tests {
                 sha256: "sha256:ab".into(),
                 since: String::new(),
                 verdict: Verdict::TooNew,
+                variant: None,
             }),
             ..Status::default()
         };
@@ -386,6 +387,7 @@ mod tests {
                 sha256: None,
                 verdict: Verdict::Missing,
                 reason: "ConfigMap ns/cm does not exist".into(),
+                variant: None,
             }),
             ..Status::default()
         };
@@ -404,6 +406,7 @@ mod tests {
             sha256: "sha256:aa".into(),
             since: String::new(),
             verdict: Verdict::Accepted,
+            variant: None,
         };
         let prev = Status {
             active: Some(running.clone()),
@@ -420,6 +423,7 @@ mod tests {
                 sha256: Some("sha256:bb".into()),
                 verdict: Verdict::RejectedByComponent,
                 reason: "the component rejected it: POST u answered 500: bad rule".into(),
+                variant: None,
             }),
             ..prev.clone()
         };

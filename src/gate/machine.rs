@@ -9,6 +9,7 @@ use crate::snapshot::{ContentHash, Observed};
 use crate::state::{
     ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, ReloadView, Status,
 };
+use crate::variants::{self, Choice};
 use crate::verdict::{self, Judgement, Verdict};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,8 @@ struct Active {
     version: Option<String>,
     since: jiff::Timestamp,
     verdict: Verdict,
+    /// The variant key promoted, with the variants setting.
+    variant: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +27,7 @@ struct Newest {
     hash: Option<ContentHash>,
     modes: Modes,
     judgement: Judgement,
+    variant: Option<String>,
 }
 
 /// How many contents the component rejected are remembered (and not offered to it again).
@@ -120,9 +124,10 @@ impl Gate {
     pub fn adopt_on_disk(&mut self, obs: &Observed, since: jiff::Timestamp) {
         self.on_disk = obs.hash().map(|h| (h, modes(obs)));
         if let Observed::Config(_) = obs {
+            // The promoted dir holds the promoted set, with no variant keys: it is judged as it is.
             let j = verdict::judge(obs, &self.settings);
             if self.passes(obs, &j) {
-                self.activate(obs.hash(), modes(obs), &j, since);
+                self.activate(obs.hash(), modes(obs), &j, None, since);
             }
         }
     }
@@ -140,7 +145,7 @@ impl Gate {
         }
         let j = verdict::judge(obs, &self.settings);
         if self.passes(obs, &j) {
-            self.activate(Some(a.hash), modes(obs), &j, a.since);
+            self.activate(Some(a.hash), modes(obs), &j, a.variant.clone(), a.since);
             false
         } else {
             self.active = None;
@@ -159,23 +164,26 @@ impl Gate {
             || (self.settings.mode == Mode::Observe && matches!(obs, Observed::Config(_)))
     }
 
-    /// Judges the newest snapshot and says what to do with it.
-    pub fn decide(&mut self, obs: &Observed) -> (Judgement, Action) {
-        let mut j = verdict::judge(obs, &self.settings);
-        let hash = obs.hash();
+    /// Judges the newest snapshot and says what to do with it. The choice holds what to promote (with
+    /// variants, the chosen variant's set, not the read itself).
+    pub fn decide(&mut self, read: &Observed) -> (Choice, Action) {
+        let mut choice = variants::choose(read, &self.settings);
+        let hash = choice.observed.hash();
         if let Some(why) = hash.and_then(|h| self.rejection(h)) {
             // Not offered to the component again: it said no to these very bytes.
-            j.verdict = Verdict::RejectedByComponent;
-            j.reason = why;
+            choice.judgement.verdict = Verdict::RejectedByComponent;
+            choice.judgement.reason = why;
             self.newest = Some(Newest {
                 hash,
-                modes: modes(obs),
-                judgement: j.clone(),
+                modes: modes(&choice.observed),
+                judgement: choice.judgement.clone(),
+                variant: choice.variant.clone(),
             });
-            return (j, Action::Nothing);
+            return (choice, Action::Nothing);
         }
+        let (j, obs) = (&choice.judgement, &choice.observed);
         let action = match hash {
-            Some(h) if self.passes(obs, &j) => {
+            Some(h) if self.passes(obs, j) => {
                 let m = modes(obs);
                 let in_place = if self.gate_only {
                     self.active.as_ref().map(|a| a.hash) == Some(h)
@@ -186,7 +194,10 @@ impl Gate {
                 };
                 if in_place {
                     let same = self.active.as_ref().is_some_and(|a| {
-                        a.hash == h && a.verdict == j.verdict && self.active_modes == m
+                        a.hash == h
+                            && a.verdict == j.verdict
+                            && self.active_modes == m
+                            && a.variant == choice.variant
                     });
                     if same {
                         Action::Nothing
@@ -212,14 +223,15 @@ impl Gate {
             hash,
             modes: modes(obs),
             judgement: j.clone(),
+            variant: choice.variant.clone(),
         });
-        (j, action)
+        (choice, action)
     }
 
     /// Records that the newest snapshot is now in place.
     pub fn activated(&mut self, now: jiff::Timestamp) {
         if let Some(n) = self.newest.clone() {
-            self.activate(n.hash, n.modes, &n.judgement, now);
+            self.activate(n.hash, n.modes, &n.judgement, n.variant, now);
         }
     }
 
@@ -228,6 +240,7 @@ impl Gate {
         hash: Option<ContentHash>,
         modes: Modes,
         j: &Judgement,
+        variant: Option<String>,
         since: jiff::Timestamp,
     ) {
         let Some(hash) = hash else { return };
@@ -240,6 +253,7 @@ impl Gate {
             version: j.version.clone(),
             since,
             verdict: j.verdict,
+            variant,
         });
         if !self.gate_only {
             self.on_disk = Some((hash, modes.clone()));
@@ -404,6 +418,7 @@ impl Gate {
                 sha256: n.hash.map(|h| h.to_string()),
                 verdict: n.judgement.verdict,
                 reason: n.judgement.reason.clone(),
+                variant: n.variant.clone(),
             }),
             _ => None,
         };
@@ -417,6 +432,7 @@ impl Gate {
                 sha256: a.hash.to_string(),
                 since: a.since.to_string(),
                 verdict: a.verdict,
+                variant: a.variant.clone(),
             }),
             candidate,
             desired: self.newest.as_ref().map(|n| DesiredView {
@@ -657,7 +673,7 @@ mod tests {
             g.set_annotations(Ok(Annotations::new()));
             let (j, a) = g.decide(&bad);
             assert_eq!(
-                (j.verdict, a),
+                (j.judgement.verdict, a),
                 (Verdict::RejectedByComponent, Action::Nothing)
             );
             // Different content is judged afresh.

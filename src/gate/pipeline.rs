@@ -292,7 +292,9 @@ impl Pipeline {
         if self.last.as_ref() == Some(&id) {
             return None;
         }
-        let (j, action) = self.gate.decide(&obs);
+        let (choice, action) = self.gate.decide(&obs);
+        // With variants, what is promoted (and hashed) is the chosen variant's set.
+        let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         self.shared.metrics.candidate(j.verdict);
         let reload_to = self.gate.settings().reload.clone();
         let sha = obs.hash().map(|h| h.short()).unwrap_or_default();
@@ -300,6 +302,7 @@ impl Pipeline {
             accepted: j.verdict == Verdict::Accepted,
             verdict: j.verdict.to_string(),
             version: j.version.clone().unwrap_or_default(),
+            variant: variant.unwrap_or_default(),
             sha,
             reason: j.reason.to_string(),
         };
@@ -359,9 +362,10 @@ impl Pipeline {
     /// What follows a promotion's switch and reload request: its log lines, metrics and the tidying.
     fn finish(&mut self, done: Promoted) {
         done.judged.log();
-        let (version, sha) = (&done.judged.version, &done.judged.sha);
+        let (version, variant, sha) =
+            (&done.judged.version, &done.judged.variant, &done.judged.sha);
         if let Some(p) = &self.promoter {
-            info!(version, sha, dir = %p.dir().display(), "promoted");
+            info!(version, variant, sha, dir = %p.dir().display(), "promoted");
         }
         self.shared
             .metrics
@@ -590,6 +594,8 @@ struct Judged {
     accepted: bool,
     verdict: String,
     version: String,
+    /// The variant key chosen, with the variants setting; empty without.
+    variant: String,
     sha: String,
     reason: String,
 }
@@ -599,14 +605,15 @@ impl Judged {
         let Judged {
             verdict,
             version,
+            variant,
             sha,
             reason,
             ..
         } = self;
         if self.accepted {
-            info!(verdict = %verdict, version, sha, reason = %reason, "judged");
+            info!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
         } else {
-            warn!(verdict = %verdict, version, sha, reason = %reason, "judged");
+            warn!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
         }
     }
 }
