@@ -20,7 +20,7 @@ pub enum Error {
     /// A bad flag or environment value (exit 64).
     #[error(transparent)]
     Settings(#[from] settings::Error),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {source} (choose another with --listen or CONFGATE_LISTEN)")]
     Listen {
         addr: std::net::SocketAddr,
         #[source]
@@ -38,6 +38,19 @@ pub enum Error {
     #[cfg(feature = "api")]
     #[error(transparent)]
     Status(#[from] crate::api::status_cmd::Error),
+}
+
+impl Error {
+    /// Errors the user fixes by changing how confgate is started (a port in use, no kubeconfig): exit 64.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            Error::Settings(_) | Error::Listen { .. } => true,
+            #[cfg(feature = "api")]
+            Error::Api(crate::api::Error::Client(_))
+            | Error::Status(crate::api::status_cmd::Error::Client(_)) => true,
+            _ => false,
+        }
+    }
 }
 
 /// A command's outcome when it did not fail: success, or "not accepted / not ready / timed out".
@@ -301,8 +314,10 @@ pub fn status(args: crate::api::status_cmd::StatusArgs) -> Result<Outcome, Error
 
 /// `confgate probe`: GET the endpoint, print its body, succeed on 2xx.
 pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
+    let listen = std::env::var("CONFGATE_LISTEN").ok();
+    let host_port = probe_addr(args.addr.as_deref(), listen.as_deref())?;
     let rt = runtime()?;
-    let url = format!("http://{}{}", args.addr, args.kind.path());
+    let url = format!("http://{host_port}{}", args.kind.path());
     let got = rt.block_on(with_timeout(args.timeout, get(&url)));
     Ok(match got {
         Ok((code, body)) if (200..300).contains(&code) => {
@@ -312,6 +327,48 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
         Ok((code, body)) => Outcome::No(format!("{} (HTTP {code})", body.trim_end())),
         Err(e) => Outcome::No(format!("GET {url}: {e}")),
     })
+}
+
+/// The HOST:PORT `probe` asks: `--addr`/`CONFGATE_PROBE_ADDR` (an `http://` prefix and a trailing
+/// `/` are dropped, since users copy URLs), else loopback at `CONFGATE_LISTEN`'s port, else 9797.
+fn probe_addr(addr: Option<&str>, listen: Option<&str>) -> Result<String, Error> {
+    let bad = |value: &str, problem: &str| {
+        Error::Settings(settings::Error(vec![settings::Invalid {
+            setting: "--addr (CONFGATE_PROBE_ADDR)".into(),
+            value: value.to_owned(),
+            problem: problem.to_owned(),
+            allowed: "HOST:PORT, e.g. 127.0.0.1:9797 or [::1]:9797 (http:// may prefix it)",
+        }]))
+    };
+    let Some(given) = addr else {
+        let port = listen
+            .and_then(|l| l.parse::<std::net::SocketAddr>().ok())
+            .map_or(9797, |a| a.port());
+        let host = match listen.and_then(|l| l.parse::<std::net::SocketAddr>().ok()) {
+            // A wildcard listener answers on loopback; 127.0.0.1 exists in every pod, IPv6-only too.
+            Some(a) if !a.ip().is_unspecified() => a.ip().to_string(),
+            _ => "127.0.0.1".to_owned(),
+        };
+        return Ok(if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        });
+    };
+    if given.starts_with("https://") {
+        return Err(bad(given, "confgate serves plain HTTP"));
+    }
+    let hp = given.strip_prefix("http://").unwrap_or(given);
+    let hp = hp.strip_suffix('/').unwrap_or(hp);
+    let valid = hp
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+        && !hp.contains(['/', '?', '#', '@']);
+    if valid {
+        Ok(hp.to_owned())
+    } else {
+        Err(bad(given, "not HOST:PORT"))
+    }
 }
 
 async fn with_timeout<T>(
@@ -342,4 +399,30 @@ async fn get(url: &str) -> Result<(u16, String), String> {
         .map_err(|e| e.to_string())?
         .to_bytes();
     Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::probe_addr;
+
+    #[test]
+    fn probe_address_from_flag_url_or_listen() {
+        let ok = |a: Option<&str>, l: Option<&str>| probe_addr(a, l).unwrap();
+        assert_eq!(ok(None, None), "127.0.0.1:9797");
+        assert_eq!(ok(None, Some("[::]:9000")), "127.0.0.1:9000");
+        assert_eq!(ok(None, Some("0.0.0.0:9001")), "127.0.0.1:9001");
+        assert_eq!(ok(None, Some("[::1]:9002")), "[::1]:9002");
+        assert_eq!(ok(Some("10.0.0.1:9797"), Some("[::]:1")), "10.0.0.1:9797");
+        assert_eq!(ok(Some("http://127.0.0.1:9797/"), None), "127.0.0.1:9797");
+        assert_eq!(ok(Some("[::1]:9797"), None), "[::1]:9797");
+        for bad in [
+            "http://http://127.0.0.1:9797",
+            "https://127.0.0.1:9797",
+            "127.0.0.1",
+            "127.0.0.1:9797/readyz",
+        ] {
+            let e = probe_addr(Some(bad), None).unwrap_err().to_string();
+            assert!(e.contains("HOST:PORT"), "{bad}: {e}");
+        }
+    }
 }

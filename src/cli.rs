@@ -213,15 +213,11 @@ pub struct ProbeArgs {
     /// Which endpoint
     #[arg(value_enum)]
     pub kind: ProbeKind,
-    /// The sidecar's address
-    #[arg(
-        long,
-        env = "CONFGATE_PROBE_ADDR",
-        value_name = "HOST:PORT",
-        default_value = "127.0.0.1:9797"
-    )]
-    pub addr: String,
-    /// Request timeout
+    /// The sidecar's address, HOST:PORT (an http:// prefix is accepted) [default: 127.0.0.1 and the
+    /// port of CONFGATE_LISTEN, as the sidecar in the same container was started with; else 9797]
+    #[arg(long, env = "CONFGATE_PROBE_ADDR", value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+    /// Give up after this long (keep it under the probe's timeoutSeconds, which defaults to 1 s)
     #[arg(long, value_name = "DUR", default_value = "900ms", value_parser = duration)]
     pub timeout: std::time::Duration,
 }

@@ -22,10 +22,10 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
-    let format = match &cli.command {
-        Command::Run(a) => a.paths.log_format,
-        Command::Wait(a) => a.paths.log_format,
-        _ => LogFormat::Text,
+    let (format, logs) = match &cli.command {
+        Command::Run(a) => (a.paths.log_format, true),
+        Command::Wait(a) => (a.paths.log_format, true),
+        _ => (LogFormat::Text, false),
     };
     init_tracing(format);
     let result = match cli.command {
@@ -47,9 +47,17 @@ fn main() -> ExitCode {
         }
         Err(app::Error::Settings(e)) => usage(&e),
         Err(e) => {
-            tracing::error!(error = %e, "confgate failed");
-            eprintln!("confgate: {e}");
-            ExitCode::from(EXIT_INTERNAL)
+            // Once: as a log line where the command logs (so a JSON pipeline parses it), else plainly.
+            if logs {
+                tracing::error!(error = %e, "confgate failed");
+            } else {
+                eprintln!("confgate: {e}");
+            }
+            ExitCode::from(if e.is_usage() {
+                EXIT_USAGE
+            } else {
+                EXIT_INTERNAL
+            })
         }
     }
 }

@@ -127,7 +127,7 @@ pub struct Resolved {
 // === parsing, shared by every source ===
 
 const ALLOWED_ACCEPTS: &str =
-    "a semver requirement such as \">=2.4.0, <3.0.0\", \"^2.4\", \"~2.4.1\" or \"2.*\"";
+    "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"";
 const ALLOWED_VERSION_FROM: &str =
     "file:KEY, json:KEY#/json/pointer or yaml:KEY#/json/pointer (KEY a ConfigMap key)";
 const ALLOWED_RELOAD: &str =
@@ -141,12 +141,36 @@ fn parse_accepts(s: &str) -> Result<Accepts, String> {
     if text.is_empty() {
         return Err("the range is empty".into());
     }
-    VersionReq::parse(text)
+    if text.contains("||") {
+        return Err("alternatives (||) are not supported; write one range".into());
+    }
+    VersionReq::parse(&comma_separated(text))
         .map(|req| Accepts {
             req,
             text: text.to_owned(),
         })
         .map_err(|e| format!("not a semver range ({e})"))
+}
+
+/// The npm/Helm dialect separates comparators by spaces (`>=2.4.0 <3.0.0`, `>= 2.4.0`); the semver
+/// crate wants commas. Text that already has commas is left for the crate to judge.
+fn comma_separated(text: &str) -> String {
+    if text.contains(',') {
+        return text.to_owned();
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut pending_op = String::new();
+    for tok in text.split_whitespace() {
+        if tok.chars().all(|c| matches!(c, '<' | '>' | '=' | '^' | '~')) {
+            pending_op.push_str(tok);
+        } else {
+            out.push(format!("{}{tok}", std::mem::take(&mut pending_op)));
+        }
+    }
+    if !pending_op.is_empty() {
+        out.push(pending_op);
+    }
+    out.join(", ")
 }
 
 impl FromStr for VersionFrom {
@@ -694,6 +718,22 @@ mod tests {
             FIELDS.len() + 1,
             "every annotation but confgate.io/source is a gate setting"
         );
+    }
+
+    #[test]
+    fn npm_dialect_ranges_read_as_the_comma_form() {
+        for (npm, cargo) in [
+            (">=2.4.0 <3.0.0", ">=2.4.0, <3.0.0"),
+            (">= 2.4.0  < 3.0.0", ">=2.4.0, <3.0.0"),
+            ("^2.4", "^2.4"),
+            ("2.4.x", "2.4.*"),
+        ] {
+            let a = parse_accepts(npm).unwrap_or_else(|e| panic!("{npm}: {e}"));
+            assert_eq!(a.req, VersionReq::parse(cargo).unwrap(), "{npm}");
+            assert_eq!(a.text, npm.trim(), "the text stays as written");
+        }
+        assert!(parse_accepts(">=1 || <0.5").unwrap_err().contains("||"));
+        assert!(parse_accepts(">=2.4.0 <").is_err());
     }
 
     #[test]
