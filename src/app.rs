@@ -160,9 +160,33 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     rt.block_on(async move {
         let listener = listen(args.listen).await?;
         let addr = listener.local_addr().unwrap_or(args.listen);
-        info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
+        info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = %promote_to_text(&args.paths), "confgate started");
+        log_start(&args.gate.raw(), &args.paths);
         serve_and_decide(args, base, choice, client, listener).await
     })
+}
+
+fn promote_to_text(p: &PathArgs) -> String {
+    p.promote_to
+        .as_deref()
+        .map_or_else(|| "none".to_owned(), |d| d.display().to_string())
+}
+
+/// At start-up: each gate setting in force and where it came from, and gate-only mode said plainly.
+fn log_start(raw: &settings::Raw, paths: &PathArgs) {
+    let ann = crate::annotations::read_file(&paths.annotations).unwrap_or_default();
+    let base = Settings::from_raw(raw).unwrap_or_default();
+    let in_force = Settings::with_annotations(&base, &base, &ann).settings;
+    let origins = Settings::origins(raw, &ann, |k| std::env::var(k).ok());
+    for ((name, _, value), from) in in_force.describe().into_iter().zip(origins) {
+        info!(setting = name, %value, %from, "setting in force");
+    }
+    if paths.promote_to.is_none() {
+        warn!(
+            "gate-only mode: no --promote-to (CONFGATE_PROMOTE_TO), so configs are judged and reported but \
+             not copied; the component reads the ConfigMap mount directly and can see a rejected config"
+        );
+    }
 }
 
 /// Binds `addr`; `[::]` (the default) falls back to `0.0.0.0` on a host without IPv6.
@@ -224,7 +248,10 @@ async fn serve_and_decide(
     // One grace period for the loop and the server's drain together; running out of it is a failure.
     let deadline = tokio::time::Instant::now() + args.shutdown_grace;
     let late = || {
-        warn!(grace = ?args.shutdown_grace, "graceful shutdown did not complete in time");
+        warn!(
+            grace_ms = args.shutdown_grace.as_millis() as u64,
+            "graceful shutdown did not complete in time"
+        );
         Ok(Outcome::No(format!(
             "graceful shutdown did not complete within {:?}",
             args.shutdown_grace
@@ -251,6 +278,7 @@ async fn serve_and_decide(
 pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     let choice = source_choice(&args.paths)?;
+    log_start(&args.gate.raw(), &args.paths);
     let rt = runtime()?;
     rt.block_on(async move {
         let shared = Shared::new();
@@ -281,7 +309,14 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
         let _ = stop_tx.send(true);
         let outcome = match started {
             Ok(Ok(s)) => {
-                info!(version = ?s.active.as_ref().and_then(|a| a.version.clone()), "accepted config in place");
+                info!(
+                    version = s
+                        .active
+                        .as_ref()
+                        .and_then(|a| a.version.as_deref())
+                        .unwrap_or(""),
+                    "accepted config in place"
+                );
                 Outcome::Ok
             }
             Ok(Err(_)) => Outcome::No("the decision loop ended".into()),

@@ -138,6 +138,70 @@ fn init_tracing(format: LogFormat) {
             .flatten_event(true)
             .with_current_span(false)
             .init(),
-        LogFormat::Text => builder.with_ansi(false).init(),
+        LogFormat::Text => builder.with_ansi(false).fmt_fields(Logfmt).init(),
+    }
+}
+
+/// Text log fields as logfmt (`key=value`, a value quoted when it holds a space, `"`, `=` or a control
+/// character), so Loki's `logfmt` parser reads a reason with spaces as one value.
+struct Logfmt;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for Logfmt {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut v = LogfmtVisitor { out: String::new() };
+        fields.record(&mut v);
+        writer.write_str(&v.out)
+    }
+}
+
+struct LogfmtVisitor {
+    out: String,
+}
+
+impl LogfmtVisitor {
+    fn push(&mut self, name: &str, value: &str) {
+        if !self.out.is_empty() {
+            self.out.push(' ');
+        }
+        if name == "message" {
+            // The message reads as the line's prose; quoted too, so a parser keeps it whole.
+            self.out.push_str("msg=");
+        } else {
+            self.out.push_str(name);
+            self.out.push('=');
+        }
+        let plain = !value.is_empty()
+            && !value
+                .chars()
+                .any(|c| c == ' ' || c == '"' || c == '=' || c == '\\' || c.is_control());
+        if plain {
+            self.out.push_str(value);
+        } else {
+            self.out.push('"');
+            for c in value.chars() {
+                match c {
+                    '"' => self.out.push_str("\\\""),
+                    '\\' => self.out.push_str("\\\\"),
+                    '\n' => self.out.push_str("\\n"),
+                    c if c.is_control() => self.out.push_str(&c.escape_default().to_string()),
+                    c => self.out.push(c),
+                }
+            }
+            self.out.push('"');
+        }
+    }
+}
+
+impl tracing_subscriber::field::Visit for LogfmtVisitor {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.push(field.name(), value);
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.push(field.name(), &format!("{value:?}"));
     }
 }

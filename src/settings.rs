@@ -126,8 +126,7 @@ pub struct Resolved {
 
 // === parsing, shared by every source ===
 
-const ALLOWED_ACCEPTS: &str =
-    "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"";
+const ALLOWED_ACCEPTS: &str = "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"";
 const ALLOWED_VERSION_FROM: &str =
     "file:KEY, json:KEY#/json/pointer or yaml:KEY#/json/pointer (KEY a ConfigMap key)";
 const ALLOWED_RELOAD: &str =
@@ -161,7 +160,10 @@ fn comma_separated(text: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut pending_op = String::new();
     for tok in text.split_whitespace() {
-        if tok.chars().all(|c| matches!(c, '<' | '>' | '=' | '^' | '~')) {
+        if tok
+            .chars()
+            .all(|c| matches!(c, '<' | '>' | '=' | '^' | '~'))
+        {
             pending_op.push_str(tok);
         } else {
             out.push(format!("{}{tok}", std::mem::take(&mut pending_op)));
@@ -523,6 +525,51 @@ impl Settings {
         }
     }
 
+    /// Each gate setting as (name, annotation, value as text), in the order of the settings table.
+    pub fn describe(&self) -> Vec<(&'static str, &'static str, String)> {
+        FIELDS
+            .iter()
+            .map(|f| (&f.flag[2..], f.annotation, self.text(f.key)))
+            .collect()
+    }
+
+    fn text(&self, key: Key) -> String {
+        match key {
+            Key::Accepts => self.accepts_text().unwrap_or("none").to_owned(),
+            Key::VersionFrom => self.version_from.to_string(),
+            Key::Require => self.require.join(","),
+            Key::Reload => self.reload.to_string(),
+            Key::OnIncompatible => self.on_incompatible.as_str().to_owned(),
+            Key::Mode => self.mode.as_str().to_owned(),
+        }
+    }
+
+    /// Where each gate setting in force came from, in [`Settings::describe`]'s order: the annotation
+    /// (when present and valid), the environment variable (when it holds the value), the flag, or the
+    /// default. `env` reads an environment variable; passed in so this stays free of I/O.
+    pub fn origins(
+        raw: &Raw,
+        ann: &Annotations,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Vec<String> {
+        FIELDS
+            .iter()
+            .map(|f| {
+                if ann
+                    .get(f.annotation)
+                    .is_some_and(|v| Settings::default().set(f.key, v).is_ok())
+                {
+                    return format!("annotation {}", f.annotation);
+                }
+                match raw.get(f.key) {
+                    Some(v) if env(f.env).as_ref() == Some(v) => format!("env {}", f.env),
+                    Some(_) => format!("flag {}", f.flag),
+                    None => "default".to_owned(),
+                }
+            })
+            .collect()
+    }
+
     /// The range as written, for status and logs.
     pub fn accepts_text(&self) -> Option<&str> {
         self.accepts.as_ref().map(|a| a.text.as_str())
@@ -734,6 +781,36 @@ mod tests {
         }
         assert!(parse_accepts(">=1 || <0.5").unwrap_err().contains("||"));
         assert!(parse_accepts(">=2.4.0 <").is_err());
+    }
+
+    #[test]
+    fn origins_name_annotation_env_flag_or_default() {
+        let raw = Raw {
+            accepts: Some("^1".into()),
+            mode: Some("observe".into()),
+            reload: Some("none".into()),
+            ..Raw::default()
+        };
+        let a = ann(&[
+            ("confgate.io/mode", "enforce"),
+            ("confgate.io/reload", "nonsense"),
+        ]);
+        let env = |k: &str| (k == "CONFGATE_ACCEPTS").then(|| "^1".to_owned());
+        let o = Settings::origins(&raw, &a, env);
+        let names: Vec<_> = Settings::default()
+            .describe()
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect();
+        let by = |n: &str| o[names.iter().position(|x| *x == n).unwrap()].as_str();
+        assert_eq!(by("accepts"), "env CONFGATE_ACCEPTS");
+        assert_eq!(by("mode"), "annotation confgate.io/mode");
+        assert_eq!(
+            by("reload"),
+            "flag --reload",
+            "a bad annotation does not count"
+        );
+        assert_eq!(by("version-from"), "default");
     }
 
     #[test]
