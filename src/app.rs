@@ -353,7 +353,21 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
     let host_port = probe_addr(args.addr.as_deref(), listen.as_deref())?;
     let rt = runtime()?;
     let url = format!("http://{host_port}{}", args.kind.path());
-    let got = rt.block_on(with_timeout(args.timeout, get(&url)));
+    let held = args.kind == crate::cli::ProbeKind::Ready;
+    let status_url = format!("http://{host_port}/status");
+    let got = rt.block_on(with_timeout(args.timeout, async {
+        let (code, body) = get(&url).await?;
+        // Ready while holding back a newer config: say so, as the exec probe's one line.
+        let holding = if held && (200..300).contains(&code) {
+            get(&status_url)
+                .await
+                .ok()
+                .and_then(|(_, s)| holding_line(&s))
+        } else {
+            None
+        };
+        Ok((code, holding.map_or(body, |h| format!("{h}\n"))))
+    }));
     Ok(match got {
         Ok((code, body)) if (200..300).contains(&code) => {
             print!("{body}");
@@ -362,6 +376,23 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
         Ok((code, body)) => Outcome::No(format!("{} (HTTP {code})", body.trim_end())),
         Err(e) => Outcome::No(format!("GET {url}: {e}")),
     })
+}
+
+/// "holding 2.4.1; 3.0.0 is too-new" from a `/status` body whose active config is not the newest.
+fn holding_line(status: &str) -> Option<String> {
+    let s: serde_json::Value = serde_json::from_str(status).ok()?;
+    if s["stale"] != true {
+        return None;
+    }
+    let active = s["active"]["version"]
+        .as_str()
+        .unwrap_or("the previous config");
+    let c = &s["candidate"];
+    let newest = c["version"].as_str().unwrap_or("the newest config");
+    Some(format!(
+        "holding {active}; {newest} is {}",
+        c["verdict"].as_str()?
+    ))
 }
 
 /// The HOST:PORT `probe` asks: `--addr`/`CONFGATE_PROBE_ADDR` (an `http://` prefix and a trailing
@@ -439,6 +470,21 @@ async fn get(url: &str) -> Result<(u16, String), String> {
 #[cfg(test)]
 mod tests {
     use super::probe_addr;
+
+    #[test]
+    fn holding_line_names_active_and_newest() {
+        let s = r#"{"stale":true,"active":{"version":"2.4.1"},"candidate":{"version":"3.0.0","verdict":"too-new"}}"#;
+        assert_eq!(
+            super::holding_line(s).as_deref(),
+            Some("holding 2.4.1; 3.0.0 is too-new")
+        );
+        let missing = r#"{"stale":true,"active":{"version":"2.4.1"},"candidate":{"version":null,"verdict":"missing"}}"#;
+        assert_eq!(
+            super::holding_line(missing).as_deref(),
+            Some("holding 2.4.1; the newest config is missing")
+        );
+        assert_eq!(super::holding_line(r#"{"stale":false}"#), None);
+    }
 
     #[test]
     fn probe_address_from_flag_url_or_listen() {

@@ -44,22 +44,25 @@ pub enum Command {
 /// The gate settings; each can be overridden live by a pod annotation.
 #[derive(Debug, Clone, Args, Default)]
 pub struct GateArgs {
-    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" [annotation confgate.io/accepts]
+    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" or ">=2.4.0 <3.0.0" [annotation
+    /// confgate.io/accepts]
     #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ")]
     pub accepts: Option<String>,
-    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
+    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [annotation
+    /// confgate.io/version-from] [default: file:version]
     #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
     pub version_from: Option<String>,
     /// Keys that must be present, comma-separated [annotation confgate.io/require]
     #[arg(long, env = "CONFGATE_REQUIRE", value_name = "K1,K2")]
     pub require: Option<String>,
-    /// none, http(s)://URL (POST) or signal:NAME:PROCESS [default: none]
+    /// none, http(s)://URL (POST) or signal:NAME:PROCESS [annotation confgate.io/reload] [default: none]
     #[arg(long, env = "CONFGATE_RELOAD", value_name = "SPEC")]
     pub reload: Option<String>,
-    /// hold (stay ready, report stale) or unready [default: hold]
+    /// hold (stay ready, report stale) or unready [annotation confgate.io/on-incompatible] [default: hold]
     #[arg(long, env = "CONFGATE_ON_INCOMPATIBLE", value_name = "POLICY")]
     pub on_incompatible: Option<String>,
-    /// enforce, or observe (promote everything, only report) [default: enforce]
+    /// enforce, or observe (promote everything, only report) [annotation confgate.io/mode] [default:
+    /// enforce]
     #[arg(long, env = "CONFGATE_MODE", value_name = "MODE")]
     pub mode: Option<String>,
 }
@@ -151,10 +154,39 @@ pub struct WaitArgs {
     pub timeout: std::time::Duration,
 }
 
+/// The settings `check` judges by: the range, where the version is, the required keys.
+#[derive(Debug, Clone, Args, Default)]
+pub struct CheckGateArgs {
+    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" or ">=2.4.0 <3.0.0"; a workload in
+    /// the input whose pods carry confgate.io/accepts is judged by its own annotations instead
+    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ")]
+    pub accepts: Option<String>,
+    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
+    #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
+    pub version_from: Option<String>,
+    /// Keys that must be present, comma-separated
+    #[arg(long, env = "CONFGATE_REQUIRE", value_name = "K1,K2")]
+    pub require: Option<String>,
+}
+
+impl CheckGateArgs {
+    pub fn raw(&self) -> Raw {
+        Raw {
+            accepts: self.accepts.clone(),
+            version_from: self.version_from.clone(),
+            require: self.require.clone(),
+            ..Raw::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     #[command(flatten)]
-    pub gate: GateArgs,
+    pub gate: CheckGateArgs,
+    /// Judge only the ConfigMaps with this name (repeatable); directories are always judged
+    #[arg(long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
     /// Directories (kubelet volume or plain) or ConfigMap manifests; `-` reads a manifest from stdin
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,

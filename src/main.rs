@@ -72,7 +72,7 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
-    match check::check(&args.paths, &settings) {
+    match check::check(&args.paths, &settings).and_then(|l| check::select(l, &args.names)) {
         Ok(lines) => {
             for l in &lines {
                 println!("{l}");
