@@ -20,7 +20,7 @@ pub enum Error {
     /// A bad flag or environment value (exit 64).
     #[error(transparent)]
     Settings(#[from] settings::Error),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {source} (choose another with --listen or CONFGATE_LISTEN)")]
     Listen {
         addr: std::net::SocketAddr,
         #[source]
@@ -38,6 +38,19 @@ pub enum Error {
     #[cfg(feature = "api")]
     #[error(transparent)]
     Status(#[from] crate::api::status_cmd::Error),
+}
+
+impl Error {
+    /// Errors the user fixes by changing how confgate is started (a port in use, no kubeconfig): exit 64.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            Error::Settings(_) | Error::Listen { .. } => true,
+            #[cfg(feature = "api")]
+            Error::Api(crate::api::Error::Client(_))
+            | Error::Status(crate::api::status_cmd::Error::Client(_)) => true,
+            _ => false,
+        }
+    }
 }
 
 /// A command's outcome when it did not fail: success, or "not accepted / not ready / timed out".
@@ -156,9 +169,33 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     rt.block_on(async move {
         let listener = listen(args.listen).await?;
         let addr = listener.local_addr().unwrap_or(args.listen);
-        info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = ?args.paths.promote_to, "confgate started");
+        info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = %promote_to_text(&args.paths), "confgate started");
+        log_start(&args.gate.raw(), &args.paths);
         serve_and_decide(args, base, choice, client, listener).await
     })
+}
+
+fn promote_to_text(p: &PathArgs) -> String {
+    p.promote_to
+        .as_deref()
+        .map_or_else(|| "none".to_owned(), |d| d.display().to_string())
+}
+
+/// At start-up: each gate setting in force and where it came from, and gate-only mode said plainly.
+fn log_start(raw: &settings::Raw, paths: &PathArgs) {
+    let ann = crate::annotations::read_file(&paths.annotations).unwrap_or_default();
+    let base = Settings::from_raw(raw).unwrap_or_default();
+    let in_force = Settings::with_annotations(&base, &base, &ann).settings;
+    let origins = Settings::origins(raw, &ann, |k| std::env::var(k).ok());
+    for ((name, _, value), from) in in_force.describe().into_iter().zip(origins) {
+        info!(setting = name, %value, %from, "setting in force");
+    }
+    if paths.promote_to.is_none() {
+        warn!(
+            "gate-only mode: no --promote-to (CONFGATE_PROMOTE_TO), so configs are judged and reported but \
+             not copied; the component reads the ConfigMap mount directly and can see a rejected config"
+        );
+    }
 }
 
 /// Binds `addr`; `[::]` (the default) falls back to `0.0.0.0` on a host without IPv6.
@@ -220,7 +257,10 @@ async fn serve_and_decide(
     // One grace period for the loop and the server's drain together; running out of it is a failure.
     let deadline = tokio::time::Instant::now() + args.shutdown_grace;
     let late = || {
-        warn!(grace = ?args.shutdown_grace, "graceful shutdown did not complete in time");
+        warn!(
+            grace_ms = args.shutdown_grace.as_millis() as u64,
+            "graceful shutdown did not complete in time"
+        );
         Ok(Outcome::No(format!(
             "graceful shutdown did not complete within {:?}",
             args.shutdown_grace
@@ -248,6 +288,7 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     check_paths(&args.paths)?;
     let choice = source_choice(&args.paths)?;
+    log_start(&args.gate.raw(), &args.paths);
     let rt = runtime()?;
     rt.block_on(async move {
         let shared = Shared::new();
@@ -278,7 +319,14 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
         let _ = stop_tx.send(true);
         let outcome = match started {
             Ok(Ok(s)) => {
-                info!(version = ?s.active.as_ref().and_then(|a| a.version.clone()), "accepted config in place");
+                info!(
+                    version = s
+                        .active
+                        .as_ref()
+                        .and_then(|a| a.version.as_deref())
+                        .unwrap_or(""),
+                    "accepted config in place"
+                );
                 Outcome::Ok
             }
             Ok(Err(_)) => Outcome::No("the decision loop ended".into()),
@@ -311,9 +359,25 @@ pub fn status(args: crate::api::status_cmd::StatusArgs) -> Result<Outcome, Error
 
 /// `confgate probe`: GET the endpoint, print its body, succeed on 2xx.
 pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
+    let listen = std::env::var("CONFGATE_LISTEN").ok();
+    let host_port = probe_addr(args.addr.as_deref(), listen.as_deref())?;
     let rt = runtime()?;
-    let url = format!("http://{}{}", args.addr, args.kind.path());
-    let got = rt.block_on(with_timeout(args.timeout, get(&url)));
+    let url = format!("http://{host_port}{}", args.kind.path());
+    let held = args.kind == crate::cli::ProbeKind::Ready;
+    let status_url = format!("http://{host_port}/status");
+    let got = rt.block_on(with_timeout(args.timeout, async {
+        let (code, body) = get(&url).await?;
+        // Ready while holding back a newer config: say so, as the exec probe's one line.
+        let holding = if held && (200..300).contains(&code) {
+            get(&status_url)
+                .await
+                .ok()
+                .and_then(|(_, s)| holding_line(&s))
+        } else {
+            None
+        };
+        Ok((code, holding.map_or(body, |h| format!("{h}\n"))))
+    }));
     Ok(match got {
         Ok((code, body)) if (200..300).contains(&code) => {
             print!("{body}");
@@ -322,6 +386,65 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
         Ok((code, body)) => Outcome::No(format!("{} (HTTP {code})", body.trim_end())),
         Err(e) => Outcome::No(format!("GET {url}: {e}")),
     })
+}
+
+/// "holding 2.4.1; 3.0.0 is too-new" from a `/status` body whose active config is not the newest.
+fn holding_line(status: &str) -> Option<String> {
+    let s: serde_json::Value = serde_json::from_str(status).ok()?;
+    if s["stale"] != true {
+        return None;
+    }
+    let active = s["active"]["version"]
+        .as_str()
+        .unwrap_or("the previous config");
+    let c = &s["candidate"];
+    let newest = c["version"].as_str().unwrap_or("the newest config");
+    Some(format!(
+        "holding {active}; {newest} is {}",
+        c["verdict"].as_str()?
+    ))
+}
+
+/// The HOST:PORT `probe` asks: `--addr`/`CONFGATE_PROBE_ADDR` (an `http://` prefix and a trailing
+/// `/` are dropped, since users copy URLs), else loopback at `CONFGATE_LISTEN`'s port, else 9797.
+fn probe_addr(addr: Option<&str>, listen: Option<&str>) -> Result<String, Error> {
+    let bad = |value: &str, problem: &str| {
+        Error::Settings(settings::Error(vec![settings::Invalid {
+            setting: "--addr (CONFGATE_PROBE_ADDR)".into(),
+            value: value.to_owned(),
+            problem: problem.to_owned(),
+            allowed: "HOST:PORT, e.g. 127.0.0.1:9797 or [::1]:9797 (http:// may prefix it)",
+        }]))
+    };
+    let Some(given) = addr else {
+        let port = listen
+            .and_then(|l| l.parse::<std::net::SocketAddr>().ok())
+            .map_or(9797, |a| a.port());
+        let host = match listen.and_then(|l| l.parse::<std::net::SocketAddr>().ok()) {
+            // A wildcard listener answers on loopback; 127.0.0.1 exists in every pod, IPv6-only too.
+            Some(a) if !a.ip().is_unspecified() => a.ip().to_string(),
+            _ => "127.0.0.1".to_owned(),
+        };
+        return Ok(if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        });
+    };
+    if given.starts_with("https://") {
+        return Err(bad(given, "confgate serves plain HTTP"));
+    }
+    let hp = given.strip_prefix("http://").unwrap_or(given);
+    let hp = hp.strip_suffix('/').unwrap_or(hp);
+    let valid = hp
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+        && !hp.contains(['/', '?', '#', '@']);
+    if valid {
+        Ok(hp.to_owned())
+    } else {
+        Err(bad(given, "not HOST:PORT"))
+    }
 }
 
 async fn with_timeout<T>(
@@ -352,4 +475,45 @@ async fn get(url: &str) -> Result<(u16, String), String> {
         .map_err(|e| e.to_string())?
         .to_bytes();
     Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::probe_addr;
+
+    #[test]
+    fn holding_line_names_active_and_newest() {
+        let s = r#"{"stale":true,"active":{"version":"2.4.1"},"candidate":{"version":"3.0.0","verdict":"too-new"}}"#;
+        assert_eq!(
+            super::holding_line(s).as_deref(),
+            Some("holding 2.4.1; 3.0.0 is too-new")
+        );
+        let missing = r#"{"stale":true,"active":{"version":"2.4.1"},"candidate":{"version":null,"verdict":"missing"}}"#;
+        assert_eq!(
+            super::holding_line(missing).as_deref(),
+            Some("holding 2.4.1; the newest config is missing")
+        );
+        assert_eq!(super::holding_line(r#"{"stale":false}"#), None);
+    }
+
+    #[test]
+    fn probe_address_from_flag_url_or_listen() {
+        let ok = |a: Option<&str>, l: Option<&str>| probe_addr(a, l).unwrap();
+        assert_eq!(ok(None, None), "127.0.0.1:9797");
+        assert_eq!(ok(None, Some("[::]:9000")), "127.0.0.1:9000");
+        assert_eq!(ok(None, Some("0.0.0.0:9001")), "127.0.0.1:9001");
+        assert_eq!(ok(None, Some("[::1]:9002")), "[::1]:9002");
+        assert_eq!(ok(Some("10.0.0.1:9797"), Some("[::]:1")), "10.0.0.1:9797");
+        assert_eq!(ok(Some("http://127.0.0.1:9797/"), None), "127.0.0.1:9797");
+        assert_eq!(ok(Some("[::1]:9797"), None), "[::1]:9797");
+        for bad in [
+            "http://http://127.0.0.1:9797",
+            "https://127.0.0.1:9797",
+            "127.0.0.1",
+            "127.0.0.1:9797/readyz",
+        ] {
+            let e = probe_addr(Some(bad), None).unwrap_err().to_string();
+            assert!(e.contains("HOST:PORT"), "{bad}: {e}");
+        }
+    }
 }

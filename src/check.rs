@@ -33,6 +33,8 @@ pub enum Error {
         "no accepted range to check against: pass --accepts or set CONFGATE_ACCEPTS (e.g. --accepts '>=2.4.0, <3.0.0')"
     )]
     NoRange,
+    #[error("no ConfigMap named {name} in the input (--name)")]
+    NoSuchName { name: String },
 }
 
 /// One line of the report.
@@ -56,6 +58,30 @@ impl std::fmt::Display for Line {
             self.judgement.reason
         )
     }
+}
+
+/// Keeps the lines of ConfigMaps named in `names` (all when it is empty) and every directory's line; a
+/// name that matches no ConfigMap is an error, so a typo cannot pass a pipeline by checking nothing.
+pub fn select(lines: Vec<Line>, names: &[String]) -> Result<Vec<Line>, Error> {
+    if names.is_empty() {
+        return Ok(lines);
+    }
+    for n in names {
+        if !lines.iter().any(|l| manifest_name(&l.what) == Some(n)) {
+            return Err(Error::NoSuchName { name: n.clone() });
+        }
+    }
+    Ok(lines
+        .into_iter()
+        .filter(|l| manifest_name(&l.what).is_none_or(|m| names.iter().any(|n| n == m)))
+        .collect())
+}
+
+/// The ConfigMap name in a manifest line's `namespace/name (place)`; None for a directory's line.
+fn manifest_name(what: &str) -> Option<&str> {
+    let (id, place) = what.split_once(" (")?;
+    place.ends_with(')').then_some(())?;
+    Some(id.rsplit_once('/').map_or(id, |(_, n)| n))
 }
 
 /// Checks every path; `-` reads a manifest from standard input.

@@ -44,23 +44,25 @@ pub enum Command {
 /// The gate settings; each can be overridden live by a pod annotation.
 #[derive(Debug, Clone, Args, Default)]
 pub struct GateArgs {
-    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" [annotation confgate.io/accepts];
-    /// `check` takes it several times and reports per range
+    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" or ">=2.4.0 <3.0.0" [annotation
+    /// confgate.io/accepts]
     #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ", action = clap::ArgAction::Append)]
     pub accepts: Vec<String>,
-    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
+    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [annotation
+    /// confgate.io/version-from] [default: file:version]
     #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
     pub version_from: Option<String>,
     /// Keys that must be present, comma-separated [annotation confgate.io/require]
     #[arg(long, env = "CONFGATE_REQUIRE", value_name = "K1,K2")]
     pub require: Option<String>,
-    /// none, http(s)://URL (POST) or signal:NAME:PROCESS [default: none]
+    /// none, http(s)://URL (POST) or signal:NAME:PROCESS [annotation confgate.io/reload] [default: none]
     #[arg(long, env = "CONFGATE_RELOAD", value_name = "SPEC")]
     pub reload: Option<String>,
-    /// hold (stay ready, report stale) or unready [default: hold]
+    /// hold (stay ready, report stale) or unready [annotation confgate.io/on-incompatible] [default: hold]
     #[arg(long, env = "CONFGATE_ON_INCOMPATIBLE", value_name = "POLICY")]
     pub on_incompatible: Option<String>,
-    /// enforce, or observe (promote everything, only report) [default: enforce]
+    /// enforce, or observe (promote everything, only report) [annotation confgate.io/mode] [default:
+    /// enforce]
     #[arg(long, env = "CONFGATE_MODE", value_name = "MODE")]
     pub mode: Option<String>,
     /// A CEL expression over `data` and `binaryData` that must hold (repeatable; the env var holds one
@@ -84,6 +86,18 @@ pub struct GateArgs {
 #[derive(Debug, Clone)]
 pub struct RulesFile(pub String);
 
+/// `--rule`s and a rules file as one text in the rules-file format; `None` when there are none.
+fn rules_text(rules: &[String], file: Option<&RulesFile>) -> Option<String> {
+    (!rules.is_empty() || file.is_some()).then(|| {
+        let mut text = rules.join("\n");
+        if let Some(RulesFile(file)) = file {
+            text.push('\n');
+            text.push_str(file);
+        }
+        text
+    })
+}
+
 fn rules_file(path: &str) -> Result<RulesFile, String> {
     std::fs::read_to_string(path)
         .map(RulesFile)
@@ -100,14 +114,7 @@ impl GateArgs {
             reload: self.reload.clone(),
             on_incompatible: self.on_incompatible.clone(),
             mode: self.mode.clone(),
-            rules: (!self.rules.is_empty() || self.rules_file.is_some()).then(|| {
-                let mut text = self.rules.join("\n");
-                if let Some(RulesFile(file)) = &self.rules_file {
-                    text.push('\n');
-                    text.push_str(file);
-                }
-                text
-            }),
+            rules: rules_text(&self.rules, self.rules_file.as_ref()),
             confirm: self.confirm.clone(),
             variants: self.variants.clone(),
         }
@@ -202,10 +209,61 @@ pub struct WaitArgs {
     pub timeout: std::time::Duration,
 }
 
+/// The settings `check` judges by: the range, where the version is, the required keys.
+#[derive(Debug, Clone, Args, Default)]
+pub struct CheckGateArgs {
+    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" or ">=2.4.0 <3.0.0"; repeat it to
+    /// see, per range, which variant would run
+    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ", action = clap::ArgAction::Append)]
+    pub accepts: Vec<String>,
+    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
+    #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
+    pub version_from: Option<String>,
+    /// Keys that must be present, comma-separated
+    #[arg(long, env = "CONFGATE_REQUIRE", value_name = "K1,K2")]
+    pub require: Option<String>,
+    /// A CEL expression over `data` and `binaryData` that must hold (repeatable)
+    #[arg(long = "rule", env = "CONFGATE_RULES", value_name = "CEL")]
+    pub rules: Vec<String>,
+    /// A file of rules, one per line (`#` starts a comment line), after those of --rule
+    #[arg(long, env = "CONFGATE_RULES_FILE", value_name = "FILE", value_parser = rules_file)]
+    pub rules_file: Option<RulesFile>,
+    /// Variant keys and the name the chosen one is promoted as, e.g. "config.v*.yaml -> config.yaml"
+    #[arg(long, env = "CONFGATE_VARIANTS", value_name = "PATTERN -> NAME")]
+    pub variants: Option<String>,
+}
+
+impl CheckGateArgs {
+    /// The raw settings once per `--accepts` (the per-range report); one entry without a range.
+    pub fn raw_per_range(&self) -> Vec<Raw> {
+        let base = Raw {
+            accepts: self.accepts.first().cloned(),
+            version_from: self.version_from.clone(),
+            require: self.require.clone(),
+            rules: rules_text(&self.rules, self.rules_file.as_ref()),
+            variants: self.variants.clone(),
+            ..Raw::default()
+        };
+        if self.accepts.len() <= 1 {
+            return vec![base];
+        }
+        self.accepts
+            .iter()
+            .map(|a| Raw {
+                accepts: Some(a.clone()),
+                ..base.clone()
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     #[command(flatten)]
-    pub gate: GateArgs,
+    pub gate: CheckGateArgs,
+    /// Judge only the ConfigMaps with this name (repeatable); directories are always judged
+    #[arg(long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
     /// Directories (kubelet volume or plain) or ConfigMap manifests; `-` reads a manifest from stdin
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -259,15 +317,11 @@ pub struct ProbeArgs {
     /// Which endpoint
     #[arg(value_enum)]
     pub kind: ProbeKind,
-    /// The sidecar's address
-    #[arg(
-        long,
-        env = "CONFGATE_PROBE_ADDR",
-        value_name = "HOST:PORT",
-        default_value = "127.0.0.1:9797"
-    )]
-    pub addr: String,
-    /// Request timeout
+    /// The sidecar's address, HOST:PORT (an http:// prefix is accepted) [default: 127.0.0.1 and the
+    /// port of CONFGATE_LISTEN, as the sidecar in the same container was started with; else 9797]
+    #[arg(long, env = "CONFGATE_PROBE_ADDR", value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+    /// Give up after this long (keep it under the probe's timeoutSeconds, which defaults to 1 s)
     #[arg(long, value_name = "DUR", default_value = "900ms", value_parser = duration)]
     pub timeout: std::time::Duration,
 }

@@ -22,10 +22,10 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
-    let format = match &cli.command {
-        Command::Run(a) => a.paths.log_format,
-        Command::Wait(a) => a.paths.log_format,
-        _ => LogFormat::Text,
+    let (format, logs) = match &cli.command {
+        Command::Run(a) => (a.paths.log_format, true),
+        Command::Wait(a) => (a.paths.log_format, true),
+        _ => (LogFormat::Text, false),
     };
     init_tracing(format);
     let single = match &cli.command {
@@ -63,9 +63,17 @@ fn main() -> ExitCode {
         }
         Err(app::Error::Settings(e)) => usage(&e),
         Err(e) => {
-            tracing::error!(error = %e, "confgate failed");
-            eprintln!("confgate: {e}");
-            ExitCode::from(EXIT_INTERNAL)
+            // Once: as a log line where the command logs (so a JSON pipeline parses it), else plainly.
+            if logs {
+                tracing::error!(error = %e, "confgate failed");
+            } else {
+                eprintln!("confgate: {e}");
+            }
+            ExitCode::from(if e.is_usage() {
+                EXIT_USAGE
+            } else {
+                EXIT_INTERNAL
+            })
         }
     }
 }
@@ -83,7 +91,7 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
             Err(e) => return usage(&e),
         }
     }
-    match check::check_ranges(&args.paths, &ranges) {
+    match check::check_ranges(&args.paths, &ranges).and_then(|l| check::select(l, &args.names)) {
         Ok(lines) => {
             for l in &lines {
                 println!("{l}");
@@ -149,6 +157,70 @@ fn init_tracing(format: LogFormat) {
             .flatten_event(true)
             .with_current_span(false)
             .init(),
-        LogFormat::Text => builder.with_ansi(false).init(),
+        LogFormat::Text => builder.with_ansi(false).fmt_fields(Logfmt).init(),
+    }
+}
+
+/// Text log fields as logfmt (`key=value`, a value quoted when it holds a space, `"`, `=` or a control
+/// character), so Loki's `logfmt` parser reads a reason with spaces as one value.
+struct Logfmt;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for Logfmt {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut v = LogfmtVisitor { out: String::new() };
+        fields.record(&mut v);
+        writer.write_str(&v.out)
+    }
+}
+
+struct LogfmtVisitor {
+    out: String,
+}
+
+impl LogfmtVisitor {
+    fn push(&mut self, name: &str, value: &str) {
+        if !self.out.is_empty() {
+            self.out.push(' ');
+        }
+        if name == "message" {
+            // The message reads as the line's prose; quoted too, so a parser keeps it whole.
+            self.out.push_str("msg=");
+        } else {
+            self.out.push_str(name);
+            self.out.push('=');
+        }
+        let plain = !value.is_empty()
+            && !value
+                .chars()
+                .any(|c| c == ' ' || c == '"' || c == '=' || c == '\\' || c.is_control());
+        if plain {
+            self.out.push_str(value);
+        } else {
+            self.out.push('"');
+            for c in value.chars() {
+                match c {
+                    '"' => self.out.push_str("\\\""),
+                    '\\' => self.out.push_str("\\\\"),
+                    '\n' => self.out.push_str("\\n"),
+                    c if c.is_control() => self.out.push_str(&c.escape_default().to_string()),
+                    c => self.out.push(c),
+                }
+            }
+            self.out.push('"');
+        }
+    }
+}
+
+impl tracing_subscriber::field::Visit for LogfmtVisitor {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.push(field.name(), value);
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.push(field.name(), &format!("{value:?}"));
     }
 }

@@ -362,14 +362,14 @@ async fn worker(
             if let Ok(Sent::Nothing(why)) = &result {
                 // Not a failure: no process there was started before this promotion, so whichever
                 // runs now read the promoted config itself. Retrying could only hit one too early.
-                info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, why = %why, "nothing to reload");
+                info!(reload_target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, why = %why, "nothing to reload");
                 let _ = report.send(Outcome::Nothing(why.clone()));
                 break;
             }
             shared.metrics.reload(result.is_ok(), took.as_secs_f64());
             match result {
                 Ok(_) => {
-                    info!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, took_ms = took.as_millis() as u64, "reloaded");
+                    info!(reload_target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, took_ms = took.as_millis() as u64, "reloaded");
                     let _ = report.send(Outcome::Reloaded(req.sha256));
                     break;
                 }
@@ -384,7 +384,7 @@ async fn worker(
                 }
                 Err(e) => {
                     let wait = jitter(delay);
-                    warn!(target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
+                    warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
                     let _ = report.send(Outcome::Failed(e.to_string()));
                     delay = (delay * 2).min(BACKOFF_MAX);
                     tokio::select! {

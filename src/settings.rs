@@ -212,8 +212,7 @@ pub struct Resolved {
 
 // === parsing, shared by every source ===
 
-const ALLOWED_ACCEPTS: &str =
-    "a semver requirement such as \">=2.4.0, <3.0.0\", \"^2.4\", \"~2.4.1\" or \"2.*\"";
+const ALLOWED_ACCEPTS: &str = "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"";
 const ALLOWED_VERSION_FROM: &str =
     "file:KEY, json:KEY#/json/pointer or yaml:KEY#/json/pointer (KEY a ConfigMap key)";
 const ALLOWED_RELOAD: &str =
@@ -230,12 +229,39 @@ fn parse_accepts(s: &str) -> Result<Accepts, String> {
     if text.is_empty() {
         return Err("the range is empty".into());
     }
-    VersionReq::parse(text)
+    if text.contains("||") {
+        return Err("alternatives (||) are not supported; write one range".into());
+    }
+    VersionReq::parse(&comma_separated(text))
         .map(|req| Accepts {
             req,
             text: text.to_owned(),
         })
         .map_err(|e| format!("not a semver range ({e})"))
+}
+
+/// The npm/Helm dialect separates comparators by spaces (`>=2.4.0 <3.0.0`, `>= 2.4.0`); the semver
+/// crate wants commas. Text that already has commas is left for the crate to judge.
+fn comma_separated(text: &str) -> String {
+    if text.contains(',') {
+        return text.to_owned();
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut pending_op = String::new();
+    for tok in text.split_whitespace() {
+        if tok
+            .chars()
+            .all(|c| matches!(c, '<' | '>' | '=' | '^' | '~'))
+        {
+            pending_op.push_str(tok);
+        } else {
+            out.push(format!("{}{tok}", std::mem::take(&mut pending_op)));
+        }
+    }
+    if !pending_op.is_empty() {
+        out.push(pending_op);
+    }
+    out.join(", ")
 }
 
 impl FromStr for VersionFrom {
@@ -713,6 +739,61 @@ impl Settings {
         }
     }
 
+    /// Each gate setting as (name, annotation, value as text), in the order of the settings table.
+    pub fn describe(&self) -> Vec<(&'static str, &'static str, String)> {
+        FIELDS
+            .iter()
+            .map(|f| (&f.flag[2..], f.annotation, self.text(f.key)))
+            .collect()
+    }
+
+    fn text(&self, key: Key) -> String {
+        match key {
+            Key::Accepts => self.accepts_text().unwrap_or("none").to_owned(),
+            Key::VersionFrom => self.version_from.to_string(),
+            Key::Require => self.require.join(","),
+            Key::Reload => self.reload.to_string(),
+            Key::OnIncompatible => self.on_incompatible.as_str().to_owned(),
+            Key::Mode => self.mode.as_str().to_owned(),
+            Key::Rules if self.rules.texts().is_empty() => "none".to_owned(),
+            Key::Rules => self.rules.texts().join(" ; "),
+            Key::Confirm => self
+                .confirm
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), ToString::to_string),
+            Key::Variants => self
+                .variants
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), ToString::to_string),
+        }
+    }
+
+    /// Where each gate setting in force came from, in [`Settings::describe`]'s order: the annotation
+    /// (when present and valid), the environment variable (when it holds the value), the flag, or the
+    /// default. `env` reads an environment variable; passed in so this stays free of I/O.
+    pub fn origins(
+        raw: &Raw,
+        ann: &Annotations,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Vec<String> {
+        FIELDS
+            .iter()
+            .map(|f| {
+                if ann
+                    .get(f.annotation)
+                    .is_some_and(|v| Settings::default().set(f.key, v).is_ok())
+                {
+                    return format!("annotation {}", f.annotation);
+                }
+                match raw.get(f.key) {
+                    Some(v) if env(f.env).as_ref() == Some(v) => format!("env {}", f.env),
+                    Some(_) => format!("flag {}", f.flag),
+                    None => "default".to_owned(),
+                }
+            })
+            .collect()
+    }
+
     /// The range as written, for status and logs.
     pub fn accepts_text(&self) -> Option<&str> {
         self.accepts.as_ref().map(|a| a.text.as_str())
@@ -954,6 +1035,52 @@ mod tests {
         }
         assert_eq!(parse_variants("none").unwrap(), None);
         assert_eq!(parse_variants("").unwrap(), None);
+    }
+
+    #[test]
+    fn npm_dialect_ranges_read_as_the_comma_form() {
+        for (npm, cargo) in [
+            (">=2.4.0 <3.0.0", ">=2.4.0, <3.0.0"),
+            (">= 2.4.0  < 3.0.0", ">=2.4.0, <3.0.0"),
+            ("^2.4", "^2.4"),
+            ("2.4.x", "2.4.*"),
+        ] {
+            let a = parse_accepts(npm).unwrap_or_else(|e| panic!("{npm}: {e}"));
+            assert_eq!(a.req, VersionReq::parse(cargo).unwrap(), "{npm}");
+            assert_eq!(a.text, npm.trim(), "the text stays as written");
+        }
+        assert!(parse_accepts(">=1 || <0.5").unwrap_err().contains("||"));
+        assert!(parse_accepts(">=2.4.0 <").is_err());
+    }
+
+    #[test]
+    fn origins_name_annotation_env_flag_or_default() {
+        let raw = Raw {
+            accepts: Some("^1".into()),
+            mode: Some("observe".into()),
+            reload: Some("none".into()),
+            ..Raw::default()
+        };
+        let a = ann(&[
+            ("confgate.io/mode", "enforce"),
+            ("confgate.io/reload", "nonsense"),
+        ]);
+        let env = |k: &str| (k == "CONFGATE_ACCEPTS").then(|| "^1".to_owned());
+        let o = Settings::origins(&raw, &a, env);
+        let names: Vec<_> = Settings::default()
+            .describe()
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect();
+        let by = |n: &str| o[names.iter().position(|x| *x == n).unwrap()].as_str();
+        assert_eq!(by("accepts"), "env CONFGATE_ACCEPTS");
+        assert_eq!(by("mode"), "annotation confgate.io/mode");
+        assert_eq!(
+            by("reload"),
+            "flag --reload",
+            "a bad annotation does not count"
+        );
+        assert_eq!(by("version-from"), "default");
     }
 
     #[test]

@@ -131,9 +131,10 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
         return invalid(
             None,
             format!(
-                "required key{} {} absent (present: {})",
-                if missing.len() == 1 { " is" } else { "s are" },
+                "required key{} {} {} absent (present: {})",
+                if missing.len() == 1 { "" } else { "s" },
                 missing.join(", "),
+                if missing.len() == 1 { "is" } else { "are" },
                 snap.files.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         );
@@ -455,7 +456,7 @@ mod tests {
         check(&[("version", b"\xff\xfe")], r, f, &[], (Invalid, None, "not UTF-8"));
         check(&[("other", b"1")], r, f, &[], (Invalid, None, "key version (from file:version) is absent (present: other)"));
         check(&[("version", b"2.4.0")], None, f, &[], (OutOfRange, Some("2.4.0"), "no accepted range configured"));
-        check(&[("version", b"2.4.0")], r, f, &["a", "b"], (Invalid, None, "required keys are a, b absent"));
+        check(&[("version", b"2.4.0")], r, f, &["a", "b"], (Invalid, None, "required keys a, b are absent"));
         check(&[("version", b"2.4.0"), ("a", b"")], r, f, &["a"], (Accepted, Some("2.4.0"), "is in"));
         check(&[("version", b"2.4.0")], Some("^2.4"), f, &[], (Accepted, Some("2.4.0"), "in ^2.4"));
         check(&[("version", b"1.9.9")], Some("~2.4.1"), f, &[], (TooOld, Some("1.9.9"), "older"));

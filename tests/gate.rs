@@ -52,7 +52,7 @@ fn every_verdict_through_a_kubelet_volume() {
             &[("other", b"2.4.2")],
             None,
             "invalid",
-            "required key is version absent",
+            "required key version is absent",
         ),
         (&[], None, "missing", "holds no keys"),
     ];

@@ -102,6 +102,16 @@ impl Gate {
         &self.settings
     }
 
+    /// The flag/env/default settings that annotations override.
+    pub fn base(&self) -> &Settings {
+        &self.base
+    }
+
+    /// Bad or unknown annotations (or an unreadable annotations file) in force now.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+
     /// Applies the annotations file as read; `Err` is a file that could not be read or parsed, which keeps
     /// the settings in force. Returns true when the settings in force changed.
     pub fn set_annotations(&mut self, ann: Result<Annotations, String>) -> bool {

@@ -118,9 +118,11 @@ impl Pipeline {
             None => None,
         };
         let mut gate = Gate::new(base, promoter.is_none());
+        let before = gate.settings().clone();
         let ann = annotations::read(&cfg.annotations);
         let annotations_existed = matches!(ann, Ok(Some(_)));
         gate.set_annotations(ann.map(Option::unwrap_or_default));
+        log_settings_change(&before, &[], &gate);
         let mut owed = None;
         let promoter = promoter.map(|(p, on_disk)| {
             gate.adopt_on_disk(&on_disk, jiff::Timestamp::now());
@@ -214,14 +216,17 @@ impl Pipeline {
         };
         let lasting = note.is_some();
         self.gate.set_annotations_note(note);
+        let before_settings = self.gate.settings().clone();
+        let before_problems = self.gate.problems().to_vec();
         let before = self.gate.settings().reload.clone();
         let changed = self.gate.set_annotations(ann);
+        log_settings_change(&before_settings, &before_problems, &self.gate);
         if lasting {
             warn!(file = %path, changed, "annotations file still absent; its settings no longer apply");
         }
         if changed {
             let s = self.gate.settings();
-            info!(accepts = ?s.accepts_text(), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
+            info!(accepts = s.accepts_text().unwrap_or("none"), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
             self.last = None;
             self.rejudge_active();
             if self.gate.settings().reload != before {
@@ -646,6 +651,33 @@ async fn source_changed(
         return rx.borrow_and_update().clone();
     }
     std::future::pending().await
+}
+
+/// One line per settings problem that appeared or cleared, and per setting an annotation now overrides
+/// (or, removed, gives back to the flag), so a typo'd annotation is never silent in the logs.
+fn log_settings_change(before: &Settings, before_problems: &[String], gate: &Gate) {
+    for p in gate.problems() {
+        if !before_problems.contains(p) {
+            warn!(problem = %p, "settings problem");
+        }
+    }
+    for p in before_problems {
+        if !gate.problems().contains(p) {
+            info!(problem = %p, "settings problem cleared");
+        }
+    }
+    let base = gate.base().describe();
+    let new = gate.settings().describe();
+    for ((b, o), n) in base.iter().zip(before.describe()).zip(&new) {
+        if n.2 == o.2 {
+            continue;
+        }
+        if n.2 == b.2 {
+            info!(setting = n.0, value = %n.2, "annotation gone; the flag's value is back in force");
+        } else {
+            info!(setting = n.0, annotation = n.1, value = %n.2, overrides = %b.2, "annotation overrides flag");
+        }
+    }
 }
 
 #[cfg(test)]
