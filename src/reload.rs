@@ -76,7 +76,12 @@ pub enum Error {
 impl Error {
     /// Whether the component answered and refused (not retried), as opposed to not being reached.
     pub fn is_rejection(&self) -> bool {
-        matches!(self, Error::Status { .. } | Error::Confirmed(_))
+        match self {
+            // Busy, or a proxy that did not reach it: the component has not judged the config.
+            Error::Status { status, .. } => !matches!(status, 429 | 502 | 503 | 504),
+            Error::Confirmed(_) => true,
+            _ => false,
+        }
     }
 }
 
@@ -671,6 +676,12 @@ mod tests {
         };
         assert!(status.is_rejection() && Error::Confirmed("0".into()).is_rejection());
         assert!(!Error::Timeout(ATTEMPT_TIMEOUT).is_rejection());
+        let busy = Error::Status {
+            url: "u".into(),
+            status: 503,
+            first_line: String::new(),
+        };
+        assert!(!busy.is_rejection());
         assert!(!Error::Unconfirmed("x".into()).is_rejection());
         assert!(!Error::NoProcess("p".into()).is_rejection());
     }

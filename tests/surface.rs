@@ -195,7 +195,8 @@ fn reload_failure_then_recovery() {
         s["reload"]["last_result"] == "success"
     });
     // From here the target fails: every attempt below belongs to the 1.1.0 promotion.
-    sink.code.store(500, Ordering::Relaxed);
+    // 503: the component is busy, not refusing the config (a refusal is not retried).
+    sink.code.store(503, Ordering::Relaxed);
     let before = sink.count();
     write_version(&d.watch(), "1.1.0");
     // Promotion goes on while the target fails.
@@ -208,7 +209,7 @@ fn reload_failure_then_recovery() {
         s["reload"]["last_error"]
             .as_str()
             .unwrap()
-            .contains("answered 500"),
+            .contains("answered 503"),
         "{s}"
     );
     wait_for("three attempts", DEADLINE, || {
