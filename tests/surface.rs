@@ -149,6 +149,10 @@ fn metrics_pass_promtool() {
     let sink = Sink::watching(d.promoted());
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
+    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
+    // reads that config itself); a second one does.
+    write_version(&d.watch(), "1.0.1");
+    g.wait_active("1.0.1");
     write_version(&d.watch(), "2.0.0");
     g.wait_candidate(Some("2.0.0"), "too-new");
     g.wait_status("a reload", |s| s["reload"]["last_result"] == "success");
@@ -191,6 +195,10 @@ fn reload_failure_then_recovery() {
     let sink = Sink::watching(d.promoted());
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
+    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
+    // reads that config itself); a second one does.
+    write_version(&d.watch(), "1.0.1");
+    g.wait_active("1.0.1");
     g.wait_status("the first reload", |s| {
         s["reload"]["last_result"] == "success"
     });
@@ -247,6 +255,10 @@ fn reloads_coalesce_and_restart_sends_none() {
     sink.delay_ms.store(30, Ordering::Relaxed);
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
+    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
+    // reads that config itself); a second one does.
+    write_version(&d.watch(), "1.0.1");
+    g.wait_active("1.0.1");
     g.wait_status("first reload", |s| s["reload"]["last_result"] == "success");
     let before = sink.count();
     for i in 1..=100 {
@@ -325,6 +337,10 @@ fn signal_reload_follows_the_process_across_restarts() {
         &["--accepts", "^1", "--reload", &format!("signal:HUP:{name}")],
     );
     g.wait_active("1.0.0");
+    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
+    // reads that config itself); a second one does.
+    write_version(&d.watch(), "1.0.1");
+    g.wait_active("1.0.1");
     wait_for("the first HUP", DEADLINE, || {
         (hups() == "first\n").then_some(())
     });
@@ -538,6 +554,10 @@ fn https_reload_with_a_private_ca() {
     write_version(&d.watch(), "1.0.0");
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &url]);
     g.wait_active("1.0.0");
+    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
+    // reads that config itself); a second one does.
+    write_version(&d.watch(), "1.0.1");
+    g.wait_active("1.0.1");
     let s = g.wait_status("an untrusted certificate refused", |s| {
         s["reload"]["last_result"] == "failure"
     });
