@@ -380,7 +380,7 @@ async fn worker(
                 }
                 Err(e) if e.is_rejection() => {
                     let reason = e.to_string();
-                    warn!(target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, reason = %reason, "reload rejected by the component; not retried");
+                    warn!(reload_target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, reason = %reason, "reload rejected by the component; not retried");
                     let _ = report.send(Outcome::Rejected {
                         sha256: req.sha256,
                         reason,

@@ -855,9 +855,10 @@ mod tests {
             variants: Some("config.*.yaml".into()),
         };
         let err = Settings::from_raw(&raw).unwrap_err();
-        assert_eq!(err.0.len(), 7, "{err}");
+        assert_eq!(err.0.len(), 8, "{err}");
         let text = err.to_string();
         for needle in [
+            "--variants (CONFGATE_VARIANTS) \"config.*.yaml\"",
             "--accepts (CONFGATE_ACCEPTS) \">=x\"",
             "--version-from (CONFGATE_VERSION_FROM) \"toml:a\"",
             "--reload (CONFGATE_RELOAD) \"signal:NOPE:prom\"",

@@ -154,16 +154,19 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
     let exe = named_prometheus(&d, "prom-http");
     let prom = prometheus(&exe, &d, port, true);
     wait_serving(port, "2.0.0");
-    // The first reload was not reached while Prometheus was starting; retried until applied.
-    wait_applied(&g, "2.0.0");
+    // The first promotion into an empty dir sends no reload: Prometheus read it when it started. The
+    // next one is reloaded and confirmed applied.
+    configmap(&d.watch(), "2.0.5", false);
+    wait_applied(&g, "2.0.5");
+    wait_serving(port, "2.0.5");
 
     // A valid version with a rule file Prometheus refuses.
     configmap(&d.watch(), "2.1.0", true);
     let s = g.wait_status("2.1.0 rejected and rolled back", |s| {
         s["desired"]["verdict"] == "rejected-by-component"
             && s["candidate"]["verdict"] == "rejected-by-component"
-            && s["active"]["version"] == "2.0.0"
-            && s["applied"]["version"] == "2.0.0"
+            && s["active"]["version"] == "2.0.5"
+            && s["applied"]["version"] == "2.0.5"
             && s["reload"]["last_result"] == "success"
     });
     let reason = s["candidate"]["reason"].as_str().unwrap();
@@ -178,8 +181,8 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
         (s["ready"].as_bool(), s["stale"].as_bool()),
         (Some(true), Some(true))
     );
-    assert_eq!(serving_rules(port).unwrap(), ["2_0_0"]);
-    assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
+    assert_eq!(serving_rules(port).unwrap(), ["2_0_5"]);
+    assert!(promoted_rules(&d).contains("rules_version_2_0_5"));
     let (_, verbose) = get(g.port, "/readyz?verbose").unwrap();
     assert!(
         verbose.contains("rejected-by-component") && verbose.contains("failed to reload config"),
@@ -187,7 +190,7 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
     );
     let m = metrics(&g);
     assert!(
-        m.contains("confgate_applied_config_info{version=\"2.0.0\""),
+        m.contains("confgate_applied_config_info{version=\"2.0.5\""),
         "{m}"
     );
     assert!(
@@ -199,7 +202,7 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
     // Prometheus restarted now starts cleanly on the rolled-back files.
     drop(prom);
     let prom = prometheus(&exe, &d, port, true);
-    wait_serving(port, "2.0.0");
+    wait_serving(port, "2.0.5");
 
     // The same bytes again are not offered to Prometheus: nothing is promoted.
     let promotions = |m: &str| {
@@ -270,9 +273,9 @@ fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
         ],
     );
     g.deadline = PROM_DEADLINE;
-    // No process yet: it reads the promoted config when it starts.
+    // The first promotion into an empty dir sends no reload: the process reads it when it starts.
     g.wait_status("first config in place", |s| {
-        s["active"]["version"] == "2.0.0" && s["reload"]["last_result"] == "nothing-to-reload"
+        s["active"]["version"] == "2.0.0" && s["reload"]["requested"] == 0
     });
     let exe = named_prometheus(&d, "prom-hup");
     let _prom = prometheus(&exe, &d, port, false);

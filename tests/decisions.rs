@@ -205,7 +205,8 @@ fn a_corrected_reload_target_takes_effect_without_a_new_promotion() {
     let d = Dirs::new();
     let good = Sink::start(false);
     let bad = Sink::start(false);
-    bad.code.store(500, Ordering::Relaxed);
+    // 503: busy, not a judgement of the config, so it is retried (a 500 would be a rejection).
+    bad.code.store(503, Ordering::Relaxed);
     write_annotations(&d.podinfo(), &[("confgate.io/reload", &bad.url())]);
     write_version(&d.watch(), "2.0.0");
     let g = Gate::start(&d, &["--accepts", "^2"]);

@@ -71,6 +71,9 @@ fn json_logs_have_unique_keys_and_say_where_settings_come_from() {
         .env_remove("CONFGATE_ACCEPTS");
     let g = Gate::from_command(cmd, &d.log());
     g.wait_active("2.4.1");
+    // The first promotion into an empty promoted dir sends no reload; a second one does.
+    write_version(&d.watch(), "2.4.2");
+    g.wait_active("2.4.2");
     wait_for("the reload", DEADLINE, || (sink.count() > 0).then_some(()));
     // A typo'd annotation appears, then is fixed.
     write_annotations(

@@ -261,7 +261,7 @@ impl Pipeline {
             let target = self.gate.settings().reload.clone();
             self.reloads
                 .set_confirm(self.gate.settings().confirm.clone());
-            info!(target = %target, sha = %o.sha.short(), "reload requested");
+            info!(reload_target = %target, sha = %o.sha.short(), "reload requested");
             self.reloads
                 .request_promoted_at(&target, o.sha, o.version, o.promoted_at);
         }
