@@ -95,7 +95,9 @@ fn a_long_name_matches_the_full_name_not_the_first_15_bytes() {
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", b.pid())).unwrap();
     assert_eq!(comm.trim(), "component-serve");
     let sent = signal_by_name(Signal::SIGHUP, "component-server-a", None).unwrap();
-    assert_eq!(sent, Sent::Reloaded(1));
+    // At least the shell; its loop may have forked a child that has not yet exec'd `sleep`, which
+    // shares the name for that instant. Whether -b was spared is what the log below shows.
+    assert!(matches!(sent, Sent::Reloaded(n) if n >= 1), "{sent:?}");
     assert_eq!(a.settle(), "hup\nusr1\n");
     assert_eq!(
         b.settle(),
@@ -132,10 +134,9 @@ fn a_process_that_does_not_catch_hup_is_not_sent_it_one_that_traps_it_is() {
     wait_for("the TERM to end it", || (!plain.alive()).then_some(()));
 
     let trapping = shell_named(tmp.path(), "trapping-shell", "t");
-    assert_eq!(
-        signal_by_name(Signal::SIGHUP, "trapping-shell", None).unwrap(),
-        Sent::Reloaded(1)
-    );
+    // At least the shell (a fork of its loop not yet exec'd shares the name for an instant).
+    let sent = signal_by_name(Signal::SIGHUP, "trapping-shell", None).unwrap();
+    assert!(matches!(sent, Sent::Reloaded(n) if n >= 1), "{sent:?}");
     assert_eq!(trapping.settle(), "hup\nusr1\n");
 }
 
