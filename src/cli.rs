@@ -72,7 +72,7 @@ pub struct GateArgs {
     /// A file of rules, one per line (`#` starts a comment line), after those of --rule
     #[arg(long, env = "CONFGATE_RULES_FILE", value_name = "FILE", value_parser = rules_file)]
     pub rules_file: Option<RulesFile>,
-    /// Metrics confirming a reload: URL#SUCCESS[,SUCCESS_TIME], or none [default: none]
+    /// Metrics confirming a reload: URL#SUCCESS or URL#SUCCESS,SUCCESS_TIME, or none [default: none]
     #[arg(long, env = "CONFGATE_CONFIRM", value_name = "URL#METRICS")]
     pub confirm: Option<String>,
     /// Variant keys and the name the chosen one is promoted as, e.g. "config.v*.yaml -> config.yaml"

@@ -166,7 +166,7 @@ impl Observed {
 /// the read is done: the kubelet removes the old directory (depth-first) only after swapping `..data`
 /// away from it, and never swaps back to a name it used, so an unchanged `..data` proves nothing was
 /// removed under the read. A read that raced a swap, or saw anything vanish, starts again, at most
-/// [`SWAP_RETRIES`] times; a volume still changing after that is `Broken`, never a partial snapshot.
+/// `SWAP_RETRIES` times; a volume still changing after that is `Broken`, never a partial snapshot.
 pub fn read(dir: &Path) -> Observed {
     for _ in 0..SWAP_RETRIES {
         match std::fs::read_link(dir.join(DATA_LINK)) {

@@ -1,4 +1,4 @@
-//! The decision loop: a pure state machine ([`Gate`]) that turns snapshots and settings into actions and
+//! The decision loop: a pure state machine (`Gate`) that turns snapshots and settings into actions and
 //! a status; [`Pipeline`], one step of I/O around it; and the async driver ([`run`]) that waits for
 //! file events, the feed, timers and liveness pings and hands them to the pipeline.
 //!
@@ -6,8 +6,8 @@
 //! status; one snapshot is judged, acted on and published before the next is read, so no ordering of
 //! events can promote a snapshot under settings other than those it was judged by.
 //!
-//! - `machine`: [`Gate`], pure: decide, activate, readiness checks and their text.
-//! - `pipeline`: [`Pipeline`], [`Feed`] and [`Input`]: read, judge, promote, request a reload, publish.
+//! - `machine`: `Gate`, pure: decide, activate, readiness checks and their text.
+//! - `pipeline`: [`Pipeline`], [`Feed`] and `Input`: read, judge, promote, request a reload, publish.
 //! - `driver`: [`run`]/[`run_fed`]: the waiting, including the one debounce of plain-directory edits.
 
 mod driver;

@@ -68,7 +68,7 @@ pub(crate) enum Input {
 }
 
 /// One step at a time of the loop, without the waiting: read, judge, promote, request a reload,
-/// publish. [`run`] drives it from file events; tests drive it directly. The only writer of the
+/// publish. `run` drives it from file events; tests drive it directly. The only writer of the
 /// published status: the reload worker and the API source report to it as messages.
 pub struct Pipeline {
     cfg: Config,
@@ -171,7 +171,7 @@ impl Pipeline {
     /// then [`Pipeline::process`] again, to re-judge under them.
     ///
     /// A file that existed and is now absent or unreadable keeps the settings in force for
-    /// [`ANNOTATIONS_GRACE`] ([`Pipeline::annotations_recheck_at`] says when to look again); only a
+    /// `ANNOTATIONS_GRACE` (`Pipeline::annotations_recheck_at` says when to look again); only a
     /// lasting absence changes them, and it is reported in the settings check.
     pub fn annotations_changed(&mut self) -> bool {
         let read = annotations::read(&self.cfg.annotations);
