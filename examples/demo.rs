@@ -237,8 +237,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     describe(&bin, "startup", &addr);
     println!("   the component container does not start: the native sidecar has not started\n");
 
+    println!("2. The ConfigMap is rolled back to 2.4.1");
+    kubelet.promote(&config("2.4.1"))?;
+    until("the first promotion", || probe(&bin, "startup", &addr).0);
+    describe(&bin, "startup", &addr);
+    // The component had not started: it reads the promoted dir itself, so no reload is sent.
+    println!(
+        "   the component starts and reads 2.4.1 from the promoted dir (no reload: it was not running)"
+    );
+    describe(&bin, "ready", &addr);
+    println!();
+
     let steps = [
-        ("2. The ConfigMap is rolled back to 2.4.1", "2.4.1", true),
         (
             "3. An upgrade pushes 3.0.0 before the component is upgraded",
             "3.0.0",
