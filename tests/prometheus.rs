@@ -31,16 +31,28 @@ impl Drop for Prometheus {
     }
 }
 
-/// A port nobody listens on right now, for the one child whose port must be named before it starts:
-/// the gate is told Prometheus's reload URL at start, and Prometheus starts only once the gate has
-/// promoted its config (as a native sidecar orders them), so Prometheus cannot bind port 0 first. The
-/// port is free for the few seconds until Prometheus binds it; a collision fails this test loudly
-/// (Prometheus exits on a taken port) rather than passing wrongly.
-fn port_named_before_its_server_starts() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+/// The TCP port a process listens on, read from `/proc`: its socket descriptors' inodes matched against
+/// the kernel's listening sockets. Prometheus binds port 0 and logs only the address it was given, so this
+/// is how a test learns the port without choosing one and releasing it first.
+fn listening_port(pid: u32) -> Option<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_str()?.to_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    // Columns: sl local_address rem_address st ... inode; st 0A is LISTEN.
+    table.lines().skip(1).find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (local, state, inode) = (cols.get(1)?, cols.get(3)?, cols.get(9)?);
+        if *state != "0A" || !inodes.iter().any(|i| i == inode) {
+            return None;
+        }
+        u16::from_str_radix(local.rsplit(':').next()?, 16).ok()
+    })
 }
 
 fn running_version(port: u16) -> Option<String> {
@@ -58,28 +70,20 @@ fn running_version(port: u16) -> Option<String> {
 fn prometheus_only_ever_runs_an_accepted_config() {
     let d = Dirs::new();
     configmap(&d.watch(), "2.0.0");
-    let prom_port = port_named_before_its_server_starts();
-    let g = Gate::start(
-        &d,
-        &[
-            "--accepts",
-            "^2",
-            "--require",
-            "prometheus.yml",
-            "--reload",
-            &format!("http://127.0.0.1:{prom_port}/-/reload"),
-        ],
-    );
+    // No reload target yet: the first promotion needs none (the component reads it when it starts), and
+    // Prometheus's port is known only once it has bound port 0. The target then arrives as the pod's
+    // annotation, applied live as a kubelet update of the downward-API file would be.
+    let g = Gate::start(&d, &["--accepts", "^2", "--require", "prometheus.yml"]);
     // As a native sidecar would: the component starts once a compatible config is promoted.
     g.wait_active("2.0.0");
     assert_eq!(get(g.port, "/startupz").unwrap().0, 200);
-    let _prom = Prometheus(
+    let prom = Prometheus(
         Command::new("prometheus")
             .arg(format!(
                 "--config.file={}",
                 d.promoted().join("prometheus.yml").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .arg(format!(
                 "--storage.tsdb.path={}",
                 d.root.path().join("tsdb").display()
@@ -92,6 +96,14 @@ fn prometheus_only_ever_runs_an_accepted_config() {
                 "prometheus (Debian package prometheus) must be installed: .ci/run installs it",
             ),
     );
+    let prom_port = wait_for("prometheus to listen", DEADLINE, || {
+        listening_port(prom.0.id())
+    });
+    let target = format!("http://127.0.0.1:{prom_port}/-/reload");
+    write_annotations(&d.podinfo(), &[("confgate.io/reload", &target)]);
+    g.wait_status("the reload target from the annotation", |s| {
+        s["reload"]["target"] == target.as_str()
+    });
     let deadline = Duration::from_secs(30);
     wait_for("prometheus to run 2.0.0", deadline, || {
         running_version(prom_port).filter(|v| v == "2.0.0")
