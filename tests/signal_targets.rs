@@ -72,7 +72,11 @@ fn shell_named(dir: &Path, name: &str, tag: &str) -> Proc {
     }
     let log = dir.join(format!("{tag}.log"));
     let ready = dir.join(format!("{tag}.ready"));
-    let child = Command::new(&exe)
+    // A shell cannot trap a signal ignored when it started (POSIX), and a test run under `nohup` or a CI
+    // runner may ignore HUP: `env --default-signal` restores every default before `exe` runs.
+    let child = Command::new("env")
+        .arg("--default-signal")
+        .arg(&exe)
         .arg("-c")
         .arg(
             "trap 'echo hup >> \"$1\"' HUP; trap 'echo usr1 >> \"$1\"' USR1; : > \"$2\"; \
