@@ -616,10 +616,7 @@ mod tests {
         let mut g = Gate::new(base("^2", |_| {}), false);
         step(&mut g, &cfg("2.0.0"));
         assert_eq!(step(&mut g, &cfg("3.0.0")), Action::Nothing);
-        let ann = Annotations::from([(
-            crate::settings::ANN_ACCEPTS.to_owned(),
-            ">=2, <4".to_owned(),
-        )]);
+        let ann = Annotations::from([("confgate.io/accepts".to_owned(), ">=2, <4".to_owned())]);
         assert!(g.set_annotations(Ok(ann)));
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
@@ -631,7 +628,7 @@ mod tests {
     fn bad_annotation_is_not_ready_and_named_but_keeps_settings() {
         let mut g = Gate::new(base("^2", |_| {}), false);
         step(&mut g, &cfg("2.0.0"));
-        let ann = Annotations::from([(crate::settings::ANN_ACCEPTS.to_owned(), "two".to_owned())]);
+        let ann = Annotations::from([("confgate.io/accepts".to_owned(), "two".to_owned())]);
         assert!(!g.set_annotations(Ok(ann)));
         let s = g.status(reload_view());
         assert!(!s.ready);
@@ -741,8 +738,7 @@ mod tests {
 
     #[test]
     fn narrowed_settings_drop_the_active_config_as_a_restart_would() {
-        let narrow =
-            || Annotations::from([(crate::settings::ANN_ACCEPTS.to_owned(), "^3".to_owned())]);
+        let narrow = || Annotations::from([("confgate.io/accepts".to_owned(), "^3".to_owned())]);
         let mut g = Gate::new(base("^2", |_| {}), false);
         step(&mut g, &cfg("2.0.0"));
         assert!(g.set_annotations(Ok(narrow())));
@@ -760,8 +756,7 @@ mod tests {
         // Observe to enforce: what observe let through stops being active.
         let mut g = Gate::new(base("^2", |r| r.mode = Some("observe".into())), false);
         step(&mut g, &cfg("3.0.0"));
-        let enforce =
-            Annotations::from([(crate::settings::ANN_MODE.to_owned(), "enforce".to_owned())]);
+        let enforce = Annotations::from([("confgate.io/mode".to_owned(), "enforce".to_owned())]);
         assert!(g.set_annotations(Ok(enforce)));
         assert!(g.rejudge_active(&cfg("3.0.0")));
         assert!(!g.status(reload_view()).ready);
