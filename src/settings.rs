@@ -167,6 +167,8 @@ pub enum Repeat {
         /// The long flag naming the file, without `--`.
         file_flag: &'static str,
         file_env: &'static str,
+        /// `--help`'s text for the file's flag.
+        file_help: &'static str,
     },
 }
 
@@ -393,7 +395,11 @@ gate_settings! {
         help: "A CEL expression over `data` and `binaryData` that must hold (repeatable; the env var holds one per line)",
         allowed: "one CEL expression over data and binaryData per line (lines starting with # are comments), each evaluating to true",
         default_means: "",
-        repeat: Repeat::Lines { file_flag: "rules-file", file_env: "CONFGATE_RULES_FILE" },
+        repeat: Repeat::Lines {
+            file_flag: "rules-file",
+            file_env: "CONFGATE_RULES_FILE",
+            file_help: "A file of rules, one per line (`#` starts a comment line), after those of --rule",
+        },
         judging: true,
         redact: false,
     }
@@ -459,6 +465,7 @@ pub fn readme_table() -> String {
             Repeat::Lines {
                 file_flag,
                 file_env,
+                ..
             } => format!(
                 "`--{} {value}` (repeatable), `--{file_flag} FILE` (`{file_env}`)",
                 s.flag
