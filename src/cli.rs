@@ -1,11 +1,14 @@
 //! Command line: flags with their environment fallbacks (clap applies flag > env), one struct per command.
+//!
+//! The gate settings' flags are not written here: [`JudgeArgs`] and [`ActArgs`] make them from the
+//! declarations in [`crate::settings`], so a new setting reaches every command that takes its kind.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::settings::Raw;
+use crate::settings::{Raw, Repeat, SETTINGS};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,56 +44,186 @@ pub enum Command {
     Inject(InjectArgs),
 }
 
-/// The gate settings; each can be overridden live by a pod annotation.
-#[derive(Debug, Clone, Args, Default)]
+/// Every gate setting, for `run`, `wait` and `policy`: those that decide a verdict and those that act on
+/// it, each flag made from its declaration in [`crate::settings`].
+#[derive(Debug, Clone, Default, Args)]
 pub struct GateArgs {
-    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" or ">=2.4.0 <3.0.0" [annotation
-    /// confgate.io/accepts]
-    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ", action = clap::ArgAction::Append)]
-    pub accepts: Vec<String>,
-    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [annotation
-    /// confgate.io/version-from] [default: file:version]
-    #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
-    pub version_from: Option<String>,
-    /// Keys that must be present, comma-separated [annotation confgate.io/require]
-    #[arg(long, env = "CONFGATE_REQUIRE", value_name = "K1,K2")]
-    pub require: Option<String>,
-    /// none, http(s)://URL (POST) or signal:NAME:PROCESS [annotation confgate.io/reload] [default: none]
-    #[arg(long, env = "CONFGATE_RELOAD", value_name = "SPEC")]
-    pub reload: Option<String>,
-    /// hold (stay ready, report stale) or unready [annotation confgate.io/on-incompatible] [default: hold]
-    #[arg(long, env = "CONFGATE_ON_INCOMPATIBLE", value_name = "POLICY")]
-    pub on_incompatible: Option<String>,
-    /// enforce, or observe (promote everything, only report) [annotation confgate.io/mode] [default:
-    /// enforce]
-    #[arg(long, env = "CONFGATE_MODE", value_name = "MODE")]
-    pub mode: Option<String>,
-    /// A CEL expression over `data` and `binaryData` that must hold (repeatable; the env var holds one
-    /// per line) [annotation confgate.io/rules]
-    #[arg(long = "rule", env = "CONFGATE_RULES", value_name = "CEL")]
-    pub rules: Vec<String>,
-    /// A file of rules, one per line (`#` starts a comment line), after those of --rule
-    #[arg(long, env = "CONFGATE_RULES_FILE", value_name = "FILE", value_parser = rules_file)]
-    pub rules_file: Option<RulesFile>,
-    /// Metrics confirming a reload: URL#SUCCESS or URL#SUCCESS,SUCCESS_TIME, or none [default: none]
-    #[arg(long, env = "CONFGATE_CONFIRM", value_name = "URL#METRICS")]
-    pub confirm: Option<String>,
-    /// Variant keys and the name the chosen one is promoted as, e.g. "config.v*.yaml -> config.yaml"
-    /// [annotation confgate.io/variants] [default: none]
-    #[arg(long, env = "CONFGATE_VARIANTS", value_name = "PATTERN -> NAME")]
-    pub variants: Option<String>,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+    #[command(flatten)]
+    pub act: ActArgs,
 }
 
-/// A rules file's content, read when the command line is parsed so that an unreadable file is a usage
-/// error (exit 64) like any bad flag.
-#[derive(Debug, Clone)]
-pub struct RulesFile(pub String);
+impl GateArgs {
+    /// The raw settings with the last `--accepts`; commands other than `check` refuse several.
+    pub fn raw(&self) -> Raw {
+        let mut raw = self.judge.raw();
+        for s in SETTINGS.iter().filter(|s| !s.judging) {
+            *s.given_mut(&mut raw) = s.given(&self.act.raw).cloned();
+        }
+        raw
+    }
+}
 
-/// `--rule`s and a rules file as one text in the rules-file format; `None` when there are none.
-fn rules_text(rules: &[String], file: Option<&RulesFile>) -> Option<String> {
-    (!rules.is_empty() || file.is_some()).then(|| {
-        let mut text = rules.join("\n");
-        if let Some(RulesFile(file)) = file {
+/// The gate settings that decide a verdict, which `check` takes too. `ANNOTATED`: whether the command
+/// also reads them from pod annotations, as its help then says; `check` does not.
+#[derive(Debug, Clone, Default)]
+pub struct JudgeArgs<const ANNOTATED: bool = true> {
+    /// Each `--accepts` given, in order; only `check` takes several.
+    pub ranges: Vec<String>,
+    /// With the last of `ranges`.
+    raw: Raw,
+}
+
+impl<const ANNOTATED: bool> JudgeArgs<ANNOTATED> {
+    /// The raw settings with the last `--accepts`.
+    pub fn raw(&self) -> Raw {
+        self.raw.clone()
+    }
+
+    /// The raw settings once per `--accepts` (`check`'s per-range report); one entry without a range.
+    pub fn raw_per_range(&self) -> Vec<Raw> {
+        let Some(setting) = SETTINGS.iter().find(|s| s.repeat == Repeat::PerRange) else {
+            return vec![self.raw()];
+        };
+        if self.ranges.len() <= 1 {
+            return vec![self.raw()];
+        }
+        self.ranges
+            .iter()
+            .map(|range| {
+                let mut raw = self.raw();
+                *setting.given_mut(&mut raw) = Some(range.clone());
+                raw
+            })
+            .collect()
+    }
+}
+
+/// The gate settings that act on a verdict (reload, readiness, mode); `check` has none of them.
+#[derive(Debug, Clone, Default)]
+pub struct ActArgs {
+    raw: Raw,
+}
+
+impl<const ANNOTATED: bool> Args for JudgeArgs<ANNOTATED> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        setting_args(cmd, true, ANNOTATED)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl<const ANNOTATED: bool> FromArgMatches for JudgeArgs<ANNOTATED> {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let (raw, ranges) = given(m, true);
+        Ok(JudgeArgs { ranges, raw })
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for ActArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        setting_args(cmd, false, true)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for ActArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let (raw, _) = given(m, false);
+        Ok(ActArgs { raw })
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// Adds a flag, with its environment variable, for each gate setting whose `judging` is `judging`.
+/// None has a clap default: an absent flag must stay absent, so that an annotation, then the
+/// setting's own default, applies and the start-up log can say where a value came from.
+fn setting_args(mut cmd: clap::Command, judging: bool, annotated: bool) -> clap::Command {
+    for s in SETTINGS.iter().filter(|s| s.judging == judging) {
+        let mut help = s.help.to_owned();
+        if s.repeat == Repeat::PerRange && !annotated {
+            help.push_str("; repeat it to see, per range, which variant would run");
+        }
+        if annotated {
+            help.push_str(&format!(" [annotation {}]", s.annotation));
+        }
+        if let Some(default) = s.default_text() {
+            help.push_str(&format!(" [default: {default}]"));
+        }
+        let action = match s.repeat {
+            Repeat::Once => ArgAction::Set,
+            Repeat::PerRange | Repeat::Lines { .. } => ArgAction::Append,
+        };
+        cmd = cmd.arg(
+            Arg::new(s.flag)
+                .long(s.flag)
+                .env(s.env)
+                .value_name(s.value_name)
+                .help(help)
+                .action(action)
+                .value_parser(clap::value_parser!(String)),
+        );
+        if let Repeat::Lines {
+            file_flag,
+            file_env,
+            file_help,
+        } = s.repeat
+        {
+            cmd = cmd.arg(
+                Arg::new(file_flag)
+                    .long(file_flag)
+                    .env(file_env)
+                    .value_name("FILE")
+                    .help(file_help)
+                    .value_parser(move |path: &str| read_lines_file(path, file_flag)),
+            );
+        }
+    }
+    cmd
+}
+
+/// The raw values of the gate settings whose `judging` is `judging`, and every value of the one
+/// repeated per range.
+fn given(m: &ArgMatches, judging: bool) -> (Raw, Vec<String>) {
+    let mut raw = Raw::default();
+    let mut ranges = Vec::new();
+    for s in SETTINGS.iter().filter(|s| s.judging == judging) {
+        let values: Vec<String> = m
+            .get_many::<String>(s.flag)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        *s.given_mut(&mut raw) = match s.repeat {
+            Repeat::Once => values.into_iter().last(),
+            Repeat::PerRange => {
+                ranges.clone_from(&values);
+                values.into_iter().last()
+            }
+            Repeat::Lines { file_flag, .. } => {
+                lines_text(&values, m.get_one::<String>(file_flag).map(String::as_str))
+            }
+        };
+    }
+    (raw, ranges)
+}
+
+/// Values given one per flag and a file of lines, as one text of lines; `None` when there are none.
+fn lines_text(values: &[String], file: Option<&str>) -> Option<String> {
+    (!values.is_empty() || file.is_some()).then(|| {
+        let mut text = values.join("\n");
+        if let Some(file) = file {
             text.push('\n');
             text.push_str(file);
         }
@@ -98,41 +231,11 @@ fn rules_text(rules: &[String], file: Option<&RulesFile>) -> Option<String> {
     })
 }
 
-fn rules_file(path: &str) -> Result<RulesFile, String> {
+/// Read when the command line is parsed, so that an unreadable file is a usage error (exit 64) like any
+/// bad flag.
+fn read_lines_file(path: &str, flag: &str) -> Result<String, String> {
     std::fs::read_to_string(path)
-        .map(RulesFile)
-        .map_err(|e| format!("cannot read the rules file: {e}"))
-}
-
-impl GateArgs {
-    /// The raw settings with the last `--accepts`; commands other than `check` refuse several.
-    pub fn raw(&self) -> Raw {
-        Raw {
-            accepts: self.accepts.last().cloned(),
-            version_from: self.version_from.clone(),
-            require: self.require.clone(),
-            reload: self.reload.clone(),
-            on_incompatible: self.on_incompatible.clone(),
-            mode: self.mode.clone(),
-            rules: rules_text(&self.rules, self.rules_file.as_ref()),
-            confirm: self.confirm.clone(),
-            variants: self.variants.clone(),
-        }
-    }
-
-    /// The raw settings once per `--accepts` (`check`'s per-range report); one entry without a range.
-    pub fn raw_per_range(&self) -> Vec<Raw> {
-        if self.accepts.len() <= 1 {
-            return vec![self.raw()];
-        }
-        self.accepts
-            .iter()
-            .map(|a| Raw {
-                accepts: Some(a.clone()),
-                ..self.raw()
-            })
-            .collect()
-    }
+        .map_err(|e| format!("cannot read the {}: {e}", flag.replace('-', " ")))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -209,58 +312,11 @@ pub struct WaitArgs {
     pub timeout: std::time::Duration,
 }
 
-/// The settings `check` judges by: the range, where the version is, the required keys.
-#[derive(Debug, Clone, Args, Default)]
-pub struct CheckGateArgs {
-    /// Semver range the component accepts, e.g. ">=2.4.0, <3.0.0" or ">=2.4.0 <3.0.0"; repeat it to
-    /// see, per range, which variant would run
-    #[arg(long, env = "CONFGATE_ACCEPTS", value_name = "REQ", action = clap::ArgAction::Append)]
-    pub accepts: Vec<String>,
-    /// Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer [default: file:version]
-    #[arg(long, env = "CONFGATE_VERSION_FROM", value_name = "SPEC")]
-    pub version_from: Option<String>,
-    /// Keys that must be present, comma-separated
-    #[arg(long, env = "CONFGATE_REQUIRE", value_name = "K1,K2")]
-    pub require: Option<String>,
-    /// A CEL expression over `data` and `binaryData` that must hold (repeatable)
-    #[arg(long = "rule", env = "CONFGATE_RULES", value_name = "CEL")]
-    pub rules: Vec<String>,
-    /// A file of rules, one per line (`#` starts a comment line), after those of --rule
-    #[arg(long, env = "CONFGATE_RULES_FILE", value_name = "FILE", value_parser = rules_file)]
-    pub rules_file: Option<RulesFile>,
-    /// Variant keys and the name the chosen one is promoted as, e.g. "config.v*.yaml -> config.yaml"
-    #[arg(long, env = "CONFGATE_VARIANTS", value_name = "PATTERN -> NAME")]
-    pub variants: Option<String>,
-}
-
-impl CheckGateArgs {
-    /// The raw settings once per `--accepts` (the per-range report); one entry without a range.
-    pub fn raw_per_range(&self) -> Vec<Raw> {
-        let base = Raw {
-            accepts: self.accepts.first().cloned(),
-            version_from: self.version_from.clone(),
-            require: self.require.clone(),
-            rules: rules_text(&self.rules, self.rules_file.as_ref()),
-            variants: self.variants.clone(),
-            ..Raw::default()
-        };
-        if self.accepts.len() <= 1 {
-            return vec![base];
-        }
-        self.accepts
-            .iter()
-            .map(|a| Raw {
-                accepts: Some(a.clone()),
-                ..base.clone()
-            })
-            .collect()
-    }
-}
-
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
+    /// The settings that decide a verdict; `check` reads no annotations.
     #[command(flatten)]
-    pub gate: CheckGateArgs,
+    pub gate: JudgeArgs<false>,
     /// Judge only the ConfigMaps with this name (repeatable); directories are always judged
     #[arg(long = "name", value_name = "NAME")]
     pub names: Vec<String>,

@@ -36,11 +36,11 @@ fn main() -> ExitCode {
         _ => None,
     };
     if let Some(g) = single
-        && g.accepts.len() > 1
+        && g.judge.ranges.len() > 1
     {
         eprintln!(
             "confgate: --accepts is given {} times; only check takes several ranges",
-            g.accepts.len()
+            g.judge.ranges.len()
         );
         return ExitCode::from(EXIT_USAGE);
     }

@@ -325,7 +325,7 @@ mod tests {
 /// Rules as a gate setting, through the settings parser every source uses.
 #[cfg(test)]
 mod setting_tests {
-    use crate::settings::{ANN_RULES, Raw, Settings};
+    use crate::settings::{Raw, Settings};
 
     fn from_raw(rules: &str) -> Result<Settings, crate::settings::Error> {
         Settings::from_raw(&Raw {
@@ -339,7 +339,7 @@ mod setting_tests {
     fn a_bad_rules_annotation_keeps_the_rules_in_force() {
         let base = from_raw("# guard\n'a' in data\n").unwrap();
         assert_eq!(base.rules.texts(), ["'a' in data"]);
-        let ann = [(ANN_RULES.to_owned(), "true\ndata.(".to_owned())].into();
+        let ann = [("confgate.io/rules".to_owned(), "true\ndata.(".to_owned())].into();
         let r = Settings::with_annotations(&base, &base, &ann);
         assert_eq!(r.settings.rules, base.rules);
         assert!(
@@ -357,7 +357,7 @@ mod setting_tests {
         let err = from_raw("true").unwrap_err().to_string();
         assert!(err.contains("`policy` cargo feature"), "{err}");
         assert!(from_raw("# nothing but a comment\n").is_ok());
-        let ann = [(ANN_RULES.to_owned(), "true".to_owned())].into();
+        let ann = [("confgate.io/rules".to_owned(), "true".to_owned())].into();
         let r = Settings::with_annotations(&Settings::default(), &Settings::default(), &ann);
         assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
     }

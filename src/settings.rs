@@ -3,6 +3,10 @@
 //! One parser serves every source: flags and environment arrive merged by clap as [`Raw`] strings, pod
 //! annotations as an [`Annotations`] map. A bad flag or environment value is fatal at start-up (exit 64);
 //! a bad annotation is reported and the value in force before it stays (a crash loop would hide the message).
+//!
+//! Each setting is declared once, in the `gate_settings!` list below: its typed field, default, parser
+//! and the names users give it. Everything else that lists settings (the command line, the known
+//! annotations, the start-up log, the README's table) reads [`SETTINGS`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,30 +16,9 @@ use semver::VersionReq;
 use crate::annotations::Annotations;
 use crate::configmap::is_valid_key;
 
-pub const ANN_ACCEPTS: &str = "confgate.io/accepts";
-pub const ANN_VERSION_FROM: &str = "confgate.io/version-from";
-pub const ANN_REQUIRE: &str = "confgate.io/require";
-pub const ANN_RELOAD: &str = "confgate.io/reload";
-pub const ANN_ON_INCOMPATIBLE: &str = "confgate.io/on-incompatible";
-pub const ANN_MODE: &str = "confgate.io/mode";
-pub const ANN_RULES: &str = "confgate.io/rules";
-pub const ANN_CONFIRM: &str = "confgate.io/confirm";
-pub const ANN_VARIANTS: &str = "confgate.io/variants";
-/// Reserved for the API source; recognised so that it is not reported as unknown.
+/// Read by the API source at start; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
-const KNOWN_ANNOTATIONS: [&str; 10] = [
-    ANN_ACCEPTS,
-    ANN_VERSION_FROM,
-    ANN_REQUIRE,
-    ANN_RELOAD,
-    ANN_ON_INCOMPATIBLE,
-    ANN_MODE,
-    ANN_RULES,
-    ANN_VARIANTS,
-    ANN_SOURCE,
-    ANN_CONFIRM,
-];
 
 /// A setting's value that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -170,36 +153,339 @@ pub enum Mode {
     Observe,
 }
 
-/// The gate settings in force.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub accepts: Option<Accepts>,
-    pub version_from: VersionFrom,
-    pub require: Vec<String>,
-    pub reload: Reload,
-    pub on_incompatible: OnIncompatible,
-    pub mode: Mode,
-    /// Content rules (CEL) a config must satisfy to be accepted.
-    pub rules: crate::rules::RuleSet,
-    /// The component's metrics that confirm a reload; `None`: the reload's own answer decides.
-    pub confirm: Option<crate::confirm::Confirm>,
-    /// Variant keys and the name the chosen one is promoted as; `None` promotes the ConfigMap as it is.
-    pub variants: Option<Variants>,
+// === the gate settings, one declaration each ===
+
+/// How often a setting's flag may be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// Once.
+    Once,
+    /// Once for `run` and `wait`; `check` judges by each value given in turn.
+    PerRange,
+    /// Any number of times, each value a line of one text; a file of such lines may follow them.
+    Lines {
+        /// The long flag naming the file, without `--`.
+        file_flag: &'static str,
+        file_env: &'static str,
+        /// `--help`'s text for the file's flag.
+        file_help: &'static str,
+    },
 }
 
-/// Flag or environment values before parsing (clap has already applied flag > env).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Raw {
-    pub accepts: Option<String>,
-    pub version_from: Option<String>,
-    pub require: Option<String>,
-    pub reload: Option<String>,
-    pub on_incompatible: Option<String>,
-    pub mode: Option<String>,
-    /// Rules in the rules-file format: one CEL expression per line, `#` comment lines.
-    pub rules: Option<String>,
-    pub confirm: Option<String>,
-    pub variants: Option<String>,
+/// One gate setting as users name it, and how its text becomes a typed value in [`Settings`].
+///
+/// [`SETTINGS`] lists them; the parser, the command line, the known annotations, the start-up log and
+/// the README's table all read that list, so a setting is declared once, in `gate_settings!` below.
+#[derive(Debug)]
+pub struct Setting {
+    /// What the README's table calls it.
+    pub title: &'static str,
+    /// The long flag, without `--`; also the setting's name in logs.
+    pub flag: &'static str,
+    pub value_name: &'static str,
+    pub env: &'static str,
+    pub annotation: &'static str,
+    /// `--help`'s text; the annotation and the default are added to it.
+    pub help: &'static str,
+    /// Said after a bad value.
+    pub allowed: &'static str,
+    /// What the default means, after it in the README's table; empty when it says enough.
+    pub default_means: &'static str,
+    pub repeat: Repeat,
+    /// Whether it takes part in the verdict, so that `check` takes it too.
+    pub judging: bool,
+    /// Whether a bad value may carry credentials, so it is repeated only through [`redact`].
+    pub redact: bool,
+    set: fn(&mut Settings, &str) -> Result<(), String>,
+    keep: fn(&mut Settings, &Settings),
+    show: fn(&Settings) -> String,
+    raw_mut: fn(&mut Raw) -> &mut Option<String>,
+    raw_ref: fn(&Raw) -> Option<&String>,
+}
+
+impl Setting {
+    /// Its value in `s`, as text for logs and the start-up line.
+    pub fn show(&self, s: &Settings) -> String {
+        (self.show)(s)
+    }
+
+    /// Its default as a value one could give, for `--help` and the README; `None` when the default is
+    /// the absence of a value (no range, no rules), which no text gives.
+    pub fn default_text(&self) -> Option<String> {
+        let text = self.show(&Settings::default());
+        let mut parsed = Settings::default();
+        let reads_back = (self.set)(&mut parsed, &text).is_ok() && parsed == Settings::default();
+        (reads_back && !text.is_empty()).then_some(text)
+    }
+
+    /// Its raw value, as clap gave it.
+    pub fn given<'r>(&self, raw: &'r Raw) -> Option<&'r String> {
+        (self.raw_ref)(raw)
+    }
+
+    /// Its raw value, to fill in.
+    pub fn given_mut<'r>(&self, raw: &'r mut Raw) -> &'r mut Option<String> {
+        (self.raw_mut)(raw)
+    }
+}
+
+/// Makes, from one entry per setting (its `Settings` field with type and default, `parse` from text,
+/// `show` back to text, and the [`Setting`] fields that name it), the [`Settings`] and [`Raw`] structs,
+/// `Settings::default` and [`SETTINGS`].
+macro_rules! gate_settings {
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident: $ty:ty = $default:expr, {
+            parse: $parse:expr,
+            show: $show:expr,
+            $($name:ident: $value:expr,)*
+        }
+    )*) => {
+        /// The gate settings in force.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Settings {
+            $($(#[doc = $doc])* pub $field: $ty,)*
+        }
+
+        impl Default for Settings {
+            fn default() -> Self {
+                Settings { $($field: $default,)* }
+            }
+        }
+
+        /// Flag or environment values before parsing (clap has already applied flag > env).
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct Raw {
+            $(pub $field: Option<String>,)*
+        }
+
+        /// Every gate setting, in the order of the README's table and the start-up log.
+        pub static SETTINGS: &[Setting] = &[$(
+            Setting {
+                $($name: $value,)*
+                set: |s, v| {
+                    let parse: fn(&str) -> Result<$ty, String> = $parse;
+                    s.$field = parse(v)?;
+                    Ok(())
+                },
+                keep: |s, from| s.$field.clone_from(&from.$field),
+                show: |s| {
+                    let show: fn(&$ty) -> String = $show;
+                    show(&s.$field)
+                },
+                raw_mut: |r| &mut r.$field,
+                raw_ref: |r| r.$field.as_ref(),
+            },
+        )*];
+    };
+}
+
+gate_settings! {
+    /// The semver range the component accepts; `None`: nothing is, so confgate is never ready.
+    accepts: Option<Accepts> = None, {
+        parse: |v| parse_accepts(v).map(Some),
+        show: |a| a.as_ref().map_or("none", |a| a.text.as_str()).to_owned(),
+        title: "accepted range",
+        flag: "accepts",
+        value_name: "REQ",
+        env: "CONFGATE_ACCEPTS",
+        annotation: "confgate.io/accepts",
+        help: "Semver range the component accepts, e.g. \">=2.4.0, <3.0.0\" or \">=2.4.0 <3.0.0\"",
+        allowed: "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"",
+        default_means: "not ready",
+        repeat: Repeat::PerRange,
+        judging: true,
+        redact: false,
+    }
+
+    /// Where the schema version lives in the config.
+    version_from: VersionFrom = VersionFrom::File { key: "version".into() }, {
+        parse: |v| v.parse(),
+        show: |v| v.to_string(),
+        title: "where the version is",
+        flag: "version-from",
+        value_name: "SPEC",
+        env: "CONFGATE_VERSION_FROM",
+        annotation: "confgate.io/version-from",
+        help: "Where the version is: file:KEY, json:KEY#/pointer, yaml:KEY#/pointer",
+        allowed: "file:KEY, json:KEY#/json/pointer or yaml:KEY#/json/pointer (KEY a ConfigMap key)",
+        default_means: "",
+        repeat: Repeat::Once,
+        judging: true,
+        redact: false,
+    }
+
+    /// Keys that must be present, each once, in the order given.
+    require: Vec<String> = Vec::new(), {
+        parse: parse_require,
+        show: |keys| keys.join(","),
+        title: "required keys",
+        flag: "require",
+        value_name: "K1,K2",
+        env: "CONFGATE_REQUIRE",
+        annotation: "confgate.io/require",
+        help: "Keys that must be present, comma-separated",
+        allowed: "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)",
+        default_means: "",
+        repeat: Repeat::Once,
+        judging: true,
+        redact: false,
+    }
+
+    /// How the component is told to reload.
+    reload: Reload = Reload::None, {
+        parse: |v| v.parse(),
+        show: |r| r.to_string(),
+        title: "reload target",
+        flag: "reload",
+        value_name: "SPEC",
+        env: "CONFGATE_RELOAD",
+        annotation: "confgate.io/reload",
+        help: "none, http(s)://URL (POST) or signal:NAME:PROCESS",
+        allowed: "none, http://..., https://... or signal:NAME:PROCESS (e.g. signal:HUP:prometheus)",
+        default_means: "",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: true,
+    }
+
+    /// What a rejected or missing newer config does to readiness.
+    on_incompatible: OnIncompatible = OnIncompatible::Hold, {
+        parse: |v| v.parse(),
+        show: |p| p.as_str().to_owned(),
+        title: "on incompatible",
+        flag: "on-incompatible",
+        value_name: "POLICY",
+        env: "CONFGATE_ON_INCOMPATIBLE",
+        annotation: "confgate.io/on-incompatible",
+        help: "hold (stay ready, report stale) or unready",
+        allowed: "hold or unready",
+        default_means: "",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// Whether verdicts are enforced or only reported.
+    mode: Mode = Mode::Enforce, {
+        parse: |v| v.parse(),
+        show: |m| m.as_str().to_owned(),
+        title: "mode",
+        flag: "mode",
+        value_name: "MODE",
+        env: "CONFGATE_MODE",
+        annotation: "confgate.io/mode",
+        help: "enforce, or observe (promote everything, only report)",
+        allowed: "enforce or observe",
+        default_means: "",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// Content rules (CEL) a config must satisfy to be accepted.
+    rules: crate::rules::RuleSet = crate::rules::RuleSet::default(), {
+        parse: crate::rules::RuleSet::parse,
+        show: |r| if r.texts().is_empty() { "none".to_owned() } else { r.texts().join(" ; ") },
+        title: "content rules",
+        flag: "rule",
+        value_name: "CEL",
+        env: "CONFGATE_RULES",
+        annotation: "confgate.io/rules",
+        help: "A CEL expression over `data` and `binaryData` that must hold (repeatable; the env var holds one per line)",
+        allowed: "one CEL expression over data and binaryData per line (lines starting with # are comments), each evaluating to true",
+        default_means: "",
+        repeat: Repeat::Lines {
+            file_flag: "rules-file",
+            file_env: "CONFGATE_RULES_FILE",
+            file_help: "A file of rules, one per line (`#` starts a comment line), after those of --rule",
+        },
+        judging: true,
+        redact: false,
+    }
+
+    /// The component's metrics that confirm a reload; `None`: the reload's own answer decides.
+    confirm: Option<crate::confirm::Confirm> = None, {
+        parse: |v| match v.trim() {
+            "none" | "" => Ok(None),
+            c => c.parse().map(Some),
+        },
+        show: |c| c.as_ref().map_or_else(|| "none".to_owned(), ToString::to_string),
+        title: "reload confirmation",
+        flag: "confirm",
+        value_name: "URL#METRICS",
+        env: "CONFGATE_CONFIRM",
+        annotation: "confgate.io/confirm",
+        help: "Metrics confirming a reload: URL#SUCCESS or URL#SUCCESS,SUCCESS_TIME, or none",
+        allowed: "none or URL#SUCCESS_METRIC[,SUCCESS_TIME_METRIC] (e.g. http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds)",
+        default_means: "the reload's own answer decides ([applied and rolled back](#applied-rejected-and-rolled-back))",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// Variant keys and the name the chosen one is promoted as; `None` promotes the ConfigMap as it is.
+    variants: Option<Variants> = None, {
+        parse: parse_variants,
+        show: |v| v.as_ref().map_or_else(|| "none".to_owned(), ToString::to_string),
+        title: "variants",
+        flag: "variants",
+        value_name: "PATTERN -> NAME",
+        env: "CONFGATE_VARIANTS",
+        annotation: "confgate.io/variants",
+        help: "Variant keys and the name the chosen one is promoted as, e.g. \"config.v*.yaml -> config.yaml\"",
+        allowed: "none, or PATTERN -> NAME with one '*' in PATTERN and NAME not matching it (e.g. \"config.v*.yaml -> config.yaml\")",
+        default_means: "the ConfigMap is promoted as it is ([variants](#several-schema-versions-in-one-configmap))",
+        repeat: Repeat::Once,
+        judging: true,
+        redact: false,
+    }
+}
+
+/// The `confgate.io/` annotations confgate reads: one per gate setting, and the API source's.
+pub fn known_annotations() -> impl Iterator<Item = &'static str> {
+    SETTINGS
+        .iter()
+        .map(|s| s.annotation)
+        .chain(std::iter::once(ANN_SOURCE))
+}
+
+/// The README's table of gate settings, made from [`SETTINGS`]; `tests/readme.rs` keeps the README's
+/// copy equal to it.
+pub fn readme_table() -> String {
+    let mut out =
+        String::from("| setting | flag | env | annotation | default |\n|---|---|---|---|---|\n");
+    for s in SETTINGS {
+        let value = if s.value_name.contains(' ') {
+            format!("\"{}\"", s.value_name)
+        } else {
+            s.value_name.to_owned()
+        };
+        let flag = match s.repeat {
+            Repeat::Lines {
+                file_flag,
+                file_env,
+                ..
+            } => format!(
+                "`--{} {value}` (repeatable), `--{file_flag} FILE` (`{file_env}`)",
+                s.flag
+            ),
+            Repeat::Once | Repeat::PerRange => format!("`--{} {value}`", s.flag),
+        };
+        let default = s
+            .default_text()
+            .map_or_else(|| "none".to_owned(), |d| format!("`{d}`"));
+        let default = if s.default_means.is_empty() {
+            default
+        } else {
+            format!("{default}: {}", s.default_means)
+        };
+        out.push_str(&format!(
+            "| {} | {flag} | `{}` | `{}` | {default} |\n",
+            s.title, s.env, s.annotation
+        ));
+    }
+    out
 }
 
 /// Settings resolved from annotations, with the problems found on the way.
@@ -211,18 +497,6 @@ pub struct Resolved {
 }
 
 // === parsing, shared by every source ===
-
-const ALLOWED_ACCEPTS: &str = "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"";
-const ALLOWED_VERSION_FROM: &str =
-    "file:KEY, json:KEY#/json/pointer or yaml:KEY#/json/pointer (KEY a ConfigMap key)";
-const ALLOWED_RELOAD: &str =
-    "none, http://..., https://... or signal:NAME:PROCESS (e.g. signal:HUP:prometheus)";
-const ALLOWED_ON_INCOMPATIBLE: &str = "hold or unready";
-const ALLOWED_MODE: &str = "enforce or observe";
-const ALLOWED_RULES: &str = "one CEL expression over data and binaryData per line (lines starting with # are comments), each evaluating to true";
-const ALLOWED_CONFIRM: &str = "none or URL#SUCCESS_METRIC[,SUCCESS_TIME_METRIC] (e.g. http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds)";
-const ALLOWED_VARIANTS: &str = "none, or PATTERN -> NAME with one '*' in PATTERN and NAME not matching it (e.g. \"config.v*.yaml -> config.yaml\")";
-const ALLOWED_REQUIRE: &str = "a comma-separated list of ConfigMap keys ([-._a-zA-Z0-9]+)";
 
 fn parse_accepts(s: &str) -> Result<Accepts, String> {
     let text = s.trim();
@@ -513,152 +787,29 @@ fn parse_require(s: &str) -> Result<Vec<String>, String> {
     Ok(keys)
 }
 
-/// Which setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Key {
-    Accepts,
-    VersionFrom,
-    Require,
-    Reload,
-    OnIncompatible,
-    Mode,
-    Rules,
-    Confirm,
-    Variants,
-}
-
-/// One setting: how to name it to a user and what it allows.
-struct Field {
-    key: Key,
-    flag: &'static str,
-    env: &'static str,
-    annotation: &'static str,
-    allowed: &'static str,
-}
-
-const FIELDS: [Field; 9] = [
-    Field {
-        key: Key::Accepts,
-        flag: "--accepts",
-        env: "CONFGATE_ACCEPTS",
-        annotation: ANN_ACCEPTS,
-        allowed: ALLOWED_ACCEPTS,
-    },
-    Field {
-        key: Key::VersionFrom,
-        flag: "--version-from",
-        env: "CONFGATE_VERSION_FROM",
-        annotation: ANN_VERSION_FROM,
-        allowed: ALLOWED_VERSION_FROM,
-    },
-    Field {
-        key: Key::Require,
-        flag: "--require",
-        env: "CONFGATE_REQUIRE",
-        annotation: ANN_REQUIRE,
-        allowed: ALLOWED_REQUIRE,
-    },
-    Field {
-        key: Key::Reload,
-        flag: "--reload",
-        env: "CONFGATE_RELOAD",
-        annotation: ANN_RELOAD,
-        allowed: ALLOWED_RELOAD,
-    },
-    Field {
-        key: Key::OnIncompatible,
-        flag: "--on-incompatible",
-        env: "CONFGATE_ON_INCOMPATIBLE",
-        annotation: ANN_ON_INCOMPATIBLE,
-        allowed: ALLOWED_ON_INCOMPATIBLE,
-    },
-    Field {
-        key: Key::Mode,
-        flag: "--mode",
-        env: "CONFGATE_MODE",
-        annotation: ANN_MODE,
-        allowed: ALLOWED_MODE,
-    },
-    Field {
-        key: Key::Rules,
-        flag: "--rule",
-        env: "CONFGATE_RULES",
-        annotation: ANN_RULES,
-        allowed: ALLOWED_RULES,
-    },
-    Field {
-        key: Key::Confirm,
-        flag: "--confirm",
-        env: "CONFGATE_CONFIRM",
-        annotation: ANN_CONFIRM,
-        allowed: ALLOWED_CONFIRM,
-    },
-    Field {
-        key: Key::Variants,
-        flag: "--variants",
-        env: "CONFGATE_VARIANTS",
-        annotation: ANN_VARIANTS,
-        allowed: ALLOWED_VARIANTS,
-    },
-];
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            accepts: None,
-            version_from: VersionFrom::File {
-                key: "version".into(),
-            },
-            require: Vec::new(),
-            reload: Reload::None,
-            on_incompatible: OnIncompatible::Hold,
-            mode: Mode::Enforce,
-            rules: crate::rules::RuleSet::default(),
-            confirm: None,
-            variants: None,
-        }
-    }
-}
-
-impl Raw {
-    fn get(&self, key: Key) -> Option<&String> {
-        match key {
-            Key::Accepts => self.accepts.as_ref(),
-            Key::VersionFrom => self.version_from.as_ref(),
-            Key::Require => self.require.as_ref(),
-            Key::Reload => self.reload.as_ref(),
-            Key::OnIncompatible => self.on_incompatible.as_ref(),
-            Key::Mode => self.mode.as_ref(),
-            Key::Rules => self.rules.as_ref(),
-            Key::Confirm => self.confirm.as_ref(),
-            Key::Variants => self.variants.as_ref(),
-        }
-    }
-}
-
 /// Applies every setting `get` has a value for onto `base`, collecting all errors with their setting.
 fn overlay(
     base: &Settings,
-    get: impl Fn(&Field) -> Option<(String, String)>,
-) -> (Settings, Vec<(Key, Invalid)>) {
+    get: impl Fn(&Setting) -> Option<(String, String)>,
+) -> (Settings, Vec<(&'static Setting, Invalid)>) {
     let mut s = base.clone();
     let mut errors = Vec::new();
-    for f in &FIELDS {
-        let Some((setting, value)) = get(f) else {
+    for setting in SETTINGS {
+        let Some((from, value)) = get(setting) else {
             continue;
         };
-        if let Err(problem) = s.set(f.key, &value) {
+        if let Err(problem) = (setting.set)(&mut s, &value) {
             errors.push((
-                f.key,
+                setting,
                 Invalid {
-                    setting,
-                    value: if f.key == Key::Reload {
+                    setting: from,
+                    value: if setting.redact {
                         redact(&value)
                     } else {
                         value
                     },
                     problem,
-                    allowed: f.allowed,
+                    allowed: setting.allowed,
                 },
             ));
         }
@@ -667,45 +818,12 @@ fn overlay(
 }
 
 impl Settings {
-    fn set(&mut self, key: Key, v: &str) -> Result<(), String> {
-        match key {
-            Key::Accepts => self.accepts = Some(parse_accepts(v)?),
-            Key::VersionFrom => self.version_from = v.parse()?,
-            Key::Require => self.require = parse_require(v)?,
-            Key::Reload => self.reload = v.parse()?,
-            Key::OnIncompatible => self.on_incompatible = v.parse()?,
-            Key::Mode => self.mode = v.parse()?,
-            Key::Rules => self.rules = crate::rules::RuleSet::parse(v)?,
-            Key::Confirm => {
-                self.confirm = match v.trim() {
-                    "none" | "" => None,
-                    c => Some(c.parse()?),
-                }
-            }
-            Key::Variants => self.variants = parse_variants(v)?,
-        }
-        Ok(())
-    }
-
-    fn copy_from(&mut self, key: Key, other: &Settings) {
-        match key {
-            Key::Accepts => self.accepts.clone_from(&other.accepts),
-            Key::VersionFrom => self.version_from.clone_from(&other.version_from),
-            Key::Require => self.require.clone_from(&other.require),
-            Key::Reload => self.reload.clone_from(&other.reload),
-            Key::OnIncompatible => self.on_incompatible = other.on_incompatible,
-            Key::Mode => self.mode = other.mode,
-            Key::Rules => self.rules.clone_from(&other.rules),
-            Key::Confirm => self.confirm.clone_from(&other.confirm),
-            Key::Variants => self.variants.clone_from(&other.variants),
-        }
-    }
-
     /// Settings from flags and environment over the defaults; every bad value is reported.
     pub fn from_raw(raw: &Raw) -> Result<Settings, Error> {
-        let (s, errors) = overlay(&Settings::default(), |f| {
-            raw.get(f.key)
-                .map(|v| (format!("{} ({})", f.flag, f.env), v.clone()))
+        let (s, errors) = overlay(&Settings::default(), |setting| {
+            setting
+                .given(raw)
+                .map(|v| (format!("--{} ({})", setting.flag, setting.env), v.clone()))
         });
         if errors.is_empty() {
             Ok(s)
@@ -717,19 +835,19 @@ impl Settings {
     /// Applies pod annotations over `base` (flags, env, defaults). A bad annotation keeps the value that
     /// `in_force` had for that setting, so a typo never loosens what was being enforced.
     pub fn with_annotations(base: &Settings, in_force: &Settings, ann: &Annotations) -> Resolved {
-        let (mut s, errors) = overlay(base, |f| {
-            ann.get(f.annotation)
-                .map(|v| (f.annotation.to_owned(), v.clone()))
+        let (mut s, errors) = overlay(base, |setting| {
+            ann.get(setting.annotation)
+                .map(|v| (setting.annotation.to_owned(), v.clone()))
         });
-        for (key, _) in &errors {
-            s.copy_from(*key, in_force);
+        for (setting, _) in &errors {
+            (setting.keep)(&mut s, in_force);
         }
         let mut problems: Vec<String> = errors.iter().map(|(_, e)| e.to_string()).collect();
         for key in ann.keys() {
-            if key.starts_with(ANN_PREFIX) && !KNOWN_ANNOTATIONS.contains(&key.as_str()) {
+            if key.starts_with(ANN_PREFIX) && !known_annotations().any(|k| k == key) {
                 problems.push(format!(
                     "unknown annotation {key}; known: {}",
-                    KNOWN_ANNOTATIONS.join(", ")
+                    known_annotations().collect::<Vec<_>>().join(", ")
                 ));
             }
         }
@@ -739,33 +857,12 @@ impl Settings {
         }
     }
 
-    /// Each gate setting as (name, annotation, value as text), in the order of the settings table.
+    /// Each gate setting as (name, annotation, value as text), in [`SETTINGS`]' order.
     pub fn describe(&self) -> Vec<(&'static str, &'static str, String)> {
-        FIELDS
+        SETTINGS
             .iter()
-            .map(|f| (&f.flag[2..], f.annotation, self.text(f.key)))
+            .map(|s| (s.flag, s.annotation, s.show(self)))
             .collect()
-    }
-
-    fn text(&self, key: Key) -> String {
-        match key {
-            Key::Accepts => self.accepts_text().unwrap_or("none").to_owned(),
-            Key::VersionFrom => self.version_from.to_string(),
-            Key::Require => self.require.join(","),
-            Key::Reload => self.reload.to_string(),
-            Key::OnIncompatible => self.on_incompatible.as_str().to_owned(),
-            Key::Mode => self.mode.as_str().to_owned(),
-            Key::Rules if self.rules.texts().is_empty() => "none".to_owned(),
-            Key::Rules => self.rules.texts().join(" ; "),
-            Key::Confirm => self
-                .confirm
-                .as_ref()
-                .map_or_else(|| "none".to_owned(), ToString::to_string),
-            Key::Variants => self
-                .variants
-                .as_ref()
-                .map_or_else(|| "none".to_owned(), ToString::to_string),
-        }
     }
 
     /// Where each gate setting in force came from, in [`Settings::describe`]'s order: the annotation
@@ -776,18 +873,18 @@ impl Settings {
         ann: &Annotations,
         env: impl Fn(&str) -> Option<String>,
     ) -> Vec<String> {
-        FIELDS
+        SETTINGS
             .iter()
-            .map(|f| {
+            .map(|s| {
                 if ann
-                    .get(f.annotation)
-                    .is_some_and(|v| Settings::default().set(f.key, v).is_ok())
+                    .get(s.annotation)
+                    .is_some_and(|v| (s.set)(&mut Settings::default(), v).is_ok())
                 {
-                    return format!("annotation {}", f.annotation);
+                    return format!("annotation {}", s.annotation);
                 }
-                match raw.get(f.key) {
-                    Some(v) if env(f.env).as_ref() == Some(v) => format!("env {}", f.env),
-                    Some(_) => format!("flag {}", f.flag),
+                match s.given(raw) {
+                    Some(v) if env(s.env).as_ref() == Some(v) => format!("env {}", s.env),
+                    Some(_) => format!("flag --{}", s.flag),
                     None => "default".to_owned(),
                 }
             })
@@ -928,7 +1025,7 @@ mod tests {
             ..Raw::default()
         })
         .unwrap();
-        let r = Settings::with_annotations(&base, &base, &ann(&[(ANN_ACCEPTS, "^2")]));
+        let r = Settings::with_annotations(&base, &base, &ann(&[("confgate.io/accepts", "^2")]));
         assert!(r.problems.is_empty());
         assert_eq!(r.settings.accepts_text(), Some("^2"));
         let r2 = Settings::with_annotations(&base, &r.settings, &ann(&[]));
@@ -941,13 +1038,19 @@ mod tests {
         let good = Settings::with_annotations(
             &base,
             &base,
-            &ann(&[(ANN_ACCEPTS, "^2"), (ANN_MODE, "enforce")]),
+            &ann(&[
+                ("confgate.io/accepts", "^2"),
+                ("confgate.io/mode", "enforce"),
+            ]),
         )
         .settings;
         let r = Settings::with_annotations(
             &base,
             &good,
-            &ann(&[(ANN_ACCEPTS, "two please"), (ANN_MODE, "observe")]),
+            &ann(&[
+                ("confgate.io/accepts", "two please"),
+                ("confgate.io/mode", "observe"),
+            ]),
         );
         assert_eq!(r.settings.accepts_text(), Some("^2"));
         assert_eq!(r.settings.mode, Mode::Observe);
@@ -971,40 +1074,48 @@ mod tests {
         assert!(r.problems[0].contains("unknown annotation confgate.io/accept"));
     }
 
-    /// The README's settings table and the command line say what [`FIELDS`] declares, so neither can
-    /// drift from the parser: each gate setting's row names its flag, env var and annotation.
+    /// Names users type are unique, and defaults that are values are shown as such.
     #[test]
-    fn readme_table_and_cli_match_the_declarations() {
-        let readme = include_str!("../README.md");
+    fn declarations_are_consistent() {
+        for name in [
+            |s: &Setting| s.flag,
+            |s: &Setting| s.env,
+            |s: &Setting| s.annotation,
+        ] {
+            let mut seen: Vec<&str> = SETTINGS.iter().map(name).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen.len(), SETTINGS.len());
+        }
+        assert!(known_annotations().all(|a| a.starts_with(ANN_PREFIX)));
+        let per_range = SETTINGS.iter().filter(|s| s.repeat == Repeat::PerRange);
+        assert!(
+            per_range.count() <= 1,
+            "check judges by one setting's values"
+        );
+        let default = |flag: &str| {
+            let s = SETTINGS.iter().find(|s| s.flag == flag).unwrap();
+            s.default_text()
+        };
+        assert_eq!(default("version-from").as_deref(), Some("file:version"));
+        assert_eq!(default("confirm").as_deref(), Some("none"));
+        assert_eq!(default("accepts"), None, "no range is not a range");
+        assert_eq!(default("rule"), None, "no rules is not a rule");
+        assert_eq!(default("require"), None);
+    }
+
+    /// `run` takes every gate setting as its flag, with its environment variable.
+    #[test]
+    fn the_command_line_has_every_setting() {
         let cmd = <crate::cli::Cli as clap::CommandFactory>::command();
         let run = cmd.find_subcommand("run").expect("run");
-        for f in &FIELDS {
-            let row = readme
-                .lines()
-                .find(|l| l.starts_with('|') && l.contains(&format!("`{} ", f.flag)))
-                .unwrap_or_else(|| panic!("no README row for {}", f.flag));
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-            assert!(cells[3] == format!("`{}`", f.env), "{row}");
-            assert!(
-                cells[4].starts_with(&format!("`{}`", f.annotation)),
-                "{row}"
-            );
+        for s in SETTINGS {
             let arg = run
                 .get_arguments()
-                .find(|a| a.get_long() == f.flag.strip_prefix("--"))
-                .unwrap_or_else(|| panic!("no flag {}", f.flag));
-            assert_eq!(
-                arg.get_env().and_then(|e| e.to_str()),
-                Some(f.env),
-                "{}",
-                f.flag
-            );
+                .find(|a| a.get_long() == Some(s.flag))
+                .unwrap_or_else(|| panic!("no flag --{}", s.flag));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.env));
         }
-        assert_eq!(
-            KNOWN_ANNOTATIONS.len(),
-            FIELDS.len() + 1,
-            "every annotation but confgate.io/source is a gate setting"
-        );
     }
 
     #[test]

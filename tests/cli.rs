@@ -22,28 +22,34 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn help_marks_annotation_settings_and_check_lists_only_its_own() {
-    let help = text(&run(&["run", "--help"]).stdout);
-    for ann in [
-        "accepts",
-        "version-from",
-        "require",
-        "reload",
-        "on-incompatible",
-        "mode",
-        "source",
-    ] {
-        assert!(
-            help.contains(&format!("[annotation confgate.io/{ann}]")),
-            "{ann} not marked:\n{help}"
-        );
+    for cmd in ["run", "wait"] {
+        let help = text(&run(&[cmd, "--help"]).stdout);
+        for ann in confgate::settings::known_annotations() {
+            assert!(
+                help.contains(&format!("[annotation {ann}]")),
+                "{ann} not marked in {cmd}:\n{help}"
+            );
+        }
     }
     let check = text(&run(&["check", "--help"]).stdout);
-    for used in ["--accepts", "--version-from", "--require", "--name"] {
+    for used in [
+        "--accepts",
+        "--version-from",
+        "--require",
+        "--rule ",
+        "--rules-file",
+        "--variants",
+        "--name",
+    ] {
         assert!(check.contains(used), "{used} missing:\n{check}");
     }
-    for unused in ["--reload", "--on-incompatible", "--mode"] {
+    for unused in ["--reload", "--on-incompatible", "--mode", "--confirm"] {
         assert!(!check.contains(unused), "{unused} listed:\n{check}");
     }
+    assert!(
+        !check.contains("[annotation"),
+        "check reads no annotations:\n{check}"
+    );
     let probe = text(&run(&["probe", "--help"]).stdout);
     assert!(
         probe.contains("--timeout")

@@ -482,6 +482,22 @@ mod tests {
         Settings::from_raw(&raw).unwrap()
     }
 
+    /// A gate over a promoted dir with `accepts` from a flag and every other setting by default.
+    fn gate(accepts: &str) -> Gate {
+        Gate::new(base(accepts, |_| {}), false)
+    }
+
+    /// [`gate`] with `version` already promoted.
+    fn running(accepts: &str, version: &str) -> Gate {
+        let mut g = gate(accepts);
+        step(&mut g, &cfg(version));
+        g
+    }
+
+    fn ann(key: &str, value: &str) -> Annotations {
+        Annotations::from([(key.to_owned(), value.to_owned())])
+    }
+
     fn cfg(version: &str) -> Observed {
         Observed::Config(Snapshot::new(BTreeMap::from([(
             "version".to_owned(),
@@ -545,7 +561,7 @@ mod tests {
 
     #[test]
     fn not_ready_before_any_accepted_config_whatever_the_policy() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
+        let mut g = gate("^2");
         step(&mut g, &cfg("3.0.0"));
         let s = g.status(reload_view());
         assert!(!s.ready && !s.started && !s.stale);
@@ -577,7 +593,7 @@ mod tests {
 
     #[test]
     fn restart_with_same_content_neither_writes_nor_reloads() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
+        let mut g = gate("^2");
         g.adopt_on_disk(&cfg("2.0.0"), now());
         assert!(g.status(reload_view()).started);
         assert_eq!(step(&mut g, &cfg("2.0.0")), Action::Nothing);
@@ -589,7 +605,7 @@ mod tests {
 
     #[test]
     fn on_disk_config_no_longer_accepted_is_not_active() {
-        let mut g = Gate::new(base("^3", |_| {}), false);
+        let mut g = gate("^3");
         g.adopt_on_disk(&cfg("2.0.0"), now());
         assert!(!g.status(reload_view()).started);
         assert_eq!(
@@ -613,14 +629,9 @@ mod tests {
 
     #[test]
     fn widened_range_via_annotation_promotes_the_held_snapshot() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
-        step(&mut g, &cfg("2.0.0"));
+        let mut g = running("^2", "2.0.0");
         assert_eq!(step(&mut g, &cfg("3.0.0")), Action::Nothing);
-        let ann = Annotations::from([(
-            crate::settings::ANN_ACCEPTS.to_owned(),
-            ">=2, <4".to_owned(),
-        )]);
-        assert!(g.set_annotations(Ok(ann)));
+        assert!(g.set_annotations(Ok(ann("confgate.io/accepts", ">=2, <4"))));
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
             Action::Promote { reload: true }
@@ -629,10 +640,8 @@ mod tests {
 
     #[test]
     fn bad_annotation_is_not_ready_and_named_but_keeps_settings() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
-        step(&mut g, &cfg("2.0.0"));
-        let ann = Annotations::from([(crate::settings::ANN_ACCEPTS.to_owned(), "two".to_owned())]);
-        assert!(!g.set_annotations(Ok(ann)));
+        let mut g = running("^2", "2.0.0");
+        assert!(!g.set_annotations(Ok(ann("confgate.io/accepts", "two"))));
         let s = g.status(reload_view());
         assert!(!s.ready);
         assert!(
@@ -696,7 +705,7 @@ mod tests {
 
     #[test]
     fn rejection_without_an_applied_config_has_nothing_to_roll_back_to() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
+        let mut g = gate("^2");
         let first = cfg("2.0.0");
         step(&mut g, &first);
         assert_eq!(g.rejected_by_component(first.hash().unwrap(), "no"), None);
@@ -705,7 +714,7 @@ mod tests {
 
     #[test]
     fn no_reload_for_the_first_promotion_into_an_empty_dir() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
+        let mut g = gate("^2");
         g.adopt_on_disk(&Observed::Missing("empty".into()), now());
         assert_eq!(
             step(&mut g, &cfg("2.0.0")),
@@ -716,7 +725,7 @@ mod tests {
             Action::Promote { reload: true }
         );
         // Something was in the promoted dir, even rejected: the component read it, so it reloads.
-        let mut g = Gate::new(base("^3", |_| {}), false);
+        let mut g = gate("^3");
         g.adopt_on_disk(&cfg("2.0.0"), now());
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
@@ -726,7 +735,7 @@ mod tests {
 
     #[test]
     fn a_mode_change_alone_is_promoted() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
+        let mut g = gate("^2");
         let files = BTreeMap::from([("version".to_owned(), b"2.0.0".to_vec())]);
         let plain = Observed::Config(Snapshot::new(files.clone()));
         let exec = Observed::Config(Snapshot::with_modes(
@@ -741,16 +750,14 @@ mod tests {
 
     #[test]
     fn narrowed_settings_drop_the_active_config_as_a_restart_would() {
-        let narrow =
-            || Annotations::from([(crate::settings::ANN_ACCEPTS.to_owned(), "^3".to_owned())]);
-        let mut g = Gate::new(base("^2", |_| {}), false);
-        step(&mut g, &cfg("2.0.0"));
+        let narrow = || ann("confgate.io/accepts", "^3");
+        let mut g = running("^2", "2.0.0");
         assert!(g.set_annotations(Ok(narrow())));
         assert!(!g.rejudge_active(&cfg("2.0.1")), "other content is ignored");
         assert!(g.rejudge_active(&cfg("2.0.0")));
         assert_eq!(step(&mut g, &cfg("2.0.0")), Action::Nothing);
         let live = g.status(reload_view());
-        let mut restarted = Gate::new(base("^2", |_| {}), false);
+        let mut restarted = gate("^2");
         restarted.set_annotations(Ok(narrow()));
         restarted.adopt_on_disk(&cfg("2.0.0"), now());
         step(&mut restarted, &cfg("2.0.0"));
@@ -760,9 +767,7 @@ mod tests {
         // Observe to enforce: what observe let through stops being active.
         let mut g = Gate::new(base("^2", |r| r.mode = Some("observe".into())), false);
         step(&mut g, &cfg("3.0.0"));
-        let enforce =
-            Annotations::from([(crate::settings::ANN_MODE.to_owned(), "enforce".to_owned())]);
-        assert!(g.set_annotations(Ok(enforce)));
+        assert!(g.set_annotations(Ok(ann("confgate.io/mode", "enforce"))));
         assert!(g.rejudge_active(&cfg("3.0.0")));
         assert!(!g.status(reload_view()).ready);
         // Widened back: the same content is active again, without a write.
@@ -772,8 +777,7 @@ mod tests {
 
     #[test]
     fn failed_promotion_is_reported_and_not_active() {
-        let mut g = Gate::new(base("^2", |_| {}), false);
-        step(&mut g, &cfg("2.0.0"));
+        let mut g = running("^2", "2.0.0");
         let (_, a) = g.decide(&cfg("2.1.0"));
         assert_eq!(a, Action::Promote { reload: true });
         g.promotion_failed("disk full".into());

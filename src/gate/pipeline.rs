@@ -301,7 +301,6 @@ impl Pipeline {
         // With variants, what is promoted (and hashed) is the chosen variant's set.
         let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         self.shared.metrics.candidate(j.verdict);
-        let reload_to = self.gate.settings().reload.clone();
         let sha = obs.hash().map(|h| h.short()).unwrap_or_default();
         let judged = Judged {
             accepted: j.verdict == Verdict::Accepted,
@@ -319,7 +318,7 @@ impl Pipeline {
                 self.gate.activated(jiff::Timestamp::now());
             }
             Action::Promote { reload } => {
-                let owing = reload && reload_to != crate::settings::Reload::None;
+                let owing = reload && self.gate.settings().reload != crate::settings::Reload::None;
                 let mut switched = None;
                 if let (Some(p), Observed::Config(snap)) = (&self.promoter, &obs) {
                     // With a reload owed, its marker is written before the switch, so a restart after
