@@ -53,8 +53,10 @@ pub enum Error {
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
-    /// `namespace/name (path)` for a manifest, the path for a directory.
+    /// `namespace/name (place)` for a manifest, the path for a directory.
     pub what: String,
+    /// The ConfigMap's name, for `--name`; `None` for a directory.
+    pub name: Option<String>,
     pub judgement: Judgement,
     pub sha256: Option<String>,
 }
@@ -80,21 +82,14 @@ pub fn select(lines: Vec<Line>, names: &[String]) -> Result<Vec<Line>, Error> {
         return Ok(lines);
     }
     for n in names {
-        if !lines.iter().any(|l| manifest_name(&l.what) == Some(n)) {
+        if !lines.iter().any(|l| l.name.as_ref() == Some(n)) {
             return Err(Error::NoSuchName { name: n.clone() });
         }
     }
     Ok(lines
         .into_iter()
-        .filter(|l| manifest_name(&l.what).is_none_or(|m| names.iter().any(|n| n == m)))
+        .filter(|l| l.name.as_ref().is_none_or(|m| names.contains(m)))
         .collect())
-}
-
-/// The ConfigMap name in a manifest line's `namespace/name (place)`; None for a directory's line.
-fn manifest_name(what: &str) -> Option<&str> {
-    let (id, place) = what.split_once(" (")?;
-    place.ends_with(')').then_some(())?;
-    Some(id.rsplit_once('/').map_or(id, |(_, n)| n))
 }
 
 /// What `check` found: one line per judged input and settings, and what it should tell on standard
@@ -206,7 +201,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
                     Some(range) if ranges.len() > 1 => format!("{} [{range}]", input.what),
                     _ => input.what.clone(),
                 };
-                report.lines.push(line(what, &input.observed, settings));
+                report.lines.push(line(what, input, settings));
             }
             continue;
         }
@@ -219,7 +214,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
                     let range = settings.accepts_text().unwrap_or("no range");
                     what = format!("{what} [{range}]");
                 }
-                report.lines.push(line(what, &input.observed, settings));
+                report.lines.push(line(what, input, settings));
             }
         }
     }
@@ -276,10 +271,11 @@ pub fn all_accepted(lines: &[Line]) -> bool {
 }
 
 /// With variants, the hash is that of the chosen variant's set: what the sidecar reports as active.
-fn line(what: String, obs: &Observed, settings: &Settings) -> Line {
-    let choice = variants::choose(obs, settings);
+fn line(what: String, input: &Input, settings: &Settings) -> Line {
+    let choice = variants::choose(&input.observed, settings);
     Line {
         what,
+        name: input.object.as_ref().map(|(_, n)| n.clone()),
         sha256: choice.observed.hash().map(|h| h.to_string()),
         judgement: choice.judgement,
     }

@@ -808,6 +808,22 @@ fn variants_are_reported_per_workload() {
         Some(cm),
     );
     let hashes: Vec<&str> = flags.lines.iter().map(|l| l.sha256.as_str()).collect();
+    // --name selects lines that carry a range too.
+    let named = check_with(&["--name", "component-config", "-"], Some(&stream));
+    assert_eq!((named.code, named.lines.len()), (1, 3), "{}", named.stderr);
+    let none = check_with(
+        &[
+            "--name",
+            "component-config",
+            "--accepts",
+            "^2",
+            "--accepts",
+            "^3",
+            "-",
+        ],
+        Some(cm),
+    );
+    assert_eq!((none.code, none.lines.len()), (1, 2), "{}", none.stderr);
     assert_eq!(
         hashes,
         [run.lines[0].sha256.as_str(), run.lines[1].sha256.as_str()]
