@@ -109,6 +109,8 @@ pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Report, 
 struct Input {
     /// `namespace/name (place)`, or the path of a directory.
     what: String,
+    /// `namespace/name`, or the path of a directory.
+    id: String,
     /// The ConfigMap's namespace and name, for matching it to the workloads that read it.
     object: Option<(Option<String>, String)>,
     /// Where it was found: `path document N`.
@@ -135,6 +137,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
             let what = p.display().to_string();
             inputs.push(Input {
                 place: what.clone(),
+                id: what.clone(),
                 what,
                 object: None,
                 observed: snapshot::read(p),
@@ -205,7 +208,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
             }
             continue;
         }
-        let id = input.what.split(" (").next().unwrap_or(&input.what);
+        let id = &input.id;
         for i in readers {
             let all = &settings_of[i];
             for settings in all {
@@ -389,12 +392,13 @@ fn configmap(v: &serde_json::Value, origin: &Origin<'_>, item: Option<usize>) ->
         None => format!("{} document {}", origin.path, origin.doc),
     };
     let namespace = field("namespace").map(str::to_owned);
-    let what = match &namespace {
-        Some(ns) => format!("{ns}/{name} ({place})"),
-        None => format!("{name} ({place})"),
+    let id = match &namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
     };
     Input {
-        what,
+        what: format!("{id} ({place})"),
+        id,
         object: field("name").map(|n| (namespace, n.to_owned())),
         place,
         observed: configmap::observe(files(v)),
