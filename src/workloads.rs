@@ -134,6 +134,8 @@ pub fn workload(doc: &Value) -> Option<Workload> {
 struct Volume {
     /// The ConfigMaps it projects, in order.
     configmaps: Vec<String>,
+    /// Those of them it projects only some keys of (`items`).
+    with_items: Vec<String>,
     /// All its projected sources (ConfigMaps, Secrets, the downward API, tokens).
     sources: usize,
 }
@@ -144,23 +146,30 @@ fn volumes(spec: &Value) -> BTreeMap<String, Volume> {
         let Some(name) = v.get("name").and_then(Value::as_str) else {
             continue;
         };
-        let vol = if let Some(cm) = v.get("configMap") {
-            Volume {
-                configmaps: str_at(cm, "name").into_iter().collect(),
-                sources: 1,
-            }
+        let (cms, sources): (Vec<&Value>, usize) = if let Some(cm) = v.get("configMap") {
+            (vec![cm], 1)
         } else if let Some(p) = v.get("projected") {
             let sources: Vec<&Value> = seq(p.get("sources")).collect();
-            Volume {
-                configmaps: sources
-                    .iter()
+            let n = sources.len();
+            (
+                sources
+                    .into_iter()
                     .filter_map(|s| s.get("configMap"))
-                    .filter_map(|cm| str_at(cm, "name"))
                     .collect(),
-                sources: sources.len(),
-            }
+                n,
+            )
         } else {
             continue;
+        };
+        let named = |c: &&Value| str_at(c, "name");
+        let vol = Volume {
+            configmaps: cms.iter().filter_map(named).collect(),
+            with_items: cms
+                .iter()
+                .filter(|c| seq(c.get("items")).next().is_some())
+                .filter_map(named)
+                .collect(),
+            sources,
         };
         if !vol.configmaps.is_empty() {
             out.insert(name.to_owned(), vol);
@@ -265,6 +274,14 @@ fn add_volume(w: &mut Workload, vols: &BTreeMap<String, Volume>, vname: &str) {
             w.id,
             vol.sources,
             vol.configmaps.join(", ")
+        ));
+    }
+    if !vol.with_items.is_empty() {
+        w.warnings.push(format!(
+            "{}: volume {vname} projects only some keys (items) of ConfigMap {}; confgate sees those \
+             keys alone, check judges and hashes every key of it",
+            w.id,
+            vol.with_items.join(", ")
         ));
     }
     for cm in &vol.configmaps {
@@ -486,6 +503,18 @@ spec:
         );
         assert!(
             w.warnings[0].contains("projects 3 sources"),
+            "{:?}",
+            w.warnings
+        );
+        let text = INJECTED.replace(
+            "configMap: {name: app-config}",
+            "configMap: {name: app-config, items: [{key: a, path: b}]}",
+        );
+        let w = one(&text);
+        assert_eq!(mounts(&w), [(Some("prod"), "app-config", Some("incoming"))]);
+        assert_eq!(w.warnings.len(), 1, "{:?}", w.warnings);
+        assert!(
+            w.warnings[0].contains("projects only some keys (items) of ConfigMap app-config"),
             "{:?}",
             w.warnings
         );
