@@ -829,3 +829,48 @@ fn variants_are_reported_per_workload() {
         [run.lines[0].sha256.as_str(), run.lines[1].sha256.as_str()]
     );
 }
+
+/// The rule for which ConfigMap a workload reads fits `confgate inject`: a workload before injection
+/// (its only ConfigMap volume) and the same workload after the real `inject` give the same line.
+#[test]
+fn before_and_after_inject_the_workload_reads_the_same_configmap() {
+    let plain = [
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: app, namespace: prod}\nspec:\n  template:\n    metadata:\n      annotations: {confgate.io/accepts: '^2.4'}\n    spec:\n      containers:\n      - name: app\n        volumeMounts: [{name: config, mountPath: /etc/app}]\n      volumes:\n      - {name: config, configMap: {name: ok}}\n".to_owned(),
+        configmap("ok", "2.5.0"),
+    ]
+    .join("---\n");
+    let mut child = Command::new(BIN)
+        .args(["inject", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plain.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let injected = String::from_utf8(out.stdout).unwrap();
+    assert!(injected.contains("name: confgate"), "{injected}");
+    for (what, stream) in [("before inject", &plain), ("after inject", &injected)] {
+        let run = check_with(&["-"], Some(stream));
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        assert_eq!(verdicts(&run), ["accepted"], "{what}");
+        assert!(
+            run.lines[0].rest.starts_with(
+                "prod/ok (for deployment/app; - document 2): version 2.5.0 is in ^2.4"
+            ),
+            "{what}: {:?}",
+            run.lines[0]
+        );
+        assert!(run.stderr.is_empty(), "{what}: {}", run.stderr);
+    }
+}
