@@ -1,5 +1,7 @@
 //! `confgate check`: offline verdicts for ConfigMap directories and manifests, with the same hash the
-//! running sidecar reports, for CI pipelines ("will the deployed component accept this ConfigMap?").
+//! running sidecar reports, for CI pipelines ("will the deployed component accept this ConfigMap?"). A
+//! ConfigMap read by a workload in the same stream is judged with that workload's annotations, as its
+//! sidecar would judge it ([`crate::workloads`]).
 
 use std::path::Path;
 
@@ -10,6 +12,7 @@ use crate::settings::Settings;
 use crate::snapshot::{self, Observed};
 use crate::variants;
 use crate::verdict::{Judgement, Verdict};
+use crate::workloads;
 
 /// Why an input could not be checked at all.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +29,9 @@ pub enum Error {
         doc: usize,
         what: String,
     },
-    #[error("{path}: no ConfigMap found (a manifest needs kind: ConfigMap, or kind: List of them)")]
+    #[error(
+        "{path}: no ConfigMap found (a manifest needs kind: ConfigMap, or kind: List of them, or a workload whose pods carry confgate.io/ annotations)"
+    )]
     NoConfigMap { path: String },
     /// Without a range every verdict would be a rejection, so the check could never pass.
     #[error(
@@ -35,13 +40,23 @@ pub enum Error {
     NoRange,
     #[error("no ConfigMap named {name} in the input (--name)")]
     NoSuchName { name: String },
+    /// The sidecar would not be ready with these annotations, so nothing could pass for it.
+    #[error("{workload}: bad confgate.io/ annotations on its pods: {problems}")]
+    Annotations { workload: String, problems: String },
+    /// Passing on nothing judged would let a wrong input pass a pipeline.
+    #[error(
+        "nothing to judge: the input holds no ConfigMap or directory, and none of the ConfigMaps its workloads read ({missing}); add their manifests"
+    )]
+    NothingToJudge { missing: String },
 }
 
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
-    /// `namespace/name (path)` for a manifest, the path for a directory.
+    /// `namespace/name (place)` for a manifest, the path for a directory.
     pub what: String,
+    /// The ConfigMap's name, for `--name`; `None` for a directory.
+    pub name: Option<String>,
     pub judgement: Judgement,
     pub sha256: Option<String>,
 }
@@ -67,39 +82,66 @@ pub fn select(lines: Vec<Line>, names: &[String]) -> Result<Vec<Line>, Error> {
         return Ok(lines);
     }
     for n in names {
-        if !lines.iter().any(|l| manifest_name(&l.what) == Some(n)) {
+        if !lines.iter().any(|l| l.name.as_ref() == Some(n)) {
             return Err(Error::NoSuchName { name: n.clone() });
         }
     }
     Ok(lines
         .into_iter()
-        .filter(|l| manifest_name(&l.what).is_none_or(|m| names.iter().any(|n| n == m)))
+        .filter(|l| l.name.as_ref().is_none_or(|m| names.contains(m)))
         .collect())
 }
 
-/// The ConfigMap name in a manifest line's `namespace/name (place)`; None for a directory's line.
-fn manifest_name(what: &str) -> Option<&str> {
-    let (id, place) = what.split_once(" (")?;
-    place.ends_with(')').then_some(())?;
-    Some(id.rsplit_once('/').map_or(id, |(_, n)| n))
+/// What `check` found: one line per judged input and settings, and what it should tell on standard
+/// error without failing (subPath mounts, ConfigMaps a workload reads that are not in the input).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub lines: Vec<Line>,
+    pub warnings: Vec<String>,
 }
 
 /// Checks every path; `-` reads a manifest from standard input.
-pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Vec<Line>, Error> {
+pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Report, Error> {
     check_ranges(paths, std::slice::from_ref(settings))
 }
 
-/// Checks every path under each of `ranges` (settings differing in their range), one line per input
-/// and range, so a CI job sees which variant each deployed range would run and which range none serves.
-pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<Vec<Line>, Error> {
-    if ranges.is_empty() || ranges.iter().any(|s| s.accepts.is_none()) {
+/// One ConfigMap or directory to judge.
+struct Input {
+    /// `namespace/name (place)`, or the path of a directory.
+    what: String,
+    /// `namespace/name`, or the path of a directory.
+    id: String,
+    /// The ConfigMap's namespace and name, for matching it to the workloads that read it.
+    object: Option<(Option<String>, String)>,
+    /// Where it was found: `path document N`.
+    place: String,
+    observed: Observed,
+}
+
+/// Checks every path under each of `ranges` (settings from flags and environment, differing in their
+/// range), one line per input and range, so a CI job sees which variant each deployed range would run
+/// and which range none serves.
+///
+/// All paths are one stream: a ConfigMap read by a workload with `confgate.io/` annotations (see
+/// [`workloads`]) is judged once per such workload, with the settings its sidecar would have (its
+/// annotations over `ranges`), instead of with `ranges` alone.
+pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<Report, Error> {
+    let Some(first) = ranges.first() else {
         return Err(Error::NoRange);
-    }
+    };
     let mut inputs = Vec::new();
+    let mut found_workloads = Vec::new();
     for p in paths {
         let p = p.as_ref();
         if p.is_dir() {
-            inputs.push((p.display().to_string(), snapshot::read(p)));
+            let what = p.display().to_string();
+            inputs.push(Input {
+                place: what.clone(),
+                id: what.clone(),
+                what,
+                object: None,
+                observed: snapshot::read(p),
+            });
             continue;
         }
         let name = p.display().to_string();
@@ -112,23 +154,116 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<V
             path: name.clone(),
             source,
         })?;
-        let found = manifests(&name, &text)?;
-        if found.is_empty() {
+        let docs = documents(&name, &text)?;
+        let found = configmaps(&name, &docs);
+        let ws = workloads::collect(&docs);
+        if found.is_empty() && ws.is_empty() {
             return Err(Error::NoConfigMap { path: name });
         }
         inputs.extend(found);
+        found_workloads.extend(ws);
     }
-    let mut out = Vec::new();
-    for (what, obs) in &inputs {
-        for settings in ranges {
-            let what = match settings.accepts_text() {
-                Some(range) if ranges.len() > 1 => format!("{what} [{range}]"),
-                _ => what.clone(),
-            };
-            out.push(line(what, obs, settings));
+    let mut report = Report::default();
+    // Each workload's settings under each range, once: an annotated range makes the flag ranges equal.
+    let mut settings_of: Vec<Vec<Settings>> = Vec::new();
+    for w in &found_workloads {
+        let mut all: Vec<Settings> = Vec::new();
+        for r in ranges {
+            let resolved = Settings::with_annotations(r, r, &w.annotations);
+            if !resolved.problems.is_empty() {
+                return Err(Error::Annotations {
+                    workload: w.id.clone(),
+                    problems: resolved.problems.join("; "),
+                });
+            }
+            if !all.contains(&resolved.settings) {
+                all.push(resolved.settings);
+            }
+        }
+        settings_of.push(all);
+        report.warnings.extend(w.warnings.iter().cloned());
+    }
+    let mut unjudged = Vec::new();
+    for input in &inputs {
+        let readers: Vec<usize> = match &input.object {
+            Some((ns, name)) => found_workloads
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.mounts.iter().any(|m| m.is(ns.as_deref(), name)))
+                .map(|(i, _)| i)
+                .collect(),
+            None => Vec::new(),
+        };
+        if readers.is_empty() {
+            if first.accepts.is_none() {
+                unjudged.push(input.what.clone());
+                continue;
+            }
+            for settings in ranges {
+                let what = match settings.accepts_text() {
+                    Some(range) if ranges.len() > 1 => format!("{} [{range}]", input.what),
+                    _ => input.what.clone(),
+                };
+                report.lines.push(line(what, input, settings));
+            }
+            continue;
+        }
+        let id = &input.id;
+        for i in readers {
+            let all = &settings_of[i];
+            for settings in all {
+                let mut what = format!("{id} (for {}; {})", found_workloads[i].id, input.place);
+                if all.len() > 1 || settings.variants.is_some() {
+                    let range = settings.accepts_text().unwrap_or("no range");
+                    what = format!("{what} [{range}]");
+                }
+                report.lines.push(line(what, input, settings));
+            }
         }
     }
-    Ok(out)
+    let mut missing = Vec::new();
+    for w in &found_workloads {
+        for m in &w.mounts {
+            let present = inputs.iter().any(|i| {
+                i.object
+                    .as_ref()
+                    .is_some_and(|(ns, name)| m.is(ns.as_deref(), name))
+            });
+            if !present {
+                missing.push(format!("{} for {}", m.id(), w.id));
+                let via = match &m.volume {
+                    Some(v) => format!("volume {v}"),
+                    None => "its --source".to_owned(),
+                };
+                report.warnings.push(format!(
+                    "{}: reads ConfigMap {} ({via}), which is not in the input; not judged (it may be \
+                     managed elsewhere: add its manifest to check it)",
+                    w.id,
+                    m.id()
+                ));
+            }
+        }
+    }
+    if report.lines.is_empty() {
+        return Err(if unjudged.is_empty() {
+            Error::NothingToJudge {
+                missing: if missing.is_empty() {
+                    "none".to_owned()
+                } else {
+                    missing.join(", ")
+                },
+            }
+        } else {
+            Error::NoRange
+        });
+    }
+    for what in unjudged {
+        report.warnings.push(format!(
+            "{what}: not judged: no workload with confgate.io/ annotations reads it and no range was given \
+             (--accepts or CONFGATE_ACCEPTS)"
+        ));
+    }
+    Ok(report)
 }
 
 /// Whether every line is accepted.
@@ -139,10 +274,11 @@ pub fn all_accepted(lines: &[Line]) -> bool {
 }
 
 /// With variants, the hash is that of the chosen variant's set: what the sidecar reports as active.
-fn line(what: String, obs: &Observed, settings: &Settings) -> Line {
-    let choice = variants::choose(obs, settings);
+fn line(what: String, input: &Input, settings: &Settings) -> Line {
+    let choice = variants::choose(&input.observed, settings);
     Line {
         what,
+        name: input.object.as_ref().map(|(_, n)| n.clone()),
         sha256: choice.observed.hash().map(|h| h.to_string()),
         judgement: choice.judgement,
     }
@@ -153,16 +289,28 @@ fn line(what: String, obs: &Observed, settings: &Settings) -> Line {
 /// JSON is read as a stream of values (`kubectl get -o json`, or one object per line as `jq -c` writes);
 /// YAML as `---`-separated documents. A top-level `kind: List` or sequence contributes each item.
 pub fn manifests(path: &str, text: &str) -> Result<Vec<(String, Observed)>, Error> {
-    let docs = match json_documents(path, text) {
-        Some(Ok(docs)) => docs,
-        Some(Err(json_err)) => yaml_documents(path, text).map_err(|_| json_err)?,
-        None => yaml_documents(path, text)?,
-    };
+    let docs = documents(path, text)?;
+    Ok(configmaps(path, &docs)
+        .into_iter()
+        .map(|i| (i.what, i.observed))
+        .collect())
+}
+
+/// The documents of a YAML or JSON stream.
+fn documents(path: &str, text: &str) -> Result<Vec<serde_json::Value>, Error> {
+    match json_documents(path, text) {
+        Some(Ok(docs)) => Ok(docs),
+        Some(Err(json_err)) => yaml_documents(path, text).map_err(|_| json_err),
+        None => yaml_documents(path, text),
+    }
+}
+
+fn configmaps(path: &str, docs: &[serde_json::Value]) -> Vec<Input> {
     let mut out = Vec::new();
     for (i, doc) in docs.iter().enumerate() {
         collect(doc, &Origin { path, doc: i + 1 }, None, &mut out);
     }
-    Ok(out)
+    out
 }
 
 /// `None` when the text does not look like JSON; YAML is a superset for one document, but not for a
@@ -224,12 +372,7 @@ struct Origin<'a> {
     doc: usize,
 }
 
-fn collect(
-    v: &serde_json::Value,
-    origin: &Origin<'_>,
-    item: Option<usize>,
-    out: &mut Vec<(String, Observed)>,
-) {
+fn collect(v: &serde_json::Value, origin: &Origin<'_>, item: Option<usize>, out: &mut Vec<Input>) {
     let items = match v.get("kind").and_then(|k| k.as_str()) {
         Some("ConfigMap") => return out.push(configmap(v, origin, item)),
         Some("List") | Some("ConfigMapList") => v.get("items").and_then(|i| i.as_array()),
@@ -240,11 +383,7 @@ fn collect(
     }
 }
 
-fn configmap(
-    v: &serde_json::Value,
-    origin: &Origin<'_>,
-    item: Option<usize>,
-) -> (String, Observed) {
+fn configmap(v: &serde_json::Value, origin: &Origin<'_>, item: Option<usize>) -> Input {
     let meta = v.get("metadata");
     let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(|x| x.as_str());
     let name = field("name").unwrap_or("<unnamed>");
@@ -252,11 +391,18 @@ fn configmap(
         Some(n) => format!("{} document {} item {n}", origin.path, origin.doc),
         None => format!("{} document {}", origin.path, origin.doc),
     };
-    let what = match field("namespace") {
-        Some(ns) => format!("{ns}/{name} ({place})"),
-        None => format!("{name} ({place})"),
+    let namespace = field("namespace").map(str::to_owned);
+    let id = match &namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
     };
-    (what, configmap::observe(files(v)))
+    Input {
+        what: format!("{id} ({place})"),
+        id,
+        object: field("name").map(|n| (namespace, n.to_owned())),
+        place,
+        observed: configmap::observe(files(v)),
+    }
 }
 
 fn files(v: &serde_json::Value) -> Result<Keys, String> {

@@ -320,7 +320,8 @@ pub struct CheckArgs {
     /// Judge only the ConfigMaps with this name (repeatable); directories are always judged
     #[arg(long = "name", value_name = "NAME")]
     pub names: Vec<String>,
-    /// Directories (kubelet volume or plain) or ConfigMap manifests; `-` reads a manifest from stdin
+    /// Directories (kubelet volume or plain) or manifests (ConfigMaps, and workloads whose confgate.io/
+    /// annotations then judge the ConfigMaps they read); `-` reads a manifest from stdin
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }

@@ -16,7 +16,8 @@
 //! - [`gate`]: the decision loop tying the above together.
 //! - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
-//! - [`check`]: offline verdicts for directories and manifests.
+//! - [`check`]: offline verdicts for directories and manifests; [`workloads`]: the ConfigMaps the
+//!   annotated workloads in a manifest stream read, so `check` judges each with its workload's settings.
 //! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
 //! - [`inject`]: adds the sidecar to workload manifests.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
@@ -53,3 +54,4 @@ pub(crate) mod source;
 pub mod state;
 pub mod variants;
 pub mod verdict;
+pub mod workloads;

@@ -91,8 +91,15 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
             Err(e) => return usage(&e),
         }
     }
-    match check::check_ranges(&args.paths, &ranges).and_then(|l| check::select(l, &args.names)) {
-        Ok(lines) => {
+    let report = check::check_ranges(&args.paths, &ranges).and_then(|r| {
+        let lines = check::select(r.lines, &args.names)?;
+        Ok((lines, r.warnings))
+    });
+    match report {
+        Ok((lines, warnings)) => {
+            for w in &warnings {
+                eprintln!("confgate: warning: {w}");
+            }
             for l in &lines {
                 println!("{l}");
             }

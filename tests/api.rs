@@ -582,6 +582,156 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
     );
 }
 
+/// Variants in API mode: one ConfigMap with config.v2.yaml and config.v3.yaml and a sidecar accepting
+/// ^2. The loop chooses v2 and promotes it as config.yaml; `/status` and the pod condition patch name
+/// the variant, and the active hash is the promoted set's, the one `confgate check` prints.
+#[tokio::test]
+async fn api_mode_chooses_the_variant_and_reports_it() {
+    use confgate::gate::{self, Feed};
+    use confgate::settings::{Raw, Settings};
+    const V2: &str = "version: 2.5.0\nlisten: 8080\n";
+    const V3: &str = "version: 3.1.0\nserver: {listen: 8080}\n";
+    const FROM: &str = "yaml:config.yaml#/version";
+    const VARIANTS: &str = "config.v*.yaml -> config.yaml";
+    let cm = json!({
+        "kind": "ConfigMap",
+        "apiVersion": "v1",
+        "metadata": {"name": "app", "namespace": "prod", "uid": "uid-1", "resourceVersion": "100",
+                     "creationTimestamp": "2026-11-29T22:00:00Z"},
+        "data": {"config.v2.yaml": V2, "config.v3.yaml": V3, "shared.txt": "both\n"}
+    });
+    let (client, mut h) = mock(SIDECAR_ROLE);
+    let tmp = tempfile::tempdir().unwrap();
+    let promoted = tmp.path().join("promoted");
+    let shared = Shared::new();
+    let (tx, rx) = watch::channel(None);
+    let (view_tx, view_rx) = watch::channel(None);
+    let target = Target {
+        namespace: "prod".into(),
+        name: "app".into(),
+    };
+    tokio::spawn(source::run(
+        client,
+        target,
+        tx,
+        view_tx,
+        shared.clone(),
+        Duration::from_secs(60),
+        std::future::pending(),
+    ));
+    let base = Settings::from_raw(&Raw {
+        accepts: Some("^2".into()),
+        version_from: Some(FROM.into()),
+        variants: Some(VARIANTS.into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    let cfg = gate::Config {
+        watch: tmp.path().join("no-volume"),
+        promote_to: Some(promoted.clone()),
+        annotations: tmp.path().join("annotations"),
+        resync: Duration::from_secs(30),
+    };
+    let reloads = confgate::reload::spawn(shared.clone());
+    tokio::spawn(gate::run_fed(
+        cfg,
+        Feed::Channel {
+            snapshots: rx,
+            source: view_rx,
+        },
+        base,
+        shared.clone(),
+        reloads,
+        std::future::pending(),
+    ));
+    let (_, send) = expect(&mut h, Method::GET, CM_PATH, LIST_PARAMS).await;
+    respond(
+        send,
+        StatusCode::OK,
+        &list("100", std::slice::from_ref(&cm)),
+    );
+    let mut st = shared.subscribe();
+    let status = tokio::time::timeout(Duration::from_secs(10), st.wait_for(|s| s.started))
+        .await
+        .expect("no variant was accepted")
+        .unwrap()
+        .clone();
+
+    // What /status serves.
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["active"]["variant"], "config.v2.yaml", "{json}");
+    assert_eq!(json["active"]["version"], "2.5.0", "{json}");
+    let sha = json["active"]["sha256"].as_str().unwrap().to_owned();
+    let mut names: Vec<String> = std::fs::read_dir(&promoted)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with(".."))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["config.yaml", "shared.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(promoted.join("config.yaml")).unwrap(),
+        V2
+    );
+
+    // The hash `confgate check` prints for the same ConfigMap under the same settings.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"))
+        .args(["check", "--accepts", "^2", "--version-from", FROM])
+        .args(["--variants", VARIANTS, "-"])
+        .env_remove("CONFGATE_ACCEPTS")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), cm.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{line}");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&words[..3], ["accepted", "2.5.0", sha.as_str()], "{line}");
+    assert!(line.contains("variant config.v2.yaml"), "{line}");
+
+    // The pod condition patch names the variant.
+    let (client, mut h) = mock(SIDECAR_ROLE);
+    let pod = PodRef {
+        namespace: "prod".into(),
+        name: "web-0".into(),
+    };
+    let server = async {
+        let (_, send) = expect(
+            &mut h,
+            Method::GET,
+            "/api/v1/namespaces/prod/pods/web-0",
+            &[],
+        )
+        .await;
+        let p = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": pod_json("web-0", true, None)["metadata"].clone()});
+        respond(send, StatusCode::OK, &p);
+        h
+    };
+    let (mut r, mut h) = tokio::join!(pod::reporter(client, pod), server);
+    let none = Status::default();
+    let reporting = r.report(&none, &status);
+    let server = async {
+        let (ev, send) = next_event(&mut h).await;
+        assert_eq!(ev["reason"], "Accepted");
+        respond(send, StatusCode::CREATED, &ev);
+        let (cond, send) = next_condition(&mut h).await;
+        assert_eq!(cond["status"], "True");
+        assert_eq!(
+            cond["message"],
+            format!("version 2.5.0 {sha} from config.v2.yaml")
+        );
+        let mut p = pod_json("web-0", true, None);
+        p["kind"] = json!("Pod");
+        p["apiVersion"] = json!("v1");
+        respond(send, StatusCode::OK, &p);
+    };
+    let (ok, ()) = tokio::join!(reporting, server);
+    assert!(ok);
+}
+
 // === Events and the pod condition ===
 
 fn hash(s: &str) -> String {

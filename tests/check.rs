@@ -1,6 +1,7 @@
 //! `confgate check`, the real binary: verdicts for manifests (YAML, JSON, several documents, lists,
 //! binaryData) and directories (kubelet and plain), exit codes, and the same `sha256:` hash the running
-//! sidecar reports for the same data.
+//! sidecar reports for the same data; workloads in the stream judging the ConfigMaps they read with their
+//! own annotations, on the shipped manifests as `kubectl kustomize` builds them.
 
 mod common;
 
@@ -35,6 +36,9 @@ fn check_with(args: &[&str], stdin: Option<&str>) -> Run {
         .env_remove("CONFGATE_ACCEPTS")
         .env_remove("CONFGATE_VERSION_FROM")
         .env_remove("CONFGATE_REQUIRE")
+        .env_remove("CONFGATE_VARIANTS")
+        .env_remove("CONFGATE_RULES")
+        .env_remove("CONFGATE_RULES_FILE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -468,4 +472,405 @@ fn hash_matches_the_running_sidecar() {
         run.lines[1].sha256, running,
         "mounted dir vs running sidecar"
     );
+}
+
+/// `kubectl kustomize manifests/DIR`, or None (with the reason printed) when kubectl is absent.
+fn kustomize(dir: &str) -> Option<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("manifests")
+        .join(dir);
+    let out = match Command::new("kubectl").arg("kustomize").arg(&path).output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("skipping manifests/{dir}: kubectl is not installed (.ci/setup installs it)");
+            return None;
+        }
+        Err(e) => panic!("kubectl: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+/// The hash of one ConfigMap manifest as `check` computes it with explicit flags.
+fn hash_with_flags(manifest: &str, flags: &[&str]) -> String {
+    let mut args = flags.to_vec();
+    args.push("-");
+    let run = check_with(&args, Some(manifest));
+    assert_eq!(run.lines.len(), 1, "{}", run.stderr);
+    run.lines[0].sha256.clone()
+}
+
+/// Each shipped example, built by kustomize, passes `check -` with no flag at all: the workload's
+/// annotations are the settings, and each line names the ConfigMap and the workload that reads it.
+#[test]
+fn shipped_manifests_are_judged_by_their_workloads_without_flags() {
+    for (dir, configmap, workload) in [
+        ("native-sidecar", "component-config", "deployment/component"),
+        ("variants", "component-config", "deployment/component"),
+        (
+            "component-example",
+            "component-kustomized-config",
+            "deployment/component-kustomized",
+        ),
+        (
+            "classic",
+            "component-classic-config",
+            "deployment/component-classic",
+        ),
+    ] {
+        let Some(text) = kustomize(dir) else { continue };
+        let run = check_with(&["-"], Some(&text));
+        assert_eq!(run.code, 0, "{dir}: {}", run.stderr);
+        assert_eq!(verdicts(&run), ["accepted"], "{dir}");
+        assert!(
+            run.lines[0]
+                .rest
+                .starts_with(&format!("{configmap} (for {workload}; - document ")),
+            "{dir}: {:?}",
+            run.lines[0]
+        );
+        assert_eq!(run.lines[0].version, "2.4.1", "{dir}");
+        assert!(run.stderr.is_empty(), "{dir}: {}", run.stderr);
+        // The same hash as flags spelling out the annotations give for the ConfigMap alone.
+        let cm = text.split("\n---\n").next().unwrap();
+        let mut flags = vec![
+            "--accepts",
+            ACCEPTS,
+            "--version-from",
+            "yaml:config.yaml#/schemaVersion",
+        ];
+        if dir == "variants" {
+            flags.extend(["--variants", "config.v*.yaml -> config.yaml"]);
+            assert!(
+                run.lines[0].rest.contains("variant config.v2.yaml"),
+                "{:?}",
+                run.lines[0]
+            );
+        }
+        assert_eq!(run.lines[0].sha256, hash_with_flags(cm, &flags), "{dir}");
+    }
+}
+
+fn deployment(name: &str, namespace: &str, annotations: &str, volumes: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  template:\n    metadata:\n      annotations: {{{annotations}}}\n    spec:\n      initContainers:\n      - name: confgate\n        restartPolicy: Always\n        volumeMounts: [{{name: incoming, mountPath: /etc/confgate/incoming}}]\n      containers:\n      - name: app\n        volumeMounts: [{{name: active, mountPath: /etc/app}}]\n      volumes:\n{volumes}"
+    )
+}
+
+fn incoming(configmap: &str) -> String {
+    format!(
+        "      - {{name: incoming, configMap: {{name: {configmap}}}}}\n      - {{name: active, emptyDir: {{}}}}\n"
+    )
+}
+
+/// Annotations override the flags for the ConfigMap the workload reads; a ConfigMap no workload reads
+/// (or one of the same name in another namespace) is judged with the flags as before.
+#[test]
+fn annotations_override_flags_only_for_the_configmaps_their_workload_reads() {
+    let stream = [
+        deployment("app", "prod", "confgate.io/accepts: '^3'", &incoming("a")),
+        configmap("a", "3.1.0"),
+        configmap("b", "2.5.0"),
+        configmap("a", "3.1.0").replace("namespace: prod", "namespace: staging"),
+    ]
+    .join("---\n");
+    let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&stream));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(verdicts(&run), ["accepted", "accepted", "too-new"]);
+    assert!(
+        run.lines[0]
+            .rest
+            .starts_with("prod/a (for deployment/app; - document 2): version 3.1.0 is in ^3"),
+        "{:?}",
+        run.lines[0]
+    );
+    assert!(
+        run.lines[1].rest.starts_with("prod/b (- document 3)"),
+        "{:?}",
+        run.lines[1]
+    );
+    assert!(
+        run.lines[2].rest.starts_with("staging/a (- document 4)"),
+        "{:?}",
+        run.lines[2]
+    );
+    // --name still selects by the ConfigMap's name.
+    let run = check_with(&["--accepts", ACCEPTS, "--name", "b", "-"], Some(&stream));
+    assert_eq!((run.code, verdicts(&run)), (0, vec!["accepted"]));
+}
+
+/// A workload's other settings come from its annotations too (here where the version is), and without
+/// any flag, a ConfigMap no workload reads is named on stderr as not judged.
+#[test]
+fn without_flags_only_the_workloads_configmaps_are_judged() {
+    let stream = [
+        deployment(
+            "app",
+            "prod",
+            "confgate.io/accepts: '^2', confgate.io/version-from: 'yaml:app.yaml#/v'",
+            &incoming("a"),
+        ),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: prod}\ndata:\n  app.yaml: 'v: 2.7.0'\n".to_owned(),
+        configmap("b", "2.5.0"),
+    ]
+    .join("---\n");
+    let run = check_with(&["-"], Some(&stream));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(verdicts(&run), ["accepted"]);
+    assert_eq!(run.lines[0].version, "2.7.0");
+    assert!(
+        run.stderr
+            .contains("prod/b (- document 3): not judged: no workload"),
+        "{}",
+        run.stderr
+    );
+    // Nothing judged at all stays the usage error it was.
+    let run = check_with(&["-"], Some(&configmap("b", "2.5.0")));
+    assert_eq!(run.code, 64);
+    assert!(run.stderr.contains("no accepted range"), "{}", run.stderr);
+}
+
+/// A ConfigMap the workload reads that is not in the input is a warning naming both, not a failure;
+/// with nothing else to judge, it is a usage error rather than a pass of nothing.
+#[test]
+fn a_configmap_not_in_the_input_is_a_warning() {
+    let w = deployment(
+        "app",
+        "prod",
+        "confgate.io/accepts: '^2'",
+        &incoming("elsewhere"),
+    );
+    let stream = [w.clone(), configmap("b", "2.5.0")].join("---\n");
+    let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&stream));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(verdicts(&run), ["accepted"]);
+    assert!(
+        run.stderr.contains(
+            "warning: deployment/app: reads ConfigMap prod/elsewhere (volume incoming), which is not in the input"
+        ),
+        "{}",
+        run.stderr
+    );
+    let run = check_with(&["-"], Some(&w));
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(run.lines.is_empty());
+    assert!(run.stderr.contains("nothing to judge"), "{}", run.stderr);
+    assert!(run.stderr.contains("prod/elsewhere"), "{}", run.stderr);
+}
+
+/// A ConfigMap volume mounted with subPath is told on stderr (workload, container, volume,
+/// ConfigMap); the verdict and exit code are unchanged.
+#[test]
+fn a_sub_path_mount_is_warned_about() {
+    let Some(text) = kustomize("native-sidecar") else {
+        return;
+    };
+    let text = text.replace(
+        "        - mountPath: /etc/confgate/incoming\n          name: incoming\n",
+        "        - mountPath: /etc/confgate/incoming/config.yaml\n          name: incoming\n          subPath: config.yaml\n",
+    );
+    assert!(
+        text.contains("subPath"),
+        "the shipped manifest changed shape"
+    );
+    let run = check_with(&["-"], Some(&text));
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted"]),
+        "{}",
+        run.stderr
+    );
+    let warnings: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(warnings.len(), 1, "{}", run.stderr);
+    assert!(
+        warnings[0].starts_with(
+            "confgate: warning: deployment/component: container confgate mounts volume incoming (ConfigMap component-config) with subPath"
+        ),
+        "{}",
+        warnings[0]
+    );
+}
+
+/// A bad annotation is refused as a bad flag is (64), naming the workload and the annotation: the
+/// sidecar would not be ready with it.
+#[test]
+fn a_bad_annotation_is_a_usage_error_naming_the_workload() {
+    let stream = [
+        deployment(
+            "app",
+            "prod",
+            "confgate.io/accepts: 'bigger than 2'",
+            &incoming("a"),
+        ),
+        configmap("a", "2.5.0"),
+    ]
+    .join("---\n");
+    let run = check_with(&["-"], Some(&stream));
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(run.lines.is_empty());
+    assert!(
+        run.stderr.contains(
+            "deployment/app: bad confgate.io/ annotations on its pods: invalid confgate.io/accepts"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+/// With variants, every workload reading the ConfigMap is a range: the shipped variants example plus
+/// two more deployments of the same ConfigMap (^3, and ^4 that no variant serves) give one line per
+/// workload, each with its variant, and exit 1 for the one none serves.
+#[test]
+fn variants_are_reported_per_workload() {
+    let Some(text) = kustomize("variants") else {
+        return;
+    };
+    let (cm, deploy) = text.split_once("\n---\n").unwrap();
+    let other = |name: &str, range: &str| {
+        deploy
+            .replace("  name: component\n", &format!("  name: {name}\n"))
+            .replace("'>=2.4.0, <3.0.0'", &format!("'{range}'"))
+    };
+    let stream = [
+        cm,
+        deploy,
+        &other("component-v3", "^3"),
+        &other("component-v4", "^4"),
+    ]
+    .join("\n---\n");
+    let run = check_with(&["-"], Some(&stream));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let got: Vec<(&str, &str, &str)> = run
+        .lines
+        .iter()
+        .map(|l| {
+            (
+                l.verdict.as_str(),
+                l.version.as_str(),
+                l.rest.split(": ").next().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "accepted",
+                "2.4.1",
+                "component-config (for deployment/component; - document 1) [>=2.4.0, <3.0.0]"
+            ),
+            (
+                "accepted",
+                "3.0.0",
+                "component-config (for deployment/component-v3; - document 1) [^3]"
+            ),
+            (
+                "too-old",
+                "-",
+                "component-config (for deployment/component-v4; - document 1) [^4]"
+            ),
+        ]
+    );
+    assert!(
+        run.lines[0].rest.contains("variant config.v2.yaml"),
+        "{:?}",
+        run.lines[0]
+    );
+    assert!(
+        run.lines[1].rest.contains("variant config.v3.yaml"),
+        "{:?}",
+        run.lines[1]
+    );
+    assert!(
+        run.lines[2].rest.contains("no variant is accepted by ^4"),
+        "{:?}",
+        run.lines[2]
+    );
+    assert_ne!(run.lines[0].sha256, run.lines[1].sha256);
+    // The check's hash for each is the promoted set's, as with --accepts given twice.
+    let flags = check_with(
+        &[
+            "--accepts",
+            "^2.4",
+            "--accepts",
+            "^3",
+            "--version-from",
+            "yaml:config.yaml#/schemaVersion",
+            "--variants",
+            "config.v*.yaml -> config.yaml",
+            "-",
+        ],
+        Some(cm),
+    );
+    let hashes: Vec<&str> = flags.lines.iter().map(|l| l.sha256.as_str()).collect();
+    // --name selects lines that carry a range too.
+    let named = check_with(&["--name", "component-config", "-"], Some(&stream));
+    assert_eq!((named.code, named.lines.len()), (1, 3), "{}", named.stderr);
+    let none = check_with(
+        &[
+            "--name",
+            "component-config",
+            "--accepts",
+            "^2",
+            "--accepts",
+            "^3",
+            "-",
+        ],
+        Some(cm),
+    );
+    assert_eq!((none.code, none.lines.len()), (1, 2), "{}", none.stderr);
+    assert_eq!(
+        hashes,
+        [run.lines[0].sha256.as_str(), run.lines[1].sha256.as_str()]
+    );
+}
+
+/// The rule for which ConfigMap a workload reads fits `confgate inject`: a workload before injection
+/// (its only ConfigMap volume) and the same workload after the real `inject` give the same line.
+#[test]
+fn before_and_after_inject_the_workload_reads_the_same_configmap() {
+    let plain = [
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: app, namespace: prod}\nspec:\n  template:\n    metadata:\n      annotations: {confgate.io/accepts: '^2.4'}\n    spec:\n      containers:\n      - name: app\n        volumeMounts: [{name: config, mountPath: /etc/app}]\n      volumes:\n      - {name: config, configMap: {name: ok}}\n".to_owned(),
+        configmap("ok", "2.5.0"),
+    ]
+    .join("---\n");
+    let mut child = Command::new(BIN)
+        .args(["inject", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plain.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let injected = String::from_utf8(out.stdout).unwrap();
+    assert!(injected.contains("name: confgate"), "{injected}");
+    for (what, stream) in [("before inject", &plain), ("after inject", &injected)] {
+        let run = check_with(&["-"], Some(stream));
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        assert_eq!(verdicts(&run), ["accepted"], "{what}");
+        assert!(
+            run.lines[0].rest.starts_with(
+                "prod/ok (for deployment/app; - document 2): version 2.5.0 is in ^2.4"
+            ),
+            "{what}: {:?}",
+            run.lines[0]
+        );
+        assert!(run.stderr.is_empty(), "{what}: {}", run.stderr);
+    }
 }

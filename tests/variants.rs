@@ -336,6 +336,17 @@ proptest! {
                 Some((major, minor)) => {
                     let key = format!("config.v{major}.yaml");
                     let version = format!("{major}.{minor}.0");
+                    // The same variant and version as the previous step say nothing about whether this
+                    // step is in place yet; the promoted set's hash does.
+                    let (config, step) = (format!("version: {version}\n"), i.to_string());
+                    let want = confgate::snapshot::ContentHash::of([
+                        ("config.yaml", config.as_bytes()),
+                        ("step", step.as_bytes()),
+                    ])
+                    .to_string();
+                    pod.gate.wait_status(&format!("step {i} promoted"), |s| {
+                        s["active"]["sha256"] == want.as_str()
+                    });
                     wait_running(pod, &key, &version);
                     let m = read_promoted(&pod.promoted).unwrap();
                     prop_assert_eq!(m.keys().collect::<Vec<_>>(), ["config.yaml", "step"]);

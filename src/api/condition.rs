@@ -4,6 +4,8 @@
 //!
 //! The message is `version X sha256:…` (or `no accepted config`) for the active config, followed by
 //! `; newest version Y sha256:… is VERDICT: REASON` while the newest snapshot is not the active one.
+//! With the variants setting, a config names its variant key after the hash: `version X sha256:… from
+//! config.v2.yaml`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,32 +13,53 @@ use std::str::FromStr;
 use crate::verdict::Verdict;
 
 /// A config as a condition message or Event note names it: `version X sha256:…`, with `-` for a
-/// part that is unknown, or just `config` when both are (missing, unreadable).
+/// part that is unknown, or just `config` when all are (missing, unreadable); ` from KEY` follows
+/// when a variant was chosen.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Described {
     pub version: Option<String>,
     pub sha256: Option<String>,
+    /// The variant key the config was promoted from (with the variants setting).
+    pub variant: Option<String>,
 }
+
+/// Between the hash and the variant key: neither a hash nor a key holds a space.
+const FROM: &str = " from ";
 
 impl Described {
     pub fn new(version: Option<&str>, sha256: Option<&str>) -> Described {
         Described {
             version: version.map(str::to_owned),
             sha256: sha256.map(str::to_owned),
+            variant: None,
+        }
+    }
+
+    /// The same config, naming the variant it came from.
+    pub fn from_variant(self, variant: Option<&str>) -> Described {
+        Described {
+            variant: variant.map(str::to_owned),
+            ..self
         }
     }
 }
 
 impl fmt::Display for Described {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.version, &self.sha256) {
-            (None, None) => f.write_str("config"),
-            (v, sha) => write!(
-                f,
-                "version {} {}",
-                v.as_deref().unwrap_or("-"),
-                sha.as_deref().unwrap_or("-")
-            ),
+        match (&self.version, &self.sha256, &self.variant) {
+            (None, None, None) => f.write_str("config"),
+            (v, sha, variant) => {
+                write!(
+                    f,
+                    "version {} {}",
+                    v.as_deref().unwrap_or("-"),
+                    sha.as_deref().unwrap_or("-")
+                )?;
+                match variant {
+                    Some(k) => write!(f, "{FROM}{k}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -50,9 +73,14 @@ impl FromStr for Described {
         let rest = s
             .strip_prefix("version ")
             .ok_or("expected `version X sha256:…` or `config`")?;
-        let (version, sha) = rest
+        let (version, rest) = rest
             .split_once(' ')
             .ok_or("expected a version and a hash")?;
+        let (sha, variant) = match rest.split_once(FROM) {
+            Some((sha, k)) if !k.is_empty() && !k.contains(' ') => (sha, Some(k.to_owned())),
+            Some(_) => return Err("expected one variant key after `from`".into()),
+            None => (rest, None),
+        };
         let part = |p: &str| (p != "-").then(|| p.to_owned());
         let sha256 = part(sha);
         if sha256.as_deref().is_some_and(|h| !h.starts_with("sha256:")) {
@@ -61,6 +89,7 @@ impl FromStr for Described {
         Ok(Described {
             version: part(version),
             sha256,
+            variant,
         })
     }
 }
@@ -187,8 +216,13 @@ mod tests {
         (
             proptest::option::of("[0-9A-Za-z.+][0-9A-Za-z.+-]{0,23}"),
             proptest::option::of("sha256:[0-9a-f]{64}"),
+            proptest::option::of("[-._a-zA-Z0-9]{1,40}"),
         )
-            .prop_map(|(version, sha256)| Described { version, sha256 })
+            .prop_map(|(version, sha256, variant)| Described {
+                version,
+                sha256,
+                variant,
+            })
     }
 
     proptest! {
@@ -229,6 +263,35 @@ mod tests {
         }
         assert_eq!("NotPromoted".parse::<Reason>(), Ok(Reason::NotPromoted));
         assert_eq!(Reason::NotPromoted.as_kebab(), "not-promoted");
+    }
+
+    #[test]
+    fn the_variant_follows_the_hash() {
+        let m = ConditionMessage {
+            active: Some(
+                Described::new(Some("2.5.0"), Some("sha256:ab"))
+                    .from_variant(Some("config.v2.yaml")),
+            ),
+            applied: None,
+            newest: Some(Newest {
+                config: Described::new(Some("3.0.0"), Some("sha256:cd"))
+                    .from_variant(Some("config.v3.yaml")),
+                verdict: Verdict::TooNew,
+                reason: "no variant is accepted by ^2: config.v3.yaml 3.0.0 too-new".into(),
+            }),
+        };
+        let text = "version 2.5.0 sha256:ab from config.v2.yaml; newest version 3.0.0 sha256:cd from \
+                    config.v3.yaml is too-new: no variant is accepted by ^2: config.v3.yaml 3.0.0 too-new";
+        assert_eq!(m.to_string(), text);
+        assert_eq!(text.parse::<ConditionMessage>(), Ok(m));
+        // A message written before variants were named still reads.
+        let old: ConditionMessage = "version 2.5.0 sha256:ab".parse().unwrap();
+        assert_eq!(old.active.unwrap().variant, None);
+        assert!(
+            "version 2.5.0 sha256:ab from "
+                .parse::<Described>()
+                .is_err()
+        );
     }
 
     #[test]

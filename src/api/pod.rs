@@ -185,16 +185,16 @@ pub fn condition(s: &Status) -> Option<Condition> {
         _ => Reason::Verdict(verdict),
     };
     let message = ConditionMessage {
-        active: s
-            .active
-            .as_ref()
-            .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
+        active: s.active.as_ref().map(|a| {
+            described(a.version.as_deref(), Some(&a.sha256)).from_variant(a.variant.as_deref())
+        }),
         applied: s
             .applied
             .as_ref()
             .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
         newest: s.candidate.as_ref().map(|c| Newest {
-            config: described(c.version.as_deref(), c.sha256.as_deref()),
+            config: described(c.version.as_deref(), c.sha256.as_deref())
+                .from_variant(c.variant.as_deref()),
             verdict: c.verdict,
             reason: c.reason.clone(),
         }),
@@ -397,6 +397,27 @@ mod tests {
             c.message,
             "no accepted config; newest config is missing: ConfigMap ns/cm does not exist"
         );
+    }
+
+    #[test]
+    fn the_condition_names_the_variant_in_use() {
+        let s = Status {
+            active: Some(ActiveView {
+                version: Some("2.5.0".into()),
+                sha256: "sha256:ab".into(),
+                since: String::new(),
+                verdict: Verdict::Accepted,
+                variant: Some("config.v2.yaml".into()),
+            }),
+            ..Status::default()
+        };
+        let c = condition(&s).unwrap();
+        assert_eq!(
+            (c.status, c.message.as_str()),
+            (true, "version 2.5.0 sha256:ab from config.v2.yaml")
+        );
+        let m: ConditionMessage = c.message.parse().unwrap();
+        assert_eq!(m.active.unwrap().variant.as_deref(), Some("config.v2.yaml"));
     }
 
     #[test]
