@@ -81,12 +81,29 @@ fn which(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{name} must be installed: .ci/setup installs it"))
 }
 
-/// See tests/prometheus.rs: the gate must know Prometheus's port before Prometheus starts.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+/// Starts Prometheus on port 0, reads back the port it bound, and points the gate at it the way a pod's
+/// annotations would: `annotation` set to `value(port)`, applied live. Returns once the gate logs it.
+fn start_and_point(
+    g: &Gate,
+    exe: &Path,
+    d: &Dirs,
+    lifecycle: bool,
+    annotation: &str,
+    value: impl Fn(u16) -> String,
+) -> (Prometheus, u16) {
+    let prom = prometheus(exe, d, 0, lifecycle);
+    let port = wait_for("prometheus to listen", PROM_DEADLINE, || {
+        listening_port(prom.0.id())
+    });
+    let value = value(port);
+    write_annotations(&d.podinfo(), &[(annotation, &value)]);
+    wait_for("the annotation in force", PROM_DEADLINE, || {
+        g.log_text()
+            .lines()
+            .any(|l| l.contains("annotation overrides flag") && l.contains(&value))
+            .then_some(())
+    });
+    (prom, port)
 }
 
 /// The versions of the recording rules Prometheus serves now.
@@ -139,20 +156,17 @@ fn metrics(g: &Gate) -> String {
 fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
     let d = Dirs::new();
     configmap(&d.watch(), "2.0.0", false);
-    let port = free_port();
+    // The flag's target is nowhere; the annotation names Prometheus once it has bound its port.
     let mut g = Gate::start(
         &d,
-        &[
-            "--accepts",
-            "^2",
-            "--reload",
-            &format!("http://127.0.0.1:{port}/-/reload"),
-        ],
+        &["--accepts", "^2", "--reload", "http://127.0.0.1:9/-/reload"],
     );
     g.deadline = PROM_DEADLINE;
     g.wait_active("2.0.0");
     let exe = named_prometheus(&d, "prom-http");
-    let prom = prometheus(&exe, &d, port, true);
+    let reload_url = |port: u16| format!("http://127.0.0.1:{port}/-/reload");
+    let point = |g: &Gate| start_and_point(g, &exe, &d, true, "confgate.io/reload", reload_url);
+    let (prom, port) = point(&g);
     wait_serving(port, "2.0.0");
     // The first promotion into an empty dir sends no reload: Prometheus read it when it started. The
     // next one is reloaded and confirmed applied.
@@ -201,7 +215,7 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
 
     // Prometheus restarted now starts cleanly on the rolled-back files.
     drop(prom);
-    let prom = prometheus(&exe, &d, port, true);
+    let (prom, port) = point(&g);
     wait_serving(port, "2.0.5");
 
     // The same bytes again are not offered to Prometheus: nothing is promoted.
@@ -246,7 +260,8 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
             .contains("confgate_last_reload_successful 0")
             .then_some(())
     });
-    let _prom = prometheus(&exe, &d, port, true);
+    // Back on a new port: the owed reload is retried to the target now in force.
+    let (_prom, port) = point(&g);
     wait_serving(port, "2.2.0");
     wait_applied(&g, "2.2.0");
 }
@@ -255,10 +270,11 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
 fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
     let d = Dirs::new();
     configmap(&d.watch(), "2.0.0", false);
-    let port = free_port();
-    let confirm = format!(
-        "http://127.0.0.1:{port}/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds"
-    );
+    let confirm = |port: u16| {
+        format!(
+            "http://127.0.0.1:{port}/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds"
+        )
+    };
     let mut g = Gate::start(
         &d,
         &[
@@ -269,7 +285,7 @@ fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
             "--reload",
             "signal:HUP:prom-hup",
             "--confirm",
-            &confirm,
+            &confirm(9),
         ],
     );
     g.deadline = PROM_DEADLINE;
@@ -278,7 +294,7 @@ fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
         s["active"]["version"] == "2.0.0" && s["reload"]["requested"] == 0
     });
     let exe = named_prometheus(&d, "prom-hup");
-    let _prom = prometheus(&exe, &d, port, false);
+    let (_prom, port) = start_and_point(&g, &exe, &d, false, "confgate.io/confirm", confirm);
     wait_serving(port, "2.0.0");
 
     configmap(&d.watch(), "2.0.1", false);

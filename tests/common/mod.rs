@@ -282,3 +282,27 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// The TCP port a process listens on, read from `/proc`: its socket descriptors' inodes matched against
+/// the kernel's listening sockets. A server that logs only the address it was given (Prometheus)
+/// binds port 0 and the test learns the port here, without choosing one and releasing it first.
+pub fn listening_port(pid: u32) -> Option<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_str()?.to_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    // Columns: sl local_address rem_address st ... inode; st 0A is LISTEN.
+    table.lines().skip(1).find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (local, state, inode) = (cols.get(1)?, cols.get(3)?, cols.get(9)?);
+        if *state != "0A" || !inodes.iter().any(|i| i == inode) {
+            return None;
+        }
+        u16::from_str_radix(local.rsplit(':').next()?, 16).ok()
+    })
+}
