@@ -422,6 +422,11 @@ fn main() {
     let mut report = serde_json::Map::new();
     report.insert("machine".into(), machine());
     report.insert("quick".into(), json!(o.quick));
+    // `cargo bench --profile dev` (CI's smoke run, reusing the test build) measures a debug binary.
+    let release = Path::new(BIN)
+        .parent()
+        .is_some_and(|d| d.ends_with("release"));
+    report.insert("release".into(), json!(release));
     let bin_size = std::fs::metadata(BIN).expect("binary").len();
     report.insert("binary_bytes".into(), json!(bin_size));
     let mut lines = Vec::new();
@@ -724,6 +729,11 @@ fn main() {
         m["cpu"].as_str().unwrap_or(""),
         m["kernel"].as_str().unwrap_or("")
     );
+    if !release {
+        println!(
+            "binary {BIN}: not a release build, so these figures say only that the benchmark runs"
+        );
+    }
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
     for (a, b, c) in &rows {
