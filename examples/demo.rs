@@ -167,7 +167,7 @@ fn component(active: PathBuf) -> std::io::Result<(u16, mpsc::Receiver<String>)> 
             let _ = conn
                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
             let runs = match snapshot::read(&active) {
-                snapshot::Observed::Config(c) => String::from_utf8_lossy(&c.files["config.yaml"])
+                snapshot::Observed::Config(c) => String::from_utf8_lossy(&c.files()["config.yaml"])
                     .lines()
                     .next()
                     .unwrap_or_default()

@@ -290,7 +290,7 @@ impl Promoter {
             None => BTreeSet::new(),
         };
         let new_keys: BTreeSet<String> = snap
-            .files
+            .files()
             .keys()
             .map(|k| k.split('/').next().unwrap_or(k).to_owned())
             .collect();
@@ -303,7 +303,7 @@ impl Promoter {
             .and_then(|()| self.link_new(&new_keys, &mut linked))
             .and_then(|()| {
                 if owe_reload {
-                    self.mark_reload_owed(snap.hash)
+                    self.mark_reload_owed(snap.hash())
                 } else {
                     Ok(())
                 }
@@ -376,7 +376,7 @@ impl Promoter {
     }
 
     fn fill(&self, ts_path: &Path, snap: &Snapshot) -> Result<(), Error> {
-        for (key, bytes) in &snap.files {
+        for (key, bytes) in snap.files() {
             let path = ts_path.join(key);
             if let Some(parent) = path.parent().filter(|p| *p != ts_path) {
                 std::fs::DirBuilder::new()
@@ -507,7 +507,7 @@ mod tests {
             .count();
         assert_eq!(dirs, 2, "{:?}", names(&dir));
         let now = p.roll_back().unwrap();
-        assert_eq!(now.hash(), Some(a.hash));
+        assert_eq!(now.hash(), Some(a.hash()));
         assert_eq!(
             std::fs::read_to_string(dir.join("rules.yml")).unwrap(),
             "good"
@@ -520,9 +520,9 @@ mod tests {
         assert_eq!(dirs, 1, "{:?}", names(&dir));
         // A restart of the component reads the rolled-back files; a later promotion keeps them.
         p.promote(&b).unwrap();
-        assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash));
+        assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash()));
         let (_, reopened) = Promoter::open(&dir).unwrap();
-        assert_eq!(reopened.hash(), Some(a.hash));
+        assert_eq!(reopened.hash(), Some(a.hash()));
     }
 
     #[test]
@@ -642,23 +642,23 @@ mod tests {
         p.promote_owing_reload(&a).unwrap();
         // A restart (a new `open`) finds it, and start-up cleaning keeps it.
         let (p, _) = Promoter::open(&dir).unwrap();
-        assert_eq!(p.reload_owed(), Some(a.hash));
+        assert_eq!(p.reload_owed(), Some(a.hash()));
         p.promote_owing_reload(&b).unwrap();
         // A late success for the older config does not clear the newer debt.
-        assert!(!p.clear_reload_owed(a.hash).unwrap());
-        assert_eq!(p.reload_owed(), Some(b.hash));
-        assert!(p.clear_reload_owed(b.hash).unwrap());
+        assert!(!p.clear_reload_owed(a.hash()).unwrap());
+        assert_eq!(p.reload_owed(), Some(b.hash()));
+        assert!(p.clear_reload_owed(b.hash()).unwrap());
         assert_eq!(p.reload_owed(), None);
         // A failed promotion leaves the record as it was.
-        p.mark_reload_owed(b.hash).unwrap();
+        p.mark_reload_owed(b.hash()).unwrap();
         let bad = snap(&[("version", "3.0.0"), ("x", "1"), ("x/y", "2")]);
         assert!(p.promote_owing_reload(&bad).is_err());
-        assert_eq!(p.reload_owed(), Some(b.hash));
+        assert_eq!(p.reload_owed(), Some(b.hash()));
         assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
         // The marker is not a key, and a plain promotion keeps it.
         p.promote(&a).unwrap();
         assert_eq!(snapshot::read(&dir), Observed::Config(a));
-        assert_eq!(p.reload_owed(), Some(b.hash));
+        assert_eq!(p.reload_owed(), Some(b.hash()));
     }
 
     #[test]

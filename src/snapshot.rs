@@ -82,12 +82,15 @@ pub const DEFAULT_MODE: u32 = 0o644;
 ///
 /// Modes are not part of the hash: a ConfigMap does not carry them (the pod's `defaultMode` and
 /// `items[].mode` do), and `confgate check` must print the volume's hash for a manifest.
+///
+/// The fields are private so the hash always matches the keys: a snapshot is made only by
+/// [`Snapshot::new`] or [`Snapshot::with_modes`] and read through its accessors.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Snapshot {
-    pub files: BTreeMap<String, Vec<u8>>,
-    pub hash: ContentHash,
+    files: BTreeMap<String, Vec<u8>>,
+    hash: ContentHash,
     /// Permission bits (`0o777` mask) of the keys whose mode is not [`DEFAULT_MODE`].
-    pub modes: BTreeMap<String, u32>,
+    modes: BTreeMap<String, u32>,
 }
 
 impl fmt::Debug for Snapshot {
@@ -120,6 +123,26 @@ impl Snapshot {
             .filter(|(k, m)| *m != DEFAULT_MODE && s.files.contains_key(k))
             .collect();
         s
+    }
+
+    /// Every key with its bytes.
+    pub fn files(&self) -> &BTreeMap<String, Vec<u8>> {
+        &self.files
+    }
+
+    /// The documented `sha256:` hash of the keys and their bytes.
+    pub fn hash(&self) -> ContentHash {
+        self.hash
+    }
+
+    /// Permission bits of the keys whose mode is not [`DEFAULT_MODE`].
+    pub fn modes(&self) -> &BTreeMap<String, u32> {
+        &self.modes
+    }
+
+    /// The keys and their bytes, taken out of the snapshot.
+    pub fn into_files(self) -> BTreeMap<String, Vec<u8>> {
+        self.files
     }
 
     /// The permission bits key `key` is promoted with.

@@ -42,11 +42,11 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
     let (Some(v), Observed::Config(snap)) = (&settings.variants, observed) else {
         return plain(observed, settings);
     };
-    let keys: Vec<&String> = snap.files.keys().filter(|k| v.matches(k)).collect();
+    let keys: Vec<&String> = snap.files().keys().filter(|k| v.matches(k)).collect();
     if keys.is_empty() {
         return plain(observed, settings);
     }
-    if snap.files.contains_key(&v.promoted) {
+    if snap.files().contains_key(&v.promoted) {
         return Choice {
             judgement: invalid(format!(
                 "key {} is both in the ConfigMap and the name variants are promoted as ({v})",
@@ -168,7 +168,7 @@ fn ambiguous<'a>(snap: &Snapshot, judged: &'a [Judged]) -> Option<(&'a Judged, &
         for b in &judged[i + 1..] {
             if a.version.is_some()
                 && by_version(a, b) == Ordering::Equal
-                && (snap.files.get(&a.key) != snap.files.get(&b.key)
+                && (snap.files().get(&a.key) != snap.files().get(&b.key)
                     || snap.mode(&a.key) != snap.mode(&b.key))
             {
                 return Some((a, b));
@@ -200,7 +200,7 @@ fn none_accepted(judged: &[Judged]) -> Verdict {
 pub fn promoted_set(snap: &Snapshot, v: &Variants, key: &str) -> Snapshot {
     let mut files = BTreeMap::new();
     let mut modes = BTreeMap::new();
-    for (k, bytes) in &snap.files {
+    for (k, bytes) in snap.files() {
         let name = if k == key {
             v.promoted.clone()
         } else if v.matches(k) {
@@ -267,16 +267,16 @@ mod tests {
                 panic!()
             };
             assert_eq!(
-                s.files.keys().collect::<Vec<_>>(),
+                s.files().keys().collect::<Vec<_>>(),
                 ["config.yaml", "shared.txt"]
             );
             let Observed::Config(raw) = both() else {
                 panic!()
             };
-            assert_eq!(s.files["config.yaml"], raw.files[key]);
+            assert_eq!(s.files()["config.yaml"], raw.files()[key]);
             assert_eq!(
-                s.hash,
-                promoted_set(&raw, settings(range).variants.as_ref().unwrap(), key).hash
+                s.hash(),
+                promoted_set(&raw, settings(range).variants.as_ref().unwrap(), key).hash()
             );
         }
     }
@@ -393,10 +393,10 @@ mod tests {
                 Some((_, _, label)) => {
                     prop_assert_eq!(c.judgement.verdict, Verdict::Accepted);
                     let Observed::Config(p) = &c.observed else { panic!() };
-                    prop_assert_eq!(p.files.keys().filter(|k| s.variants.as_ref().unwrap().matches(k)).count(), 0);
-                    prop_assert_eq!(p.files.len(), 2);
+                    prop_assert_eq!(p.files().keys().filter(|k| s.variants.as_ref().unwrap().matches(k)).count(), 0);
+                    prop_assert_eq!(p.files().len(), 2);
                     let want = format!("label: {label}\n");
-                    prop_assert!(String::from_utf8_lossy(&p.files["config.yaml"]).ends_with(&want));
+                    prop_assert!(String::from_utf8_lossy(&p.files()["config.yaml"]).ends_with(&want));
                 }
                 None => prop_assert_ne!(c.judgement.verdict, Verdict::Accepted),
             }

@@ -125,7 +125,7 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
         .require
         .iter()
         .map(String::as_str)
-        .filter(|k| !snap.files.contains_key(*k))
+        .filter(|k| !snap.files().contains_key(*k))
         .collect();
     if !missing.is_empty() {
         return invalid(
@@ -135,7 +135,7 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
                 if missing.len() == 1 { "" } else { "s" },
                 missing.join(", "),
                 if missing.len() == 1 { "is" } else { "are" },
-                snap.files.keys().cloned().collect::<Vec<_>>().join(", ")
+                snap.files().keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         );
     }
@@ -188,7 +188,7 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
     // Rules only for a version the range accepts: a config is judged once, by its first problem, and
     // the version comes first because it decides whether the rules were even written for it.
     if verdict == Verdict::Accepted
-        && let Err(failure) = settings.rules.check(&snap.files)
+        && let Err(failure) = settings.rules.check(snap.files())
     {
         return invalid(
             Some(raw),
@@ -215,10 +215,10 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
 /// Reads the version string from the snapshot as `from` says, as written (not yet parsed).
 pub fn extract_version(snap: &Snapshot, from: &VersionFrom) -> Result<String, String> {
     let key = from.key();
-    let bytes = snap.files.get(key).ok_or_else(|| {
+    let bytes = snap.files().get(key).ok_or_else(|| {
         format!(
             "key {key} (from {from}) is absent (present: {})",
-            snap.files.keys().cloned().collect::<Vec<_>>().join(", ")
+            snap.files().keys().cloned().collect::<Vec<_>>().join(", ")
         )
     })?;
     let text = std::str::from_utf8(bytes).map_err(|e| {

@@ -240,7 +240,7 @@ async fn settled(
 fn version_of(o: &Observed) -> Option<String> {
     match o {
         Observed::Config(s) => s
-            .files
+            .files()
             .get("version")
             .map(|v| String::from_utf8_lossy(v).into()),
         _ => None,
@@ -297,11 +297,11 @@ async fn configmap_watch_follows_the_object_through_its_life() {
         panic!()
     };
     assert_eq!(
-        snap.files["blob"],
+        snap.files()["blob"],
         vec![0, 1, 2, 255],
         "binaryData is decoded"
     );
-    assert_eq!(snap.files["app.yaml"], b"replicas: 3\n");
+    assert_eq!(snap.files()["app.yaml"], b"replicas: 3\n");
     let view = view_rx.borrow().clone().unwrap();
     assert_eq!(
         (view.uid.as_deref(), view.resource_version.as_deref()),

@@ -72,7 +72,7 @@ fn leave_free_inodes(dir: &Path, keep: usize) -> Vec<PathBuf> {
 
 /// Every top-level key of `s` reads through its link in `dir` with the snapshot's bytes.
 fn every_link_resolves(dir: &Path, s: &Snapshot) -> Result<(), String> {
-    for (k, v) in &s.files {
+    for (k, v) in s.files() {
         match std::fs::read(dir.join(k)) {
             Ok(got) if &got == v => {}
             Ok(_) => return Err(format!("{k} holds other bytes")),

@@ -51,9 +51,9 @@ fn a_read_overlapping_a_slow_removal_is_never_partial() {
                 reads += 1;
                 match snapshot::read(&dir) {
                     Observed::Config(s) => {
-                        let got: BTreeSet<String> = s.files.keys().cloned().collect();
+                        let got: BTreeSet<String> = s.files().keys().cloned().collect();
                         let versions: BTreeSet<&[u8]> = s
-                            .files
+                            .files()
                             .iter()
                             .filter(|(k, _)| *k != "version")
                             .map(|(_, v)| v.as_slice())

@@ -118,7 +118,7 @@ pub async fn fleet(client: Client, args: &StatusArgs) -> Result<Fleet, Error> {
             let hash = cm
                 .as_ref()
                 .and_then(|cm| super::source::files(cm).ok())
-                .map(|f| Snapshot::new(f.into_map()).hash);
+                .map(|f| Snapshot::new(f.into_map()).hash());
             Some((name.clone(), hash))
         }
     };

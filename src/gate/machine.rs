@@ -37,7 +37,7 @@ type Modes = BTreeMap<String, u32>;
 
 fn modes(obs: &Observed) -> Modes {
     match obs {
-        Observed::Config(s) => s.modes.clone(),
+        Observed::Config(s) => s.modes().clone(),
         _ => Modes::new(),
     }
 }

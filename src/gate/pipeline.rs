@@ -49,7 +49,7 @@ enum Seen {
 
 fn seen(obs: &Observed) -> Seen {
     match obs {
-        Observed::Config(s) => Seen::Hash(s.hash),
+        Observed::Config(s) => Seen::Hash(s.hash()),
         other => Seen::Other(other.clone()),
     }
 }
