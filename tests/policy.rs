@@ -1,7 +1,7 @@
 //! `confgate policy`: the generated ValidatingAdmissionPolicy evaluated client-side with kube-cel's
 //! `VapEvaluator` (the `cel` crate with Kubernetes' CEL libraries) against CREATE, UPDATE and DELETE
 //! requests, and a differential test: over a corpus and generated ConfigMaps and ranges, the policy
-//! allows exactly what `confgate check`'s verdict accepts.
+//! allows exactly what `confgate check`'s verdict accepts, and refuses with `check`'s reason.
 //!
 //! No API server runs here: what this proves is parity under the `cel` crate's reading of CEL, not
 //! cel-go's (see the README for what was and was not verified).

@@ -6,6 +6,8 @@
 //! it has no range function. So the version is checked against one regular expression (the exact set
 //! `parse_lenient` accepts), split into numbers with string functions, and every comparator of the range
 //! is compiled into comparisons of constants, mirroring the `semver` crate's `eval.rs` branch by branch.
+//! The refusal messages place and display the version the same way ([`classify`], [`display`]), so they
+//! can say what the sidecar says.
 //! Only the CEL base library, the Kubernetes regex library (`find`) and the strings extension
 //! (`split`, `indexOf`, `substring`) are used: all are in the environment from Kubernetes 1.29.
 
