@@ -307,9 +307,9 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
     let text = &accepts.text;
     let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
     let classified = format!(
-        "[{v}].map(v, [{class}].map(c, c == 'accepted' ? 'version ' + v + {in_} : \
-         c == 'too-new' ? 'version ' + v + {newer} : \
-         c == 'too-old' ? 'version ' + v + {older} : \
+        "[{v}].map(v, [{class}].map(w, w == 'accepted' ? 'version ' + v + {in_} : \
+         w == 'too-new' ? 'version ' + v + {newer} : \
+         w == 'too-old' ? 'version ' + v + {older} : \
          v.split('+')[0].contains('-') ? 'pre-release ' + v + {pre} : \
          'version ' + v + {outside})[0])[0]",
         v = semver_cel::display("t"),

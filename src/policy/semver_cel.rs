@@ -45,10 +45,13 @@ pub fn trimmed(value: &str) -> String {
     )
 }
 
-/// A CEL boolean over `n` (the version's numbers as decimal strings, no leading zeros): whether one is
-/// beyond 64 bits. The sidecar refuses such a version as unreadable; `uint()` would raise an error, and
-/// an error would replace the policy's message with the evaluator's.
-const OVERFLOW: &str = "n.exists(x, size(x) > 20 || (size(x) == 20 && x > '18446744073709551615'))";
+/// A CEL boolean over `n` (the version's one to three numbers as decimal strings, no leading zeros):
+/// whether one is beyond 64 bits. The sidecar refuses such a version as unreadable; `uint()` would raise
+/// an error, and an error would replace the policy's message with the evaluator's. Spelled out per index
+/// rather than with `exists`, so a cost estimate does not take `n` to be as long as the whole value.
+const OVERFLOW: &str = "((size(n[0]) > 20 || (size(n[0]) == 20 && n[0] > '18446744073709551615')) || \
+     (size(n) > 1 && (size(n[1]) > 20 || (size(n[1]) == 20 && n[1] > '18446744073709551615'))) || \
+     (size(n) > 2 && (size(n[2]) > 20 || (size(n[2]) == 20 && n[2] > '18446744073709551615'))))";
 
 /// A CEL string: how the sidecar writes the version `t` (trimmed, matching [`lenient_regex`], no number
 /// beyond 64 bits) once parsed, `MAJOR.MINOR.PATCH[-PRE][+BUILD]`, as `semver::Version` displays it.
