@@ -1,7 +1,7 @@
 //! `confgate policy`: the generated ValidatingAdmissionPolicy evaluated client-side with kube-cel's
 //! `VapEvaluator` (the `cel` crate with Kubernetes' CEL libraries) against CREATE, UPDATE and DELETE
 //! requests, and a differential test: over a corpus and generated ConfigMaps and ranges, the policy
-//! allows exactly what `confgate check`'s verdict accepts.
+//! allows exactly what `confgate check`'s verdict accepts, and refuses with `check`'s reason.
 //!
 //! No API server runs here: what this proves is parity under the `cel` crate's reading of CEL, not
 //! cel-go's (see the README for what was and was not verified).
@@ -176,6 +176,35 @@ fn check_accepts_cm(s: &Settings, cm: &Value) -> bool {
     verdict::judge(&found[0].1, s).verdict == Verdict::Accepted
 }
 
+/// The reason `check` gives for a ConfigMap, as far as the policy can say it: without the keys present
+/// (a map's keys come unordered in CEL) and without the `semver` crate's account of why a version-like
+/// value does not parse.
+fn check_reason(s: &Settings, cm: &Value) -> (Verdict, String) {
+    let found = check::manifests("cm.json", &cm.to_string()).unwrap();
+    let j = verdict::judge(&found[0].1, s);
+    let mut reason = j.reason;
+    if let Some(i) = reason.find(" (present: ") {
+        reason.truncate(i);
+    }
+    if let (Some(i), Some(j)) = (
+        reason.find(": not a semantic version ("),
+        reason.find("); allowed: "),
+    ) {
+        reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
+    }
+    (j.verdict, reason)
+}
+
+/// The policy refuses with `check`'s reason, after the ConfigMap's name; `Err` says how it differs.
+fn same_reason(p: &Compiled, s: &Settings, cm: &Value) -> Result<bool, String> {
+    let (verdict, reason) = check_reason(s, cm);
+    match (verdict, p.create(cm)) {
+        (Verdict::Accepted, Ok(())) => Ok(true),
+        (_, Err(msg)) if msg == format!("ConfigMap {NS}/{NAME}: {reason}") => Ok(false),
+        (v, got) => Err(format!("check: {v} {reason:?}; policy: {got:?}")),
+    }
+}
+
 /// Settings with content rules, as `--rule` gives them.
 fn settings_with_rules(accepts: Option<&str>, require: Option<&str>, rules: &[&str]) -> Settings {
     Settings::from_raw(&Raw {
@@ -208,18 +237,18 @@ fn create_update_and_delete_requests() {
             .unwrap_err();
         assert_eq!(
             msg,
-            "ConfigMap team-a/app-config: version 3.0.0, accepts >=2.4.0, <3.0.0: the version is not accepted \
-         (read from file:version under data; a range admits pre-releases only of a version it names with one)"
+            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows"
         );
         let msg = p.create(&no_key).unwrap_err();
         assert_eq!(
             msg,
-            "ConfigMap team-a/app-config: version 2.5.1, accepts >=2.4.0, <3.0.0: required keys absent: config"
+            "ConfigMap team-a/app-config: required key config is absent"
         );
         let msg = p.create(&rule_broken).unwrap_err();
-        assert!(
-            msg.ends_with("rule 1 does not hold: data['config'].contains('listen:')"),
-            "{msg}"
+        assert_eq!(
+            msg,
+            "ConfigMap team-a/app-config: version 2.5.1 is in >=2.4.0, <3.0.0, but rule 1 \
+             (`data['config'].contains('listen:')`) is false"
         );
         assert!(!msg.contains("port: 80"), "content leaked: {msg}");
         let msg = p.admit("DELETE", NS, NAME, None, Some(&good)).unwrap_err();
@@ -232,7 +261,10 @@ fn create_update_and_delete_requests() {
         // A version that is not one is refused without being echoed.
         let junk = configmap(&[("version", "secret-ish text"), ("config", "listen: x")]);
         let msg = p.create(&junk).unwrap_err();
-        assert!(msg.contains("no readable version at file:version"), "{msg}");
+        assert!(
+            msg.ends_with("the value at file:version is not a semantic version (15 bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v"),
+            "{msg}"
+        );
         assert!(!msg.contains("secret-ish"), "{msg}");
     });
 }
@@ -318,7 +350,7 @@ fn aws_auth_guard_keeps_the_node_role() {
             "- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n",
         )]);
         let msg = p.create(&erased).unwrap_err();
-        assert!(msg.contains("rule 1 does not hold"), "{msg}");
+        assert!(msg.contains("rule 1 (`"), "{msg}");
         assert!(p.create(&configmap(&[("mapUsers", "[]")])).is_err());
         assert!(
             p.admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
@@ -499,6 +531,53 @@ fn corpus_parity_with_check() {
     });
 }
 
+/// Over the corpus, the policy's message is `check`'s reason: the same verdict words for every range and
+/// version, and for absent keys and an unreadable version.
+#[test]
+fn corpus_messages_are_checks_reasons() {
+    big_stack(|| {
+        let mut differ = Vec::new();
+        let mut kinds = std::collections::BTreeSet::new();
+        for range in CORPUS_RANGES {
+            let s = settings(Some(range), None);
+            let p = Compiled::new(&policy_for(&s, &[]));
+            for v in CORPUS_VERSIONS {
+                let cm = configmap(&[("version", v)]);
+                kinds.insert(check_reason(&s, &cm).0);
+                if let Err(e) = same_reason(&p, &s, &cm) {
+                    differ.push(format!("{v:?} in {range:?}: {e}"));
+                }
+            }
+        }
+        let s = settings(Some("^2"), Some("a,b,config"));
+        let p = Compiled::new(&policy_for(&s, &[]));
+        for data in [
+            &[("config", "x")][..],
+            &[("version", "2.0.0"), ("a", "x")],
+            &[("version", "2.0.0"), ("a", "x"), ("b", "y")],
+            &[("a", "x"), ("b", "y"), ("config", "z")],
+            &[
+                ("version", &"1".repeat(300)),
+                ("a", "x"),
+                ("b", "y"),
+                ("config", "z"),
+            ],
+        ] {
+            let cm = configmap(data);
+            if let Err(e) = same_reason(&p, &s, &cm) {
+                differ.push(format!("{cm}: {e}"));
+            }
+        }
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+        // Every verdict a range and a version can give, or the comparison would be partial.
+        use Verdict::*;
+        assert_eq!(
+            kinds.into_iter().collect::<Vec<_>>(),
+            [Accepted, TooNew, TooOld, OutOfRange, Invalid]
+        );
+    });
+}
+
 /// Rules over `data` and `binaryData` that the parity tests combine. `binaryData` is only tested by
 /// membership and count: kube-cel's evaluator has no schema and reads its base64 as a string, where the
 /// API server (and confgate) see bytes.
@@ -552,6 +631,8 @@ fn rules_parity_with_check() {
                 let got = p.create(&cm).is_ok();
                 if want != got {
                     mismatches.push(format!("{rules:?} on {cm}: check {want}, policy {got}"));
+                } else if let Err(e) = same_reason(&p, &s, &cm) {
+                    mismatches.push(format!("{rules:?} on {cm}: {e}"));
                 }
             }
         }
@@ -684,6 +765,11 @@ fn generated_parity_with_check() {
                             rules,
                             cm
                         );
+                        if let Err(e) = same_reason(&p, &s, &cm) {
+                            return Err(TestCaseError::fail(format!(
+                                "{v:?} in {range:?} with {rules:?} on {cm}: {e}"
+                            )));
+                        }
                     }
                     Ok(())
                 },

@@ -120,30 +120,9 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     let cm = format!("ConfigMap {}/{}", req.namespace, req.name);
     let skip_delete = "request.operation == 'DELETE' || ";
 
-    // What every refusal message starts with: the ConfigMap and, when a range is set, the version read
-    // and the range (the version only when it is one: a whole value is never echoed).
-    let head = match version {
-        Some((accepts, key)) => {
-            let v = format!("object.data[{}]", lit(key));
-            format!(
-                "{cm}: ' + (has(object.data) && {k} in object.data && {v}.matches({re}) && size({v}.find({tok})) <= {max} ? 'version ' + {v}.find({tok}) : 'no readable version at {from}') + ', accepts {text}",
-                cm = cm,
-                k = lit(key),
-                re = lit(&semver_cel::lenient_regex()),
-                tok = lit(semver_cel::TOKEN_REGEX),
-                max = semver_cel::MAX_VERSION_LEN,
-                from = s.version_from,
-                text = accepts.text.replace('\'', ""),
-            )
-        }
-        None => cm.clone(),
-    };
-    let message = |tail: &str| {
-        format!(
-            "'{head}: {}'",
-            tail.replace('\\', "\\\\").replace('\'', "\\'")
-        )
-    };
+    // Every refusal says what the sidecar and `check` would say of the same ConfigMap, after its name,
+    // so a user meets one vocabulary wherever confgate judges.
+    let message = |reason: String| format!("{} + ({reason})", lit(&format!("{cm}: ")));
 
     let mut validations = vec![Node::map([
         ("expression", Node::str("request.operation != 'DELETE'")),
@@ -158,46 +137,42 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     if !s.require.is_empty() {
         let present = |k: &str| {
             format!(
-                "((has(object.data) && {k} in object.data) || (has(object.binaryData) && {k} in object.binaryData))",
-                k = lit(k)
+                "((has(object.data) && {k} in object.data) || (has(object.binaryData) && {k} in object.binaryData))"
             )
         };
         let keys: Vec<String> = s.require.iter().map(|k| lit(k)).collect();
         let expr = format!(
             "{skip_delete}{}",
-            s.require
-                .iter()
+            keys.iter()
                 .map(|k| present(k))
                 .collect::<Vec<_>>()
                 .join(" && ")
         );
-        let absent = format!(
-            "[{}].filter(k, !((has(object.data) && k in object.data) || (has(object.binaryData) && k in object.binaryData))).join(', ')",
-            keys.join(", ")
+        // The sidecar also lists the keys present; left out here, as a map's keys come unordered in CEL
+        // and 1.30 has no list sort.
+        let reason = format!(
+            "[[{}].filter(k, !{})].map(a, size(a) == 1 ? 'required key ' + a[0] + ' is absent' : 'required keys ' + a.join(', ') + ' are absent')[0]",
+            keys.join(", "),
+            present("k"),
         );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
-            (
-                "messageExpression",
-                Node::str(format!("{} + {absent}", message("required keys absent: "))),
-            ),
+            ("messageExpression", Node::str(message(reason))),
             ("reason", Node::str("Invalid")),
         ]));
     }
     if let Some((accepts, key)) = version {
+        let k = lit(key);
+        let value = format!("object.data[{k}]");
         let expr = format!(
             "{skip_delete}(has(object.data) && {k} in object.data && {})",
-            semver_cel::accepts(&format!("object.data[{}]", lit(key)), &accepts.req),
-            k = lit(key)
+            semver_cel::accepts(&value, &accepts.req),
         );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
             (
                 "messageExpression",
-                Node::str(message(&format!(
-                    "the version is not accepted (read from {} under data; a range admits pre-releases only of a version it names with one)",
-                    s.version_from
-                ))),
+                Node::str(message(version_reason(key, &s.version_from, accepts))),
             ),
             ("reason", Node::str("Invalid")),
         ]));
@@ -207,16 +182,25 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             "{skip_delete}[has(object.data) ? object.data : {{}}].all(data, [has(object.binaryData) ? object.binaryData : {{}}].all(binaryData, {}))",
             rule.text
         );
+        // An evaluation error is reported by the API server in its own words, so only "is false" is ours.
+        let failure = lit(&format!("rule {} (`{}`) is false", i + 1, rule.text));
+        let reason = match version {
+            // The sidecar judges rules only for a version in range and says so first.
+            Some((accepts, key)) => {
+                let k = lit(key);
+                let value = format!("object.data[{k}]");
+                format!(
+                    "(has(object.data) && {k} in object.data && {ok} ? 'version ' + {v} + {is_in} : '') + {failure}",
+                    ok = semver_cel::accepts(&value, &accepts.req),
+                    v = semver_cel::display(&semver_cel::trimmed(&value)),
+                    is_in = lit(&format!(" is in {}, but ", accepts.text)),
+                )
+            }
+            None => failure,
+        };
         validations.push(Node::map([
             ("expression", Node::str(expr)),
-            (
-                "messageExpression",
-                Node::str(message(&format!(
-                    "rule {} does not hold: {}",
-                    i + 1,
-                    rule.text
-                ))),
-            ),
+            ("messageExpression", Node::str(message(reason))),
             ("reason", Node::str("Invalid")),
         ]));
     }
@@ -313,6 +297,58 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         ),
     ]);
     Ok([policy, binding])
+}
+
+/// A CEL string: the sidecar's reason for the version in `key` (see [`crate::verdict::judge_snapshot`]),
+/// where CEL can compute it. Two differ: a key under `binaryData` (the policy reads `data` only) and a
+/// value that looks like a version but does not parse (the `semver` crate's explanation is left out).
+fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Accepts) -> String {
+    let k = lit(key);
+    let text = &accepts.text;
+    let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
+    let classified = format!(
+        "[{v}].map(v, [{class}].map(w, w == 'accepted' ? 'version ' + v + {in_} : \
+         w == 'too-new' ? 'version ' + v + {newer} : \
+         w == 'too-old' ? 'version ' + v + {older} : \
+         v.split('+')[0].contains('-') ? 'pre-release ' + v + {pre} : \
+         'version ' + v + {outside})[0])[0]",
+        v = semver_cel::display("t"),
+        class = semver_cel::classify("t", &accepts.req),
+        in_ = lit(&format!(" is in {text}")),
+        newer = lit(&format!(" is newer than {text} allows")),
+        older = lit(&format!(" is older than {text} allows")),
+        pre = lit(&format!(
+            " is outside {text} (a range admits pre-releases only of a version it names with a pre-release)"
+        )),
+        outside = lit(&format!(" is outside {text}")),
+    );
+    format!(
+        "!(has(object.data) && {k} in object.data) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
+         [{trimmed}].map(t, t == '' ? {empty} : \
+         size(bytes(t)) > {max} ? {at} + string(size(bytes(t))) + {long} : \
+         !{readable} ? (t.matches('^[0-9A-Za-z.+-]{{1,64}}$') ? 'version \"' + t + {not_semver} : {at_value} + string(size(bytes(t))) + {chars}) : \
+         {classified})[0]",
+        under_binary = lit(&format!(
+            "key {key} is under binaryData, where the admission policy cannot read a version; keep it under data"
+        )),
+        absent = lit(&format!("key {key} (from {from}) is absent")),
+        trimmed = semver_cel::trimmed(&format!("object.data[{k}]")),
+        empty = lit(&format!(
+            "key {key} is empty; expected a version such as 2.4.1"
+        )),
+        max = semver_cel::MAX_VERSION_LEN,
+        at = lit(&format!("the version at {from} is ")),
+        long = lit(&format!(
+            " bytes long; a version is at most {} bytes",
+            semver_cel::MAX_VERSION_LEN
+        )),
+        readable = semver_cel::readable("t"),
+        not_semver = lit(&format!("\" at {from}: not a semantic version; {allowed}")),
+        at_value = lit(&format!("the value at {from} is not a semantic version (")),
+        chars = lit(&format!(
+            " bytes, with characters a version does not have); {allowed}"
+        )),
+    )
 }
 
 /// The two objects as a YAML stream.

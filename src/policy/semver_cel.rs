@@ -6,6 +6,8 @@
 //! it has no range function. So the version is checked against one regular expression (the exact set
 //! `parse_lenient` accepts), split into numbers with string functions, and every comparator of the range
 //! is compiled into comparisons of constants, mirroring the `semver` crate's `eval.rs` branch by branch.
+//! The refusal messages place and display the version the same way ([`classify`], [`display`]), so they
+//! can say what the sidecar says.
 //! Only the CEL base library, the Kubernetes regex library (`find`) and the strings extension
 //! (`split`, `indexOf`, `substring`) are used: all are in the environment from Kubernetes 1.29.
 
@@ -32,6 +34,84 @@ pub fn lenient_regex() -> String {
 /// The version as written (without surrounding white space), once the value matched [`lenient_regex`].
 pub const TOKEN_REGEX: &str = "[0-9A-Za-z.+-]+";
 
+/// A CEL string: the string expression `value` without the white space `str::trim` removes (empty when
+/// it is all white space), as the sidecar reads a `file:` key before judging it.
+pub fn trimmed(value: &str) -> String {
+    let not_ws = format!("[^{}]", &WS[1..WS.len() - 1]);
+    // `(?s)`: a line break inside the value belongs to it, as it does for `trim`.
+    format!(
+        "{value}.find({})",
+        lit(&format!("(?s){not_ws}(.*{not_ws})?"))
+    )
+}
+
+/// A CEL boolean over `n` (the version's one to three numbers as decimal strings, no leading zeros):
+/// whether one is beyond 64 bits. The sidecar refuses such a version as unreadable; `uint()` would raise
+/// an error, and an error would replace the policy's message with the evaluator's. Spelled out per index
+/// rather than with `exists`, so a cost estimate does not take `n` to be as long as the whole value.
+const OVERFLOW: &str = "((size(n[0]) > 20 || (size(n[0]) == 20 && n[0] > '18446744073709551615')) || \
+     (size(n) > 1 && (size(n[1]) > 20 || (size(n[1]) == 20 && n[1] > '18446744073709551615'))) || \
+     (size(n) > 2 && (size(n[2]) > 20 || (size(n[2]) == 20 && n[2] > '18446744073709551615'))))";
+
+/// A CEL string: how the sidecar writes the version `t` (trimmed, matching [`lenient_regex`], no number
+/// beyond 64 bits) once parsed, `MAJOR.MINOR.PATCH[-PRE][+BUILD]`, as `semver::Version` displays it.
+pub fn display(t: &str) -> String {
+    format!(
+        "[{t}].map(t, [t.split('+')[0]].map(h, [h.find('[0-9]+([.][0-9]+)*').split('.')].map(n, \
+         n[0] + '.' + (size(n) > 1 ? n[1] : '0') + '.' + (size(n) > 2 ? n[2] : '0') + \
+         (h.indexOf('-') >= 0 ? h.substring(h.indexOf('-')) : '') + \
+         (t.indexOf('+') >= 0 ? t.substring(t.indexOf('+')) : ''))[0])[0])[0]"
+    )
+}
+
+/// A CEL string for a version `t` (trimmed, matching [`lenient_regex`], no number beyond 64 bits):
+/// `accepted`, `too-new`, `too-old` or `out-of-range`, as [`crate::verdict::classify`] places it.
+pub fn classify(t: &str, req: &VersionReq) -> String {
+    // As `classify`: each comparator is tried on the version's core (no pre-release); a failed lower
+    // bound says too old, a failed upper bound too new, and any other operator by the side of its floor.
+    let (mut low, mut high) = (Vec::new(), Vec::new());
+    for cmp in &req.comparators {
+        let fails = format!("!({})", matches_impl(cmp));
+        match cmp.op {
+            Op::Greater | Op::GreaterEq => low.push(fails),
+            Op::Less | Op::LessEq => high.push(fails),
+            _ => {
+                let (a, b, p) = (cmp.major, cmp.minor.unwrap_or(0), cmp.patch.unwrap_or(0));
+                let below = format!(
+                    "(c[0] != {a}u ? c[0] < {a}u : (c[1] != {b}u ? c[1] < {b}u : c[2] < {p}u))"
+                );
+                low.push(format!("({fails} && {below})"));
+                high.push(format!("({fails} && !{below})"));
+            }
+        }
+    }
+    let any = |v: Vec<String>| {
+        if v.is_empty() {
+            "false".to_owned()
+        } else {
+            v.join(" || ")
+        }
+    };
+    format!(
+        "[{t}].map(t, [t.split('+')[0]].map(h, [h.find('[0-9]+([.][0-9]+)*').split('.')].map(n, \
+         [[uint(n[0]), size(n) > 1 ? uint(n[1]) : 0u, size(n) > 2 ? uint(n[2]) : 0u]].map(c, \
+         [h.indexOf('-') >= 0 ? h.substring(h.indexOf('-') + 1).split('.') : []].all(r, {all}) ? 'accepted' : \
+         [[[[]].all(r, {low}), [[]].all(r, {high})]].map(s, \
+         s[0] && !s[1] ? 'too-old' : (s[1] && !s[0] ? 'too-new' : 'out-of-range'))[0])[0])[0])[0])[0]",
+        all = matches_req(req),
+        low = any(low),
+        high = any(high),
+    )
+}
+
+/// A CEL boolean over the trimmed value `t`: whether the sidecar reads it as a version.
+pub fn readable(t: &str) -> String {
+    format!(
+        "[{t}].all(t, t.matches({re}) && [t.split('+')[0].find('[0-9]+([.][0-9]+)*').split('.')].all(n, !({OVERFLOW})))",
+        re = lit(&lenient_regex())
+    )
+}
+
 /// A CEL string literal for `s`.
 pub fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
@@ -45,7 +125,7 @@ pub fn accepts(value: &str, req: &VersionReq) -> String {
     // guaranteed, and VAP variables would not be seen by client-side evaluators.
     format!(
         "[{value}].all(s, s.matches({re}) && [s.find({tok})].all(t, size(t) <= {MAX_VERSION_LEN} && \
-         [t.split('+')[0]].all(h, [h.find('[0-9]+([.][0-9]+)*').split('.')].all(n, \
+         [t.split('+')[0]].all(h, [h.find('[0-9]+([.][0-9]+)*').split('.')].all(n, !({OVERFLOW}) && \
          [[uint(n[0]), size(n) > 1 ? uint(n[1]) : 0u, size(n) > 2 ? uint(n[2]) : 0u]].all(c, \
          [h.indexOf('-') >= 0 ? h.substring(h.indexOf('-') + 1).split('.') : []].all(r, {body}))))))",
         re = lit(&lenient_regex()),
