@@ -1,7 +1,7 @@
 //! `confgate check`: offline verdicts for ConfigMap directories and manifests, with the same hash the
 //! running sidecar reports, for CI pipelines ("will the deployed component accept this ConfigMap?"). A
 //! ConfigMap read by a workload in the same stream is judged with that workload's annotations, as its
-//! sidecar would judge it ([`crate::workloads`]).
+//! sidecar would judge it (`workloads`).
 
 use std::path::Path;
 
@@ -123,7 +123,7 @@ struct Input {
 /// and which range none serves.
 ///
 /// All paths are one stream: a ConfigMap read by a workload with `confgate.io/` annotations (see
-/// [`workloads`]) is judged once per such workload, with the settings its sidecar would have (its
+/// `workloads`) is judged once per such workload, with the settings its sidecar would have (its
 /// annotations over `ranges`), instead of with `ranges` alone.
 pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<Report, Error> {
     let Some(first) = ranges.first() else {

@@ -9,14 +9,14 @@
 //! - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
 //! - `configmap`: a ConfigMap object's keys as a snapshot (manifests, the API), and the key-name rule.
 //! - [`verdict`]: version extraction, semver range, required keys. No I/O.
-//! - [`extract`]: the value at a JSON/YAML pointer, streamed without a document tree.
+//! - `extract`: the value at a JSON/YAML pointer, streamed without a document tree.
 //! - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
-//! - [`reload`]: HTTP or signal reloads with backoff and coalescing; [`confirm`]: a reload confirmed
+//! - [`reload`]: HTTP or signal reloads with backoff and coalescing; `confirm`: a reload confirmed
 //!   through the component's own metrics.
 //! - [`gate`]: the decision loop tying the above together.
 //! - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
 //! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
-//! - [`check`]: offline verdicts for directories and manifests; [`workloads`]: the ConfigMaps the
+//! - [`check`]: offline verdicts for directories and manifests; `workloads`: the ConfigMaps the
 //!   annotated workloads in a manifest stream read, so `check` judges each with its workload's settings.
 //! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
 //! - [`inject`]: adds the sidecar to workload manifests.
@@ -26,8 +26,9 @@
 //!
 //! # Public surface
 //! Modules the binary, the integration tests, the examples, the benchmark and the fuzz targets use
-//! are `pub`; the rest (`source`, `configmap`, `metrics`, the gate's state machine and the
-//! pipeline's driver-facing methods) are crate-private. The status has one writer: the decision
+//! are `pub`; the rest (`source`, `configmap`, `metrics`, `extract`, `confirm`, `workloads`, the
+//! gate's state machine and the pipeline's driver-facing methods) are crate-private, so the compiler
+//! reports what in them nothing uses. The status has one writer: the decision
 //! loop holds the only [`state::Publisher`]; everyone else reads a [`state::Shared`].
 
 pub mod annotations;
@@ -37,8 +38,8 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub(crate) mod configmap;
-pub mod confirm;
-pub mod extract;
+pub(crate) mod confirm;
+pub(crate) mod extract;
 pub mod gate;
 pub mod inject;
 pub(crate) mod metrics;
@@ -54,4 +55,4 @@ pub(crate) mod source;
 pub mod state;
 pub mod variants;
 pub mod verdict;
-pub mod workloads;
+pub(crate) mod workloads;
