@@ -489,12 +489,14 @@ async fn absent_and_oversized_configmaps() {
     .await;
 }
 
-/// The API feed drives the same decision loop as the volume: a listed config is judged and promoted.
-#[tokio::test]
-async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
+/// The API source for ConfigMap `prod/app` on a mocked API server, feeding the decision loop (settings
+/// `base`, promoting into `<tmp>/promoted`), both spawned: what `confgate run --source configmap:…`
+/// wires together. Returns the mock's handle, the temp dir and the shared status.
+fn fed_gate(
+    base: confgate::settings::Settings,
+) -> (Mock, tempfile::TempDir, std::sync::Arc<Shared>) {
     use confgate::gate::{self, Feed};
-    use confgate::settings::{Raw, Settings};
-    let (client, mut h) = mock(SIDECAR_ROLE);
+    let (client, h) = mock(SIDECAR_ROLE);
     let tmp = tempfile::tempdir().unwrap();
     let promoted = tmp.path().join("promoted");
     let shared = Shared::new();
@@ -513,11 +515,6 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
         Duration::from_secs(60),
         std::future::pending(),
     ));
-    let base = Settings::from_raw(&Raw {
-        accepts: Some("^2.4".into()),
-        ..Raw::default()
-    })
-    .unwrap();
     let cfg = gate::Config {
         watch: tmp.path().join("no-volume"),
         promote_to: Some(promoted.clone()),
@@ -536,6 +533,20 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
         reloads,
         std::future::pending(),
     ));
+    (h, tmp, shared)
+}
+
+/// The API feed drives the same decision loop as the volume: a listed config is judged and promoted.
+#[tokio::test]
+async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
+    use confgate::settings::{Raw, Settings};
+    let base = Settings::from_raw(&Raw {
+        accepts: Some("^2.4".into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    let (mut h, tmp, shared) = fed_gate(base);
+    let promoted = tmp.path().join("promoted");
     let (_, send) = expect(&mut h, Method::GET, CM_PATH, LIST_PARAMS).await;
     respond(
         send,
@@ -587,7 +598,6 @@ async fn api_snapshots_are_judged_and_promoted_by_the_gate_loop() {
 /// the variant, and the active hash is the promoted set's, the one `confgate check` prints.
 #[tokio::test]
 async fn api_mode_chooses_the_variant_and_reports_it() {
-    use confgate::gate::{self, Feed};
     use confgate::settings::{Raw, Settings};
     const V2: &str = "version: 2.5.0\nlisten: 8080\n";
     const V3: &str = "version: 3.1.0\nserver: {listen: 8080}\n";
@@ -600,25 +610,6 @@ async fn api_mode_chooses_the_variant_and_reports_it() {
                      "creationTimestamp": "2026-11-29T22:00:00Z"},
         "data": {"config.v2.yaml": V2, "config.v3.yaml": V3, "shared.txt": "both\n"}
     });
-    let (client, mut h) = mock(SIDECAR_ROLE);
-    let tmp = tempfile::tempdir().unwrap();
-    let promoted = tmp.path().join("promoted");
-    let shared = Shared::new();
-    let (tx, rx) = watch::channel(None);
-    let (view_tx, view_rx) = watch::channel(None);
-    let target = Target {
-        namespace: "prod".into(),
-        name: "app".into(),
-    };
-    tokio::spawn(source::run(
-        client,
-        target,
-        tx,
-        view_tx,
-        shared.clone(),
-        Duration::from_secs(60),
-        std::future::pending(),
-    ));
     let base = Settings::from_raw(&Raw {
         accepts: Some("^2".into()),
         version_from: Some(FROM.into()),
@@ -626,24 +617,8 @@ async fn api_mode_chooses_the_variant_and_reports_it() {
         ..Raw::default()
     })
     .unwrap();
-    let cfg = gate::Config {
-        watch: tmp.path().join("no-volume"),
-        promote_to: Some(promoted.clone()),
-        annotations: tmp.path().join("annotations"),
-        resync: Duration::from_secs(30),
-    };
-    let reloads = confgate::reload::spawn(shared.clone());
-    tokio::spawn(gate::run_fed(
-        cfg,
-        Feed::Channel {
-            snapshots: rx,
-            source: view_rx,
-        },
-        base,
-        shared.clone(),
-        reloads,
-        std::future::pending(),
-    ));
+    let (mut h, tmp, shared) = fed_gate(base);
+    let promoted = tmp.path().join("promoted");
     let (_, send) = expect(&mut h, Method::GET, CM_PATH, LIST_PARAMS).await;
     respond(
         send,
