@@ -5,11 +5,10 @@
 
 mod common;
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{DEADLINE, Gate, get, kubelet_write, wait_for};
+use common::{DEADLINE, Gate, get, kubelet_write, output_with_stdin, wait_for};
 
 const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 const ACCEPTS: &str = ">=2.4.0, <3.0.0";
@@ -30,24 +29,16 @@ struct Run {
 }
 
 fn check_with(args: &[&str], stdin: Option<&str>) -> Run {
-    let mut child = Command::new(BIN)
-        .arg("check")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("check")
         .args(args)
         .env_remove("CONFGATE_ACCEPTS")
         .env_remove("CONFGATE_VERSION_FROM")
         .env_remove("CONFGATE_REQUIRE")
         .env_remove("CONFGATE_VARIANTS")
         .env_remove("CONFGATE_RULES")
-        .env_remove("CONFGATE_RULES_FILE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
+        .env_remove("CONFGATE_RULES_FILE");
+    let out = output_with_stdin(cmd, stdin.unwrap_or(""));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let lines = stdout
         .lines()
@@ -839,20 +830,9 @@ fn before_and_after_inject_the_workload_reads_the_same_configmap() {
         configmap("ok", "2.5.0"),
     ]
     .join("---\n");
-    let mut child = Command::new(BIN)
-        .args(["inject", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(plain.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["inject", "-"]);
+    let out = output_with_stdin(cmd, &plain);
     assert!(
         out.status.success(),
         "{}",

@@ -3,9 +3,8 @@
 
 mod common;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -101,21 +100,9 @@ spec:
 
 /// Runs `confgate inject ARGS` with `stdin`; returns (exit code, stdout, stderr).
 fn inject(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(common::BIN)
-        .arg("inject")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = Command::new(common::BIN);
+    cmd.arg("inject").args(args);
+    let out = common::output_with_stdin(cmd, stdin);
     (
         out.status.code().unwrap(),
         String::from_utf8(out.stdout).unwrap(),

@@ -306,3 +306,22 @@ pub fn listening_port(pid: u32) -> Option<u16> {
         u16::from_str_radix(local.rsplit(':').next()?, 16).ok()
     })
 }
+
+/// Runs `cmd` with `stdin` as its whole standard input, capturing standard output and error.
+pub fn output_with_stdin(mut cmd: Command, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Dropped at the end of the statement, so the child sees end of input.
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
