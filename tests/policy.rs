@@ -269,11 +269,35 @@ fn create_update_and_delete_requests() {
     });
 }
 
+/// `confgate policy ARGS` prints exactly the committed example at `path` (no gate setting from the
+/// environment).
+fn assert_example_is_printed_by(args: &[&str], path: &str) {
+    let out = Command::new(BIN)
+        .arg("policy")
+        .args(args)
+        .env_remove("CONFGATE_ACCEPTS")
+        .env_remove("CONFGATE_REQUIRE")
+        .env_remove("CONFGATE_MODE")
+        .env_remove("CONFGATE_VERSION_FROM")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        committed,
+        "regenerate {path} with the command in its README section"
+    );
+}
+
 #[test]
 fn aws_auth_guard_example_is_what_the_command_prints() {
-    let out = Command::new(BIN)
-        .args([
-            "policy",
+    assert_example_is_printed_by(
+        &[
             "--namespace",
             "kube-system",
             "--name",
@@ -282,31 +306,15 @@ fn aws_auth_guard_example_is_what_the_command_prints() {
             "mapRoles",
             "--rules-file",
             "manifests/admission/aws-auth/rules.cel",
-        ])
-        .env_remove("CONFGATE_ACCEPTS")
-        .env_remove("CONFGATE_REQUIRE")
-        .env_remove("CONFGATE_MODE")
-        .env_remove("CONFGATE_VERSION_FROM")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let committed = std::fs::read_to_string("manifests/admission/aws-auth/policy.yaml").unwrap();
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        committed,
-        "regenerate manifests/admission/aws-auth/policy.yaml with the command in its README section"
+        ],
+        "manifests/admission/aws-auth/policy.yaml",
     );
 }
 
 #[test]
 fn gated_component_example_is_what_the_command_prints() {
-    let out = Command::new(BIN)
-        .args([
-            "policy",
+    assert_example_is_printed_by(
+        &[
             "--namespace",
             "default",
             "--name",
@@ -315,21 +323,9 @@ fn gated_component_example_is_what_the_command_prints() {
             ">=2.4.0, <3.0.0",
             "--require",
             "config.yaml",
-        ])
-        .env_remove("CONFGATE_ACCEPTS")
-        .env_remove("CONFGATE_REQUIRE")
-        .env_remove("CONFGATE_MODE")
-        .env_remove("CONFGATE_VERSION_FROM")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        "manifests/admission/gated-component/policy.yaml",
     );
-    let committed =
-        std::fs::read_to_string("manifests/admission/gated-component/policy.yaml").unwrap();
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), committed);
 }
 
 #[test]
