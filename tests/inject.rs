@@ -110,6 +110,15 @@ fn inject(args: &[&str], stdin: &str) -> (i32, String, String) {
     )
 }
 
+/// The `name` of each entry of a list (volumes, containers).
+fn names(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect()
+}
+
 fn docs(yaml: &str) -> Vec<Value> {
     confgate::inject::documents("test", yaml).unwrap()
 }
@@ -215,12 +224,7 @@ fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
         spec["containers"][0]["volumeMounts"][1]["name"], "cache",
         "other mounts untouched"
     );
-    let volumes: Vec<&str> = spec["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
+    let volumes = names(&spec["volumes"]);
     assert_eq!(
         volumes,
         ["config", "cache", "confgate-active", "confgate-podinfo"]
@@ -356,12 +360,7 @@ fn the_component_builds_and_validates() {
         .clone();
     theirs["volumeMounts"][0]["name"] = "confgate-incoming".into();
     assert_eq!(*sidecar, theirs);
-    let volumes: Vec<&str> = spec["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
+    let volumes = names(&spec["volumes"]);
     assert_eq!(
         volumes,
         ["confgate-incoming", "confgate-active", "confgate-podinfo"]
