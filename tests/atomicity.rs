@@ -183,7 +183,9 @@ proptest! {
             resync: std::time::Duration::from_secs(30),
         };
         let shared = confgate::state::Shared::new();
-        let mut p = confgate::gate::Pipeline::open(cfg, confgate::gate::Feed::Volume, base, shared, confgate::reload::Handle::inert()).unwrap();
+        // The pipeline judges on the runtime's blocking pool, as the sidecar does.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut p = rt.block_on(confgate::gate::Pipeline::open(cfg, confgate::gate::Feed::Volume, base, shared, confgate::reload::Handle::inert())).unwrap();
         // The model: the range in force (flag ^1 unless a valid annotation says otherwise) and the
         // version that must be promoted.
         let mut range = semver::VersionReq::parse("^1").unwrap();
@@ -208,8 +210,10 @@ proptest! {
                     range = semver::VersionReq::parse("^1").unwrap();
                 }
             }
-            p.annotations_changed();
-            p.process();
+            rt.block_on(async {
+                p.annotations_changed().await;
+                p.process().await;
+            });
             if let Some(v) = &current
                 && range.matches(&semver::Version::parse(v).unwrap())
             {

@@ -81,14 +81,14 @@ pub async fn run_fed(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
-    let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads)?;
+    let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads).await?;
     let mut changes = Changes::ALL;
     let mut debounce = Debounce::default();
     // The safety re-read is a deadline: liveness pings and other wake-ups must not postpone it.
     let mut resync_at = Instant::now() + pipeline.resync();
     tokio::pin!(shutdown);
     loop {
-        if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed() {
+        if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed().await {
             changes |= Changes::CONFIG;
         }
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {

@@ -9,8 +9,8 @@ use crate::snapshot::{ContentHash, Observed};
 use crate::state::{
     ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, ReloadView, Status,
 };
-use crate::variants::{self, Choice};
-use crate::verdict::{self, Judgement, Verdict};
+use crate::variants::Choice;
+use crate::verdict::{Judgement, Verdict};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Active {
@@ -130,32 +130,31 @@ impl Gate {
         }
     }
 
-    /// At start-up, what the promoted dir already holds (left by a previous run of this sidecar).
-    pub fn adopt_on_disk(&mut self, obs: &Observed, since: jiff::Timestamp) {
+    /// At start-up, what the promoted dir already holds (left by a previous run of this sidecar), with
+    /// its judgement under [`Gate::settings`]: the promoted dir holds the promoted set, with no variant
+    /// keys, so it is judged as it is ([`crate::verdict::judge`]).
+    pub fn adopt_on_disk(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
         self.on_disk = obs.hash().map(|h| (h, modes(obs)));
-        if let Observed::Config(_) = obs {
-            // The promoted dir holds the promoted set, with no variant keys: it is judged as it is.
-            let j = verdict::judge(obs, &self.settings);
-            if self.passes(obs, &j) {
-                self.activate(obs.hash(), modes(obs), &j, None, since);
-            }
+        if let Observed::Config(_) = obs
+            && self.passes(obs, j)
+        {
+            self.activate(obs.hash(), modes(obs), j, None, since);
         }
     }
 
-    /// After a settings change, judges the active config (`obs`, as read back) again, as a restart with
-    /// these settings would: one that no longer passes stops being active, so readiness follows the
-    /// policy. `obs` of other content than the active config is ignored. Returns true when the active
-    /// config was dropped.
-    pub fn rejudge_active(&mut self, obs: &Observed) -> bool {
+    /// After a settings change, the active config (`obs`, as read back) judged again (`j`, by
+    /// [`crate::verdict::judge`] under [`Gate::settings`]), as a restart with these settings would: one that no
+    /// longer passes stops being active, so readiness follows the policy. `obs` of other content than
+    /// the active config is ignored. Returns true when the active config was dropped.
+    pub fn rejudge_active(&mut self, obs: &Observed, j: &Judgement) -> bool {
         let Some(a) = self.active.clone() else {
             return false;
         };
         if obs.hash() != Some(a.hash) {
             return false;
         }
-        let j = verdict::judge(obs, &self.settings);
-        if self.passes(obs, &j) {
-            self.activate(Some(a.hash), modes(obs), &j, a.variant.clone(), a.since);
+        if self.passes(obs, j) {
+            self.activate(Some(a.hash), modes(obs), j, a.variant.clone(), a.since);
             false
         } else {
             self.active = None;
@@ -174,10 +173,10 @@ impl Gate {
             || (self.settings.mode == Mode::Observe && matches!(obs, Observed::Config(_)))
     }
 
-    /// Judges the newest snapshot and says what to do with it. The choice holds what to promote (with
-    /// variants, the chosen variant's set, not the read itself).
-    pub fn decide(&mut self, read: &Observed) -> (Choice, Action) {
-        let mut choice = variants::choose(read, &self.settings);
+    /// Says what to do with the newest snapshot, given what [`crate::variants::choose`] made of it under
+    /// [`Gate::settings`]. The choice holds what to promote (with variants, the chosen variant's set,
+    /// not the read itself).
+    pub fn decide(&mut self, mut choice: Choice) -> (Choice, Action) {
         let hash = choice.observed.hash();
         if let Some(why) = hash.and_then(|h| self.rejection(h)) {
             // Not offered to the component again: it said no to these very bytes.
@@ -471,6 +470,7 @@ mod tests {
     use super::*;
     use crate::settings::Raw;
     use crate::snapshot::Snapshot;
+    use crate::{variants, verdict};
     use std::collections::BTreeMap;
 
     fn base(accepts: &str, extra: impl FnOnce(&mut Raw)) -> Settings {
@@ -513,8 +513,24 @@ mod tests {
         Status::default().reload
     }
 
+    /// The gate's decision on `read`, judged under its settings as the pipeline judges it.
+    fn decide(g: &mut Gate, read: &Observed) -> (Choice, Action) {
+        let choice = variants::choose(read, g.settings());
+        g.decide(choice)
+    }
+
+    fn adopt(g: &mut Gate, obs: &Observed) {
+        let j = verdict::judge(obs, g.settings());
+        g.adopt_on_disk(obs, &j, now());
+    }
+
+    fn rejudge(g: &mut Gate, obs: &Observed) -> bool {
+        let j = verdict::judge(obs, g.settings());
+        g.rejudge_active(obs, &j)
+    }
+
     fn step(g: &mut Gate, obs: &Observed) -> Action {
-        let (_, a) = g.decide(obs);
+        let (_, a) = decide(g, obs);
         if a != Action::Nothing {
             g.activated(now());
         }
@@ -594,7 +610,7 @@ mod tests {
     #[test]
     fn restart_with_same_content_neither_writes_nor_reloads() {
         let mut g = gate("^2");
-        g.adopt_on_disk(&cfg("2.0.0"), now());
+        adopt(&mut g, &cfg("2.0.0"));
         assert!(g.status(reload_view()).started);
         assert_eq!(step(&mut g, &cfg("2.0.0")), Action::Nothing);
         assert_eq!(
@@ -606,7 +622,7 @@ mod tests {
     #[test]
     fn on_disk_config_no_longer_accepted_is_not_active() {
         let mut g = gate("^3");
-        g.adopt_on_disk(&cfg("2.0.0"), now());
+        adopt(&mut g, &cfg("2.0.0"));
         assert!(!g.status(reload_view()).started);
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
@@ -690,7 +706,7 @@ mod tests {
             assert!(s.reason.contains("500: bad rule"), "{}", s.reason);
             // The same bytes again (a resync, a settings change) are not promoted.
             g.set_annotations(Ok(Annotations::new()));
-            let (j, a) = g.decide(&bad);
+            let (j, a) = decide(&mut g, &bad);
             assert_eq!(
                 (j.judgement.verdict, a),
                 (Verdict::RejectedByComponent, Action::Nothing)
@@ -715,7 +731,7 @@ mod tests {
     #[test]
     fn no_reload_for_the_first_promotion_into_an_empty_dir() {
         let mut g = gate("^2");
-        g.adopt_on_disk(&Observed::Missing("empty".into()), now());
+        adopt(&mut g, &Observed::Missing("empty".into()));
         assert_eq!(
             step(&mut g, &cfg("2.0.0")),
             Action::Promote { reload: false }
@@ -726,7 +742,7 @@ mod tests {
         );
         // Something was in the promoted dir, even rejected: the component read it, so it reloads.
         let mut g = gate("^3");
-        g.adopt_on_disk(&cfg("2.0.0"), now());
+        adopt(&mut g, &cfg("2.0.0"));
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
             Action::Promote { reload: true }
@@ -753,13 +769,13 @@ mod tests {
         let narrow = || ann("confgate.io/accepts", "^3");
         let mut g = running("^2", "2.0.0");
         assert!(g.set_annotations(Ok(narrow())));
-        assert!(!g.rejudge_active(&cfg("2.0.1")), "other content is ignored");
-        assert!(g.rejudge_active(&cfg("2.0.0")));
+        assert!(!rejudge(&mut g, &cfg("2.0.1")), "other content is ignored");
+        assert!(rejudge(&mut g, &cfg("2.0.0")));
         assert_eq!(step(&mut g, &cfg("2.0.0")), Action::Nothing);
         let live = g.status(reload_view());
         let mut restarted = gate("^2");
         restarted.set_annotations(Ok(narrow()));
-        restarted.adopt_on_disk(&cfg("2.0.0"), now());
+        adopt(&mut restarted, &cfg("2.0.0"));
         step(&mut restarted, &cfg("2.0.0"));
         let again = restarted.status(reload_view());
         assert!(!live.ready && live.active.is_none(), "{live:?}");
@@ -768,7 +784,7 @@ mod tests {
         let mut g = Gate::new(base("^2", |r| r.mode = Some("observe".into())), false);
         step(&mut g, &cfg("3.0.0"));
         assert!(g.set_annotations(Ok(ann("confgate.io/mode", "enforce"))));
-        assert!(g.rejudge_active(&cfg("3.0.0")));
+        assert!(rejudge(&mut g, &cfg("3.0.0")));
         assert!(!g.status(reload_view()).ready);
         // Widened back: the same content is active again, without a write.
         assert!(g.set_annotations(Ok(Annotations::new())));
@@ -778,7 +794,7 @@ mod tests {
     #[test]
     fn failed_promotion_is_reported_and_not_active() {
         let mut g = running("^2", "2.0.0");
-        let (_, a) = g.decide(&cfg("2.1.0"));
+        let (_, a) = decide(&mut g, &cfg("2.1.0"));
         assert_eq!(a, Action::Promote { reload: true });
         g.promotion_failed("disk full".into());
         let s = g.status(reload_view());

@@ -17,6 +17,7 @@ use crate::settings::Settings;
 use crate::snapshot::{self, ContentHash, Observed};
 use crate::source::Changes;
 use crate::state::{Publisher, ReloadResult, ReloadView, Shared, SourceView};
+use crate::variants;
 use crate::verdict::{self, Verdict};
 
 /// After a failed promotion, when to try again.
@@ -104,8 +105,9 @@ struct Owed {
 
 impl Pipeline {
     /// Opens the promoted dir (cleaning leftovers), reads the annotations, adopts what is already
-    /// promoted, and takes the status publisher (`Err` when another loop holds it).
-    pub fn open(
+    /// promoted (judged off the loop, [`off_loop`]), and takes the status publisher (`Err` when another
+    /// loop holds it).
+    pub async fn open(
         cfg: Config,
         feed: Feed,
         base: Settings,
@@ -124,26 +126,35 @@ impl Pipeline {
         gate.set_annotations(ann.map(Option::unwrap_or_default));
         log_settings_change(&before, &[], &gate);
         let mut owed = None;
-        let promoter = promoter.map(|(p, on_disk)| {
-            gate.adopt_on_disk(&on_disk, jiff::Timestamp::now());
-            if let Some(h) = on_disk.hash() {
-                info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
+        let promoter = match promoter {
+            None => None,
+            Some((p, on_disk)) => {
+                let settings = gate.settings().clone();
+                let (on_disk, j) = off_loop(&shared, move || {
+                    let j = verdict::judge(&on_disk, &settings);
+                    (on_disk, j)
+                })
+                .await;
+                gate.adopt_on_disk(&on_disk, &j, jiff::Timestamp::now());
+                if let Some(h) = on_disk.hash() {
+                    info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
+                }
+                // A reload owed by a previous run: the content is in place, the component was never told.
+                if let (Some(h), Some(o)) = (on_disk.hash(), p.reload_owed())
+                    && h == o
+                {
+                    let version = j.version;
+                    info!(sha = %h.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it");
+                    owed = Some(Owed {
+                        sha: h,
+                        version,
+                        // Every matching process: which ones started before the promotion is unknown now.
+                        promoted_at: None,
+                    });
+                }
+                Some(p)
             }
-            // A reload owed by a previous run: the content is in place, the component was never told.
-            if let (Some(h), Some(o)) = (on_disk.hash(), p.reload_owed())
-                && h == o
-            {
-                let version = verdict::judge(&on_disk, gate.settings()).version;
-                info!(sha = %h.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it");
-                owed = Some(Owed {
-                    sha: h,
-                    version,
-                    // Every matching process: which ones started before the promotion is unknown now.
-                    promoted_at: None,
-                });
-            }
-            p
-        });
+        };
         let mut p = Pipeline {
             cfg,
             feed,
@@ -173,7 +184,7 @@ impl Pipeline {
     /// A file that existed and is now absent or unreadable keeps the settings in force for
     /// `ANNOTATIONS_GRACE` (`Pipeline::annotations_recheck_at` says when to look again); only a
     /// lasting absence changes them, and it is reported in the settings check.
-    pub fn annotations_changed(&mut self) -> bool {
+    pub async fn annotations_changed(&mut self) -> bool {
         let read = annotations::read(&self.cfg.annotations);
         let path = self.cfg.annotations.display().to_string();
         let (ann, note) = match read {
@@ -228,7 +239,7 @@ impl Pipeline {
             let s = self.gate.settings();
             info!(accepts = s.accepts_text().unwrap_or("none"), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
             self.last = None;
-            self.rejudge_active();
+            self.rejudge_active().await;
             if self.gate.settings().reload != before {
                 self.send_owed();
             }
@@ -245,12 +256,18 @@ impl Pipeline {
     }
 
     /// After a settings change: the active config judged again under them, as a restart would.
-    fn rejudge_active(&mut self) {
+    async fn rejudge_active(&mut self) {
         let Some(p) = &self.promoter else {
             return;
         };
-        let on_disk = snapshot::read(p.dir());
-        if self.gate.rejudge_active(&on_disk) {
+        let (dir, settings) = (p.dir().to_path_buf(), self.gate.settings().clone());
+        let (on_disk, j) = off_loop(&self.shared, move || {
+            let on_disk = snapshot::read(&dir);
+            let j = verdict::judge(&on_disk, &settings);
+            (on_disk, j)
+        })
+        .await;
+        if self.gate.rejudge_active(&on_disk, &j) {
             warn!(sha = %on_disk.hash().map(|h| h.short()).unwrap_or_default(), "the active config does not pass the settings now in force; no longer active");
         }
     }
@@ -268,8 +285,8 @@ impl Pipeline {
     }
 
     /// Reads the newest snapshot and acts on it; identical input under unchanged settings is skipped.
-    pub fn process(&mut self) {
-        if let Some(done) = self.step() {
+    pub async fn process(&mut self) {
+        if let Some(done) = self.step().await {
             self.finish(done);
         }
     }
@@ -278,7 +295,7 @@ impl Pipeline {
     /// once, so the reload worker (on this thread) sends the request before the loop logs, counts and
     /// removes the old dir. None of that is needed for the component to read the new config.
     pub(crate) async fn process_reload_first(&mut self) {
-        if let Some(done) = self.step() {
+        if let Some(done) = self.step().await {
             if done.reload_requested {
                 tokio::task::yield_now().await;
             }
@@ -287,17 +304,31 @@ impl Pipeline {
     }
 
     /// Read, judge, and for a promotion: switch and request the reload. What is left (logs, metrics,
-    /// tidying the old dir) is returned for [`Pipeline::finish`].
-    fn step(&mut self) -> Option<Promoted> {
-        let obs = match &self.feed {
-            Feed::Volume => snapshot::read(&self.cfg.watch),
-            Feed::Channel { snapshots, .. } => snapshots.borrow().clone()?,
+    /// tidying the old dir) is returned for [`Pipeline::finish`]. Reading and judging run off the loop
+    /// ([`off_loop`]); the loop takes nothing else until they are done.
+    async fn step(&mut self) -> Option<Promoted> {
+        let fed = match &self.feed {
+            Feed::Volume => None,
+            Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
-        let id = seen(&obs);
-        if self.last.as_ref() == Some(&id) {
-            return None;
-        }
-        let (choice, action) = self.gate.decide(&obs);
+        let (watch, settings, last) = (
+            self.cfg.watch.clone(),
+            self.gate.settings().clone(),
+            self.last.clone(),
+        );
+        let (id, choice) = off_loop(&self.shared, move || {
+            let obs = fed.unwrap_or_else(|| snapshot::read(&watch));
+            let id = seen(&obs);
+            // Identical input under unchanged settings: nothing to judge.
+            if last.as_ref() == Some(&id) {
+                return (id, None);
+            }
+            let choice = variants::choose(&obs, &settings);
+            (id, Some(choice))
+        })
+        .await;
+        let choice = choice?;
+        let (choice, action) = self.gate.decide(choice);
         // With variants, what is promoted (and hashed) is the chosen variant's set.
         let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         self.shared.metrics.candidate(j.verdict);
@@ -631,6 +662,29 @@ struct Promoted {
     reload_requested: bool,
 }
 
+/// Runs `work` (reading and judging a config) on the blocking pool while this task answers liveness
+/// pings: the loop is busy, not stuck, and the HTTP server, on the runtime's one thread, goes on
+/// serving. Nothing else is taken meanwhile, so snapshots are still judged one at a time, in order.
+pub(crate) async fn off_loop<T: Send + 'static>(
+    shared: &Shared,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let mut task = tokio::task::spawn_blocking(work);
+    loop {
+        tokio::select! {
+            done = &mut task => match done {
+                Ok(v) => return v,
+                Err(e) => match e.try_into_panic() {
+                    Ok(panic) => std::panic::resume_unwind(panic),
+                    // Only when the runtime shuts down, which drops this task too.
+                    Err(_) => std::future::pending().await,
+                },
+            },
+            () = shared.pinged() => shared.pong(),
+        }
+    }
+}
+
 async fn snapshot_changed(rx: Option<&mut watch::Receiver<Option<Observed>>>) {
     if let Some(rx) = rx
         && rx.changed().await.is_ok()
@@ -692,8 +746,8 @@ mod tests {
         )]))
     }
 
-    #[test]
-    fn the_reload_is_requested_before_the_old_dir_is_tidied() {
+    #[tokio::test]
+    async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
         let tmp = tempfile::tempdir().unwrap();
         let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
         // The volume in the kubelet's layout, written by the same code that writes the promoted dir.
@@ -718,13 +772,14 @@ mod tests {
             Shared::new(),
             reload::Handle::inert(),
         )
+        .await
         .unwrap();
-        p.process();
+        p.process().await;
         let old = promoted.join(std::fs::read_link(promoted.join("..data")).unwrap());
         let requested = p.reloads.requested();
 
         volume.promote(&version("1.1.0")).unwrap();
-        let done = p.step().expect("a promotion");
+        let done = p.step().await.expect("a promotion");
         assert_eq!(p.reloads.requested(), requested + 1);
         assert!(done.reload_requested);
         // When the request goes out the new config is live, and nothing was tidied yet.

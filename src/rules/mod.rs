@@ -1,0 +1,483 @@
+//! Content rules: CEL expressions over a ConfigMap's `data` (string values) and `binaryData` (bytes),
+//! evaluated here with the `cel` crate and Kubernetes' CEL libraries (kube-cel), and emitted verbatim into
+//! the admission policy, so a rule means the same in the sidecar, in `check` and in the API server.
+//!
+//! Pure: no I/O. A rule holds when it evaluates to `true`; `false`, an error (a missing key, a type
+//! mismatch) or a non-boolean is a failure, as the API server treats a validation under
+//! `failurePolicy: Fail`.
+//!
+//! [`RuleSet`] is the gate setting and exists in every build; without the `policy` feature it refuses
+//! any rule, so a rule is never silently ignored.
+//!
+//! The gate sees keys, not the ConfigMap's two fields: the kubelet writes `data` and `binaryData` alike
+//! as files. So wherever confgate judges (the sidecar on a volume or the API, `check` on a directory or a
+//! manifest) a key is under `data` when its bytes are valid UTF-8 and under `binaryData` otherwise
+//! ([`split`]); the API server's policy sees the object's own fields. The two agree whenever no
+//! `binaryData` value is valid UTF-8, which is how `kubectl create configmap --from-file` chooses.
+//!
+//! What a rule may cost is bounded as the API server bounds it: before a rule runs, its cost on the
+//! config being judged is estimated (`cost`), and a rule over [`PER_RULE`] is not run and fails; all the
+//! rules of one judgement (every variant of a ConfigMap included) share [`Budget::PER_JUDGEMENT`].
+
+#[cfg(feature = "policy")]
+mod cost;
+
+use std::collections::BTreeMap;
+#[cfg(feature = "policy")]
+use std::collections::HashMap;
+use std::fmt;
+#[cfg(feature = "policy")]
+use std::sync::Arc;
+
+#[cfg(feature = "policy")]
+use kube_cel::KubeCelExt as _;
+#[cfg(feature = "policy")]
+use kube_cel::cel::{self, Program, Value};
+
+use crate::listing;
+use crate::snapshot::Keys;
+
+/// The most one rule may cost on one config: the API server's per-expression limit (`PerCallLimit`),
+/// about a tenth of a second of its evaluator. Same units as its runtime cost: 1 per operation, a
+/// tenth per byte a string function reads.
+pub const PER_RULE: u64 = 1_000_000;
+
+/// What the content rules may still cost in one judgement of a ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    left: u64,
+}
+
+impl Budget {
+    /// For all rules over one ConfigMap, every variant of it included: the API server's budget for
+    /// one object (`RuntimeCELCostBudget`).
+    pub const PER_JUDGEMENT: u64 = 10_000_000;
+
+    pub fn per_judgement() -> Budget {
+        Budget {
+            left: Budget::PER_JUDGEMENT,
+        }
+    }
+
+    /// Takes `cost` when that much is left.
+    #[cfg_attr(not(feature = "policy"), allow(dead_code))]
+    fn take(&mut self, cost: u64) -> bool {
+        let ok = cost <= self.left;
+        if ok {
+            self.left -= cost;
+        }
+        ok
+    }
+}
+
+/// The content rules in force: the texts as given and, with the `policy` feature, compiled.
+#[derive(Clone, Default)]
+pub struct RuleSet {
+    texts: Vec<String>,
+    #[cfg(feature = "policy")]
+    compiled: Arc<[Rule]>,
+}
+
+impl PartialEq for RuleSet {
+    fn eq(&self, other: &RuleSet) -> bool {
+        self.texts == other.texts
+    }
+}
+
+impl Eq for RuleSet {}
+
+impl fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.texts).finish()
+    }
+}
+
+impl RuleSet {
+    /// Parses rules in the rules-file format ([`parse_file`]); no rule at all is an empty set.
+    pub fn parse(text: &str) -> Result<RuleSet, String> {
+        let texts = parse_file(text);
+        #[cfg(feature = "policy")]
+        {
+            let compiled =
+                compile_all(texts.iter().map(String::as_str)).map_err(|e| e.to_string())?;
+            Ok(RuleSet {
+                texts,
+                compiled: compiled.into(),
+            })
+        }
+        #[cfg(not(feature = "policy"))]
+        if texts.is_empty() {
+            Ok(RuleSet { texts })
+        } else {
+            Err("content rules need confgate built with the `policy` cargo feature, and this build \
+                 has it off; use a default build or remove the rules"
+                .into())
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+
+    /// The rules as written, in order.
+    pub fn texts(&self) -> &[String] {
+        &self.texts
+    }
+
+    /// The compiled rules, for the admission policy.
+    #[cfg(feature = "policy")]
+    pub fn compiled(&self) -> &[Rule] {
+        &self.compiled
+    }
+
+    /// Evaluates the rules over a config's keys, split into `data` and `binaryData` as [`split`] does;
+    /// what they cost is taken from `budget`.
+    pub fn check(&self, keys: &dyn Keys, budget: &mut Budget) -> Result<(), RuleFailure> {
+        #[cfg(feature = "policy")]
+        if !self.compiled.is_empty() {
+            let inputs = cost::Inputs::of(keys);
+            return run(&self.compiled, &inputs, budget, || {
+                let mut data = HashMap::new();
+                let mut binary = HashMap::new();
+                for (k, v) in keys.each() {
+                    match std::str::from_utf8(v) {
+                        Ok(text) => data.insert(k.to_owned(), Value::String(Arc::new(text.into()))),
+                        Err(_) => binary.insert(k.to_owned(), Value::Bytes(Arc::new(v.to_vec()))),
+                    };
+                }
+                (data, binary)
+            });
+        }
+        let _ = (keys, budget);
+        Ok(())
+    }
+}
+
+/// A snapshot's keys as rules see them: valid UTF-8 under `data`, anything else under `binaryData`.
+pub fn split(
+    files: &BTreeMap<String, Vec<u8>>,
+) -> (BTreeMap<String, String>, BTreeMap<String, Vec<u8>>) {
+    let mut data = BTreeMap::new();
+    let mut binary = BTreeMap::new();
+    for (k, v) in files {
+        match std::str::from_utf8(v) {
+            Ok(text) => {
+                data.insert(k.clone(), text.to_owned());
+            }
+            Err(_) => {
+                binary.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    (data, binary)
+}
+
+#[cfg(feature = "policy")]
+/// A rule that does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("rule {index} ({text:?}) is not a valid CEL expression: {problem}")]
+pub struct Invalid {
+    /// 1-based position among the rules given.
+    pub index: usize,
+    pub text: String,
+    pub problem: String,
+}
+
+/// The first rule that did not hold. Names the rule, never the content it looked at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("rule {index} (`{}`) {why}", listing::cut(text, MAX_RULE_SHOWN))]
+pub struct RuleFailure {
+    pub index: usize,
+    pub text: String,
+    pub why: Why,
+}
+
+/// The longest rule text a reason shows whole, in bytes.
+const MAX_RULE_SHOWN: usize = 160;
+
+/// How a rule failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    False,
+    /// The kind of evaluation error only (its text could quote content).
+    Error(&'static str),
+    NotBool,
+    /// Its estimated cost on this config is over [`PER_RULE`]; it was not run.
+    OverBudget { cost: u64 },
+    /// Not run: this judgement's rules would cost more than [`Budget::PER_JUDGEMENT`] with it.
+    OverJudgement { cost: u64 },
+    /// Its cost has no bound (refused when the rule is compiled; kept for a rule made otherwise).
+    Unbounded(&'static str),
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Why::False => f.write_str("is false"),
+            Why::Error(kind) => write!(f, "could not be evaluated ({kind})"),
+            Why::NotBool => f.write_str("did not evaluate to a boolean"),
+            Why::OverBudget { cost } => write!(
+                f,
+                "is over the cost budget on this config (estimated cost {cost}, at most {PER_RULE}); not evaluated"
+            ),
+            Why::OverJudgement { cost } => write!(
+                f,
+                "was not evaluated: it would take this ConfigMap's content rules over their budget of {} (estimated cost {cost})",
+                Budget::PER_JUDGEMENT
+            ),
+            Why::Unbounded(what) => write!(f, "has no cost bound ({what}); not evaluated"),
+        }
+    }
+}
+
+#[cfg(feature = "policy")]
+/// One compiled rule with the text it was written as.
+pub struct Rule {
+    pub text: String,
+    program: Program,
+}
+
+#[cfg(feature = "policy")]
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rule").field("text", &self.text).finish()
+    }
+}
+
+#[cfg(feature = "policy")]
+impl Rule {
+    /// Compiles one rule; `index` (1-based) only names it in the error.
+    pub fn compile(index: usize, text: &str) -> Result<Rule, Invalid> {
+        let text = text.trim();
+        let invalid = |problem: String| Invalid {
+            index,
+            text: text.to_owned(),
+            problem,
+        };
+        if text.is_empty() {
+            return Err(invalid("the rule is empty".into()));
+        }
+        let program = Program::compile(text).map_err(|e| {
+            invalid(
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or("parse error")
+                    .to_owned(),
+            )
+        })?;
+        // Whether a bound exists does not depend on the config: any one tells.
+        let one = cost::Inputs::from_pairs(std::iter::once(("k", b"v".as_slice(), true)));
+        if let Err(cost::Unbounded(what)) = cost::estimate(program.expression(), &one) {
+            return Err(invalid(format!(
+                "its cost has no bound ({what}), so no budget could stop it"
+            )));
+        }
+        Ok(Rule {
+            text: text.to_owned(),
+            program,
+        })
+    }
+}
+
+#[cfg(feature = "policy")]
+/// Compiles rules given one per `--rule` and, from a file, one per non-empty line not starting with `#`.
+pub fn compile_all<'a>(texts: impl IntoIterator<Item = &'a str>) -> Result<Vec<Rule>, Invalid> {
+    texts
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| Rule::compile(i + 1, t))
+        .collect()
+}
+
+/// The rules in a rules file: one per non-empty line, `#` starts a comment line.
+pub fn parse_file(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(feature = "policy")]
+/// Evaluates every rule against `data` and `binary_data`, within one judgement's budget; the first that
+/// does not hold is returned.
+pub fn evaluate(
+    rules: &[Rule],
+    data: &BTreeMap<String, String>,
+    binary_data: &BTreeMap<String, Vec<u8>>,
+) -> Result<(), RuleFailure> {
+    let pairs = data
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_bytes(), true))
+        .chain(binary_data.iter().map(|(k, v)| (k.as_str(), v.as_slice(), false)));
+    let inputs = cost::Inputs::from_pairs(pairs);
+    run(rules, &inputs, &mut Budget::per_judgement(), || {
+        let d = data
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(Arc::new(v.clone()))))
+            .collect();
+        let b = binary_data
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::Bytes(Arc::new(v.clone()))))
+            .collect();
+        (d, b)
+    })
+}
+
+#[cfg(feature = "policy")]
+type Maps = (HashMap<String, Value>, HashMap<String, Value>);
+
+#[cfg(feature = "policy")]
+/// Runs `rules` in order, each only once its estimated cost on `inputs` fits [`PER_RULE`] and what is
+/// left of `budget`; `maps` builds `data` and `binaryData` when the first rule is to run.
+fn run(
+    rules: &[Rule],
+    inputs: &cost::Inputs,
+    budget: &mut Budget,
+    maps: impl FnOnce() -> Maps,
+) -> Result<(), RuleFailure> {
+    let mut maps = Some(maps);
+    let mut ctx: Option<cel::Context> = None;
+    for (i, rule) in rules.iter().enumerate() {
+        let fail = |why| RuleFailure {
+            index: i + 1,
+            text: rule.text.clone(),
+            why,
+        };
+        let mut cost = match cost::estimate(rule.program.expression(), inputs) {
+            Ok(c) if c > PER_RULE => return Err(fail(Why::OverBudget { cost: c })),
+            Ok(c) => c,
+            Err(cost::Unbounded(what)) => return Err(fail(Why::Unbounded(what))),
+        };
+        if ctx.is_none() {
+            // Handing the maps to the evaluator copies them: charged once, with the first rule run.
+            cost = cost.saturating_add(inputs.setup());
+        }
+        if !budget.take(cost) {
+            return Err(fail(Why::OverJudgement { cost }));
+        }
+        let ctx = ctx.get_or_insert_with(|| {
+            let (d, b) = maps.take().map(|m| m()).unwrap_or_default();
+            let mut ctx = cel::Context::default().with_all();
+            ctx.add_variable_from_value("data", d);
+            ctx.add_variable_from_value("binaryData", b);
+            ctx
+        });
+        let why = match rule.program.execute(ctx) {
+            Ok(Value::Bool(true)) => continue,
+            Ok(Value::Bool(false)) => Why::False,
+            Ok(_) => Why::NotBool,
+            Err(e) => Why::Error(error_kind(&e)),
+        };
+        return Err(fail(why));
+    }
+    Ok(())
+}
+
+#[cfg(feature = "policy")]
+fn error_kind(e: &cel::ExecutionError) -> &'static str {
+    use cel::ExecutionError as E;
+    match e {
+        E::NoSuchKey(_) => "no such key",
+        E::UndeclaredReference(_) => "undeclared reference",
+        E::UnsupportedBinaryOperator(..) | E::NoSuchOverload => "no such overload",
+        _ => "evaluation error",
+    }
+}
+
+#[cfg(all(test, feature = "policy"))]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn rules_hold_fail_and_error_with_their_index() {
+        let rules = compile_all([
+            "'mapRoles' in data",
+            "data.mapRoles.contains('rolearn: arn:aws:iam::1:role/node')",
+            "data.mapRoles.matches('username: system:node:')",
+        ])
+        .unwrap();
+        let ok = data(&[(
+            "mapRoles",
+            "- rolearn: arn:aws:iam::1:role/node\n  username: system:node:{{EC2PrivateDNSName}}\n",
+        )]);
+        assert_eq!(evaluate(&rules, &ok, &BTreeMap::new()), Ok(()));
+        let gone = data(&[("mapRoles", "- rolearn: arn:aws:iam::1:role/other\n")]);
+        let err = evaluate(&rules, &gone, &BTreeMap::new()).unwrap_err();
+        assert_eq!((err.index, err.why.clone()), (2, Why::False));
+        assert!(!err.to_string().contains("role/other"), "{err}");
+        let err = evaluate(&rules, &data(&[]), &BTreeMap::new()).unwrap_err();
+        assert_eq!(err.index, 1);
+        let err = evaluate(&rules[1..], &data(&[("x", "y")]), &BTreeMap::new()).unwrap_err();
+        assert_eq!((err.index, err.why), (1, Why::Error("no such key")));
+    }
+
+    #[test]
+    fn binary_data_is_bytes_and_non_booleans_fail() {
+        let rules = compile_all(["size(binaryData['blob']) == 3", "data.size()"]).unwrap();
+        let bin: BTreeMap<String, Vec<u8>> = [("blob".to_owned(), vec![0xff, 0, 1])].into();
+        let err = evaluate(&rules, &data(&[]), &bin).unwrap_err();
+        assert_eq!((err.index, err.why), (2, Why::NotBool));
+    }
+
+    #[test]
+    fn bad_rules_are_named() {
+        let err = compile_all(["true", "data.("]).unwrap_err();
+        assert_eq!(err.index, 2);
+        assert!(err.to_string().starts_with("rule 2 (\"data.(\")"), "{err}");
+        assert!(Rule::compile(1, "  ").is_err());
+        assert_eq!(
+            parse_file("# guard\n\n'a' in data\n  size(data) > 0  \n"),
+            ["'a' in data", "size(data) > 0"]
+        );
+    }
+}
+
+/// Rules as a gate setting, through the settings parser every source uses.
+#[cfg(test)]
+mod setting_tests {
+    use crate::settings::{Raw, Settings};
+
+    fn from_raw(rules: &str) -> Result<Settings, crate::settings::Error> {
+        Settings::from_raw(&Raw {
+            rules: Some(rules.to_owned()),
+            ..Raw::default()
+        })
+    }
+
+    #[cfg(feature = "policy")]
+    #[test]
+    fn a_bad_rules_annotation_keeps_the_rules_in_force() {
+        let base = from_raw("# guard\n'a' in data\n").unwrap();
+        assert_eq!(base.rules.texts(), ["'a' in data"]);
+        let ann = [("confgate.io/rules".to_owned(), "true\ndata.(".to_owned())].into();
+        let r = Settings::with_annotations(&base, &base, &ann);
+        assert_eq!(r.settings.rules, base.rules);
+        assert!(
+            r.problems.len() == 1 && r.problems[0].contains("rule 2 (\"data.(\")"),
+            "{:?}",
+            r.problems
+        );
+        let err = from_raw("data.(").unwrap_err().to_string();
+        assert!(err.starts_with("invalid --rule (CONFGATE_RULES)"), "{err}");
+    }
+
+    #[cfg(not(feature = "policy"))]
+    #[test]
+    fn without_the_engine_a_rule_is_refused() {
+        let err = from_raw("true").unwrap_err().to_string();
+        assert!(err.contains("`policy` cargo feature"), "{err}");
+        assert!(from_raw("# nothing but a comment\n").is_ok());
+        let ann = [("confgate.io/rules".to_owned(), "true".to_owned())].into();
+        let r = Settings::with_annotations(&Settings::default(), &Settings::default(), &ann);
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    }
+}
