@@ -20,6 +20,7 @@
 //!   annotated workloads in a manifest stream read, so `check` judges each with its workload's settings.
 //! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
 //! - [`inject`]: adds the sidecar to workload manifests.
+//! - `listing`: bounded lists of names in reasons ("a, b, c and 995 more").
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
 //! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!   condition and `confgate status`.
@@ -42,6 +43,7 @@ pub(crate) mod confirm;
 pub(crate) mod extract;
 pub mod gate;
 pub mod inject;
+pub(crate) mod listing;
 pub(crate) mod metrics;
 #[cfg(feature = "policy")]
 pub mod policy;

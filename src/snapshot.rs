@@ -155,6 +155,31 @@ impl Snapshot {
     }
 }
 
+/// The keys of a config as a judgement reads them: a snapshot's own, or a set seen through another one
+/// (a variant's promoted set inside its ConfigMap) without copying or hashing it.
+pub trait Keys {
+    /// The bytes of `key`, when it is there.
+    fn get(&self, key: &str) -> Option<&[u8]>;
+    /// Every key with its bytes, keys in byte order.
+    fn each(&self) -> Box<dyn Iterator<Item = (&str, &[u8])> + '_>;
+    /// How many keys there are.
+    fn count(&self) -> usize;
+}
+
+impl Keys for Snapshot {
+    fn get(&self, key: &str) -> Option<&[u8]> {
+        self.files.get(key).map(Vec::as_slice)
+    }
+
+    fn each(&self) -> Box<dyn Iterator<Item = (&str, &[u8])> + '_> {
+        Box::new(self.files.iter().map(|(k, v)| (k.as_str(), v.as_slice())))
+    }
+
+    fn count(&self) -> usize {
+        self.files.len()
+    }
+}
+
 /// What a read of the watched directory found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {

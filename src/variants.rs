@@ -8,11 +8,14 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use semver::Version;
 
+use crate::listing;
+use crate::rules::Budget;
 use crate::settings::{Settings, Variants};
-use crate::snapshot::{Observed, Snapshot};
+use crate::snapshot::{Keys, Observed, Snapshot};
 use crate::verdict::{self, Judgement, Verdict};
 
 /// What a component runs from one read of the ConfigMap.
@@ -38,6 +41,11 @@ struct Judged {
 
 /// Chooses what to promote from `observed` under `settings`; without the variants setting, or with no
 /// variant key in the ConfigMap, the read is judged as it is.
+///
+/// Each variant's set is judged through a [`VariantSet`], a view of the ConfigMap: no set is copied or
+/// hashed but the one chosen. Content rules run newest accepted version first and stop at the first
+/// variant that passes them, all within one [`Budget`]: what a ConfigMap costs to judge does not grow
+/// with the number of variants times the size of the keys they share.
 pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
     let (Some(v), Observed::Config(snap)) = (&settings.variants, observed) else {
         return plain(observed, settings);
@@ -50,17 +58,28 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
         return Choice {
             judgement: invalid(format!(
                 "key {} is both in the ConfigMap and the name variants are promoted as ({v})",
-                v.promoted
+                listing::name(&v.promoted)
             )),
             observed: observed.clone(),
             variant: None,
         };
     }
-    let judged: Vec<Judged> = keys
+    let shared: Vec<&str> = snap
+        .files()
+        .keys()
+        .filter(|k| !v.matches(k))
+        .map(String::as_str)
+        .collect();
+    let set = |key: &str| VariantSet {
+        snap,
+        variants: v,
+        variant: snap.files().get(key).map_or(&[][..], Vec::as_slice),
+        shared: &shared,
+    };
+    let mut judged: Vec<Judged> = keys
         .iter()
         .map(|k| {
-            let set = promoted_set(snap, v, k);
-            let judgement = verdict::judge_snapshot(&set, settings);
+            let judgement = verdict::judge_range(&set(k), settings);
             let version = judgement
                 .version
                 .as_deref()
@@ -76,8 +95,8 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
         return Choice {
             judgement: invalid(format!(
                 "variants {} and {} have the same version {} and different content; give one a new version or remove it",
-                a.key,
-                b.key,
+                listing::name(&a.key),
+                listing::name(&b.key),
                 a.version
                     .as_ref()
                     .map(ToString::to_string)
@@ -87,20 +106,30 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
             variant: None,
         };
     }
-    let newest = |accepted_only: bool| {
-        judged
-            .iter()
-            .filter(|j| !accepted_only || j.judgement.verdict == Verdict::Accepted)
-            .filter(|j| j.version.is_some())
-            // Ties (same version, same content) go to the first key, so the choice never flips.
-            .max_by(|a, b| by_version(a, b).then_with(|| b.key.cmp(&a.key)))
-    };
-    if let Some(chosen) = newest(true) {
+    // Ties (same version, same content) go to the first key, so the choice never flips.
+    let newest_first = |a: &Judged, b: &Judged| by_version(b, a).then_with(|| a.key.cmp(&b.key));
+    let mut candidates: Vec<usize> = (0..judged.len())
+        .filter(|&i| {
+            judged[i].judgement.verdict == Verdict::Accepted && judged[i].version.is_some()
+        })
+        .collect();
+    candidates.sort_by(|&a, &b| newest_first(&judged[a], &judged[b]));
+    let mut budget = Budget::per_judgement();
+    let mut chosen = None;
+    for i in candidates {
+        let j = judged[i].judgement.clone();
+        judged[i].judgement = verdict::judge_rules(&set(&judged[i].key), settings, j, &mut budget);
+        if judged[i].judgement.verdict == Verdict::Accepted {
+            chosen = Some(&judged[i]);
+            break;
+        }
+    }
+    if let Some(chosen) = chosen {
         return Choice {
             judgement: Judgement {
                 reason: format!(
                     "variant {} (of {}): {}",
-                    chosen.key,
+                    listing::name(&chosen.key),
                     judged.len(),
                     chosen.judgement.reason
                 ),
@@ -111,31 +140,77 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
         };
     }
     let verdict = none_accepted(&judged);
-    let list: Vec<String> = judged
-        .iter()
-        .map(|j| {
-            let version = j.judgement.version.as_deref().unwrap_or("-");
-            match j.judgement.verdict {
-                Verdict::Invalid => format!("{} {version} invalid ({})", j.key, j.judgement.reason),
-                other => format!("{} {version} {other}", j.key),
-            }
-        })
-        .collect();
+    let list = listing::listed(&judged, None, |out, j| {
+        let version = j.judgement.version.as_deref().unwrap_or("-");
+        let key = listing::name(&j.key);
+        let _ = match j.judgement.verdict {
+            Verdict::Invalid => write!(out, "{key} {version} invalid ({})", j.judgement.reason),
+            other => write!(out, "{key} {version} {other}"),
+        };
+    });
     let range = settings
         .accepts_text()
         .map_or_else(|| "no accepted range configured".to_owned(), str::to_owned);
-    let fallback = newest(false);
+    // What observe mode runs: the newest variant read, accepted or not.
+    let fallback = judged
+        .iter()
+        .filter(|j| j.version.is_some())
+        .min_by(|a, b| newest_first(a, b));
     Choice {
         judgement: Judgement {
             verdict,
             version: None,
-            reason: format!("no variant is accepted by {range}: {}", list.join(", ")),
+            reason: format!("no variant is accepted by {range}: {list}"),
         },
         observed: match fallback {
             Some(f) => Observed::Config(promoted_set(snap, v, &f.key)),
             None => observed.clone(),
         },
         variant: fallback.map(|f| f.key.clone()),
+    }
+}
+
+/// A variant's promoted set seen through its ConfigMap: the variant under the promoted name and every
+/// key that is not a variant, read in place.
+struct VariantSet<'a> {
+    snap: &'a Snapshot,
+    variants: &'a Variants,
+    /// The variant's bytes.
+    variant: &'a [u8],
+    /// The keys that are not variants, in byte order: the same for every variant's set.
+    shared: &'a [&'a str],
+}
+
+impl Keys for VariantSet<'_> {
+    fn get(&self, key: &str) -> Option<&[u8]> {
+        if key == self.variants.promoted {
+            Some(self.variant)
+        } else if self.variants.matches(key) {
+            None
+        } else {
+            Keys::get(self.snap, key)
+        }
+    }
+
+    fn each(&self) -> Box<dyn Iterator<Item = (&str, &[u8])> + '_> {
+        let (snap, promoted) = (self.snap, self.variants.promoted.as_str());
+        let at = self.shared.partition_point(|k| *k < promoted);
+        let (before, after) = self.shared.split_at(at);
+        Box::new(
+            before
+                .iter()
+                .map(move |k| (*k, Keys::get(snap, k).unwrap_or_default()))
+                .chain(std::iter::once((promoted, self.variant)))
+                .chain(
+                    after
+                        .iter()
+                        .map(move |k| (*k, Keys::get(snap, k).unwrap_or_default())),
+                ),
+        )
+    }
+
+    fn count(&self) -> usize {
+        self.shared.len() + 1
     }
 }
 
@@ -162,20 +237,28 @@ fn by_version(a: &Judged, b: &Judged) -> Ordering {
     }
 }
 
-/// The first two variants with the same version and different content.
+/// The first two variants with the same version and different content: in key order, the first
+/// variant that another of its version differs from, and the first such other. Variants are grouped
+/// by version, so each is compared with its group's first only.
 fn ambiguous<'a>(snap: &Snapshot, judged: &'a [Judged]) -> Option<(&'a Judged, &'a Judged)> {
-    for (i, a) in judged.iter().enumerate() {
-        for b in &judged[i + 1..] {
-            if a.version.is_some()
-                && by_version(a, b) == Ordering::Equal
-                && (snap.files().get(&a.key) != snap.files().get(&b.key)
-                    || snap.mode(&a.key) != snap.mode(&b.key))
-            {
-                return Some((a, b));
-            }
-        }
-    }
-    None
+    let differ = |a: &Judged, b: &Judged| {
+        snap.files().get(&a.key) != snap.files().get(&b.key)
+            || snap.mode(&a.key) != snap.mode(&b.key)
+    };
+    let mut by: Vec<usize> = (0..judged.len())
+        .filter(|&i| judged[i].version.is_some())
+        .collect();
+    by.sort_by(|&a, &b| by_version(&judged[a], &judged[b]).then(a.cmp(&b)));
+    by.chunk_by(|&a, &b| by_version(&judged[a], &judged[b]) == Ordering::Equal)
+        .filter_map(|group| {
+            let first = group[0];
+            let other = group[1..]
+                .iter()
+                .find(|&&o| differ(&judged[first], &judged[o]))?;
+            Some((first, *other))
+        })
+        .min()
+        .map(|(a, b)| (&judged[a], &judged[b]))
 }
 
 /// The verdict a user can act on when no variant is accepted: an invalid variant is likely the one
@@ -220,14 +303,17 @@ mod tests {
     use crate::settings::Raw;
     use proptest::prelude::*;
 
-    fn settings(accepts: &str) -> Settings {
-        Settings::from_raw(&Raw {
+    fn raw(accepts: &str) -> Raw {
+        Raw {
             accepts: Some(accepts.into()),
             version_from: Some("yaml:config.yaml#/version".into()),
             variants: Some("config.v*.yaml -> config.yaml".into()),
             ..Raw::default()
-        })
-        .unwrap()
+        }
+    }
+
+    fn settings(accepts: &str) -> Settings {
+        Settings::from_raw(&raw(accepts)).unwrap()
     }
 
     fn cm(files: &[(&str, &str)]) -> Observed {
@@ -356,6 +442,86 @@ mod tests {
             (c.judgement.verdict, c.variant, c.observed),
             (Verdict::Accepted, None, plain)
         );
+    }
+
+    #[test]
+    fn a_thousand_invalid_variants_give_a_short_reason() {
+        let files: Vec<(String, String)> = (0..1000)
+            .map(|i| {
+                (
+                    format!("config.v{i:04}.yaml"),
+                    format!("version: 1.{i}.0\n"),
+                )
+            })
+            .chain((0..1000).map(|i| (format!("other-{i:04}"), "o".to_owned())))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let s = Settings::from_raw(&Raw {
+            require: Some("must-exist".into()),
+            ..raw("^1")
+        })
+        .unwrap();
+        let c = choose(&cm(&refs), &s);
+        assert_eq!(c.judgement.verdict, Verdict::Invalid);
+        let r = &c.judgement.reason;
+        assert!(
+            r.starts_with("no variant is accepted by ^1: config.v0000.yaml - invalid (required key must-exist is absent (present: config.yaml, other-0000, other-0001, other-0002, other-0003 and 996 more)), config.v0001.yaml"),
+            "{r}"
+        );
+        assert!(r.ends_with(" and 995 more"), "{r}");
+        assert!(r.len() < 2048, "{} bytes", r.len());
+    }
+
+    /// Content rules run newest accepted variant first, and all variants of one ConfigMap share one
+    /// budget: a rule that fails on each of many variants beside a large shared key stops being run
+    /// once the budget is spent, and says so.
+    #[cfg(feature = "policy")]
+    #[test]
+    fn variants_share_one_budget_for_content_rules() {
+        let shared = "s".repeat(400_000);
+        let files: Vec<(String, String)> = (0..200)
+            .map(|i| {
+                (
+                    format!("config.v{i:03}.yaml"),
+                    format!("version: 1.{i}.0\n"),
+                )
+            })
+            .chain([("shared".to_owned(), shared)])
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let s = Settings::from_raw(&Raw {
+            rules: Some("data.shared.startsWith('x')".into()),
+            ..raw("^1")
+        })
+        .unwrap();
+        let t = std::time::Instant::now();
+        let c = choose(&cm(&refs), &s);
+        assert_eq!(c.judgement.verdict, Verdict::Invalid);
+        let r = &c.judgement.reason;
+        assert!(r.contains("config.v000.yaml 1.0.0 invalid (version 1.0.0 is in ^1, but rule 1 (`data.shared.startsWith('x')`) was not evaluated: it would take this ConfigMap's content rules over their budget"), "{r}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
+        // The newest variant was judged on its content.
+        let newest = judge_one(&refs, &s, "config.v199.yaml");
+        assert!(newest.reason.ends_with("is false"), "{}", newest.reason);
+    }
+
+    /// The judgement of one variant's set alone.
+    #[cfg(feature = "policy")]
+    fn judge_one(files: &[(&str, &str)], s: &Settings, key: &str) -> Judgement {
+        let Observed::Config(snap) = cm(files) else {
+            panic!()
+        };
+        verdict::judge_snapshot(&promoted_set(&snap, s.variants.as_ref().unwrap(), key), s)
     }
 
     proptest! {

@@ -8,8 +8,10 @@ use std::fmt;
 use semver::{Comparator, Op, Version, VersionReq};
 
 use crate::extract::Found;
+use crate::listing;
+use crate::rules::Budget;
 use crate::settings::{Settings, VersionFrom};
-use crate::snapshot::{Observed, Snapshot};
+use crate::snapshot::{Keys, Observed, Snapshot};
 
 /// The outcome for one snapshot; serialised as [`Verdict::as_str`] names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -121,11 +123,18 @@ fn invalid(version: Option<String>, reason: String) -> Judgement {
 
 /// Judges one snapshot: required keys, then the version, then the range, then the content rules.
 pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
+    let j = judge_range(snap, settings);
+    judge_rules(snap, settings, j, &mut Budget::per_judgement())
+}
+
+/// Required keys, then the version, then the range: everything but the content rules, which
+/// [`judge_rules`] adds for a version the range accepts.
+pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
     let missing: Vec<&str> = settings
         .require
         .iter()
         .map(String::as_str)
-        .filter(|k| !snap.files().contains_key(*k))
+        .filter(|k| keys.get(k).is_none())
         .collect();
     if !missing.is_empty() {
         return invalid(
@@ -133,13 +142,13 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
             format!(
                 "required key{} {} {} absent (present: {})",
                 if missing.len() == 1 { "" } else { "s" },
-                missing.join(", "),
+                listing::names(&missing, None),
                 if missing.len() == 1 { "is" } else { "are" },
-                snap.files().keys().cloned().collect::<Vec<_>>().join(", ")
+                present(keys)
             ),
         );
     }
-    let raw = match extract_version(snap, &settings.version_from) {
+    let raw = match extract_version(keys, &settings.version_from) {
         Ok(raw) => raw,
         Err(why) => return invalid(None, why),
     };
@@ -185,16 +194,6 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
         };
     };
     let verdict = classify(&version, &accepts.req);
-    // Rules only for a version the range accepts: a config is judged once, by its first problem, and
-    // the version comes first because it decides whether the rules were even written for it.
-    if verdict == Verdict::Accepted
-        && let Err(failure) = settings.rules.check(snap.files())
-    {
-        return invalid(
-            Some(raw),
-            format!("version {version} is in {}, but {failure}", accepts.text),
-        );
-    }
     let reason = match verdict {
         Verdict::Accepted => format!("version {version} is in {}", accepts.text),
         Verdict::TooNew => format!("version {version} is newer than {} allows", accepts.text),
@@ -212,13 +211,51 @@ pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
     }
 }
 
+/// The content rules over `keys`, for a judgement [`judge_range`] accepted (any other is returned as
+/// it is): a config is judged once, by its first problem, and the version comes first because it
+/// decides whether the rules were even written for it. What the rules cost is taken from `budget`.
+pub(crate) fn judge_rules(
+    keys: &dyn Keys,
+    settings: &Settings,
+    j: Judgement,
+    budget: &mut Budget,
+) -> Judgement {
+    if j.verdict != Verdict::Accepted {
+        return j;
+    }
+    match settings.rules.check(keys, budget) {
+        Ok(()) => j,
+        Err(failure) => {
+            let version = j
+                .version
+                .as_deref()
+                .and_then(|r| parse_lenient(r).ok())
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            invalid(
+                j.version,
+                format!(
+                    "version {version} is in {}, but {failure}",
+                    settings.accepts_text().unwrap_or_default()
+                ),
+            )
+        }
+    }
+}
+
+/// The keys present, as a reason lists them: a few names and how many more.
+fn present(keys: &dyn Keys) -> String {
+    listing::names(keys.each().map(|(k, _)| k), Some(keys.count()))
+}
+
 /// Reads the version string from the snapshot as `from` says, as written (not yet parsed).
-pub fn extract_version(snap: &Snapshot, from: &VersionFrom) -> Result<String, String> {
+pub fn extract_version(keys: &dyn Keys, from: &VersionFrom) -> Result<String, String> {
     let key = from.key();
-    let bytes = snap.files().get(key).ok_or_else(|| {
+    let bytes = keys.get(key).ok_or_else(|| {
         format!(
-            "key {key} (from {from}) is absent (present: {})",
-            snap.files().keys().cloned().collect::<Vec<_>>().join(", ")
+            "key {} (from {from}) is absent (present: {})",
+            listing::name(key),
+            present(keys)
         )
     })?;
     let text = std::str::from_utf8(bytes).map_err(|e| {
@@ -437,6 +474,42 @@ mod tests {
             &settings(Some("^1"), "file:version", &[]),
         );
         assert_eq!(j.verdict, Verdict::Accepted, "{}", j.reason);
+    }
+
+    #[test]
+    fn a_reason_lists_a_few_keys_however_many_there_are() {
+        let names: Vec<String> = (0..1000).map(|i| format!("key-{i:04}")).collect();
+        let files: Vec<(&str, &[u8])> = names
+            .iter()
+            .map(|k| (k.as_str(), b"x".as_slice()))
+            .collect();
+        let j = judge(
+            &snap(&files),
+            &settings(Some("^1"), "file:version", &["a", "b", "c", "d", "e", "f"]),
+        );
+        assert_eq!(
+            j.reason,
+            "required keys a, b, c, d, e and 1 more are absent (present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more)"
+        );
+        let j = judge(&snap(&files), &settings(Some("^1"), "file:version", &[]));
+        assert!(
+            j.reason.ends_with(
+                "(present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more)"
+            ),
+            "{}",
+            j.reason
+        );
+        // A key name is never content, but a long one is cut, at a character boundary.
+        let long = "ü".repeat(1000);
+        let j = judge(
+            &snap(&[(long.as_str(), b"x")]),
+            &settings(Some("^1"), "file:version", &[]),
+        );
+        assert!(
+            j.reason.len() < 400 && j.reason.contains("… (2000 bytes))"),
+            "{}",
+            j.reason
+        );
     }
 
     #[test]

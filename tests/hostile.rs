@@ -343,3 +343,222 @@ fn full_disk_on_the_promoted_dir_keeps_the_previous_config() {
     // Once a config fits again it is promoted.
     t.recovers();
 }
+
+/// The shipped manifests' memory limit for the sidecar (`resources.limits.memory: 16Mi`).
+const MEMORY_LIMIT_KIB: u64 = 16 * 1024;
+/// The release build's peak RSS over the whole benchmark run (README, Performance: 9.7 MiB). The test
+/// binary is a debug build, 20 MiB larger in file-backed pages alone, so what is measured here is
+/// the growth a hostile config causes, and the release peak plus that growth must fit the limit.
+const RELEASE_PEAK_KIB: u64 = 9_933;
+
+/// A running confgate with variants (`config.v*.yaml -> config.yaml`, version at `/version`) and
+/// `extra` settings, that has accepted `first`.
+fn variants_gate(
+    tmp: &tempfile::TempDir,
+    first: &[(String, Vec<u8>)],
+    extra: &[&str],
+) -> (Volume, Gate) {
+    let (vol, cg) = spawn_variants(tmp, first, extra);
+    cg.wait_status("the first config accepted", |s| s["ready"] == true);
+    (vol, cg)
+}
+
+/// [`variants_gate`] that returns as soon as confgate has bound its port.
+fn spawn_variants(
+    tmp: &tempfile::TempDir,
+    first: &[(String, Vec<u8>)],
+    extra: &[&str],
+) -> (Volume, Gate) {
+    let vol = Volume::new(tmp.path().join("incoming"));
+    write(&vol, first);
+    let (watch, promoted) = (tmp.path().join("incoming"), tmp.path().join("promoted"));
+    let ann = tmp.path().join("podinfo/annotations");
+    let mut args = vec![
+        "--watch",
+        watch.to_str().unwrap(),
+        "--promote-to",
+        promoted.to_str().unwrap(),
+        "--annotations",
+        ann.to_str().unwrap(),
+        "--accepts",
+        "^1",
+        "--variants",
+        "config.v*.yaml -> config.yaml",
+        "--version-from",
+        "yaml:config.yaml#/version",
+    ];
+    args.extend_from_slice(extra);
+    let mut cg = Gate::spawn(&args, &tmp.path().join("confgate.log"));
+    cg.deadline = Duration::from_secs(60);
+    (vol, cg)
+}
+
+fn write(vol: &Volume, files: &[(String, Vec<u8>)]) {
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_slice()))
+        .collect();
+    vol.write(&refs).unwrap();
+}
+
+/// Variant keys `config.vNNNN.yaml` with versions 1.N.0.
+fn variants(n: usize) -> impl Iterator<Item = (String, Vec<u8>)> {
+    (0..n).map(|i| {
+        (
+            format!("config.v{i:04}.yaml"),
+            format!("version: 1.{i}.0\nsetting: {i}\n").into_bytes(),
+        )
+    })
+}
+
+/// How much the process's peak RSS grew over `since` (KiB), checked against the memory limit.
+fn assert_peak_fits(cg: &Gate, since: u64) {
+    let peak = common::status_kb(cg.pid(), "VmHWM");
+    let growth = peak.saturating_sub(since);
+    eprintln!("RSS {since} KiB before, peak {peak} KiB: grew {growth} KiB");
+    assert!(
+        RELEASE_PEAK_KIB + growth < MEMORY_LIMIT_KIB,
+        "peak RSS grew by {growth} KiB (from {since} to {peak}); with the release build's {RELEASE_PEAK_KIB} KiB that is over the {MEMORY_LIMIT_KIB} KiB limit"
+    );
+}
+
+/// 1000 variants, 1000 other keys and a required key that is absent: every variant is invalid for the
+/// same reason, which names keys. Each answer stays short, and so does memory.
+#[test]
+fn a_thousand_variants_and_keys_keep_every_answer_short_and_memory_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = [
+        ("config.v1.yaml".to_owned(), b"version: 1.0.0\n".to_vec()),
+        ("must-exist".to_owned(), b"x".to_vec()),
+    ];
+    // Unready while the newest config is rejected, so the reason is what every answer carries.
+    let (vol, cg) = variants_gate(
+        &tmp,
+        &first,
+        &["--require", "must-exist", "--on-incompatible", "unready"],
+    );
+    let files: Vec<(String, Vec<u8>)> = variants(1000)
+        .chain((0..1000).map(|i| (format!("other-{i:04}.txt"), vec![b'o'; 100])))
+        .collect();
+    let size: usize = files.iter().map(|(_, v)| v.len()).sum();
+    assert!(size > 120_000, "{size}");
+    let before = common::status_kb(cg.pid(), "VmRSS");
+    write(&vol, &files);
+    let s = cg.wait_status("all variants invalid", |s| {
+        s["candidate"]["verdict"] == "invalid"
+    });
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("required key must-exist is absent (present: config.yaml, other-0000.txt"),
+        "{reason}"
+    );
+    assert!(reason.contains("and 995 more"), "{reason}");
+    assert!(reason.len() < 4096, "{} bytes: {reason}", reason.len());
+
+    let (_, status) = common::get(cg.port, "/status").unwrap();
+    assert!(
+        status.len() < 32 * 1024,
+        "/status is {} bytes",
+        status.len()
+    );
+    let (_, verbose) = common::get(cg.port, "/readyz?verbose").unwrap();
+    assert!(
+        verbose.len() < 32 * 1024,
+        "/readyz?verbose is {} bytes",
+        verbose.len()
+    );
+    let (code, line) = common::get(cg.port, "/readyz").unwrap();
+    assert_eq!(code, 503);
+    assert!(line.len() < 4096 && line.lines().count() == 1, "{line}");
+    // The exec probe prints the reason as one line.
+    let probe = std::process::Command::new(common::BIN)
+        .args(["probe", "ready", "--timeout", "5s", "--addr"])
+        .arg(format!("127.0.0.1:{}", cg.port))
+        .output()
+        .unwrap();
+    assert_eq!(probe.status.code(), Some(1));
+    let out = String::from_utf8(probe.stdout).unwrap();
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.len() < 4096, "the probe printed {} bytes", out.len());
+
+    let longest = cg.log_text().lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 8192, "a log line of {longest} bytes");
+    assert_peak_fits(&cg, before);
+}
+
+/// 5000 variants beside an 800 KB key they all share: each variant is judged without copying or
+/// hashing the shared key, so the ConfigMap is judged in moments, and `/livez` answers meanwhile.
+#[test]
+fn five_thousand_variants_beside_a_large_shared_key_are_judged_in_moments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = [("config.v1.yaml".to_owned(), b"version: 1.0.0\n".to_vec())];
+    let (vol, cg) = variants_gate(&tmp, &first, &[]);
+    let files: Vec<(String, Vec<u8>)> = variants(5000)
+        .chain([("shared.bin".to_owned(), vec![b's'; 800 * 1024])])
+        .collect();
+    let before = common::status_kb(cg.pid(), "VmRSS");
+    let t = std::time::Instant::now();
+    write(&vol, &files);
+    let mut slowest = Duration::ZERO;
+    let s = loop {
+        let asked = std::time::Instant::now();
+        let live = common::get(cg.port, "/livez");
+        slowest = slowest.max(asked.elapsed());
+        assert_eq!(live.map(|(c, _)| c), Some(200), "/livez");
+        let s = cg.status();
+        if s["active"]["variant"] == "config.v4999.yaml" {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "not judged after {:?}: {s}",
+            t.elapsed()
+        );
+    };
+    eprintln!("judged in {:?}; slowest /livez {slowest:?}", t.elapsed());
+    assert_eq!(common::active_version(&s), Some("1.4999.0"), "{s}");
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+    assert_peak_fits(&cg, before);
+}
+
+/// A judgement that takes long (a content rule as costly as its budget allows, failing on every
+/// variant, so each is judged) runs off the decision loop: the HTTP port answers before the first
+/// judgement is done, and `/livez` answers within its 500 ms all along.
+#[test]
+fn probes_answer_while_a_long_judgement_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files: Vec<(String, Vec<u8>)> = variants(10)
+        .chain([("shared".to_owned(), vec![b's'; 96 * 1024])])
+        .collect();
+    let (_vol, cg) = spawn_variants(
+        &tmp,
+        &files,
+        &["--rule", "data.shared.split('').size() < 0"],
+    );
+    let t = std::time::Instant::now();
+    let (mut answered_before, mut slowest) = (false, Duration::ZERO);
+    let s = loop {
+        let asked = std::time::Instant::now();
+        let live = common::get(cg.port, "/livez");
+        slowest = slowest.max(asked.elapsed());
+        assert_eq!(live.map(|(c, _)| c), Some(200), "/livez");
+        let s = cg.status();
+        if !s["candidate"].is_null() {
+            break s;
+        }
+        answered_before = true;
+        assert!(t.elapsed() < Duration::from_secs(60), "not judged: {s}");
+    };
+    let took = t.elapsed();
+    eprintln!("judged {took:?} after the port was bound; slowest /livez {slowest:?}: {}", s["candidate"]["reason"]);
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("rule 1 (`data.shared.split('').size() < 0`)"),
+        "{reason}"
+    );
+    assert!(
+        answered_before,
+        "the first judgement was done before the port answered"
+    );
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+}

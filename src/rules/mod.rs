@@ -135,18 +135,23 @@ impl RuleSet {
     pub fn check(&self, keys: &dyn Keys, budget: &mut Budget) -> Result<(), RuleFailure> {
         #[cfg(feature = "policy")]
         if !self.compiled.is_empty() {
-            let inputs = cost::Inputs::of(keys);
-            return run(&self.compiled, &inputs, budget, || {
-                let mut data = HashMap::new();
-                let mut binary = HashMap::new();
-                for (k, v) in keys.each() {
-                    match std::str::from_utf8(v) {
-                        Ok(text) => data.insert(k.to_owned(), Value::String(Arc::new(text.into()))),
-                        Err(_) => binary.insert(k.to_owned(), Value::Bytes(Arc::new(v.to_vec()))),
-                    };
-                }
-                (data, binary)
-            });
+            let setup = cost::setup(keys.each().map(|(k, v)| (k.len(), v.len())));
+            if !budget.take(setup) {
+                return Err(RuleFailure {
+                    index: 1,
+                    text: self.compiled[0].text.clone(),
+                    why: Why::OverJudgement { cost: setup },
+                });
+            }
+            let mut data = HashMap::new();
+            let mut binary = HashMap::new();
+            for (k, v) in keys.each() {
+                match std::str::from_utf8(v) {
+                    Ok(text) => data.insert(k.to_owned(), Value::String(Arc::new(text.into()))),
+                    Err(_) => binary.insert(k.to_owned(), Value::Bytes(Arc::new(v.to_vec()))),
+                };
+            }
+            return run(&self.compiled, (data, binary), budget);
         }
         let _ = (keys, budget);
         Ok(())
@@ -203,9 +208,13 @@ pub enum Why {
     Error(&'static str),
     NotBool,
     /// Its estimated cost on this config is over [`PER_RULE`]; it was not run.
-    OverBudget { cost: u64 },
+    OverBudget {
+        cost: u64,
+    },
     /// Not run: this judgement's rules would cost more than [`Budget::PER_JUDGEMENT`] with it.
-    OverJudgement { cost: u64 },
+    OverJudgement {
+        cost: u64,
+    },
     /// Its cost has no bound (refused when the rule is compiled; kept for a rule made otherwise).
     Unbounded(&'static str),
 }
@@ -267,8 +276,9 @@ impl Rule {
             )
         })?;
         // Whether a bound exists does not depend on the config: any one tells.
-        let one = cost::Inputs::from_pairs(std::iter::once(("k", b"v".as_slice(), true)));
-        if let Err(cost::Unbounded(what)) = cost::estimate(program.expression(), &one) {
+        let one = HashMap::from([("k".to_owned(), Value::String(Arc::new("v".into())))]);
+        let inputs = cost::Inputs::of(&one, &HashMap::new());
+        if let Err(cost::Unbounded(what)) = cost::estimate(program.expression(), &inputs) {
             return Err(invalid(format!(
                 "its cost has no bound ({what}), so no budget could stop it"
             )));
@@ -307,37 +317,26 @@ pub fn evaluate(
     data: &BTreeMap<String, String>,
     binary_data: &BTreeMap<String, Vec<u8>>,
 ) -> Result<(), RuleFailure> {
-    let pairs = data
+    let d = data
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_bytes(), true))
-        .chain(binary_data.iter().map(|(k, v)| (k.as_str(), v.as_slice(), false)));
-    let inputs = cost::Inputs::from_pairs(pairs);
-    run(rules, &inputs, &mut Budget::per_judgement(), || {
-        let d = data
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(Arc::new(v.clone()))))
-            .collect();
-        let b = binary_data
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::Bytes(Arc::new(v.clone()))))
-            .collect();
-        (d, b)
-    })
+        .map(|(k, v)| (k.clone(), Value::String(Arc::new(v.clone()))))
+        .collect();
+    let b = binary_data
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::Bytes(Arc::new(v.clone()))))
+        .collect();
+    run(rules, (d, b), &mut Budget::per_judgement())
 }
 
 #[cfg(feature = "policy")]
 type Maps = (HashMap<String, Value>, HashMap<String, Value>);
 
 #[cfg(feature = "policy")]
-/// Runs `rules` in order, each only once its estimated cost on `inputs` fits [`PER_RULE`] and what is
-/// left of `budget`; `maps` builds `data` and `binaryData` when the first rule is to run.
-fn run(
-    rules: &[Rule],
-    inputs: &cost::Inputs,
-    budget: &mut Budget,
-    maps: impl FnOnce() -> Maps,
-) -> Result<(), RuleFailure> {
-    let mut maps = Some(maps);
+/// Runs `rules` in order over `data` and `binaryData`, each only once its estimated cost on them fits
+/// [`PER_RULE`] and what is left of `budget`.
+fn run(rules: &[Rule], (data, binary): Maps, budget: &mut Budget) -> Result<(), RuleFailure> {
+    let inputs = cost::Inputs::of(&data, &binary);
+    let mut maps = Some((data, binary));
     let mut ctx: Option<cel::Context> = None;
     for (i, rule) in rules.iter().enumerate() {
         let fail = |why| RuleFailure {
@@ -345,20 +344,16 @@ fn run(
             text: rule.text.clone(),
             why,
         };
-        let mut cost = match cost::estimate(rule.program.expression(), inputs) {
+        let cost = match cost::estimate(rule.program.expression(), &inputs) {
             Ok(c) if c > PER_RULE => return Err(fail(Why::OverBudget { cost: c })),
             Ok(c) => c,
             Err(cost::Unbounded(what)) => return Err(fail(Why::Unbounded(what))),
         };
-        if ctx.is_none() {
-            // Handing the maps to the evaluator copies them: charged once, with the first rule run.
-            cost = cost.saturating_add(inputs.setup());
-        }
         if !budget.take(cost) {
             return Err(fail(Why::OverJudgement { cost }));
         }
         let ctx = ctx.get_or_insert_with(|| {
-            let (d, b) = maps.take().map(|m| m()).unwrap_or_default();
+            let (d, b) = maps.take().unwrap_or_default();
             let mut ctx = cel::Context::default().with_all();
             ctx.add_variable_from_value("data", d);
             ctx.add_variable_from_value("binaryData", b);
@@ -438,6 +433,128 @@ mod tests {
             parse_file("# guard\n\n'a' in data\n  size(data) > 0  \n"),
             ["'a' in data", "size(data) > 0"]
         );
+    }
+}
+
+/// What rules may cost: estimated before they run, refused over the budget, and the estimate bounds
+/// the time they take.
+#[cfg(all(test, feature = "policy"))]
+mod cost_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// `lines` lines of 20 bytes under key `v`.
+    fn lines(lines: usize) -> BTreeMap<String, String> {
+        let text = (0..lines)
+            .map(|i| format!("line {i:06} of text\n"))
+            .collect();
+        [("v".to_owned(), text)].into()
+    }
+
+    fn timed(rule: &str, data: &BTreeMap<String, String>) -> (Result<(), RuleFailure>, Duration) {
+        let rules = compile_all([rule]).unwrap();
+        let t = Instant::now();
+        let r = evaluate(&rules, data, &BTreeMap::new());
+        (r, t.elapsed())
+    }
+
+    #[test]
+    fn a_quadratic_rule_over_a_20_kb_value_is_over_budget_and_not_run() {
+        let data = lines(1000);
+        assert_eq!(data["v"].len(), 20_000);
+        // Each of 1000 lines searched for in the whole value, character by character.
+        let rule = "data.v.split('\\n').all(l, data.v.indexOf(l) >= 0)";
+        let (r, took) = timed(rule, &data);
+        let err = r.unwrap_err();
+        assert!(
+            matches!(err.why, Why::OverBudget { cost } if cost > PER_RULE),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("rule 1 (`data.v.split") && text.contains("over the cost budget"),
+            "{text}"
+        );
+        assert!(took < Duration::from_millis(200), "{took:?}");
+    }
+
+    #[test]
+    fn rules_within_the_budget_hold_on_a_1_mib_config() {
+        let mut data = lines(40_000);
+        data.insert("w".into(), "x".repeat(40_000));
+        data.insert("small".into(), lines(10_000).remove("v").unwrap());
+        for rule in [
+            "data.v.contains('line 039999')",
+            "size(data.v) > 1000 && data.w.startsWith('x')",
+            "data.all(k, size(data[k]) < 2000000)",
+            "data.v.matches('^line [0-9]+ of')",
+            "data.small.split('\\n').all(l, l == '' || l.startsWith('line '))",
+            "'v' in data && !('tls.crt' in binaryData)",
+        ] {
+            let (r, took) = timed(rule, &data);
+            assert_eq!(r, Ok(()), "{rule}");
+            eprintln!("{rule}: {took:?}");
+        }
+    }
+
+    #[test]
+    fn rules_with_no_cost_bound_are_refused_when_compiled() {
+        for (rule, why) in [
+            (
+                "lists.range(size(data)).size() > 0",
+                "lists.range with a computed length",
+            ),
+            (
+                "data.f.format([1]) != ''",
+                "format with a computed format string",
+            ),
+            ("Msg{a: 1} != null", "a message literal"),
+        ] {
+            let err = Rule::compile(3, rule).unwrap_err();
+            assert_eq!(err.index, 3);
+            assert!(err.problem.contains(why), "{rule}: {err}");
+        }
+        assert!(Rule::compile(1, "lists.range(3).size() == 3").is_ok());
+        assert!(Rule::compile(1, "'%.2f'.format([1.5]) == '1.50'").is_ok());
+    }
+
+    /// Rules that a config makes as costly as the budget allows, and a little more: under it they
+    /// finish in bounded time; over it they are not run.
+    #[test]
+    fn the_estimate_bounds_the_time_a_rule_takes() {
+        for rule in [
+            "data.v.split('\\n').all(l, data.v.contains(l))",
+            "data.v.split('').size() > 0",
+            "data.v.split('\\n').map(l, l + 'x').size() > 0",
+            "data.all(k, data.all(j, data[k] != data[j] || k == j))",
+        ] {
+            let mut n = 1usize;
+            let mut slowest = Duration::ZERO;
+            loop {
+                let data: BTreeMap<String, String> = (0..n)
+                    .map(|i| (format!("k{i}"), format!("value {i}\n")))
+                    .chain(lines(n))
+                    .collect();
+                let (r, took) = timed(rule, &data);
+                if let Err(RuleFailure {
+                    why: Why::OverBudget { .. },
+                    ..
+                }) = r
+                {
+                    assert!(
+                        took < Duration::from_millis(200),
+                        "{rule}: {took:?} to refuse"
+                    );
+                    break;
+                }
+                assert_eq!(r, Ok(()), "{rule} on {n}");
+                slowest = slowest.max(took);
+                n *= 2;
+            }
+            eprintln!("{rule}: up to {n} lines; slowest run within the budget {slowest:?}");
+            // A debug build; release runs several times faster.
+            assert!(slowest < Duration::from_secs(3), "{rule}: {slowest:?}");
+        }
     }
 }
 

@@ -1,0 +1,104 @@
+//! Bounded pieces of reasons: a list of names cut to a few with "and N more", a name cut at a character
+//! boundary. Every reason that lists keys, variants or problems lists them through here, so a reason's
+//! length does not grow with what the ConfigMap holds. Pure.
+
+use std::fmt::Write as _;
+
+/// Names a list shows before it says how many more there are.
+pub const MAX_NAMES: usize = 5;
+/// The longest name shown whole, in bytes (a ConfigMap key is at most 253); longer ones are cut.
+pub const MAX_NAME: usize = 253;
+
+/// `a, b, c` or `a, b, c, d, e and 995 more`: the first [`MAX_NAMES`] of `names`, each cut by [`name`],
+/// then how many were left out. `total` is the list's full length when the iterator is lazy about it
+/// (`None`: count the iterator).
+pub fn names<I>(names: I, total: Option<usize>) -> String
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    listed(names, total, |out, n| out.push_str(&name(n.as_ref())))
+}
+
+/// [`names`] for entries that are not plain names: `show` writes one entry, which must itself be
+/// bounded (a name and a bounded reason).
+pub fn listed<I, F>(items: I, total: Option<usize>, mut show: F) -> String
+where
+    I: IntoIterator,
+    F: FnMut(&mut String, I::Item),
+{
+    let mut out = String::new();
+    let mut seen = 0usize;
+    let mut items = items.into_iter();
+    for item in items.by_ref().take(MAX_NAMES) {
+        if seen > 0 {
+            out.push_str(", ");
+        }
+        show(&mut out, item);
+        seen += 1;
+    }
+    let total = total.unwrap_or_else(|| seen + items.count());
+    if total > seen {
+        let _ = write!(out, " and {} more", total - seen);
+    }
+    out
+}
+
+/// `name` whole up to [`MAX_NAME`] bytes, else cut at a character boundary with `…` and its length.
+pub fn name(name: &str) -> String {
+    cut(name, MAX_NAME)
+}
+
+/// `text` whole up to `max` bytes, else its first characters within `max` bytes, `…` and its length.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn short_lists_are_whole_and_long_ones_counted() {
+        assert_eq!(names(Vec::<String>::new(), None), "");
+        assert_eq!(names(["a"], None), "a");
+        assert_eq!(names(["a", "b", "c", "d", "e"], None), "a, b, c, d, e");
+        assert_eq!(
+            names(["a", "b", "c", "d", "e", "f"], None),
+            "a, b, c, d, e and 1 more"
+        );
+        let many: Vec<String> = (0..1000).map(|i| format!("k{i}")).collect();
+        assert_eq!(names(&many, None), "k0, k1, k2, k3, k4 and 995 more");
+        assert_eq!(names(&many[..6], Some(7)), "k0, k1, k2, k3, k4 and 2 more");
+    }
+
+    #[test]
+    fn a_long_name_is_cut_at_a_character_boundary() {
+        assert_eq!(name("config.yaml"), "config.yaml");
+        let long = "é".repeat(200);
+        let shown = name(&long);
+        assert!(shown.ends_with("… (400 bytes)"), "{shown}");
+        assert!(shown.len() < MAX_NAME + 20, "{}", shown.len());
+    }
+
+    proptest! {
+        /// Whatever the names, the listing is bounded and valid UTF-8 is kept whole up to the cut.
+        #[test]
+        fn a_listing_is_bounded(list in prop::collection::vec("\\PC{0,400}", 0..50)) {
+            let shown = names(&list, None);
+            prop_assert!(shown.len() <= MAX_NAMES * (MAX_NAME + 32) + 32, "{}", shown.len());
+            for n in list.iter().take(MAX_NAMES) {
+                let c = name(n);
+                prop_assert!(n.starts_with(c.split('…').next().unwrap()));
+            }
+        }
+    }
+}
