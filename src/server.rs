@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, info, warn};
 
 use crate::state::{Shared, Status};
@@ -24,9 +24,14 @@ pub const LIVENESS_DEADLINE: Duration = Duration::from_millis(500);
 /// Probes and scrapers send theirs at once; under the default 5 s shutdown grace, so a stalled client
 /// cannot make a clean shutdown late.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(3);
-/// Connections served at once; more wait in the listen backlog. With [`MAX_BUF`], bounds the memory
-/// clients can make the server hold (about 64 × 24 KiB).
+/// Connections served at once; a connection over it is closed at once. With [`LOOPBACK_RESERVE`] and
+/// [`MAX_BUF`], bounds the memory clients can make the server hold (about 72 × 24 KiB).
 pub const MAX_CONNECTIONS: usize = 64;
+/// Connections kept for loopback peers beyond [`MAX_CONNECTIONS`]. The kubelet's exec probes
+/// (`confgate probe`) run in the pod's network namespace and connect over loopback, which nothing
+/// outside the pod can reach: whatever other clients do with the shared slots, these stay free for
+/// the probes (and the pod's own containers).
+pub const LOOPBACK_RESERVE: usize = 8;
 /// A connection's read buffer (hyper's minimum is 8 KiB, its default ~400 KiB): the endpoints take no
 /// body, and a longer head is refused (431).
 pub const MAX_BUF: usize = 16 * 1024;
@@ -40,22 +45,17 @@ pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Bound the drain from outside (the shutdown grace); the header-read timeout bounds it anyway.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Slots::new();
     let (drain_tx, drain_rx) = watch::channel(false);
     let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
-        let stream = tokio::select! {
+        // Accepting goes on when every slot is taken, so a probe behind other clients in the listen
+        // backlog is reached and given its reserved slot; a connection with no slot is closed.
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((s, _)) => {
+                Ok(accepted) => {
                     backoff = ACCEPT_BACKOFF_MIN;
-                    s
+                    accepted
                 }
                 Err(e) => {
                     if is_resource_exhaustion(&e) {
@@ -73,6 +73,11 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 }
             },
             () = &mut shutdown => break,
+        };
+        let Some(permit) = slots.take(&peer) else {
+            debug!(%peer, "connection closed: every slot it may use is taken");
+            drop(stream);
+            continue;
         };
         let shared = shared.clone();
         let mut drain = drain_rx.clone();
@@ -103,12 +108,51 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     drop(listener);
     let _ = drain_tx.send(true);
     // Every connection holds a slot until it is closed: all slots back means drained.
-    let in_flight = MAX_CONNECTIONS - slots.available_permits();
+    let in_flight = slots.in_use();
     if in_flight > 0 {
         info!(connections = in_flight, "draining HTTP connections");
     }
-    let _ = slots.acquire_many(MAX_CONNECTIONS as u32).await;
+    slots.all_back().await;
     debug!("HTTP server drained");
+}
+
+/// The connection slots: [`MAX_CONNECTIONS`] for anyone, and [`LOOPBACK_RESERVE`] more that only a
+/// loopback peer may take, once the shared ones are all in use.
+struct Slots {
+    shared: Arc<Semaphore>,
+    loopback: Arc<Semaphore>,
+}
+
+impl Slots {
+    fn new() -> Slots {
+        Slots {
+            shared: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            loopback: Arc::new(Semaphore::new(LOOPBACK_RESERVE)),
+        }
+    }
+
+    /// A slot for a connection from `peer`, if one it may use is free.
+    fn take(&self, peer: &std::net::SocketAddr) -> Option<OwnedSemaphorePermit> {
+        self.shared.clone().try_acquire_owned().ok().or_else(|| {
+            // `[::]` sees an IPv4 peer as ::ffff:a.b.c.d.
+            peer.ip()
+                .to_canonical()
+                .is_loopback()
+                .then(|| self.loopback.clone().try_acquire_owned().ok())
+                .flatten()
+        })
+    }
+
+    fn in_use(&self) -> usize {
+        MAX_CONNECTIONS - self.shared.available_permits() + LOOPBACK_RESERVE
+            - self.loopback.available_permits()
+    }
+
+    /// Resolves once every slot is free again.
+    async fn all_back(&self) {
+        let _ = self.shared.acquire_many(MAX_CONNECTIONS as u32).await;
+        let _ = self.loopback.acquire_many(LOOPBACK_RESERVE as u32).await;
+    }
 }
 
 /// Errors that a later accept can get past once something is freed: wait instead of spinning.

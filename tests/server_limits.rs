@@ -176,3 +176,130 @@ fn a_drain_past_the_grace_period_exits_non_zero() {
     assert!(g.log_text().contains("did not complete in time"));
     drop(c);
 }
+
+/// A keep-alive client from `from` asking `/livez` once a second (the pacing is the client's
+/// behaviour, not a synchronisation), reconnecting whenever its connection is closed, until `stop`.
+fn keep_alive_client(
+    from: std::net::Ipv4Addr,
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> std::thread::JoinHandle<()> {
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let Ok(mut c) = TcpStream::connect((from, port)) else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut counted = false;
+            while !stop.load(Ordering::Relaxed) {
+                if c.write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .is_err()
+                {
+                    break;
+                }
+                // Read one whole answer: the head, then its Content-Length.
+                let mut got = Vec::new();
+                let mut buf = [0u8; 512];
+                let complete = loop {
+                    let Ok(n) = c.read(&mut buf) else { break false };
+                    if n == 0 {
+                        break false;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got);
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().to_owned())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            break true;
+                        }
+                    }
+                };
+                if !complete {
+                    break;
+                }
+                if !counted {
+                    answered.fetch_add(1, Ordering::Relaxed);
+                    counted = true;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            if counted {
+                answered.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    })
+}
+
+/// 72 keep-alive clients from another address of this host (as other pods reach the sidecar on its
+/// pod IP), each asking `/livez` once a second, hold every shared connection slot; the real
+/// `confgate probe live|ready|startup`, over loopback as the kubelet's exec probes run, still answer
+/// within their deadline.
+#[test]
+fn exec_probes_answer_while_remote_keep_alive_clients_hold_every_slot() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let Some(remote) = non_loopback_v4() else {
+        println!("skipped: this host has no IPv4 address other than loopback");
+        return;
+    };
+    let d = Dirs::new();
+    write_version(&d.watch(), "1.0.0");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--accepts", "^1"])
+        .arg("--watch")
+        .arg(d.watch())
+        .arg("--promote-to")
+        .arg(d.promoted())
+        .arg("--annotations")
+        .arg(d.podinfo().join("annotations"));
+    let g = Gate::listening(cmd, &d.log(), "0.0.0.0:0");
+    g.wait_active("1.0.0");
+    let (stop, answered) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let clients: Vec<_> = (0..72)
+        .map(|_| keep_alive_client(remote, g.port, stop.clone(), answered.clone()))
+        .collect();
+    // Every shared slot is held by one of them.
+    wait_for(
+        "the clients to hold every slot",
+        Duration::from_secs(30),
+        || (answered.load(Ordering::Relaxed) >= confgate::server::MAX_CONNECTIONS).then_some(()),
+    );
+    for kind in ["live", "ready", "startup"] {
+        let t = Instant::now();
+        let out = Command::new(BIN)
+            .args(["probe", kind, "--addr"])
+            .arg(format!("127.0.0.1:{}", g.port))
+            .output()
+            .unwrap();
+        let took = t.elapsed();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "probe {kind} failed after {took:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("probe {kind}: {took:?} {}", text.trim());
+    }
+    assert!(
+        answered.load(Ordering::Relaxed) >= confgate::server::MAX_CONNECTIONS,
+        "the clients lost their slots"
+    );
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+}

@@ -119,13 +119,18 @@ impl Gate {
     /// Starts `cmd` (a `confgate run ...` the caller has built) with `--listen 127.0.0.1:0` added,
     /// stderr to `log`, and returns once the port the kernel gave it is read back from its start-up
     /// line: no port is ever chosen by the test and released before the child binds it.
-    pub fn from_command(mut cmd: Command, log: &Path) -> Gate {
+    pub fn from_command(cmd: Command, log: &Path) -> Gate {
+        Gate::listening(cmd, log, "127.0.0.1:0")
+    }
+
+    /// [`Gate::from_command`] listening on `listen` (port 0).
+    pub fn listening(mut cmd: Command, log: &Path, listen: &str) -> Gate {
         let logfile = std::fs::File::create(log).expect("create log file");
         // The start-up line is logged at info, so a level inherited from the environment must not hide it.
         if !cmd.get_envs().any(|(k, _)| k == "CONFGATE_LOG") {
             cmd.env_remove("CONFGATE_LOG");
         }
-        cmd.args(["--listen", "127.0.0.1:0"])
+        cmd.args(["--listen", listen])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(logfile);

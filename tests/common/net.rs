@@ -31,6 +31,24 @@ pub fn http(method: &str, port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
+/// An IPv4 address of this host other than loopback, from the kernel's table of local addresses; a
+/// client bound to it is not a loopback peer.
+pub fn non_loopback_v4() -> Option<std::net::Ipv4Addr> {
+    let table = std::fs::read_to_string("/proc/net/fib_trie").ok()?;
+    let mut last = None;
+    for line in table.lines() {
+        let line = line.trim_start();
+        if let Some(addr) = line.strip_prefix("|-- ") {
+            last = addr.trim().parse::<std::net::Ipv4Addr>().ok();
+        } else if line.starts_with("/32 host LOCAL")
+            && let Some(a) = last.filter(|a| !a.is_loopback())
+        {
+            return Some(a);
+        }
+    }
+    None
+}
+
 pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
     http("GET", port, path)
 }
