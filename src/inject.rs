@@ -289,6 +289,11 @@ fn sidecar(config: &str, opts: &Options) -> Value {
     let mut ready = probe("ready");
     ready["periodSeconds"] = 5.into();
     ready["timeoutSeconds"] = 2.into();
+    // Every probe is exec, over loopback, where the server keeps slots whatever other clients hold.
+    let mut live = probe("live");
+    live["timeoutSeconds"] = 2.into();
+    live["periodSeconds"] = 10.into();
+    live["failureThreshold"] = 3.into();
     json!({
         "name": CONTAINER,
         "image": opts.image,
@@ -300,11 +305,7 @@ fn sidecar(config: &str, opts: &Options) -> Value {
         "ports": [{"name": "confgate", "containerPort": 9797}],
         "startupProbe": startup,
         "readinessProbe": ready,
-        "livenessProbe": {
-            "httpGet": {"path": "/livez", "port": "confgate"},
-            "periodSeconds": 10,
-            "failureThreshold": 3,
-        },
+        "livenessProbe": live,
         "resources": {
             "requests": {"cpu": "5m", "memory": "8Mi"},
             "limits": {"memory": "16Mi"},

@@ -463,6 +463,11 @@ fn check_probes(
             continue;
         };
         if let Some(h) = p.get("httpGet") {
+            // The kubelet's HTTP probes come from the node, as any other client does, and share the
+            // server's slots with them; exec probes connect over loopback, where slots are kept.
+            report.problem(format!(
+                "{at}: {probe} is httpGet; use exec `{BINARY} probe`, which reaches confgate over loopback"
+            ));
             if str_of(h, "path") != Some(path) {
                 report.problem(format!(
                     "{at}: {probe} must GET {path}, not {:?}",
