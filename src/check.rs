@@ -275,7 +275,7 @@ pub fn all_accepted(lines: &[Line]) -> bool {
 
 /// With variants, the hash is that of the chosen variant's set: what the sidecar reports as active.
 fn line(what: String, input: &Input, settings: &Settings) -> Line {
-    let choice = variants::choose(&input.observed, settings);
+    let choice = variants::choose(input.observed.clone(), settings);
     Line {
         what,
         name: input.object.as_ref().map(|(_, n)| n.clone()),

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::snapshot::{MAX_BYTES, Observed, Snapshot};
+use crate::listing;
+use crate::snapshot::{MAX_BYTES, MAX_KEYS, Observed, Snapshot};
 
 /// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for
 /// nested items (as `--require` and `--version-from` may name them).
@@ -31,11 +32,15 @@ impl Keys {
     pub fn insert(&mut self, section: &str, key: &str, bytes: Vec<u8>) -> Result<(), String> {
         if !is_valid_key(key) || key.contains('/') {
             return Err(format!(
-                "{section} key {key:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)"
+                "{section} key {:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)",
+                listing::name(key)
             ));
         }
         if self.0.insert(key.to_owned(), bytes).is_some() {
-            return Err(format!("key {key} is in both data and binaryData"));
+            return Err(format!(
+                "key {} is in both data and binaryData",
+                listing::name(key)
+            ));
         }
         Ok(())
     }
@@ -47,10 +52,11 @@ impl Keys {
 }
 
 /// What a ConfigMap's keys (or why they could not be read) mean to the gate: no keys is `missing`,
-/// over the size limit is broken, anything else a snapshot.
+/// over the size limit or [`MAX_KEYS`] is broken, anything else a snapshot.
 pub fn observe(keys: Result<Keys, String>) -> Observed {
     match keys {
         Ok(k) if k.0.is_empty() => Observed::Missing("the ConfigMap has no keys".into()),
+        Ok(k) if k.0.len() > MAX_KEYS => Observed::Broken(crate::snapshot::too_many_keys()),
         Ok(k) => {
             let snap = Snapshot::new(k.0);
             if snap.total_bytes() > MAX_BYTES {
@@ -84,6 +90,13 @@ mod tests {
         }
         assert!(is_valid_key("nested/a.yaml"));
         assert!(matches!(observe(Ok(Keys::default())), Observed::Missing(_)));
+        let mut many = Keys::default();
+        for i in 0..=MAX_KEYS {
+            many.insert("data", &format!("k{i}"), vec![]).unwrap();
+        }
+        assert!(
+            matches!(observe(Ok(many)), Observed::Broken(why) if why.contains("more than 8192 keys"))
+        );
         assert!(matches!(observe(Ok(k)), Observed::Config(_)));
     }
 }

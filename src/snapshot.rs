@@ -22,6 +22,11 @@ use sha2::{Digest, Sha256};
 pub const MAX_BYTES: u64 = 1024 * 1024;
 /// Nested item paths deeper than this are not a ConfigMap.
 const MAX_DEPTH: usize = 16;
+/// The most keys a config may have. The API server bounds a ConfigMap's values (1 MiB) but not how many
+/// keys share them; each key costs memory of its own (its name, its entry, its file and link in the
+/// promoted dir), so this bound is what keeps a config of empty keys within the sidecar's memory limit.
+/// Real ConfigMaps hold a few hundred at most.
+pub const MAX_KEYS: usize = 8192;
 /// How often a read is retried when the kubelet swapped `..data` underneath it.
 const SWAP_RETRIES: usize = 8;
 pub const DATA_LINK: &str = "..data";
@@ -393,11 +398,22 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
                     "the config is over the ConfigMap size limit of {MAX_BYTES} bytes (the limit was passed at key {key})"
                 )));
             }
-            modes.insert(key.clone(), meta.permissions().mode() & 0o777);
+            if files.len() == MAX_KEYS {
+                return Err(Problem::Bad(too_many_keys()));
+            }
+            let mode = meta.permissions().mode() & 0o777;
+            if mode != DEFAULT_MODE {
+                modes.insert(key.clone(), mode);
+            }
             files.insert(key, bytes);
         }
     }
     Ok((files, modes))
+}
+
+/// Why a config with more than [`MAX_KEYS`] keys is refused.
+pub fn too_many_keys() -> String {
+    format!("the config has more than {MAX_KEYS} keys; at most {MAX_KEYS} are judged")
 }
 
 /// Follows a symlink only when it stays inside the watched directory.

@@ -46,8 +46,8 @@ struct Judged {
 /// hashed but the one chosen. Content rules run newest accepted version first and stop at the first
 /// variant that passes them, all within one [`Budget`]: what a ConfigMap costs to judge does not grow
 /// with the number of variants times the size of the keys they share.
-pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
-    let (Some(v), Observed::Config(snap)) = (&settings.variants, observed) else {
+pub fn choose(observed: Observed, settings: &Settings) -> Choice {
+    let (Some(v), Observed::Config(snap)) = (&settings.variants, &observed) else {
         return plain(observed, settings);
     };
     let keys: Vec<&String> = snap.files().keys().filter(|k| v.matches(k)).collect();
@@ -60,7 +60,7 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
                 "key {} is both in the ConfigMap and the name variants are promoted as ({v})",
                 listing::name(&v.promoted)
             )),
-            observed: observed.clone(),
+            observed,
             variant: None,
         };
     }
@@ -102,7 +102,7 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
                     .map(ToString::to_string)
                     .unwrap_or_default()
             )),
-            observed: observed.clone(),
+            observed,
             variant: None,
         };
     }
@@ -164,7 +164,7 @@ pub fn choose(observed: &Observed, settings: &Settings) -> Choice {
         },
         observed: match fallback {
             Some(f) => Observed::Config(promoted_set(snap, v, &f.key)),
-            None => observed.clone(),
+            None => observed,
         },
         variant: fallback.map(|f| f.key.clone()),
     }
@@ -214,10 +214,11 @@ impl Keys for VariantSet<'_> {
     }
 }
 
-fn plain(observed: &Observed, settings: &Settings) -> Choice {
+/// The read judged as it is, and kept as what is promoted (not copied: it may be 1 MiB).
+fn plain(observed: Observed, settings: &Settings) -> Choice {
     Choice {
-        judgement: verdict::judge(observed, settings),
-        observed: observed.clone(),
+        judgement: verdict::judge(&observed, settings),
+        observed,
         variant: None,
     }
 }
@@ -340,7 +341,7 @@ mod tests {
             ("^3", "config.v3.yaml", "3.0.0"),
             (">=2", "config.v3.yaml", "3.0.0"),
         ] {
-            let c = choose(&both(), &settings(range));
+            let c = choose(both(), &settings(range));
             assert_eq!(
                 c.judgement.verdict,
                 Verdict::Accepted,
@@ -369,25 +370,25 @@ mod tests {
 
     #[test]
     fn no_variant_accepted_gives_the_verdict_to_act_on() {
-        let c = choose(&both(), &settings("^4"));
+        let c = choose(both(), &settings("^4"));
         assert_eq!(c.judgement.verdict, Verdict::TooOld);
         assert_eq!(
             c.judgement.reason,
             "no variant is accepted by ^4: config.v2.yaml 2.1.0 too-old, config.v3.yaml 3.0.0 too-old"
         );
         assert_eq!(
-            choose(&both(), &settings("^1")).judgement.verdict,
+            choose(both(), &settings("^1")).judgement.verdict,
             Verdict::TooNew
         );
         assert_eq!(
-            choose(&both(), &settings(">=2.5, <3")).judgement.verdict,
+            choose(both(), &settings(">=2.5, <3")).judgement.verdict,
             Verdict::OutOfRange
         );
         let broken = cm(&[
             ("config.v2.yaml", "version: 2.1.0\n"),
             ("config.v3.yaml", "version: [\n"),
         ]);
-        let c = choose(&broken, &settings("^3"));
+        let c = choose(broken, &settings("^3"));
         assert_eq!(c.judgement.verdict, Verdict::Invalid);
         assert!(
             c.judgement
@@ -403,7 +404,7 @@ mod tests {
     #[test]
     fn same_version_different_content_is_ambiguous() {
         let c = choose(
-            &cm(&[
+            cm(&[
                 ("config.v3.yaml", "version: 3.0.0\na: 1\n"),
                 ("config.v3b.yaml", "version: 3.0.0+b\nb: 1\n"),
             ]),
@@ -419,7 +420,7 @@ mod tests {
         );
         let same = "version: 3.0.0\n";
         let c = choose(
-            &cm(&[("config.v3.yaml", same), ("config.vx.yaml", same)]),
+            cm(&[("config.v3.yaml", same), ("config.vx.yaml", same)]),
             &settings("^3"),
         );
         assert_eq!(c.variant.as_deref(), Some("config.v3.yaml"));
@@ -428,7 +429,7 @@ mod tests {
     #[test]
     fn promoted_name_beside_variants_is_invalid_and_no_variants_is_plain() {
         let c = choose(
-            &cm(&[
+            cm(&[
                 ("config.v2.yaml", "version: 2.0.0\n"),
                 ("config.yaml", "version: 2.0.0\n"),
             ]),
@@ -437,7 +438,7 @@ mod tests {
         assert_eq!(c.judgement.verdict, Verdict::Invalid);
         assert!(c.judgement.reason.starts_with("key config.yaml is both"));
         let plain = cm(&[("config.yaml", "version: 2.0.0\n")]);
-        let c = choose(&plain, &settings("^2"));
+        let c = choose(plain.clone(), &settings("^2"));
         assert_eq!(
             (c.judgement.verdict, c.variant, c.observed),
             (Verdict::Accepted, None, plain)
@@ -464,7 +465,7 @@ mod tests {
             ..raw("^1")
         })
         .unwrap();
-        let c = choose(&cm(&refs), &s);
+        let c = choose(cm(&refs), &s);
         assert_eq!(c.judgement.verdict, Verdict::Invalid);
         let r = &c.judgement.reason;
         assert!(
@@ -501,7 +502,7 @@ mod tests {
         })
         .unwrap();
         let t = std::time::Instant::now();
-        let c = choose(&cm(&refs), &s);
+        let c = choose(cm(&refs), &s);
         assert_eq!(c.judgement.verdict, Verdict::Invalid);
         let r = &c.judgement.reason;
         assert!(r.contains("config.v000.yaml 1.0.0 invalid (version 1.0.0 is in ^1, but rule 1 (`data.shared.startsWith('x')`) was not evaluated: it would take this ConfigMap's content rules over their budget"), "{r}");
@@ -541,7 +542,7 @@ mod tests {
                 files.iter().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())).collect(),
             ));
             let s = settings(&format!("^{major}"));
-            let c = choose(&obs, &s);
+            let c = choose(obs, &s);
             let req = &s.accepts.as_ref().unwrap().req;
             let best = versions
                 .iter()

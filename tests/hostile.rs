@@ -550,7 +550,10 @@ fn probes_answer_while_a_long_judgement_runs() {
         assert!(t.elapsed() < Duration::from_secs(60), "not judged: {s}");
     };
     let took = t.elapsed();
-    eprintln!("judged {took:?} after the port was bound; slowest /livez {slowest:?}: {}", s["candidate"]["reason"]);
+    eprintln!(
+        "judged {took:?} after the port was bound; slowest /livez {slowest:?}: {}",
+        s["candidate"]["reason"]
+    );
     let reason = s["candidate"]["reason"].as_str().unwrap();
     assert!(
         reason.contains("rule 1 (`data.shared.split('').size() < 0`)"),
@@ -561,4 +564,33 @@ fn probes_answer_while_a_long_judgement_runs() {
         "the first judgement was done before the port answered"
     );
     assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+}
+
+/// A config of as many keys as confgate judges, each nearly empty: memory stays within the limit; one
+/// key more is `invalid`, without reading it all.
+#[test]
+fn the_most_keys_a_config_may_have_fit_in_memory_and_one_more_is_invalid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = [("config.v1.yaml".to_owned(), b"version: 1.0.0\n".to_vec())];
+    let (vol, cg) = variants_gate(&tmp, &first, &[]);
+    let most = confgate::snapshot::MAX_KEYS;
+    let keys = |n: usize| -> Vec<(String, Vec<u8>)> {
+        [("config.v2.yaml".to_owned(), b"version: 1.2.0\n".to_vec())]
+            .into_iter()
+            .chain((1..n).map(|i| (format!("k{i:06}"), b"x".to_vec())))
+            .collect()
+    };
+    let before = common::status_kb(cg.pid(), "VmRSS");
+    write(&vol, &keys(most));
+    cg.wait_status("the config of most keys promoted", |s| {
+        common::active_version(s) == Some("1.2.0") && s["candidate"].is_null()
+    });
+    assert_peak_fits(&cg, before);
+    write(&vol, &keys(most + 1));
+    let s = cg.wait_status("one key more invalid", |s| {
+        s["candidate"]["verdict"] == "invalid"
+    });
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(reason.contains("more than 8192 keys"), "{reason}");
+    assert_eq!(common::active_version(&s), Some("1.2.0"));
 }

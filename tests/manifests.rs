@@ -340,7 +340,7 @@ fn check_mounts(
     match configmap {
         Some(cm) => match cms.get(cm) {
             Some(obs) => {
-                let j = confgate::variants::choose(obs, settings).judgement;
+                let j = confgate::variants::choose(obs.clone(), settings).judgement;
                 if j.verdict != Verdict::Accepted {
                     report.problem(format!(
                         "{at}: the sample ConfigMap {cm} is {}: {}",

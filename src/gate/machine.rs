@@ -515,7 +515,7 @@ mod tests {
 
     /// The gate's decision on `read`, judged under its settings as the pipeline judges it.
     fn decide(g: &mut Gate, read: &Observed) -> (Choice, Action) {
-        let choice = variants::choose(read, g.settings());
+        let choice = variants::choose(read.clone(), g.settings());
         g.decide(choice)
     }
 

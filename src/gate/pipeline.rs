@@ -323,7 +323,7 @@ impl Pipeline {
             if last.as_ref() == Some(&id) {
                 return (id, None);
             }
-            let choice = variants::choose(&obs, &settings);
+            let choice = variants::choose(obs, &settings);
             (id, Some(choice))
         })
         .await;
