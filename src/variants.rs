@@ -42,7 +42,7 @@ struct Judged {
 /// Chooses what to promote from `observed` under `settings`; without the variants setting, or with no
 /// variant key in the ConfigMap, the read is judged as it is.
 ///
-/// Each variant's set is judged through a [`VariantSet`], a view of the ConfigMap: no set is copied or
+/// Each variant's set is judged through a `VariantSet`, a view of the ConfigMap: no set is copied or
 /// hashed but the one chosen. Content rules run newest accepted version first and stop at the first
 /// variant that passes them, all within one [`Budget`]: what a ConfigMap costs to judge does not grow
 /// with the number of variants times the size of the keys they share.

@@ -105,7 +105,7 @@ struct Owed {
 
 impl Pipeline {
     /// Opens the promoted dir (cleaning leftovers), reads the annotations, adopts what is already
-    /// promoted (judged off the loop, [`off_loop`]), and takes the status publisher (`Err` when another
+    /// promoted (judged off the loop, as `off_loop` does), and takes the status publisher (`Err` when another
     /// loop holds it).
     pub async fn open(
         cfg: Config,
