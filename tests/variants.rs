@@ -288,7 +288,16 @@ fn variant_switch_is_atomic_for_a_concurrent_reader_and_reloads() {
             );
         }
     }
-    let s = wait_running(&p, "config.v2.yaml", "2.1.0");
+    // The last generation itself, not an earlier one with the same variant: its promoted set's hash.
+    let last_text = last.to_string();
+    let last_sha = confgate::snapshot::ContentHash::of([
+        ("config.yaml", v2().as_bytes()),
+        ("generation", last_text.as_bytes()),
+    ])
+    .to_string();
+    let s = p.gate.wait_status("the last generation active", |s| {
+        s["active"]["sha256"] == last_sha.as_str() && s["candidate"].is_null()
+    });
     stop.store(true, Ordering::Relaxed);
     reader
         .join()
