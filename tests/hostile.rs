@@ -524,6 +524,7 @@ fn five_thousand_variants_beside_a_large_shared_key_are_judged_in_moments() {
 /// A judgement that takes long (a content rule as costly as its budget allows, failing on every
 /// variant, so each is judged) runs off the decision loop: the HTTP port answers before the first
 /// judgement is done, and `/livez` answers within its 500 ms all along.
+#[cfg(feature = "policy")]
 #[test]
 fn probes_answer_while_a_long_judgement_runs() {
     let tmp = tempfile::tempdir().unwrap();
