@@ -475,7 +475,7 @@ mod cost_tests {
             text.starts_with("rule 1 (`data.v.split") && text.contains("over the cost budget"),
             "{text}"
         );
-        assert!(took < Duration::from_millis(200), "{took:?}");
+        assert!(took < Duration::from_secs(1), "{took:?}");
     }
 
     #[test]
@@ -541,10 +541,7 @@ mod cost_tests {
                     ..
                 }) = r
                 {
-                    assert!(
-                        took < Duration::from_millis(200),
-                        "{rule}: {took:?} to refuse"
-                    );
+                    assert!(took < Duration::from_secs(1), "{rule}: {took:?} to refuse");
                     break;
                 }
                 assert_eq!(r, Ok(()), "{rule} on {n}");
