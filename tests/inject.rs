@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -123,23 +123,9 @@ fn docs(yaml: &str) -> Vec<Value> {
     confgate::inject::documents("test", yaml).unwrap()
 }
 
-/// A tool on PATH or in the virtual environment .ci/setup makes; None with the reason printed.
-fn tool(name: &str) -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin");
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::iter::once(venv)
-        .chain(std::env::split_paths(&path))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        eprintln!("skipping: {name} is not installed (.ci/setup installs it)");
-    }
-    found
-}
-
 /// `kubernetes-validate --strict` against Kubernetes 1.33, the first with native sidecars GA.
 fn validate(yaml: &str) -> Option<()> {
-    let kv = tool("kubernetes-validate")?;
+    let kv = common::tool("kubernetes-validate")?;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("out.yaml");
     std::fs::write(&file, yaml).unwrap();
@@ -328,7 +314,7 @@ fn inject_refuses_what_it_cannot_gate() {
 /// The Component, built the way users build it, gives the same sidecar and passes strict validation.
 #[test]
 fn the_component_builds_and_validates() {
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = common::tool("kubectl") else {
         return;
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/component-example");
