@@ -263,6 +263,29 @@ fn yaml_list_and_stdin() {
     );
 }
 
+/// A kubelet volume whose `..data` names a directory that is not there is broken, and says so.
+#[test]
+fn dangling_data_link_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    kubelet_write(&dir, &[("version", b"2.4.1")]);
+    let target = std::fs::read_link(dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(dir.join(&target)).unwrap();
+    let run = check(&["--accepts", ACCEPTS, dir.to_str().unwrap()]);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (1, vec!["invalid"]),
+        "{}",
+        run.stderr
+    );
+    let want = format!(
+        "{}/..data points nowhere: {} does not exist",
+        dir.display(),
+        target.display()
+    );
+    assert!(run.lines[0].rest.ends_with(&want), "{:?}", run.lines[0]);
+}
+
 /// binaryData is decoded as the kubelet projects it: the hash equals a directory holding the raw bytes.
 #[test]
 fn binary_data_hashes_as_projected() {
