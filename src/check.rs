@@ -133,7 +133,10 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
     let mut found_workloads = Vec::new();
     for p in paths {
         let p = p.as_ref();
-        if p.is_dir() {
+        // `-` is standard input, as for every Unix tool, even where a directory is named `-` (`./-`
+        // reads that one).
+        let stdin = p == Path::new("-");
+        if !stdin && p.is_dir() {
             let what = p.display().to_string();
             inputs.push(Input {
                 place: what.clone(),
@@ -145,7 +148,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
             continue;
         }
         let name = p.display().to_string();
-        let text = if p == Path::new("-") {
+        let text = if stdin {
             std::io::read_to_string(std::io::stdin())
         } else {
             std::fs::read_to_string(p)

@@ -29,7 +29,15 @@ struct Run {
 }
 
 fn check_with(args: &[&str], stdin: Option<&str>) -> Run {
+    check_in(None, args, stdin)
+}
+
+/// `check_with`, run in `cwd` when given.
+fn check_in(cwd: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Run {
     let mut cmd = Command::new(BIN);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
     cmd.arg("check")
         .args(args)
         .env_remove("CONFGATE_ACCEPTS")
@@ -260,6 +268,38 @@ fn yaml_list_and_stdin() {
             .starts_with("prod/y (- document 1 item 2)"),
         "{:?}",
         run.lines[1]
+    );
+}
+
+/// `-` is standard input even where the working directory holds a directory named `-`; `./-` reads that.
+#[test]
+fn dash_is_standard_input_not_a_directory_named_dash() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("-")).unwrap();
+    std::fs::write(tmp.path().join("-/version"), "9.9.9").unwrap();
+    let run = check_in(
+        Some(tmp.path()),
+        &["--accepts", ACCEPTS, "-"],
+        Some(&configmap("piped", "2.4.1")),
+    );
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted"]),
+        "{:?} {}",
+        run.lines,
+        run.stderr
+    );
+    assert!(
+        run.lines[0].rest.starts_with("prod/piped (- document 1)"),
+        "{:?}",
+        run.lines[0]
+    );
+    let run = check_in(Some(tmp.path()), &["--accepts", ACCEPTS, "./-"], None);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (1, vec!["too-new"]),
+        "{}",
+        run.stderr
     );
 }
 
