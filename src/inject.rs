@@ -210,9 +210,11 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         .and_then(Value::as_array_mut)
         .expect("config_volume found the volumes");
     for v in volumes.iter_mut() {
-        if v.get("name").and_then(Value::as_str) == Some(config.as_str()) {
+        if v.get("name").and_then(Value::as_str) == Some(config.as_str())
+            && let Some(cm) = v.get_mut("configMap").and_then(Value::as_object_mut)
+        {
             // A missing ConfigMap becomes the verdict "missing" instead of a pod stuck in ContainerCreating.
-            v["configMap"]["optional"] = true.into();
+            cm.insert("optional".into(), true.into());
         }
     }
     for (name, v) in [
@@ -242,16 +244,29 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
     )))
 }
 
-/// The ConfigMap volume to gate: the one named with `--volume`, or the only one.
+/// The ConfigMap volume to gate: the one named with `--volume`, or the only one. A `volumes` that is
+/// not a list, or a `configMap` that is not a mapping, is refused by name: inject edits both.
 fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, String> {
-    let cms: Vec<&str> = spec
-        .get("volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|v| v.get("configMap").is_some())
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .collect();
+    let volumes = match spec.get("volumes") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(v)) => v.as_slice(),
+        Some(other) => return Err(format!("volumes is {}, not a list", shape(other))),
+    };
+    let mut cms: Vec<&str> = Vec::new();
+    for (i, v) in volumes.iter().enumerate() {
+        let Some(cm) = v.get("configMap") else {
+            continue;
+        };
+        let name = v.get("name").and_then(Value::as_str);
+        if !cm.is_object() {
+            let which = name.map_or_else(|| format!("volumes[{i}]"), |n| format!("volume {n}"));
+            return Err(format!(
+                "{which}: configMap is {}, not a mapping (expected configMap: {{name: CONFIGMAP}})",
+                shape(cm)
+            ));
+        }
+        cms.extend(name);
+    }
     match (&opts.volume, cms.as_slice()) {
         (Some(want), _) if cms.contains(&want.as_str()) => Ok(want.clone()),
         (Some(want), _) => Err(format!(
@@ -267,6 +282,18 @@ fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, St
             "several ConfigMap volumes ({}); name the one to gate with --volume",
             list(&cms)
         )),
+    }
+}
+
+/// What a JSON value is, for a message that must not show it.
+fn shape(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A bare component: its ConfigMap mounted directly, the settings as annotations, no sidecar yet. Also a
 /// Service and a workload without confgate.io/accepts, which must pass through untouched.
@@ -309,6 +309,87 @@ fn inject_refuses_what_it_cannot_gate() {
         err.contains("standard input: not valid YAML or JSON"),
         "{err}"
     );
+}
+
+/// A `configMap:` that is not a mapping is refused by name (exit 64), whatever it is instead.
+#[test]
+fn inject_refuses_a_config_map_field_that_is_not_a_mapping() {
+    for (value, shape) in [
+        ("web-config", "a string"),
+        ("42", "a number"),
+        ("[web-config]", "a list"),
+        ("true", "a boolean"),
+        ("null", "null"),
+    ] {
+        let bad = BARE.replace(
+            "configMap: {name: web-config}\n        - name: cache",
+            &format!("configMap: {value}\n        - name: cache"),
+        );
+        assert_ne!(bad, BARE);
+        let (code, out, err) = inject(&[], &bad);
+        assert_eq!(code, 64, "{value}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains(&format!(
+                "deployment/web: volume config: configMap is {shape}, not a mapping"
+            )),
+            "{value}: {err}"
+        );
+    }
+}
+
+/// No shape of a workload makes inject panic: every node of the annotated Deployment, in turn,
+/// replaced by a value of each other type, gives an injection or an error.
+#[test]
+fn no_field_of_another_type_makes_inject_panic() {
+    fn paths(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    out.push(p.clone());
+                    paths(x, p, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    let p = format!("{at}/{i}");
+                    out.push(p.clone());
+                    paths(x, p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let web = docs(BARE)[1].clone();
+    let mut all = Vec::new();
+    paths(&web, String::new(), &mut all);
+    assert!(all.len() > 40, "{}", all.len());
+    let replacements = [
+        Value::Null,
+        json!("x"),
+        json!(9797),
+        json!(true),
+        json!([1]),
+        json!({"a": 1}),
+    ];
+    let mut outcomes = [0usize; 2];
+    for path in &all {
+        for r in &replacements {
+            let mut doc = web.clone();
+            *doc.pointer_mut(path).unwrap() = r.clone();
+            let got = std::panic::catch_unwind(|| {
+                let mut docs = vec![doc.clone()];
+                confgate::inject::inject_all(&mut docs, &Default::default())
+                    .map(|_| confgate::inject::render(&docs).unwrap())
+            });
+            match got {
+                Ok(r) => outcomes[usize::from(r.is_ok())] += 1,
+                Err(_) => panic!("inject panicked with {path} = {r}"),
+            }
+        }
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
 }
 
 /// The Component, built the way users build it, gives the same sidecar and passes strict validation.
