@@ -20,6 +20,8 @@ const INCOMING_PATH: &str = "/etc/confgate/incoming";
 const ACTIVE_PATH: &str = "/etc/confgate/active";
 const PODINFO_PATH: &str = "/etc/podinfo";
 const UID: u64 = 65532;
+/// The sidecar's port when no other container of the pod declares it (`run --listen`'s default).
+const PORT: u16 = 9797;
 
 /// Why a stream could not be injected.
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +178,7 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         return Ok(None);
     }
     let config = config_volume(spec, opts)?;
+    let (port, taken_by) = free_port(spec)?;
     // The component and any other init container now read the promoted copy, at the same path.
     let mut repointed = 0;
     for k in ["initContainers", "containers"] {
@@ -238,10 +241,48 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         return Err("initContainers is not a list".into());
     };
     // First, so that later init containers and the component start only with an accepted config.
-    init.insert(0, sidecar(&config, opts));
-    Ok(Some(format!(
-        "gates volume {config} ({repointed} mount(s) now read the promoted copy)"
-    )))
+    init.insert(0, sidecar(&config, opts, port));
+    let mut done =
+        format!("gates volume {config} ({repointed} mount(s) now read the promoted copy)");
+    if let Some(c) = taken_by {
+        done.push_str(&format!(
+            "; port {PORT} is container {c}'s, so confgate listens on {port} (CONFGATE_LISTEN)"
+        ));
+    }
+    Ok(Some(done))
+}
+
+/// The port confgate listens on: [`PORT`], or the next one no container of the pod declares (with the
+/// container that declares [`PORT`]). Two containers of a pod share its network namespace, so a second
+/// listener on a port fails with `Address already in use`; moving confgate keeps the pod's own ports as
+/// they are, and its probes follow (`confgate probe` reads `CONFGATE_LISTEN`, the liveness probe the
+/// port's name).
+fn free_port(spec: &Map<String, Value>) -> Result<(u16, Option<String>), String> {
+    let mut taken: Vec<(u64, &str)> = Vec::new();
+    for k in ["initContainers", "containers"] {
+        for c in spec.get(k).and_then(Value::as_array).into_iter().flatten() {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or("(unnamed)");
+            for p in c
+                .get("ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(n) = p.get("containerPort").and_then(Value::as_u64) {
+                    taken.push((n, name));
+                }
+            }
+        }
+    }
+    let Some(&(_, owner)) = taken.iter().find(|(n, _)| *n == u64::from(PORT)) else {
+        return Ok((PORT, None));
+    };
+    (PORT..=u16::MAX)
+        .find(|p| !taken.iter().any(|(n, _)| *n == u64::from(*p)))
+        .map(|p| (p, Some(owner.to_owned())))
+        .ok_or_else(|| {
+            format!("no free port from {PORT} up for confgate: the containers declare them all")
+        })
 }
 
 /// The ConfigMap volume to gate: the one named with `--volume`, or the only one. A `volumes` that is
@@ -305,8 +346,8 @@ fn list(names: &[&str]) -> String {
     }
 }
 
-/// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`.
-fn sidecar(config: &str, opts: &Options) -> Value {
+/// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`, listening on `port`.
+fn sidecar(config: &str, opts: &Options, port: u16) -> Value {
     let probe = |kind: &str| json!({"exec": {"command": ["/confgate", "probe", kind]}});
     let mut startup = probe("startup");
     // 150 x 2 s: a ConfigMap update can take about 90 s to reach the volume.
@@ -316,7 +357,7 @@ fn sidecar(config: &str, opts: &Options) -> Value {
     let mut ready = probe("ready");
     ready["periodSeconds"] = 5.into();
     ready["timeoutSeconds"] = 2.into();
-    json!({
+    let mut c = json!({
         "name": CONTAINER,
         "image": opts.image,
         "restartPolicy": "Always",
@@ -324,7 +365,7 @@ fn sidecar(config: &str, opts: &Options) -> Value {
             "run", "--watch", INCOMING_PATH, "--promote-to", ACTIVE_PATH,
             "--annotations", format!("{PODINFO_PATH}/annotations"), "--log-format", opts.log_format,
         ],
-        "ports": [{"name": "confgate", "containerPort": 9797}],
+        "ports": [{"name": "confgate", "containerPort": port}],
         "startupProbe": startup,
         "readinessProbe": ready,
         "livenessProbe": {
@@ -350,7 +391,12 @@ fn sidecar(config: &str, opts: &Options) -> Value {
             {"name": ACTIVE_VOLUME, "mountPath": ACTIVE_PATH},
             {"name": PODINFO_VOLUME, "mountPath": PODINFO_PATH, "readOnly": true},
         ],
-    })
+    });
+    if port != PORT {
+        // One setting for both: `run` listens on it and `confgate probe` (the exec probes) reads it.
+        c["env"] = json!([{"name": "CONFGATE_LISTEN", "value": format!("[::]:{port}")}]);
+    }
+    c
 }
 
 /// Reads each path (`-` is standard input; none means standard input), injects, and renders.

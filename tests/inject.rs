@@ -392,6 +392,62 @@ fn no_field_of_another_type_makes_inject_panic() {
     assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
 }
 
+/// Another container's port 9797 would make the sidecar fail with `Address already in use`: confgate
+/// moves to the next port no container declares, says so, and its probes follow it (the exec probes
+/// read `CONFGATE_LISTEN`, the liveness probe the port's name).
+#[test]
+fn inject_moves_confgate_off_a_port_another_container_uses() {
+    let taken = BARE.replace(
+        "        - name: web\n          image: example/web:1\n",
+        "        - name: web\n          image: example/web:1\n          ports:\n            - {containerPort: 9797}\n            - {containerPort: 9798, name: admin}\n",
+    );
+    let taken = taken.replace(
+        "        - name: migrate\n          image: example/web:1\n",
+        "        - name: migrate\n          image: example/web:1\n          ports: [{containerPort: 9799}]\n",
+    );
+    let (code, yaml, err) = inject(&[], &taken);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("port 9797 is container web's, so confgate listens on 9800 (CONFGATE_LISTEN)"),
+        "{err}"
+    );
+    let got = docs(&yaml);
+    let sidecar = &find(&got, "Deployment", "web")["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(
+        sidecar["ports"],
+        json!([{"name": "confgate", "containerPort": 9800}])
+    );
+    assert_eq!(
+        sidecar["env"],
+        json!([{"name": "CONFGATE_LISTEN", "value": "[::]:9800"}])
+    );
+    assert_eq!(sidecar["livenessProbe"]["httpGet"]["port"], "confgate");
+    // The exec probe, run with the container's environment, asks the moved port.
+    let probe = sidecar["startupProbe"]["exec"]["command"]
+        .as_array()
+        .unwrap();
+    assert_eq!(probe[0], "/confgate");
+    let args: Vec<&str> = probe[1..].iter().map(|a| a.as_str().unwrap()).collect();
+    let out = Command::new(common::BIN)
+        .args(&args)
+        .args(["--timeout", "2s"])
+        .env_remove("CONFGATE_PROBE_ADDR")
+        .env(
+            "CONFGATE_LISTEN",
+            sidecar["env"][0]["value"].as_str().unwrap(),
+        )
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("http://127.0.0.1:9800/startupz"), "{said}");
+    // The CronJob's pod declares no port: the default, and no environment.
+    let cron = &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        ["initContainers"][0];
+    assert_eq!(cron["ports"][0]["containerPort"], 9797);
+    assert!(cron.get("env").is_none());
+    validate(&yaml);
+}
+
 /// The Component, built the way users build it, gives the same sidecar and passes strict validation.
 #[test]
 fn the_component_builds_and_validates() {
