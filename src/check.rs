@@ -30,6 +30,12 @@ pub enum Error {
         what: String,
     },
     #[error(
+        "{path}: more than {max} documents; check and inject read at most {max} documents per input \
+         (split the stream into several inputs)",
+        max = crate::manifest::MAX_DOCUMENTS
+    )]
+    TooManyDocuments { path: String },
+    #[error(
         "{path}: no ConfigMap found (a manifest needs kind: ConfigMap, or kind: List of them, or a workload whose pods carry confgate.io/ annotations)"
     )]
     NoConfigMap { path: String },
@@ -328,6 +334,11 @@ fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_json::Value
         .enumerate()
     {
         match v {
+            Ok(_) if docs.len() == crate::manifest::MAX_DOCUMENTS => {
+                return Some(Err(Error::TooManyDocuments {
+                    path: path.to_owned(),
+                }));
+            }
             Ok(v) => docs.push(v),
             // Described by position only: parser messages may quote the manifest's content.
             Err(e) => {
@@ -343,8 +354,13 @@ fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_json::Value
 }
 
 fn yaml_documents(path: &str, text: &str) -> Result<Vec<serde_json::Value>, Error> {
-    serde_saphyr::from_multiple_with_options(text, crate::extract::yaml_options(text.len()))
+    serde_saphyr::from_multiple_with_options(text, crate::manifest::yaml_options(text.len()))
         .map_err(|e| {
+            if crate::manifest::too_many_documents(&e) {
+                return Error::TooManyDocuments {
+                    path: path.to_owned(),
+                };
+            }
             let line = e.location().map_or(0, |l| l.line());
             let column = e.location().map_or(0, |l| l.column());
             Error::Parse {

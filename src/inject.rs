@@ -34,6 +34,12 @@ pub enum Error {
     },
     #[error("{path}: not valid YAML or JSON ({what})")]
     Parse { path: String, what: String },
+    #[error(
+        "{path}: more than {max} documents; check and inject read at most {max} documents per input \
+         (split the stream into several inputs)",
+        max = crate::manifest::MAX_DOCUMENTS
+    )]
+    TooManyDocuments { path: String },
     #[error("{workload}: {problem}")]
     Workload { workload: String, problem: String },
     #[error("cannot write YAML: {0}")]
@@ -70,9 +76,17 @@ pub struct Outcome {
 
 /// Parses a stream of YAML or JSON documents (one JSON document is YAML too).
 pub fn documents(path: &str, text: &str) -> Result<Vec<Value>, Error> {
-    serde_saphyr::from_multiple::<Value>(text).map_err(|e| Error::Parse {
-        path: path.into(),
-        what: e.to_string().lines().next().unwrap_or_default().to_owned(),
+    let mut options = crate::manifest::yaml_options(text.len());
+    // `yes` and `on` stay the booleans they always were here, as kubectl reads them.
+    options.strict_booleans = false;
+    serde_saphyr::from_multiple_with_options::<Value>(text, options).map_err(|e| {
+        if crate::manifest::too_many_documents(&e) {
+            return Error::TooManyDocuments { path: path.into() };
+        }
+        Error::Parse {
+            path: path.into(),
+            what: e.to_string().lines().next().unwrap_or_default().to_owned(),
+        }
     })
 }
 

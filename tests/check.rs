@@ -303,6 +303,37 @@ fn dash_is_standard_input_not_a_directory_named_dash() {
     );
 }
 
+/// A `kustomize build` of a large platform: thousands of documents are read; past the documented limit
+/// the message names the limit rather than calling a document invalid, for YAML and JSON streams.
+#[test]
+fn large_streams_are_read_up_to_the_documented_limit() {
+    // Past the parser's default of 1024.
+    let n = 1500;
+    let stream: Vec<String> = (0..n)
+        .map(|i| configmap(&format!("c{i}"), "2.4.1"))
+        .collect();
+    let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&stream.join("---\n")));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.lines.len(), n);
+    assert!(
+        run.lines[n - 1]
+            .rest
+            .starts_with(&format!("prod/c{} (- document {n})", n - 1))
+    );
+
+    let limit = 100_000;
+    let want = format!(
+        "confgate: -: more than {limit} documents; check and inject read at most {limit} documents per input (split the stream into several inputs)\n"
+    );
+    for over in ["---\n{}\n".repeat(limit + 1), "{}\n".repeat(limit + 1)] {
+        let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&over));
+        assert_eq!((run.code, run.stderr.as_str()), (64, want.as_str()));
+    }
+    // At the limit, the stream is read (and holds no ConfigMap).
+    let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&"{}\n".repeat(limit)));
+    assert!(run.stderr.contains("no ConfigMap found"), "{}", run.stderr);
+}
+
 /// A kubelet volume whose `..data` names a directory that is not there is broken, and says so.
 #[test]
 fn dangling_data_link_is_named() {

@@ -311,6 +311,26 @@ fn inject_refuses_what_it_cannot_gate() {
     );
 }
 
+/// Streams past 1024 documents are injected; past the documented limit the message names it.
+#[test]
+fn inject_reads_large_streams_up_to_the_documented_limit() {
+    // 1100 documents, past the parser's default of 1024.
+    let n = 220;
+    let stream = vec![BARE; n].join("---\n");
+    let (code, out, err) = inject(&[], &stream);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(docs(&out).len(), 5 * n);
+    let limit = 100_000;
+    let (code, out, err) = inject(&[], &"---\n{}\n".repeat(limit + 1));
+    assert_eq!((code, out.as_str()), (64, ""));
+    assert_eq!(
+        err,
+        format!(
+            "confgate: standard input: more than {limit} documents; check and inject read at most {limit} documents per input (split the stream into several inputs)\n"
+        )
+    );
+}
+
 /// A `configMap:` that is not a mapping is refused by name (exit 64), whatever it is instead.
 #[test]
 fn inject_refuses_a_config_map_field_that_is_not_a_mapping() {
