@@ -368,6 +368,79 @@ fn aws_auth_guard_keeps_the_node_role() {
     });
 }
 
+/// Names the API server would refuse are refused (exit 64), saying what is allowed; names it takes are
+/// taken, including a DNS subdomain's long parts (Kubernetes limits only the whole to 253).
+#[test]
+fn names_and_namespaces_are_validated_as_kubernetes_does() {
+    let s = settings(Some("^2"), None);
+    let generate = |namespace: &str, name: &str| {
+        policy::generate(&Request {
+            namespace,
+            name,
+            settings: &s,
+            rules: &[],
+            kubernetes_version: "1.30",
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let long_label = "a".repeat(100);
+    let longest = format!("{}.{}", "b".repeat(200), "c".repeat(52 - NS.len() - 10));
+    for name in ["a", "a.b", "a-b.c-d", "0.9", &long_label, &longest] {
+        assert_eq!(generate(NS, name), Ok(()), "{name}");
+    }
+    for name in [
+        "a..b",
+        "a.-b",
+        "a-.b",
+        ".a",
+        "a.",
+        "-a",
+        "a-",
+        "A",
+        "a_b",
+        "a b",
+        "",
+        "é",
+        &"a".repeat(254),
+    ] {
+        let err = generate(NS, name).unwrap_err();
+        assert!(
+            err.starts_with(&format!("invalid --name {name:?}: a ConfigMap's name is a DNS subdomain: at most 253 characters, lower-case letters, digits, '-' and '.', where each '.'-separated part starts and ends with a letter or digit")),
+            "{err}"
+        );
+    }
+    for ns in ["a.b", "a..b", "-a", "A", "", &"n".repeat(64)] {
+        let err = generate(ns, NAME).unwrap_err();
+        assert!(
+            err.starts_with(&format!(
+                "invalid --namespace {ns:?}: a namespace is a DNS label: at most 63 characters"
+            )),
+            "{err}"
+        );
+    }
+    assert_eq!(generate(&"n".repeat(63), NAME), Ok(()));
+    let out = Command::new(BIN)
+        .args([
+            "policy",
+            "--namespace",
+            NS,
+            "--name",
+            "a..b",
+            "--accepts",
+            "^2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid --name \"a..b\": a ConfigMap's name is a DNS subdomain"),
+        "{err}"
+    );
+}
+
 #[test]
 fn json_and_yaml_version_sources_are_refused_with_exit_64() {
     for from in ["json:c.json#/v", "yaml:c.yaml#/schema/version"] {

@@ -66,28 +66,46 @@ pub fn kubernetes_minor(v: &str) -> Result<u64, Error> {
     Ok(minor)
 }
 
-fn check_name(what: &'static str, value: &str, max: usize) -> Result<(), Error> {
-    let err = |problem| Error::Name {
-        what,
-        value: value.to_owned(),
-        problem,
+/// What Kubernetes accepts as a ConfigMap's name (a DNS subdomain, RFC 1123) or a namespace (a DNS
+/// label), as its `IsDNS1123Subdomain` and `IsDNS1123Label` validate them: the API server refuses any
+/// other, and the policy's own name is built from both.
+fn check_name(what: &'static str, value: &str) -> Result<(), Error> {
+    let (max, allowed) = if what == "namespace" {
+        (
+            63,
+            "a namespace is a DNS label: at most 63 characters, lower-case letters, digits and '-', \
+             starting and ending with a letter or digit",
+        )
+    } else {
+        (
+            253,
+            "a ConfigMap's name is a DNS subdomain: at most 253 characters, lower-case letters, digits, \
+             '-' and '.', where each '.'-separated part starts and ends with a letter or digit",
+        )
     };
-    if value.is_empty() || value.len() > max {
-        return Err(err("must be 1 to 253 characters (a namespace at most 63)"));
+    let label_ok = |l: &str| {
+        let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        let b = l.as_bytes();
+        !b.is_empty()
+            && alnum(b[0])
+            && alnum(b[b.len() - 1])
+            && b.iter().all(|&c| alnum(c) || c == b'-')
+    };
+    let ok = value.len() <= max
+        && if what == "namespace" {
+            label_ok(value)
+        } else {
+            value.split('.').all(label_ok)
+        };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Name {
+            what,
+            value: value.to_owned(),
+            problem: allowed,
+        })
     }
-    let ok_chars = value
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    let ends = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    if !ok_chars || !ends(value.as_bytes()[0]) || !ends(value.as_bytes()[value.len() - 1]) {
-        return Err(err(
-            "must be lower-case letters, digits, '-' and '.', starting and ending alphanumeric",
-        ));
-    }
-    if what == "namespace" && value.contains('.') {
-        return Err(err("a namespace has no '.'"));
-    }
-    Ok(())
 }
 
 /// The policy's and binding's name: `confgate.NAMESPACE.NAME` (a namespace has no dot, so it is unique).
@@ -98,8 +116,8 @@ pub fn object_name(namespace: &str, name: &str) -> String {
 /// The ValidatingAdmissionPolicy and its binding.
 pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     let minor = kubernetes_minor(req.kubernetes_version)?;
-    check_name("namespace", req.namespace, 63)?;
-    check_name("name", req.name, 253)?;
+    check_name("namespace", req.namespace)?;
+    check_name("name", req.name)?;
     let s = req.settings;
     let version = match (&s.accepts, &s.version_from) {
         (None, _) => None,
