@@ -7,6 +7,8 @@
 //! cel-go's (see the README for what was and was not verified).
 #![cfg(feature = "policy")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -439,6 +441,76 @@ fn names_and_namespaces_are_validated_as_kubernetes_does() {
         err.contains("invalid --name \"a..b\": a ConfigMap's name is a DNS subdomain"),
         "{err}"
     );
+}
+
+/// A rule holding characters YAML 1.1 folds (NEL, U+2028, U+2029) or that are not printable is printed
+/// escaped, so every reader gets the rule the sidecar evaluates: serde-saphyr (YAML 1.2), PyYAML
+/// (YAML 1.1, the reader that folds NEL into a space) when installed, and JSON readers.
+#[test]
+fn unusual_characters_in_a_rule_survive_every_reader() {
+    let rule = "data.config.contains('a\u{85}b\u{2028}c\u{2029}d\u{7f}e\u{9f}f\u{feff}g')";
+    let run = |output: &str| {
+        let out = Command::new(BIN)
+            .args(["policy", "--namespace", NS, "--name", NAME, "--rule", rule])
+            .args(["--output", output])
+            .env_remove("CONFGATE_ACCEPTS")
+            .env_remove("CONFGATE_REQUIRE")
+            .env_remove("CONFGATE_RULES")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (yaml, json_text) = (run("yaml"), run("json"));
+    for text in [&yaml, &json_text] {
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| *c != '\n' && confgate::policy::yaml::needs_escape(*c))
+            .collect();
+        assert!(raw.is_empty(), "raw {raw:?} in\n{text}");
+    }
+    let expression = |policy: &Value| {
+        policy["spec"]["validations"][1]["expression"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let want = format!(
+        "request.operation == 'DELETE' || [has(object.data) ? object.data : {{}}].all(data, \
+         [has(object.binaryData) ? object.binaryData : {{}}].all(binaryData, {rule}))"
+    );
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    assert_eq!(expression(&docs[0]), want);
+    let list: Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(expression(&list["items"][0]), want);
+    let Some(python) = common::tool("python3") else {
+        return;
+    };
+    for text in [&yaml, &json_text] {
+        let mut cmd = Command::new(&python);
+        cmd.args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(sys.stdin.read()))))",
+        ]);
+        let out = common::output_with_stdin(cmd, text);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("No module named 'yaml'") {
+            eprintln!("skipping the YAML 1.1 reader: PyYAML is not installed");
+            return;
+        }
+        assert!(out.status.success(), "{err}");
+        let docs: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let policy = if docs[0]["kind"] == "List" {
+            &docs[0]["items"][0]
+        } else {
+            &docs[0]
+        };
+        assert_eq!(expression(policy), want);
+    }
 }
 
 #[test]

@@ -381,7 +381,7 @@ pub fn to_json(objects: &[Node; 2]) -> String {
         "kind": "List",
         "items": [objects[0].to_json(), objects[1].to_json()],
     });
-    serde_json::to_string_pretty(&list).unwrap_or_default() + "\n"
+    yaml::escape_json(&serde_json::to_string_pretty(&list).unwrap_or_default()) + "\n"
 }
 
 /// Why `confgate policy` printed nothing. Every case is a usage error (exit 64).
