@@ -69,10 +69,23 @@ struct Compiled {
     sources: Vec<VapExpression>,
 }
 
+/// `confgate.io/allow-delete` as kube-cel's evaluator stores it: it escapes every JSON object key as
+/// a declared field name, where the API server leaves the keys of `metadata.annotations`, a map, as
+/// written. The policy is evaluated with the key spelled so (checked in [`kube_cel_escapes_annotation_keys`]).
+const ALLOW_DELETE_AS_KUBE_CEL_READS: &str = "confgate__dot__io__slash__allow__dash__delete";
+
+/// A policy expression as kube-cel must read it to see what the API server sees.
+fn as_kube_cel_reads(expression: &str) -> String {
+    expression.replace(
+        &format!("'{}'", policy::ALLOW_DELETE),
+        &format!("'{ALLOW_DELETE_AS_KUBE_CEL_READS}'"),
+    )
+}
+
 impl Compiled {
     fn new(policy: &Value) -> Compiled {
         let expr = |v: &Value| VapExpression {
-            expression: v["expression"].as_str().unwrap().to_owned(),
+            expression: as_kube_cel_reads(v["expression"].as_str().unwrap()),
             message: v["message"].as_str().map(str::to_owned),
             message_expression: v["messageExpression"].as_str().map(str::to_owned),
         };
@@ -106,10 +119,24 @@ impl Compiled {
         object: Option<&Value>,
         old: Option<&Value>,
     ) -> Result<(), String> {
+        self.admit_as("alice", op, ns, name, object, old)
+    }
+
+    /// [`Compiled::admit`] for a request sent by `user` (`request.userInfo.username`).
+    fn admit_as(
+        &self,
+        user: &str,
+        op: &str,
+        ns: &str,
+        name: &str,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), String> {
         let mut b = VapEvaluator::builder().request(AdmissionRequest {
             operation: op.into(),
             name: name.into(),
             namespace: ns.into(),
+            username: user.into(),
             ..Default::default()
         });
         if let Some(o) = object {
@@ -367,6 +394,111 @@ fn aws_auth_guard_keeps_the_node_role() {
             Ok(())
         );
         assert!(rules::evaluate(&rules, &data("[]"), &BTreeMap::new()).is_err());
+    });
+}
+
+/// The evaluator escapes annotation keys, so the policy's key is spelled as it reads them
+/// ([`as_kube_cel_reads`]); should that change, this fails rather than the deletion test passing on a
+/// key that is never found.
+#[test]
+fn kube_cel_escapes_annotation_keys() {
+    let stored = json!({"metadata": {"annotations": {policy::ALLOW_DELETE: "true"}}});
+    let c = Compiled::from_parts(
+        &[],
+        vec![VapExpression {
+            expression: format!(
+                "oldObject.metadata.annotations.exists(k, k == '{ALLOW_DELETE_AS_KUBE_CEL_READS}')"
+            ),
+            message: None,
+            message_expression: None,
+        }],
+    );
+    assert_eq!(c.admit("DELETE", NS, NAME, None, Some(&stored)), Ok(()));
+}
+
+/// A DELETE of the guarded ConfigMap: the namespace controller and the garbage collector (under their
+/// service accounts, or the controller manager's own identity) always pass, so a namespace being
+/// deleted does not stay Terminating and owners' dependents are collected; anyone else passes only when
+/// the stored object carries `confgate.io/allow-delete: "true"`, and is told so when refused.
+#[test]
+fn deletion_lets_the_controllers_and_the_annotation_through() {
+    big_stack(|| {
+        let s = settings(Some("^2"), Some("config"));
+        let p = Compiled::new(&policy_for(&s, &[]));
+        let stored = configmap(&[("version", "2.0.0"), ("config", "x")]);
+        let annotated = |value: &str| {
+            let mut cm = stored.clone();
+            cm["metadata"]["annotations"] = json!({policy::ALLOW_DELETE: value, "other": "y"});
+            cm
+        };
+        let way_out = format!(
+            "ConfigMap {NS}/{NAME} is protected by confgate: deleting it is refused. To delete it, \
+             annotate it first (kubectl annotate configmap -n {NS} {NAME} confgate.io/allow-delete=true), \
+             or remove the policy confgate.{NS}.{NAME}"
+        );
+        let people = [
+            "alice",
+            "system:serviceaccount:kube-system:replicaset-controller",
+            "system:serviceaccount:argocd:argocd-application-controller",
+            "system:admin",
+        ];
+        for user in people {
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, NAME, None, Some(&stored)),
+                Err(way_out.clone()),
+                "{user}"
+            );
+            for value in ["false", "yes", "True", ""] {
+                assert!(
+                    p.admit_as(user, "DELETE", NS, NAME, None, Some(&annotated(value)))
+                        .is_err(),
+                    "{user} with {value:?}"
+                );
+            }
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, NAME, None, Some(&annotated("true"))),
+                Ok(()),
+                "{user}"
+            );
+            // Other ConfigMaps of the namespace are not this policy's to guard.
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, "other", None, Some(&stored)),
+                Ok(())
+            );
+        }
+        for user in policy::CONTROLLER_USERS {
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, NAME, None, Some(&stored)),
+                Ok(()),
+                "{user}"
+            );
+            // Only DELETE: the controllers' writes are judged as anyone's.
+            assert!(
+                p.admit_as(
+                    user,
+                    "UPDATE",
+                    NS,
+                    NAME,
+                    Some(&configmap(&[])),
+                    Some(&stored)
+                )
+                .is_err()
+            );
+        }
+        // A request without the stored object fails closed for anyone but the controllers.
+        assert_eq!(
+            p.admit("DELETE", NS, NAME, None, None),
+            Err(way_out.clone())
+        );
+        assert_eq!(
+            p.admit_as(policy::CONTROLLER_USERS[0], "DELETE", NS, NAME, None, None),
+            Ok(())
+        );
+        // Adding the annotation is an UPDATE judged on the content, which passes when the content does.
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&annotated("true")), Some(&stored)),
+            Ok(())
+        );
     });
 }
 

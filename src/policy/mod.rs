@@ -1,7 +1,8 @@
 //! `confgate policy`: a `ValidatingAdmissionPolicy` and its binding for one ConfigMap, generated from the
 //! same settings the sidecar and `check` use, so the API server refuses at write time what the sidecar
 //! would hold back: a version outside the range, an absent required key, a content rule that does not
-//! hold, and any DELETE of the ConfigMap.
+//! hold; and a DELETE of the ConfigMap, unless the namespace controller or the garbage collector sends it
+//! or the stored object carries [`ALLOW_DELETE`]`: "true"`.
 //!
 //! Pure: builds the objects; the command prints them.
 
@@ -15,6 +16,23 @@ use yaml::Node;
 
 /// The oldest Kubernetes with `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy (GA in 1.30).
 pub const MIN_MINOR: u64 = 30;
+
+/// The annotation that lets a DELETE of the guarded ConfigMap through, when the stored object carries
+/// it with the value `"true"`: a deliberate second step (annotate, then delete), or, written in the
+/// manifest, consent to deletion by the tool that manages it (Helm, GitOps pruning).
+pub const ALLOW_DELETE: &str = "confgate.io/allow-delete";
+
+/// The users whose DELETEs are always let through: the namespace controller (a namespace being
+/// deleted empties itself through admission, and would stay Terminating) and the garbage collector
+/// (owners' dependents), under their own service accounts (`kube-controller-manager
+/// --use-service-account-credentials`, as kubeadm runs it) or the controller manager's one identity
+/// without that flag, which its other controllers then share: part of the control plane, and refusing it
+/// would leave namespaces stuck.
+pub const CONTROLLER_USERS: [&str; 3] = [
+    "system:serviceaccount:kube-system:namespace-controller",
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:kube-controller-manager",
+];
 
 /// Why no policy could be generated. All are usage errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -142,12 +160,27 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     // so a user meets one vocabulary wherever confgate judges.
     let message = |reason: String| format!("{} + ({reason})", lit(&format!("{cm}: ")));
 
+    // On DELETE `object` is null and `oldObject` is the stored object.
+    let allow = lit(ALLOW_DELETE);
+    let deletion = format!(
+        "request.operation != 'DELETE' || request.userInfo.username in [{users}] || \
+         (oldObject != null && has(oldObject.metadata.annotations) && {allow} in oldObject.metadata.annotations \
+         && oldObject.metadata.annotations[{allow}] == 'true')",
+        users = CONTROLLER_USERS
+            .iter()
+            .map(|u| lit(u))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
     let mut validations = vec![Node::map([
-        ("expression", Node::str("request.operation != 'DELETE'")),
+        ("expression", Node::str(deletion)),
         (
             "message",
             Node::str(format!(
-                "{cm} is protected by confgate: deleting it is refused (remove the policy {full} first)"
+                "{cm} is protected by confgate: deleting it is refused. To delete it, annotate it first \
+                 (kubectl annotate configmap -n {ns} {name} {ALLOW_DELETE}=true), or remove the policy {full}",
+                ns = req.namespace,
+                name = req.name,
             )),
         ),
         ("reason", Node::str("Forbidden")),
