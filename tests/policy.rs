@@ -394,6 +394,39 @@ fn aws_auth_guard_keeps_the_node_role() {
             Ok(())
         );
         assert!(rules::evaluate(&rules, &data("[]"), &BTreeMap::new()).is_err());
+
+        // Only a whole, uncommented line mapping exactly this role keeps it, where it stands in its item.
+        let admin = "- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n";
+        let kept = [
+            // eksctl: groups first, rolearn indented under the item.
+            "- groups:\n  - system:bootstrappers\n  - system:nodes\n  rolearn: arn:aws:iam::111122223333:role/eks-node-group\n  username: system:node:{{EC2PrivateDNSName}}\n",
+            // Terraform's yamlencode: quoted keys and values.
+            "- \"groups\":\n  - \"system:nodes\"\n  \"rolearn\": \"arn:aws:iam::111122223333:role/eks-node-group\"\n",
+            "- rolearn: arn:aws:iam::111122223333:role/eks-node-group   # the nodes\n",
+            "    -   rolearn:   arn:aws:iam::111122223333:role/eks-node-group\t\n",
+        ];
+        let lost = [
+            // A longer role name that only starts with it.
+            "- rolearn: arn:aws:iam::111122223333:role/eks-node-group-OLD\n  username: system:node:{{EC2PrivateDNSName}}\n",
+            // Commented out.
+            "# - rolearn: arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- username: x\n  # rolearn: arn:aws:iam::111122223333:role/eks-node-group\n",
+            // Inside another value, or another key.
+            "- rolearn: arn:aws:iam::111122223333:role/admin # was arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- userarn: arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- rolearn: arn:aws:iam::999999999999:role/x/arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- rolearn: arn:aws:iam::111122223333:role/eks-node-group#x\n",
+        ];
+        for (entry, want) in kept
+            .iter()
+            .map(|e| (e, true))
+            .chain(lost.iter().map(|e| (e, false)))
+        {
+            let roles = format!("{admin}{entry}");
+            let by_policy = p.create(&configmap(&[("mapRoles", &roles)])).is_ok();
+            let by_sidecar = rules::evaluate(&rules, &data(&roles), &BTreeMap::new()).is_ok();
+            assert_eq!((by_policy, by_sidecar), (want, want), "{entry:?}");
+        }
     });
 }
 
