@@ -19,16 +19,16 @@
 //! - [`check`]: offline verdicts for directories and manifests; `workloads`: the ConfigMaps the
 //!   annotated workloads in a manifest stream read, so `check` judges each with its workload's settings.
 //! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
-//! - [`inject`]: adds the sidecar to workload manifests.
+//! - [`inject`]: adds the sidecar to workload manifests; `manifest`: how both read a manifest stream.
 //! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
 //! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!   condition and `confgate status`.
 //!
 //! # Public surface
 //! Modules the binary, the integration tests, the examples, the benchmark and the fuzz targets use
-//! are `pub`; the rest (`source`, `configmap`, `metrics`, `extract`, `confirm`, `workloads`, the
-//! gate's state machine and the pipeline's driver-facing methods) are crate-private, so the compiler
-//! reports what in them nothing uses. The status has one writer: the decision
+//! are `pub`; the rest (`source`, `configmap`, `metrics`, `extract`, `confirm`, `workloads`,
+//! `manifest`, the gate's state machine and the pipeline's driver-facing methods) are crate-private, so
+//! the compiler reports what in them nothing uses. The status has one writer: the decision
 //! loop holds the only [`state::Publisher`]; everyone else reads a [`state::Shared`].
 
 pub mod annotations;
@@ -42,6 +42,7 @@ pub(crate) mod confirm;
 pub(crate) mod extract;
 pub mod gate;
 pub mod inject;
+pub(crate) mod manifest;
 pub(crate) mod metrics;
 #[cfg(feature = "policy")]
 pub mod policy;
