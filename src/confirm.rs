@@ -210,6 +210,40 @@ pub async fn wait(
     }
 }
 
+/// For a start the component was not told about (every process of a signal target started after the
+/// promotion, so each read it at start-up): waits, bounded by [`CONFIRM_TIMEOUT`], until the metrics say
+/// its last load succeeded. A component still starting says 0 until its first load, so 0 is never a
+/// rejection here: it is unconfirmed, and looked at again later.
+pub async fn started(client: &crate::reload::Client, c: &Confirm) -> Said {
+    let start = tokio::time::Instant::now();
+    loop {
+        let why = match read(client, c).await {
+            Ok(r) if r.success == 1.0 => return Said::Applied,
+            Ok(_) => format!("{} is not 1 yet", c.success),
+            Err(e) => e.to_string(),
+        };
+        if start.elapsed() >= CONFIRM_TIMEOUT {
+            return Said::Unconfirmed(why);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Whether a reading shows a successful load at or after `since` (Unix seconds), without a reload
+/// having been sent: the component loaded the config promoted at `since` when it started. Needs
+/// `SUCCESS_TIME`. A whole-second time counts only from the second after the one `since` falls in: a
+/// load in that same second may have come before the promotion.
+pub fn loaded_since(r: Reading, since: f64) -> bool {
+    r.success == 1.0
+        && r.success_time.is_some_and(|t| {
+            if t.fract() == 0.0 {
+                t > since.floor()
+            } else {
+                t >= since
+            }
+        })
+}
+
 /// One reading's verdict, `None` while it cannot tell yet.
 fn judge(
     c: &Confirm,
@@ -389,6 +423,17 @@ mod tests {
         ));
         // Still 0 from an earlier failure: not yet known.
         assert_eq!(judge(&c, Some(r(0.0, 5.0)), r(0.0, 5.0), 10.0, zero), None);
+        // At start-up, without a reload: a load after the promotion, never one in its second.
+        let ok = |t| loaded_since(r(1.0, t), 10.4);
+        assert!(ok(10.5) && ok(11.0) && !ok(10.0) && !ok(10.3));
+        assert!(!loaded_since(r(0.0, 11.0), 10.4));
+        assert!(!loaded_since(
+            Reading {
+                success: 1.0,
+                success_time: None
+            },
+            10.4
+        ));
         let g = Confirm {
             success_time: None,
             ..c

@@ -42,15 +42,27 @@ fn modes(obs: &Observed) -> Modes {
     }
 }
 
+/// What the component is told about a promotion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tell {
+    /// Nothing: gate-only, the first config (the component read it itself at start).
+    Nothing,
+    /// The first config promoted into an empty dir: the component, if it runs yet, reads it itself.
+    /// A start-up check finds out whether it started on it, which makes it the rollback baseline.
+    StartupCheck,
+    /// It read older content: reload.
+    Reload,
+}
+
 /// What the driver must do after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {
     Nothing,
     /// The content is already in place (or gate-only): mark it active, no write, no reload.
     Activate,
-    /// Write it into the promoted dir, then mark it active; signal a reload when `reload`.
+    /// Write it into the promoted dir, then mark it active, then tell the component as `tell` says.
     Promote {
-        reload: bool,
+        tell: Tell,
     },
 }
 
@@ -215,14 +227,21 @@ impl Gate {
                         Action::Activate
                     }
                 } else {
+                    // Nothing older was read before (gate-only: the component read the first config
+                    // itself at start; promoting: the promoted dir was empty), so the component, if
+                    // it runs yet, reads this one itself.
+                    let older = if self.gate_only {
+                        self.active.is_some()
+                    } else {
+                        self.on_disk.is_some()
+                    };
                     Action::Promote {
-                        // Nothing older was read before (gate-only: the component read the first
-                        // config itself at start; promoting: the promoted dir was empty), so the
-                        // component, if it runs yet, reads this one itself.
-                        reload: if self.gate_only {
-                            self.active.is_some()
-                        } else {
-                            self.on_disk.is_some()
+                        tell: match (older, self.gate_only) {
+                            (true, _) => Tell::Reload,
+                            // Gate-only, the first config seen after every restart is "first": a
+                            // check there would reload on every restart.
+                            (false, true) => Tell::Nothing,
+                            (false, false) => Tell::StartupCheck,
                         },
                     }
                 }
@@ -531,7 +550,9 @@ mod tests {
             assert!(!g.status(reload_view()).ready);
             assert_eq!(
                 step(&mut g, &cfg("2.1.0")),
-                Action::Promote { reload: false }
+                Action::Promote {
+                    tell: Tell::StartupCheck
+                }
             );
             let s = g.status(reload_view());
             assert!(
@@ -579,7 +600,9 @@ mod tests {
         assert!(g.status(reload_view()).ready);
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: false }
+            Action::Promote {
+                tell: Tell::StartupCheck
+            }
         );
         let s = g.status(reload_view());
         assert!(s.ready && s.started);
@@ -599,7 +622,7 @@ mod tests {
         assert_eq!(step(&mut g, &cfg("2.0.0")), Action::Nothing);
         assert_eq!(
             step(&mut g, &cfg("2.0.1")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -610,20 +633,23 @@ mod tests {
         assert!(!g.status(reload_view()).started);
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
     #[test]
     fn gate_only_does_not_reload_the_first_config() {
         let mut g = Gate::new(base("^2", |_| {}), true);
+        // Nor check it: gate-only, every restart sees a "first" config.
         assert_eq!(
             step(&mut g, &cfg("2.0.0")),
-            Action::Promote { reload: false }
+            Action::Promote {
+                tell: Tell::Nothing
+            }
         );
         assert_eq!(
             step(&mut g, &cfg("2.0.1")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -634,7 +660,7 @@ mod tests {
         assert!(g.set_annotations(Ok(ann("confgate.io/accepts", ">=2, <4"))));
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -667,7 +693,7 @@ mod tests {
             step(&mut g, &good);
             assert!(g.reloaded(good.hash().unwrap(), now()));
             let bad = cfg("2.1.0");
-            assert_eq!(step(&mut g, &bad), Action::Promote { reload: true });
+            assert_eq!(step(&mut g, &bad), Action::Promote { tell: Tell::Reload });
             let base = g.rejected_by_component(bad.hash().unwrap(), "500: bad rule");
             assert_eq!(base, good.hash());
             g.rolled_back();
@@ -698,9 +724,33 @@ mod tests {
             // Different content is judged afresh.
             assert_eq!(
                 step(&mut g, &cfg("2.1.1")),
-                Action::Promote { reload: true }
+                Action::Promote { tell: Tell::Reload }
             );
         }
+    }
+
+    #[test]
+    fn the_first_config_is_checked_at_start_up_and_is_then_the_rollback_base() {
+        let mut g = gate("^2");
+        g.adopt_on_disk(&Observed::Missing("empty".into()), now());
+        let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+        assert_eq!(
+            step(&mut g, &a),
+            Action::Promote {
+                tell: Tell::StartupCheck
+            }
+        );
+        // The check found the component runs it: kept as the base.
+        assert!(g.reloaded(a.hash().unwrap(), now()));
+        assert_eq!(step(&mut g, &b), Action::Promote { tell: Tell::Reload });
+        assert_eq!(
+            g.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
+            a.hash()
+        );
+        g.rolled_back();
+        let s = g.status(reload_view());
+        assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
+        assert_eq!(s.applied.unwrap().version.as_deref(), Some("2.0.0"));
     }
 
     #[test]
@@ -718,18 +768,20 @@ mod tests {
         g.adopt_on_disk(&Observed::Missing("empty".into()), now());
         assert_eq!(
             step(&mut g, &cfg("2.0.0")),
-            Action::Promote { reload: false }
+            Action::Promote {
+                tell: Tell::StartupCheck
+            }
         );
         assert_eq!(
             step(&mut g, &cfg("2.0.1")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
         // Something was in the promoted dir, even rejected: the component read it, so it reloads.
         let mut g = gate("^3");
         g.adopt_on_disk(&cfg("2.0.0"), now());
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -744,7 +796,7 @@ mod tests {
         ));
         assert_eq!(plain.hash(), exec.hash(), "the content hash ignores modes");
         step(&mut g, &plain);
-        assert_eq!(step(&mut g, &exec), Action::Promote { reload: true });
+        assert_eq!(step(&mut g, &exec), Action::Promote { tell: Tell::Reload });
         assert_eq!(step(&mut g, &exec), Action::Nothing);
     }
 
@@ -779,7 +831,7 @@ mod tests {
     fn failed_promotion_is_reported_and_not_active() {
         let mut g = running("^2", "2.0.0");
         let (_, a) = g.decide(&cfg("2.1.0"));
-        assert_eq!(a, Action::Promote { reload: true });
+        assert_eq!(a, Action::Promote { tell: Tell::Reload });
         g.promotion_failed("disk full".into());
         let s = g.status(reload_view());
         assert!(!s.ready && s.reason.contains("disk full"), "{s:?}");
