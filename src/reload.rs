@@ -42,6 +42,12 @@ pub enum Error {
         /// The first line of the component's answer, bounded and sanitised: its own text.
         first_line: String,
     },
+    /// A redirect (an auth proxy, http to https): the POST is not followed, so the component never
+    /// saw the request.
+    #[error(
+        "POST {url} answered {status}, a redirect (not followed): the component was not reached"
+    )]
+    Redirect { url: String, status: u16 },
     #[error("{0}")]
     Url(String),
     #[error("CA file {path}: {what}")]
@@ -570,15 +576,7 @@ async fn attempt(
                     }
                 }
             }
-            if status.is_success() {
-                Ok(Sent::Reloaded(1))
-            } else {
-                Err(Error::Status {
-                    url: url.clone(),
-                    status: status.as_u16(),
-                    first_line: first_line(&head),
-                })
-            }
+            answered(url, status, &head)
         }
         Reload::Signal { signal, process } => {
             let (signal, process, since) = (*signal, process.clone(), req.promoted_at);
@@ -587,6 +585,25 @@ async fn attempt(
                 .await
                 .unwrap_or_else(|e| Err(Error::Url(format!("the /proc scan failed: {e}"))))
         }
+    }
+}
+
+/// What an answer to the reload POST means: 2xx applied; a redirect not reached (it is not followed);
+/// anything else the component's refusal, unless [`Error::is_rejection`] says it did not reach it.
+fn answered(url: &str, status: hyper::StatusCode, head: &[u8]) -> Result<Sent, Error> {
+    if status.is_success() {
+        Ok(Sent::Reloaded(1))
+    } else if status.is_redirection() {
+        Err(Error::Redirect {
+            url: url.to_owned(),
+            status: status.as_u16(),
+        })
+    } else {
+        Err(Error::Status {
+            url: url.to_owned(),
+            status: status.as_u16(),
+            first_line: first_line(head),
+        })
     }
 }
 
@@ -785,6 +802,31 @@ mod tests {
         assert!(!busy.is_rejection());
         assert!(!Error::Unconfirmed("x".into()).is_rejection());
         assert!(!Error::NoProcess("p".into()).is_rejection());
+    }
+
+    #[test]
+    fn a_redirect_is_not_reached_never_a_refusal() {
+        use hyper::StatusCode;
+        let url = "http://127.0.0.1:9/-/reload";
+        for code in [301, 302, 303, 307, 308] {
+            let status = StatusCode::from_u16(code).unwrap();
+            let e = answered(url, status, b"<a href=\"https://login\">moved</a>").unwrap_err();
+            assert!(!e.is_rejection(), "{code}: {e}");
+            let text = e.to_string();
+            assert!(
+                text.contains(&code.to_string())
+                    && text.contains("redirect")
+                    && text.contains("not reached")
+                    && !text.contains("login"),
+                "{text}"
+            );
+        }
+        assert!(matches!(
+            answered(url, StatusCode::OK, b""),
+            Ok(Sent::Reloaded(1))
+        ));
+        let refused = answered(url, StatusCode::INTERNAL_SERVER_ERROR, b"bad rule\n").unwrap_err();
+        assert!(refused.is_rejection(), "{refused}");
     }
 
     #[test]

@@ -68,7 +68,8 @@ pub enum ReloadResult {
     /// (`last_error` says what it waits for).
     Pending,
     Success,
-    /// The reload did not reach the component (connection error, timeout, no handler); retried.
+    /// The reload did not reach the component (connection error, timeout, no handler, a redirect);
+    /// retried.
     Failure,
     /// The component refused the content (`last_error` holds its reason); rolled back, not retried.
     Rejected,
