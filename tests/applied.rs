@@ -3,7 +3,8 @@
 //! `/-/reload` (its 500 answer) and through SIGHUP (its own reload metrics); a fixed config is applied;
 //! a Prometheus that is down is retried, never rolled back; a restart after a rollback starts cleanly.
 //! The config Prometheus started on is the rollback base of its very first update (its answer to the
-//! first contact, or its metrics at start-up).
+//! first contact, or its metrics at start-up), and a restart of confgate keeps both what Prometheus
+//! applied and what it refused.
 
 mod common;
 
@@ -335,15 +336,14 @@ fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
 
 /// The normal life of a pod: Prometheus starts on the first config confgate promoted and runs it; the
 /// first update is refused. Prometheus' 2xx to the first contact made the first config the rollback
-/// base, so the update is rolled back to it, and a restarted Prometheus starts cleanly.
+/// base, so the update is rolled back to it. confgate then restarts and offers Prometheus nothing:
+/// it reads back what was applied and what was refused.
 #[test]
 fn the_first_update_refused_by_prometheus_rolls_back_to_the_config_it_started_on() {
     let d = Dirs::new();
     configmap(&d.watch(), "2.0.0", false);
-    let mut g = Gate::start(
-        &d,
-        &["--accepts", "^2", "--reload", "http://127.0.0.1:9/-/reload"],
-    );
+    let args = ["--accepts", "^2", "--reload", "http://127.0.0.1:9/-/reload"];
+    let mut g = Gate::start(&d, &args);
     g.deadline = PROM_DEADLINE;
     g.wait_active("2.0.0");
     // Prometheus starts on the promoted dir, as a native sidecar's component does.
@@ -364,10 +364,35 @@ fn the_first_update_refused_by_prometheus_rolls_back_to_the_config_it_started_on
     assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
     assert_eq!(serving_rules(port).unwrap(), ["2_0_0"]);
     assert!(!g.log_text().contains("no applied config to roll back to"));
-    // Prometheus restarted starts cleanly on what is promoted.
+    let owed = d.promoted().join("..confgate_reload_owed");
+    assert!(
+        !owed.exists(),
+        "the rollback's reload is done: nothing owed"
+    );
+
+    // confgate restarts (an OOM kill, a node drain): it knows what Prometheus applied and refused.
+    g.kill();
+    let mut g = Gate::start(&d, &args);
+    g.deadline = PROM_DEADLINE;
+    let s = g.wait_status("2.1.0 judged after the restart", |s| {
+        s["candidate"]["verdict"] == "rejected-by-component"
+    });
+    assert_eq!(s["candidate"]["version"], "2.1.0");
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(reason.contains("failed to reload config"), "{reason}");
+    assert_eq!(s["applied"]["version"], "2.0.0", "{s}");
+    assert_eq!(s["active"]["version"], "2.0.0", "{s}");
+    assert_eq!(
+        s["reload"]["requested"], 0,
+        "nothing offered to Prometheus: {s}"
+    );
+    assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
+    assert!(!owed.exists());
+    // And Prometheus, restarted too, starts cleanly on what is promoted.
     drop(prom);
     let (_prom, port) = start_and_point(&g, &exe, &d, true, "confgate.io/reload", reload_url);
     wait_serving(port, "2.0.0");
+    assert_eq!(g.status()["reload"]["requested"], 0);
 }
 
 /// With `--confirm`, Prometheus' own metrics say it loaded the first config when it started (it was

@@ -30,8 +30,9 @@ struct Newest {
     variant: Option<String>,
 }
 
-/// How many contents the component rejected are remembered (and not offered to it again).
-const REJECTED_KEPT: usize = 8;
+/// How many contents the component rejected are remembered (and not offered to it again), in memory
+/// and in the promoted dir's record.
+pub(crate) const REJECTED_KEPT: usize = 8;
 /// Key modes other than the default, as a snapshot carries them.
 type Modes = BTreeMap<String, u32>;
 
@@ -313,14 +314,62 @@ impl Gate {
         !self.gate_only && self.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)
     }
 
-    /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
-    /// is what the promoted dir holds and an applied one is known.
-    pub fn rejected_by_component(&mut self, hash: ContentHash, why: &str) -> Option<ContentHash> {
+    /// At start-up, the config the component applied last, as kept in the promoted dir by a previous
+    /// run (`since`: when that was recorded). It is the rollback base again, as before the restart.
+    pub fn adopt_applied(&mut self, obs: &Observed, since: jiff::Timestamp) {
+        let Some(hash) = obs.hash().filter(|h| !self.is_rejected(*h)) else {
+            return;
+        };
+        let j = verdict::judge(obs, &self.settings);
+        self.applied = Some(Active {
+            hash,
+            version: j.version,
+            since,
+            verdict: j.verdict,
+            variant: None,
+        });
+    }
+
+    /// At start-up, the contents the component refused, as recorded by a previous run (oldest first):
+    /// they are not offered to it again.
+    pub fn adopt_rejected(&mut self, refused: Vec<(ContentHash, String)>) {
+        for (h, why) in refused {
+            self.remember_rejected(h, why);
+        }
+    }
+
+    /// The contents the component refused that are remembered, oldest first: what a restart must know.
+    pub fn rejected_record(&self) -> &[(ContentHash, String)] {
+        &self.rejected
+    }
+
+    /// Whether the component refused `hash` (then it is not offered to it again, not even by a reload
+    /// owed from before a restart).
+    pub fn is_rejected(&self, hash: ContentHash) -> bool {
+        self.rejected.iter().any(|(h, _)| *h == hash)
+    }
+
+    /// At start-up: when the promoted dir holds content the component refused (a previous run stopped
+    /// between recording the refusal and rolling back) and an applied config is known, the refused
+    /// content and the applied config to roll back to.
+    pub fn refused_in_place(&self) -> Option<(ContentHash, ContentHash)> {
+        let (on_disk, _) = self.on_disk.as_ref().filter(|_| !self.gate_only)?;
+        let base = self.applied.as_ref().map(|a| a.hash)?;
+        (self.is_rejected(*on_disk) && base != *on_disk).then_some((*on_disk, base))
+    }
+
+    fn remember_rejected(&mut self, hash: ContentHash, why: String) {
         self.rejected.retain(|(h, _)| *h != hash);
         if self.rejected.len() >= REJECTED_KEPT {
             self.rejected.remove(0);
         }
-        self.rejected.push((hash, why.to_owned()));
+        self.rejected.push((hash, why));
+    }
+
+    /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
+    /// is what the promoted dir holds and an applied one is known.
+    pub fn rejected_by_component(&mut self, hash: ContentHash, why: &str) -> Option<ContentHash> {
+        self.remember_rejected(hash, why.to_owned());
         let reason = self.rejection(hash).unwrap_or_default();
         if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
             n.judgement.verdict = Verdict::RejectedByComponent;
@@ -751,6 +800,91 @@ mod tests {
         let s = g.status(reload_view());
         assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
         assert_eq!(s.applied.unwrap().version.as_deref(), Some("2.0.0"));
+    }
+
+    /// What a run learnt (applied, refused), read back by the next one, gives the same decisions.
+    #[test]
+    fn a_restart_knows_what_was_applied_and_what_was_refused() {
+        let (a, b) = (cfg("2.1.0"), cfg("2.2.0"));
+        let mut first = running("^2", "2.1.0");
+        first.reloaded(a.hash().unwrap(), now());
+        step(&mut first, &b);
+        assert_eq!(
+            first.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
+            a.hash()
+        );
+        first.rolled_back();
+        let record = first.rejected_record().to_vec();
+        assert_eq!(record, [(b.hash().unwrap(), "500: bad rule".to_owned())]);
+
+        let mut g = gate("^2");
+        g.adopt_on_disk(&a, now());
+        g.adopt_rejected(record);
+        g.adopt_applied(&a, now());
+        assert_eq!(g.refused_in_place(), None);
+        assert!(g.is_rejected(b.hash().unwrap()));
+        let s = g.status(reload_view());
+        assert_eq!(s.applied.unwrap().version.as_deref(), Some("2.1.0"));
+        // The refused content is not offered again, and says why.
+        let (j, action) = g.decide(&b);
+        assert_eq!(
+            (j.judgement.verdict, action),
+            (Verdict::RejectedByComponent, Action::Nothing)
+        );
+        assert!(j.judgement.reason.contains("500: bad rule"));
+        // Other content is promoted and reloaded as usual.
+        assert_eq!(
+            step(&mut g, &cfg("2.2.1")),
+            Action::Promote { tell: Tell::Reload }
+        );
+    }
+
+    #[test]
+    fn a_restart_that_finds_refused_content_in_place_rolls_back_to_the_applied_config() {
+        let (a, b) = (cfg("2.1.0"), cfg("2.2.0"));
+        let mut g = gate("^2");
+        g.adopt_on_disk(&b, now());
+        g.adopt_rejected(vec![(b.hash().unwrap(), "no".into())]);
+        g.adopt_applied(&a, now());
+        assert_eq!(
+            g.refused_in_place(),
+            Some((b.hash().unwrap(), a.hash().unwrap()))
+        );
+        g.rolled_back();
+        assert_eq!(g.refused_in_place(), None);
+        assert_eq!(
+            g.status(reload_view()).active.unwrap().version.as_deref(),
+            Some("2.1.0")
+        );
+        // Without an applied config the refused content stays, reported.
+        let mut g = gate("^2");
+        g.adopt_on_disk(&b, now());
+        g.adopt_rejected(vec![(b.hash().unwrap(), "no".into())]);
+        assert_eq!(g.refused_in_place(), None);
+        // An applied config the component refused later is no base.
+        let mut g = gate("^2");
+        g.adopt_on_disk(&b, now());
+        g.adopt_rejected(vec![(a.hash().unwrap(), "no".into())]);
+        g.adopt_applied(&a, now());
+        assert!(g.status(reload_view()).applied.is_none());
+    }
+
+    #[test]
+    fn the_refusals_remembered_are_bounded_newest_kept() {
+        let mut g = gate("^2");
+        let many: Vec<_> = (0..20)
+            .map(|i| (cfg(&format!("2.0.{i}")).hash().unwrap(), format!("no {i}")))
+            .collect();
+        g.adopt_rejected(many[..12].to_vec());
+        for (h, why) in &many[12..] {
+            g.rejected_by_component(*h, why);
+        }
+        assert_eq!(g.rejected_record(), &many[20 - REJECTED_KEPT..]);
+        // Refused again, it moves to the newest place rather than being kept twice.
+        g.rejected_by_component(many[15].0, "again");
+        let record = g.rejected_record();
+        assert_eq!(record.len(), REJECTED_KEPT);
+        assert_eq!(record.last().unwrap(), &(many[15].0, "again".to_owned()));
     }
 
     #[test]

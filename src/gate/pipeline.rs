@@ -129,19 +129,43 @@ impl Pipeline {
             if let Some(h) = on_disk.hash() {
                 info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
             }
+            // What the component did before the restart: what it refused is not offered again, and
+            // what it applied is the rollback base again.
+            let refused = p.rejected();
+            if let Some(why) = &refused.ignored {
+                warn!(problem = %why, "the record of contents the component refused is damaged; ignoring what cannot be read");
+            }
+            if !refused.entries.is_empty() {
+                info!(count = refused.entries.len(), "contents the component refused before the restart are not offered again");
+            }
+            gate.adopt_rejected(refused.entries);
+            if let Some((applied, since)) = p.applied() {
+                gate.adopt_applied(&applied, since.unwrap_or(now));
+                if let Some(h) = applied.hash() {
+                    info!(sha = %h.short(), version = gate.applied_version().as_deref().unwrap_or(""), "the config the component applied before the restart is the rollback base");
+                }
+            }
             // A reload owed by a previous run: the content is in place, the component was never told.
             if let (Some(h), Some(o)) = (on_disk.hash(), p.reload_owed())
                 && h == o
             {
-                let version = verdict::judge(&on_disk, gate.settings()).version;
-                info!(sha = %h.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it");
-                owed = Some(Owed {
-                    kind: reload::Kind::Reload,
-                    sha: h,
-                    version,
-                    // Every matching process: which ones started before the promotion is unknown now.
-                    promoted_at: None,
-                });
+                if gate.is_rejected(h) {
+                    // The refusal came after the marker was written; it is not sent again.
+                    info!(sha = %h.short(), "the reload owed before the restart is of content the component refused; not sent");
+                    if let Err(e) = p.clear_reload_owed(h) {
+                        warn!(error = %e, sha = %h.short(), "cannot clear the reload-owed marker");
+                    }
+                } else {
+                    let version = verdict::judge(&on_disk, gate.settings()).version;
+                    info!(sha = %h.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it");
+                    owed = Some(Owed {
+                        kind: reload::Kind::Reload,
+                        sha: h,
+                        version,
+                        // Every matching process: which ones started before the promotion is unknown now.
+                        promoted_at: None,
+                    });
+                }
             }
             p
         });
@@ -162,7 +186,14 @@ impl Pipeline {
             annotations_existed,
             annotations_missing: None,
         };
-        p.send_owed();
+        // Stopped between recording a refusal and rolling back: the rollback is finished now (and
+        // its reload requested).
+        if let Some((refused, base)) = p.gate.refused_in_place() {
+            warn!(sha = %refused.short(), "the promoted dir holds content the component refused before the restart; rolling back");
+            p.roll_back(refused, base, "refused before the restart");
+        } else {
+            p.send_owed();
+        }
         p.publish();
         Ok(p)
     }
@@ -492,12 +523,28 @@ impl Pipeline {
         }
     }
 
-    /// The component refused `h`: put back what it applied last, and tell it to load that again.
+    /// The component refused `h`: remember that on disk (a restart must not offer it again), drop its
+    /// owed reload, put back what it applied last, and tell it to load that again.
     fn rejected(&mut self, h: ContentHash, reason: &str) {
         let base = self.gate.rejected_by_component(h, reason);
         self.shared
             .metrics
             .candidate(crate::verdict::Verdict::RejectedByComponent);
+        // Recorded before the rollback: stopped in between, the next start finds the refused content
+        // in place and finishes the rollback, rather than offering it again.
+        if let Some(p) = &self.promoter
+            && let Err(e) = p.record_rejected(self.gate.rejected_record())
+        {
+            warn!(error = %e, sha = %h.short(), "cannot record the refusal in the promoted dir; a restart would offer it again");
+        }
+        if self.owed.as_ref().is_some_and(|o| o.sha == h) {
+            self.owed = None;
+        }
+        if let Some(p) = &self.promoter
+            && let Err(e) = p.clear_reload_owed(h)
+        {
+            warn!(error = %e, sha = %h.short(), "cannot clear the reload-owed marker of refused content");
+        }
         let Some(base) = base.filter(|_| self.promoter.is_some()) else {
             warn!(sha = %h.short(), reason, "rejected by the component; no applied config to roll back to");
             return;
@@ -506,7 +553,7 @@ impl Pipeline {
     }
 
     /// Puts `base`, the config the component applied last, back in place of the refused `refused`,
-    /// and requests its reload.
+    /// and requests its reload (owed, like a promotion's, until done).
     fn roll_back(&mut self, refused: ContentHash, base: ContentHash, reason: &str) {
         let Some(p) = &self.promoter else { return };
         match p.roll_back() {
@@ -514,6 +561,10 @@ impl Pipeline {
                 self.gate.rolled_back();
                 let version = self.gate.applied_version();
                 warn!(sha = %refused.short(), reason, rolled_back_to = %base.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back");
+                let owing = self.gate.settings().reload != crate::settings::Reload::None;
+                if owing && let Err(e) = p.mark_reload_owed(base) {
+                    warn!(error = %e, sha = %base.short(), "cannot record the rollback's reload as owed; a restart would not send it");
+                }
                 self.owed = Some(Owed {
                     kind: reload::Kind::Reload,
                     sha: base,
