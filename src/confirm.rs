@@ -169,9 +169,10 @@ pub async fn read(client: &crate::reload::Client, c: &Confirm) -> Result<Reading
 /// Waits (bounded by [`CONFIRM_TIMEOUT`]) until the metrics say whether the reload sent at `sent_at`
 /// (Unix seconds) was applied. `before` is what they said just before it was sent.
 ///
-/// Applied: `SUCCESS` is 1 and `SUCCESS_TIME` is at or past `sent_at`. Rejected: `SUCCESS` went from
-/// 1 to 0, or is still 0 when the bound passes with no success since the reload. Without `SUCCESS_TIME`,
-/// a change of `SUCCESS` decides at once and an unchanged value is taken after [`SETTLE`].
+/// Applied: `SUCCESS` is 1 and `SUCCESS_TIME` is at or past `sent_at`, at the resolution the metric
+/// has (`succeeded_since`). Rejected: `SUCCESS` went from 1 to 0, or is still 0 when the bound passes
+/// with no success since the reload. Without `SUCCESS_TIME`, a change of `SUCCESS` decides at once and
+/// an unchanged value is taken after [`SETTLE`].
 pub async fn wait(
     client: &crate::reload::Client,
     c: &Confirm,
@@ -256,7 +257,9 @@ fn judge(
     let rejected = || Said::Rejected(format!("{} is 0 after the reload", c.success));
     match now.success_time {
         Some(t) => {
-            if now.success == 1.0 && t >= sent_at {
+            if now.success == 1.0
+                && succeeded_since(t, before.and_then(|b| b.success_time), sent_at)
+            {
                 Some(Said::Applied)
             } else if now.success == 0.0 && was_ok {
                 Some(rejected())
@@ -277,6 +280,19 @@ fn judge(
             }
         }
     }
+}
+
+/// Whether a success at `t` (Unix seconds, as the metric reports it) is the reload sent at `sent_at`,
+/// compared at the resolution the metric has. A metric with fractions of a second must be at or past
+/// `sent_at`. One in whole seconds (VictoriaMetrics reports an integer) says 12 for a reload at 12.7 s,
+/// which is never at or past a send at 12.3 s: a later second counts, and the second of the send
+/// counts when the time moved since just before the send (`before`). A second success within that same
+/// second cannot be told apart: it stays unconfirmed, and the retry lands in a later second.
+fn succeeded_since(t: f64, before: Option<f64>, sent_at: f64) -> bool {
+    if t >= sent_at {
+        return true;
+    }
+    t.fract() == 0.0 && t == sent_at.floor() && before.is_some_and(|b| t > b)
 }
 
 /// A streaming scan of the text exposition for the two names.
@@ -423,6 +439,25 @@ mod tests {
         ));
         // Still 0 from an earlier failure: not yet known.
         assert_eq!(judge(&c, Some(r(0.0, 5.0)), r(0.0, 5.0), 10.0, zero), None);
+        // Whole seconds, as VictoriaMetrics reports them: a reload sent at 10.4 s and applied at
+        // 10.6 s reads 10. It counts when the time moved since just before the send; when an earlier
+        // success in that same second already read 10, it cannot be told apart.
+        assert_eq!(
+            judge(&c, Some(r(1.0, 5.0)), r(1.0, 10.0), 10.4, zero),
+            Some(Said::Applied)
+        );
+        assert_eq!(
+            judge(&c, Some(r(1.0, 10.0)), r(1.0, 10.0), 10.4, zero),
+            None
+        );
+        assert_eq!(judge(&c, None, r(1.0, 10.0), 10.4, zero), None);
+        assert_eq!(
+            judge(&c, Some(r(1.0, 10.0)), r(1.0, 11.0), 10.4, zero),
+            Some(Said::Applied)
+        );
+        // Fractions of a second are compared as they are: an earlier success is not this one.
+        assert_eq!(judge(&c, Some(r(1.0, 5.0)), r(1.0, 10.2), 10.4, zero), None);
+        assert_eq!(judge(&c, Some(r(1.0, 5.0)), r(1.0, 9.0), 10.4, zero), None);
         // At start-up, without a reload: a load after the promotion, never one in its second.
         let ok = |t| loaded_since(r(1.0, t), 10.4);
         assert!(ok(10.5) && ok(11.0) && !ok(10.0) && !ok(10.3));
