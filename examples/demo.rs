@@ -257,9 +257,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     kubelet.promote(&config("2.4.1"))?;
     until("the first promotion", || probe(&bin, "startup", &addr).0);
     describe(&bin, "startup", &addr);
-    // The component had not started: it reads the promoted dir itself, so no reload is sent.
+    // The component had not started: it reads the promoted dir itself, so no reload is owed. The
+    // start-up check's first contact (a reload POST) says it runs 2.4.1, the base of any rollback.
+    println!("   the component starts and reads 2.4.1 from the promoted dir");
+    let runs = reloads.recv_timeout(Duration::from_secs(10))?;
     println!(
-        "   the component starts and reads 2.4.1 from the promoted dir (no reload: it was not running)"
+        "   first contact: it answers a reload of `{runs}`, so 2.4.1 is applied (the rollback base)"
     );
     describe(&bin, "ready", &addr);
     println!();

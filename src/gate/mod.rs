@@ -20,7 +20,7 @@ use std::time::Duration;
 use crate::{promote, source};
 
 pub use driver::{run, run_fed};
-pub(crate) use machine::{Action, Gate};
+pub(crate) use machine::{Action, Gate, Tell};
 pub use pipeline::{Feed, Pipeline};
 
 /// Why the loop could not start.
