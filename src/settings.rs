@@ -1191,3 +1191,44 @@ mod tests {
         assert!(parse_duration("").is_err());
     }
 }
+
+/// Rules as a gate setting, through the settings parser every source uses.
+#[cfg(test)]
+mod rules_tests {
+    use super::{Raw, Settings};
+
+    fn from_raw(rules: &str) -> Result<Settings, crate::settings::Error> {
+        Settings::from_raw(&Raw {
+            rules: Some(rules.to_owned()),
+            ..Raw::default()
+        })
+    }
+
+    #[cfg(feature = "policy")]
+    #[test]
+    fn a_bad_rules_annotation_keeps_the_rules_in_force() {
+        let base = from_raw("# guard\n'a' in data\n").unwrap();
+        assert_eq!(base.rules.texts(), ["'a' in data"]);
+        let ann = [("confgate.io/rules".to_owned(), "true\ndata.(".to_owned())].into();
+        let r = Settings::with_annotations(&base, &base, &ann);
+        assert_eq!(r.settings.rules, base.rules);
+        assert!(
+            r.problems.len() == 1 && r.problems[0].contains("rule 2 (\"data.(\")"),
+            "{:?}",
+            r.problems
+        );
+        let err = from_raw("data.(").unwrap_err().to_string();
+        assert!(err.starts_with("invalid --rule (CONFGATE_RULES)"), "{err}");
+    }
+
+    #[cfg(not(feature = "policy"))]
+    #[test]
+    fn without_the_engine_a_rule_is_refused() {
+        let err = from_raw("true").unwrap_err().to_string();
+        assert!(err.contains("`policy` cargo feature"), "{err}");
+        assert!(from_raw("# nothing but a comment\n").is_ok());
+        let ann = [("confgate.io/rules".to_owned(), "true".to_owned())].into();
+        let r = Settings::with_annotations(&Settings::default(), &Settings::default(), &ann);
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    }
+}
