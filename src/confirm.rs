@@ -114,7 +114,7 @@ pub enum Said {
 }
 
 /// Reads the gauges once.
-pub async fn read(client: &crate::reload::Client, c: &Confirm) -> Result<Reading, Error> {
+pub async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Reading, Error> {
     let rd = |what: String| Error::Read {
         url: c.url.clone(),
         what,
@@ -173,7 +173,7 @@ pub async fn read(client: &crate::reload::Client, c: &Confirm) -> Result<Reading
 /// 1 to 0, or is still 0 when the bound passes with no success since the reload. Without `SUCCESS_TIME`,
 /// a change of `SUCCESS` decides at once and an unchanged value is taken after [`SETTLE`].
 pub async fn wait(
-    client: &crate::reload::Client,
+    client: &crate::http::Client,
     c: &Confirm,
     before: Option<Reading>,
     sent_at: f64,

@@ -41,6 +41,7 @@ pub(crate) mod configmap;
 pub(crate) mod confirm;
 pub(crate) mod extract;
 pub mod gate;
+pub(crate) mod http;
 pub mod inject;
 pub(crate) mod metrics;
 #[cfg(feature = "policy")]
