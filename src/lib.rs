@@ -54,6 +54,7 @@ pub mod settings;
 pub mod snapshot;
 pub(crate) mod source;
 pub mod state;
+pub(crate) mod values;
 pub mod variants;
 pub mod verdict;
 pub(crate) mod workloads;

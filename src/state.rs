@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::metrics::{self, Metrics};
 use crate::settings::{Mode, OnIncompatible};
-use crate::verdict::Verdict;
+use crate::values::Verdict;
 
 /// The config the component runs (or, in gate-only mode, would run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
