@@ -11,11 +11,12 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use crate::confirm::{self, Confirm};
+use crate::confirm;
 use crate::http::Client;
 use crate::settings::Reload;
 use crate::snapshot::ContentHash;
 use crate::state::Shared;
+use crate::values::Confirm;
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(200);

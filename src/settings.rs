@@ -16,6 +16,8 @@ use semver::VersionReq;
 use crate::annotations::Annotations;
 use crate::configmap::is_valid_key;
 
+pub use crate::values::Confirm;
+
 /// Read by the API source at start; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
@@ -405,7 +407,7 @@ gate_settings! {
     }
 
     /// The component's metrics that confirm a reload; `None`: the reload's own answer decides.
-    confirm: Option<crate::confirm::Confirm> = None, {
+    confirm: Option<Confirm> = None, {
         parse: |v| match v.trim() {
             "none" | "" => Ok(None),
             c => c.parse().map(Some),
