@@ -13,10 +13,9 @@ use tracing::{info, warn};
 
 use crate::confirm;
 use crate::http::Client;
-use crate::settings::Reload;
 use crate::snapshot::ContentHash;
 use crate::state::Shared;
-use crate::values::Confirm;
+use crate::values::{Confirm, Reload};
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(200);

@@ -16,7 +16,8 @@ use semver::VersionReq;
 use crate::annotations::Annotations;
 use crate::configmap::is_valid_key;
 
-pub use crate::values::Confirm;
+use crate::values::redact;
+pub use crate::values::{Confirm, Mode, OnIncompatible, Reload};
 
 /// Read by the API source at start; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
@@ -124,35 +125,6 @@ fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
         "" | "none" => Ok(None),
         v => v.parse().map(Some),
     }
-}
-
-/// How a component is told to reload.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reload {
-    None,
-    /// POST to this URL; any 2xx is success.
-    Http(String),
-    /// Send `signal` to every process named `process`.
-    Signal {
-        signal: nix::sys::signal::Signal,
-        process: String,
-    },
-}
-
-/// What a rejected or missing newer config does to readiness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnIncompatible {
-    Hold,
-    Unready,
-}
-
-/// Whether confgate enforces its verdicts or only reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    Enforce,
-    Observe,
 }
 
 // === the gate settings, one declaration each ===
@@ -600,24 +572,6 @@ impl VersionFrom {
     }
 }
 
-/// The authority part of a URL after its scheme.
-fn authority(rest: &str) -> &str {
-    rest.split(['/', '?', '#']).next().unwrap_or(rest)
-}
-
-/// A reload target as it may be shown: any `user:password@` replaced, so an error never repeats it.
-pub fn redact(value: &str) -> String {
-    for scheme in ["http://", "https://"] {
-        if let Some(rest) = value.strip_prefix(scheme) {
-            let auth = authority(rest);
-            if let Some(at) = auth.rfind('@') {
-                return format!("{scheme}<credentials removed>@{}", &rest[at + 1..]);
-            }
-        }
-    }
-    value.to_owned()
-}
-
 /// The container-level settings that are not gate settings, checked before anything starts: a value
 /// that cannot work is refused (exit 64) naming the setting, not discovered later.
 pub fn check_paths(
@@ -670,109 +624,6 @@ pub fn check_paths(
         Ok(())
     } else {
         Err(Error(errors))
-    }
-}
-
-impl FromStr for Reload {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "none" {
-            return Ok(Reload::None);
-        }
-        if let Some(rest) = s
-            .strip_prefix("http://")
-            .or_else(|| s.strip_prefix("https://"))
-        {
-            if rest.is_empty() || rest.starts_with('/') {
-                return Err("the URL has no host".into());
-            }
-            if authority(rest).contains('@') {
-                // Never sent and shown in /status and logs: refused, and never repeated (see `redact`).
-                return Err(
-                    "the URL carries credentials (user:password@); confgate does not send them"
-                        .into(),
-                );
-            }
-            s.parse::<hyper::Uri>()
-                .map_err(|e| format!("not a valid URL ({e})"))?;
-            return Ok(Reload::Http(s.to_owned()));
-        }
-        if let Some(rest) = s.strip_prefix("signal:") {
-            let (name, process) = rest.split_once(':').ok_or("signal: needs NAME:PROCESS")?;
-            if process.is_empty() || process.contains('/') {
-                return Err("the process name must be a non-empty base name".into());
-            }
-            let upper = name.to_ascii_uppercase();
-            let full = if upper.starts_with("SIG") {
-                upper
-            } else {
-                format!("SIG{upper}")
-            };
-            let signal = nix::sys::signal::Signal::from_str(&full)
-                .map_err(|_| format!("{name:?} is not a signal name (e.g. HUP, TERM, USR1)"))?;
-            return Ok(Reload::Signal {
-                signal,
-                process: process.to_owned(),
-            });
-        }
-        Err("unknown reload target".into())
-    }
-}
-
-impl fmt::Display for Reload {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Reload::None => f.write_str("none"),
-            Reload::Http(url) => f.write_str(url),
-            Reload::Signal { signal, process } => {
-                let name = signal.as_str();
-                write!(
-                    f,
-                    "signal:{}:{process}",
-                    name.strip_prefix("SIG").unwrap_or(name)
-                )
-            }
-        }
-    }
-}
-
-impl FromStr for OnIncompatible {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "hold" => Ok(OnIncompatible::Hold),
-            "unready" => Ok(OnIncompatible::Unready),
-            _ => Err("unknown policy".into()),
-        }
-    }
-}
-
-impl OnIncompatible {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnIncompatible::Hold => "hold",
-            OnIncompatible::Unready => "unready",
-        }
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "enforce" => Ok(Mode::Enforce),
-            "observe" => Ok(Mode::Observe),
-            _ => Err("unknown mode".into()),
-        }
-    }
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Enforce => "enforce",
-            Mode::Observe => "observe",
-        }
     }
 }
 

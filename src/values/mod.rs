@@ -4,5 +4,5 @@
 mod acting;
 mod verdict;
 
-pub use acting::Confirm;
+pub use acting::{Confirm, Mode, OnIncompatible, Reload, redact};
 pub use verdict::Verdict;
