@@ -397,7 +397,7 @@ pub struct InjectArgs {
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::settings::parse_duration(s)
+    crate::values::parse_duration(s)
 }
 
 #[cfg(test)]
