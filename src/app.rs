@@ -344,9 +344,14 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
 
 /// `confgate status`: the table, then the summary; `No` unless every pod matches.
 #[cfg(feature = "api")]
-pub fn status(args: crate::api::status_cmd::StatusArgs) -> Result<Outcome, Error> {
+pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
+    let query = crate::api::status_cmd::Query {
+        namespace: args.namespace,
+        selector: args.selector,
+        configmap: args.configmap,
+    };
     let rt = runtime()?;
-    let fleet = rt.block_on(crate::api::status_cmd::run(&args))?;
+    let fleet = rt.block_on(crate::api::status_cmd::run(&query))?;
     print!("{}", fleet.table());
     if fleet.all_match() {
         println!("{}", fleet.summary());

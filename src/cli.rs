@@ -39,7 +39,7 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Fleet view from the pods' confgate.io/config-compatible conditions; exit 0 when all pods match.
     #[cfg(feature = "api")]
-    Status(crate::api::status_cmd::StatusArgs),
+    Status(StatusArgs),
     /// Add the confgate native sidecar to every workload whose pods carry confgate.io/accepts; prints YAML.
     Inject(InjectArgs),
 }
@@ -381,6 +381,20 @@ pub struct ProbeArgs {
     /// Give up after this long (keep it under the probe's timeoutSeconds, which defaults to 1 s)
     #[arg(long, value_name = "DUR", default_value = "900ms", value_parser = duration)]
     pub timeout: std::time::Duration,
+}
+
+/// `confgate status` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// Namespace of the pods (and the ConfigMap) [default: the kubeconfig's namespace]
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Label selector for the pods, e.g. app=webhook
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Compare each pod's active config with this ConfigMap's current content
+    #[arg(long, value_name = "NAME")]
+    pub configmap: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
