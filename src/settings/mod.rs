@@ -6,7 +6,9 @@
 //!
 //! Each setting is declared once, in the `gate_settings!` list below: its typed field, default, parser
 //! and the names users give it. Everything else that lists settings (the command line, the known
-//! annotations, the start-up log, the README's table) reads [`SETTINGS`].
+//! annotations, the start-up log, the README's table) reads [`SETTINGS`]. The fields' types and their
+//! parsers are pure values (`crate::values`, re-exported here); `describe` says the settings to people,
+//! `container` checks the container-level paths.
 
 use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, Mode, OnIncompatible, Reload, Variants, VersionFrom};
@@ -79,7 +81,7 @@ pub struct Setting {
     pub repeat: Repeat,
     /// Whether it takes part in the verdict, so that `check` takes it too.
     pub judging: bool,
-    /// Whether a bad value may carry credentials, so it is repeated only through [`redact`].
+    /// Whether a bad value may carry credentials, so it is repeated only through `values::redact`.
     pub redact: bool,
     set: fn(&mut Settings, &str) -> Result<(), String>,
     keep: fn(&mut Settings, &Settings),
