@@ -9,12 +9,12 @@
 //! The endpoint is read line by line as it streams (never held whole), so a large exposition costs a
 //! line's buffer, not its size.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
+
+use crate::values::Confirm;
 
 /// How long confgate waits after a reload for the metrics to say applied or rejected.
 pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,63 +27,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// Bound on what is read of one exposition, and on one line of it.
 const MAX_BYTES: usize = 16 << 20;
 const MAX_LINE: usize = 64 << 10;
-
-/// Where and what to read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Confirm {
-    pub url: String,
-    /// 1: the last reload was applied; 0: it was rejected.
-    pub success: String,
-    /// Unix seconds of the last successful reload.
-    pub success_time: Option<String>,
-}
-
-impl FromStr for Confirm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Confirm, String> {
-        let s = s.trim();
-        let (url, names) = s
-            .split_once('#')
-            .ok_or("no #METRIC after the URL".to_owned())?;
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err("the URL must start with http:// or https://".into());
-        }
-        let mut names = names.split(',').map(str::trim);
-        let success = names.next().unwrap_or_default();
-        let success_time = names.next();
-        if names.next().is_some() {
-            return Err("at most two metric names".into());
-        }
-        for n in std::iter::once(success).chain(success_time) {
-            if !is_metric_name(n) {
-                return Err(format!("{n:?} is not a metric name"));
-            }
-        }
-        Ok(Confirm {
-            url: url.to_owned(),
-            success: success.to_owned(),
-            success_time: success_time.map(str::to_owned),
-        })
-    }
-}
-
-impl fmt::Display for Confirm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.url, self.success)?;
-        if let Some(t) = &self.success_time {
-            write!(f, ",{t}")?;
-        }
-        Ok(())
-    }
-}
-
-fn is_metric_name(n: &str) -> bool {
-    let mut chars = n.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-}
 
 /// Why the endpoint could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +57,7 @@ pub enum Said {
 }
 
 /// Reads the gauges once.
-pub async fn read(client: &crate::reload::Client, c: &Confirm) -> Result<Reading, Error> {
+pub async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Reading, Error> {
     let rd = |what: String| Error::Read {
         url: c.url.clone(),
         what,
@@ -174,7 +117,7 @@ pub async fn read(client: &crate::reload::Client, c: &Confirm) -> Result<Reading
 /// with no success since the reload. Without `SUCCESS_TIME`, a change of `SUCCESS` decides at once and
 /// an unchanged value is taken after [`SETTLE`].
 pub async fn wait(
-    client: &crate::reload::Client,
+    client: &crate::http::Client,
     c: &Confirm,
     before: Option<Reading>,
     sent_at: f64,
@@ -215,7 +158,7 @@ pub async fn wait(
 /// promotion, so each read it at start-up): waits, bounded by [`CONFIRM_TIMEOUT`], until the metrics say
 /// its last load succeeded. A component still starting says 0 until its first load, so 0 is never a
 /// rejection here: it is unconfirmed, and looked at again later.
-pub async fn started(client: &crate::reload::Client, c: &Confirm) -> Said {
+pub async fn started(client: &crate::http::Client, c: &Confirm) -> Said {
     let start = tokio::time::Instant::now();
     loop {
         let why = match read(client, c).await {
@@ -386,22 +329,6 @@ mod tests {
     use super::*;
 
     const PROM: &str = "http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds";
-
-    #[test]
-    fn parses_and_prints_the_setting() {
-        let c: Confirm = PROM.parse().unwrap();
-        assert_eq!(c.success, "prometheus_config_last_reload_successful");
-        assert_eq!(c.to_string(), PROM);
-        for bad in [
-            "http://x/metrics",
-            "ftp://x#a",
-            "http://x#",
-            "http://x#a,b,c",
-            "http://x#9a",
-        ] {
-            assert!(bad.parse::<Confirm>().is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn scans_samples_across_chunks_and_ignores_lookalikes() {

@@ -146,8 +146,8 @@ impl Promoter {
         r
     }
 
-    /// The hash of a promoted config whose reload is still owed (recorded by
-    /// [`Promoter::promote_owing_reload`] and not yet cleared), as found at start-up.
+    /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
+    /// and not yet cleared), as found at start-up.
     pub fn reload_owed(&self) -> Option<ContentHash> {
         let text = std::fs::read_to_string(self.dir.join(RELOAD_OWED)).ok()?;
         parse_hash(text.trim())
@@ -168,12 +168,6 @@ impl Promoter {
             Some(owed) if owed != sha => Ok(false),
             _ => remove_file(&self.dir.join(RELOAD_OWED)).map(|()| true),
         }
-    }
-
-    /// [`Promoter::promote`], recording before the switch that a reload of `snap` is owed. When the
-    /// promotion fails, the record is as it was before.
-    pub fn promote_owing_reload(&self, snap: &Snapshot) -> Result<(), Error> {
-        self.switch(snap, true).map(|s| self.finish(s))
     }
 
     /// The contents the component refused, as recorded by [`Promoter::record_rejected`]. A damaged
@@ -826,11 +820,11 @@ mod tests {
         assert_eq!(p.reload_owed(), None);
         let a = snap(&[("version", "1.0.0")]);
         let b = snap(&[("version", "2.0.0")]);
-        p.promote_owing_reload(&a).unwrap();
+        p.switch(&a, true).map(|s| p.finish(s)).unwrap();
         // A restart (a new `open`) finds it, and start-up cleaning keeps it.
         let (p, _) = Promoter::open(&dir).unwrap();
         assert_eq!(p.reload_owed(), Some(a.hash()));
-        p.promote_owing_reload(&b).unwrap();
+        p.switch(&b, true).map(|s| p.finish(s)).unwrap();
         // A late success for the older config does not clear the newer debt.
         assert!(!p.clear_reload_owed(a.hash()).unwrap());
         assert_eq!(p.reload_owed(), Some(b.hash()));
@@ -839,7 +833,7 @@ mod tests {
         // A failed promotion leaves the record as it was.
         p.mark_reload_owed(b.hash()).unwrap();
         let bad = snap(&[("version", "3.0.0"), ("x", "1"), ("x/y", "2")]);
-        assert!(p.promote_owing_reload(&bad).is_err());
+        assert!(p.switch(&bad, true).map(|s| p.finish(s)).is_err());
         assert_eq!(p.reload_owed(), Some(b.hash()));
         assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
         // The marker is not a key, and a plain promotion keeps it.

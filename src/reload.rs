@@ -11,10 +11,11 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use crate::confirm::{self, Confirm};
-use crate::settings::Reload;
+use crate::confirm;
+use crate::http::Client;
 use crate::snapshot::ContentHash;
 use crate::state::Shared;
+use crate::values::{Confirm, Reload};
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -50,8 +51,6 @@ pub enum Error {
     Redirect { url: String, status: u16 },
     #[error("{0}")]
     Url(String),
-    #[error("CA file {path}: {what}")]
-    Ca { path: String, what: String },
     /// The component's metrics say the reload failed.
     #[error("the component's metrics: {0}")]
     Confirmed(String),
@@ -256,82 +255,6 @@ impl Handle {
     pub fn requested(&self) -> u64 {
         self.seq
     }
-}
-
-#[cfg(feature = "tls")]
-type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
-#[cfg(not(feature = "tls"))]
-type Connector = hyper_util::client::legacy::connect::HttpConnector;
-
-/// The HTTP(S) client reload POSTs go through.
-#[derive(Clone, Debug)]
-pub struct Client(hyper_util::client::legacy::Client<Connector, Empty<Bytes>>);
-
-impl Client {
-    pub(crate) async fn send(
-        &self,
-        req: hyper::Request<Empty<Bytes>>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
-        self.0.request(req).await
-    }
-}
-
-impl Client {
-    /// A client trusting the system's roots and, for https targets with a private CA, `ca_file` (PEM).
-    pub fn new(ca_file: Option<&std::path::Path>) -> Result<Client, Error> {
-        let builder =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
-        #[cfg(feature = "tls")]
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(ca_file)?)
-            .https_or_http()
-            .enable_http1()
-            .build();
-        #[cfg(not(feature = "tls"))]
-        let connector = {
-            if let Some(path) = ca_file {
-                return Err(Error::Ca {
-                    path: path.display().to_string(),
-                    what: "this build has no TLS support (cargo feature tls)".into(),
-                });
-            }
-            hyper_util::client::legacy::connect::HttpConnector::new()
-        };
-        Ok(Client(builder.build(connector)))
-    }
-}
-
-#[cfg(feature = "tls")]
-fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Error> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    // An image built FROM scratch has no system roots; that is fine when --reload-ca names the CA.
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    if let Some(path) = ca_file {
-        let ca_err = |what: String| Error::Ca {
-            path: path.display().to_string(),
-            what,
-        };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| ca_err(e.to_string()))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| ca_err(format!("not a PEM certificate file ({e})")))?;
-        if certs.is_empty() {
-            return Err(ca_err("holds no PEM certificate".into()));
-        }
-        for c in certs {
-            roots.add(c).map_err(|e| ca_err(e.to_string()))?;
-        }
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| Error::Url(format!("TLS set-up: {e}")))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(config)
 }
 
 /// Starts the worker on the current runtime, trusting the system roots for https targets.
@@ -555,14 +478,10 @@ async fn attempt(
                 )
                 .body(Empty::<Bytes>::new())
                 .map_err(|e| Error::Url(format!("{url}: {e}")))?;
-            let resp = client
-                .0
-                .request(req)
-                .await
-                .map_err(|source| Error::Request {
-                    url: url.clone(),
-                    source,
-                })?;
+            let resp = client.send(req).await.map_err(|source| Error::Request {
+                url: url.clone(),
+                source,
+            })?;
             let status = resp.status();
             // Only the start of the answer is kept: at most a line's worth, whatever it sends.
             let mut head = Vec::new();

@@ -11,8 +11,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::metrics::{self, Metrics};
-use crate::settings::{Mode, OnIncompatible};
-use crate::verdict::Verdict;
+use crate::values::{Mode, OnIncompatible, Verdict};
 
 /// The config the component runs (or, in gate-only mode, would run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

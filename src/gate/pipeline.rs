@@ -68,7 +68,7 @@ pub(crate) enum Input {
 }
 
 /// One step at a time of the loop, without the waiting: read, judge, promote, request a reload,
-/// publish. `run` drives it from file events; tests drive it directly. The only writer of the
+/// publish. `run_fed` drives it from file events; tests drive it directly. The only writer of the
 /// published status: the reload worker and the API source report to it as messages.
 pub struct Pipeline {
     cfg: Config,

@@ -10,7 +10,7 @@ pub mod semver_cel;
 pub mod yaml;
 
 use crate::rules::Rule;
-use crate::settings::{Mode, Settings, VersionFrom};
+use crate::settings::{Mode, Raw, Settings, VersionFrom};
 use semver_cel::lit;
 use yaml::Node;
 
@@ -426,26 +426,39 @@ pub enum CommandError {
     Policy(#[from] Error),
 }
 
+/// The text `confgate policy` prints the objects as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Yaml,
+    Json,
+}
+
 /// `confgate policy`: the settings (rules among them: flags first, then the file), the objects as text.
-pub fn print(args: &crate::cli::PolicyArgs) -> Result<String, CommandError> {
-    let settings = Settings::from_raw(&args.gate.raw())?;
+pub fn print(
+    raw: &Raw,
+    namespace: &str,
+    name: &str,
+    kubernetes_version: &str,
+    output: Output,
+) -> Result<String, CommandError> {
+    let settings = Settings::from_raw(raw)?;
     let rules = settings.rules.compiled();
     let objects = generate(&Request {
-        namespace: &args.namespace,
-        name: &args.name,
+        namespace,
+        name,
         settings: &settings,
         rules,
-        kubernetes_version: &args.kubernetes_version,
+        kubernetes_version,
     })?;
     tracing::debug!(
-        namespace = %args.namespace,
-        name = %args.name,
+        %namespace,
+        %name,
         rules = rules.len(),
         required = settings.require.len(),
         "policy generated"
     );
-    Ok(match args.output {
-        crate::cli::PolicyOutput::Yaml => to_yaml(&objects),
-        crate::cli::PolicyOutput::Json => to_json(&objects),
+    Ok(match output {
+        Output::Yaml => to_yaml(&objects),
+        Output::Json => to_json(&objects),
     })
 }
