@@ -6,6 +6,9 @@
 //!
 //! GET  /config-version   the schemaVersion of the config in use
 //! POST /reload           re-read CONFIG_DIR/config.yaml; 200 with the version, or 500 keeping the old one
+//! GET  /metrics          component_config_last_reload_successful (1 or 0) and
+//!                        component_config_last_reload_success_timestamp_seconds, in whole seconds as
+//!                        VictoriaMetrics reports it: what confgate's `--confirm` reads
 //! ```
 //!
 //! `config.yaml` is read through the directory's `config.yaml -> ..data/config.yaml` link, so each read
@@ -28,16 +31,41 @@ const CONFIG_FILE: &str = "config.yaml";
 struct Component {
     dir: PathBuf,
     version: Mutex<String>,
+    /// Whether the last load succeeded, and the Unix second of the last one that did.
+    last: Mutex<(bool, u64)>,
 }
 
 impl Component {
     /// Reads the config; on success it replaces the one in use.
     fn reload(&self, why: &str) -> Result<String, String> {
-        let version = load(&self.dir)?;
+        let loaded = load(&self.dir);
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let version = match loaded {
+            Ok(v) => v,
+            Err(e) => {
+                last.0 = false;
+                return Err(e);
+            }
+        };
         let mut current = self.version.lock().unwrap_or_else(|e| e.into_inner());
         println!("loaded config version {version} ({why})");
         current.clone_from(&version);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        *last = (true, now);
         Ok(version)
+    }
+
+    fn metrics(&self) -> String {
+        let (ok, at) = *self.last.lock().unwrap_or_else(|e| e.into_inner());
+        format!(
+            "# TYPE component_config_last_reload_successful gauge\n\
+             component_config_last_reload_successful {}\n\
+             # TYPE component_config_last_reload_success_timestamp_seconds gauge\n\
+             component_config_last_reload_success_timestamp_seconds {at}",
+            u8::from(ok)
+        )
     }
 
     fn version(&self) -> String {
@@ -71,6 +99,7 @@ fn reply(code: StatusCode, body: String) -> Response<Full<Bytes>> {
 fn handle(req: &Request<hyper::body::Incoming>, c: &Component) -> Response<Full<Bytes>> {
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/config-version") => reply(StatusCode::OK, c.version()),
+        (&Method::GET, "/metrics") => reply(StatusCode::OK, c.metrics()),
         (&Method::POST, "/reload") => match c.reload("POST /reload") {
             Ok(v) => reply(StatusCode::OK, v),
             Err(e) => {
@@ -130,6 +159,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let component = Arc::new(Component {
         dir,
         version: Mutex::new(String::new()),
+        last: Mutex::new((false, 0)),
     });
     // Refusing to start without a config is the behaviour confgate's start-up ordering relies on.
     component.reload("start-up")?;

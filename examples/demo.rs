@@ -83,6 +83,22 @@ fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
         "--manifest-path",
     ]);
     build.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
+    // `cargo run` gives this process the package's variables (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...).
+    // Build scripts such as ring's rerun when one of them changes, so passing them on would make this
+    // build, and the next plain `cargo build`/`cargo test` after it, recompile the TLS stack and all
+    // that depends on it.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                &*name,
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            build.env_remove(&*name);
+        }
+    }
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");
     }
@@ -241,9 +257,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     kubelet.promote(&config("2.4.1"))?;
     until("the first promotion", || probe(&bin, "startup", &addr).0);
     describe(&bin, "startup", &addr);
-    // The component had not started: it reads the promoted dir itself, so no reload is sent.
+    // The component had not started: it reads the promoted dir itself, so no reload is owed. The
+    // start-up check's first contact (a reload POST) says it runs 2.4.1, the base of any rollback.
+    println!("   the component starts and reads 2.4.1 from the promoted dir");
+    let runs = reloads.recv_timeout(Duration::from_secs(10))?;
     println!(
-        "   the component starts and reads 2.4.1 from the promoted dir (no reload: it was not running)"
+        "   first contact: it answers a reload of `{runs}`, so 2.4.1 is applied (the rollback base)"
     );
     describe(&bin, "ready", &addr);
     println!();

@@ -3,12 +3,11 @@
 use std::future::Future;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
 use tracing::{info, warn};
 
 use crate::cli::{PathArgs, ProbeArgs, RunArgs, WaitArgs};
 use crate::gate;
+use crate::http;
 use crate::reload;
 use crate::server;
 use crate::settings::{self, Settings};
@@ -150,7 +149,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     check_paths(&args.paths)?;
     let choice = source_choice(&args.paths)?;
-    let client = reload::Client::new(args.reload_ca.as_deref()).map_err(|e| {
+    let client = http::Client::new(args.reload_ca.as_deref()).map_err(|e| {
         Error::Settings(settings::Error(vec![settings::Invalid {
             setting: "--reload-ca (CONFGATE_RELOAD_CA)".into(),
             value: args
@@ -159,7 +158,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             problem: match e {
-                reload::Error::Ca { what, .. } => what,
+                http::Error::Ca { what, .. } => what,
                 other => other.to_string(),
             },
             allowed: "a readable PEM file of CA certificates",
@@ -224,7 +223,7 @@ async fn serve_and_decide(
     args: RunArgs,
     base: Settings,
     choice: SourceChoice,
-    client: reload::Client,
+    client: http::Client,
     listener: tokio::net::TcpListener,
 ) -> Result<Outcome, Error> {
     let shared = Shared::new();
@@ -345,9 +344,14 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
 
 /// `confgate status`: the table, then the summary; `No` unless every pod matches.
 #[cfg(feature = "api")]
-pub fn status(args: crate::api::status_cmd::StatusArgs) -> Result<Outcome, Error> {
+pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
+    let query = crate::api::status_cmd::Query {
+        namespace: args.namespace,
+        selector: args.selector,
+        configmap: args.configmap,
+    };
     let rt = runtime()?;
-    let fleet = rt.block_on(crate::api::status_cmd::run(&args))?;
+    let fleet = rt.block_on(crate::api::status_cmd::run(&query))?;
     print!("{}", fleet.table());
     if fleet.all_match() {
         println!("{}", fleet.summary());
@@ -366,10 +370,10 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
     let held = args.kind == crate::cli::ProbeKind::Ready;
     let status_url = format!("http://{host_port}/status");
     let got = rt.block_on(with_timeout(args.timeout, async {
-        let (code, body) = get(&url).await?;
+        let (code, body) = http::get(&url).await?;
         // Ready while holding back a newer config: say so, as the exec probe's one line.
         let holding = if held && (200..300).contains(&code) {
-            get(&status_url)
+            http::get(&status_url)
                 .await
                 .ok()
                 .and_then(|(_, s)| holding_line(&s))
@@ -454,27 +458,6 @@ async fn with_timeout<T>(
     tokio::time::timeout(d, f)
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} ms", d.as_millis())))
-}
-
-async fn get(url: &str) -> Result<(u16, String), String> {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
-    let uri: hyper::Uri = url.parse().map_err(|e| format!("{e}"))?;
-    let resp = client.get(uri).await.map_err(|e| {
-        use std::error::Error as _;
-        match e.source() {
-            Some(s) => format!("{e}: {s}"),
-            None => e.to_string(),
-        }
-    })?;
-    let code = resp.status().as_u16();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok((code, String::from_utf8_lossy(&body).into_owned()))
 }
 
 #[cfg(test)]

@@ -30,6 +30,12 @@ pub enum Error {
         what: String,
     },
     #[error(
+        "{path}: more than {max} documents; check and inject read at most {max} documents per input \
+         (split the stream into several inputs)",
+        max = crate::manifest::MAX_DOCUMENTS
+    )]
+    TooManyDocuments { path: String },
+    #[error(
         "{path}: no ConfigMap found (a manifest needs kind: ConfigMap, or kind: List of them, or a workload whose pods carry confgate.io/ annotations)"
     )]
     NoConfigMap { path: String },
@@ -133,7 +139,10 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
     let mut found_workloads = Vec::new();
     for p in paths {
         let p = p.as_ref();
-        if p.is_dir() {
+        // `-` is standard input, as for every Unix tool, even where a directory is named `-` (`./-`
+        // reads that one).
+        let stdin = p == Path::new("-");
+        if !stdin && p.is_dir() {
             let what = p.display().to_string();
             inputs.push(Input {
                 place: what.clone(),
@@ -145,7 +154,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
             continue;
         }
         let name = p.display().to_string();
-        let text = if p == Path::new("-") {
+        let text = if stdin {
             std::io::read_to_string(std::io::stdin())
         } else {
             std::fs::read_to_string(p)
@@ -325,6 +334,11 @@ fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_json::Value
         .enumerate()
     {
         match v {
+            Ok(_) if docs.len() == crate::manifest::MAX_DOCUMENTS => {
+                return Some(Err(Error::TooManyDocuments {
+                    path: path.to_owned(),
+                }));
+            }
             Ok(v) => docs.push(v),
             // Described by position only: parser messages may quote the manifest's content.
             Err(e) => {
@@ -340,8 +354,13 @@ fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_json::Value
 }
 
 fn yaml_documents(path: &str, text: &str) -> Result<Vec<serde_json::Value>, Error> {
-    serde_saphyr::from_multiple_with_options(text, crate::extract::yaml_options(text.len()))
+    serde_saphyr::from_multiple_with_options(text, crate::manifest::yaml_options(text.len()))
         .map_err(|e| {
+            if crate::manifest::too_many_documents(&e) {
+                return Error::TooManyDocuments {
+                    path: path.to_owned(),
+                };
+            }
             let line = e.location().map_or(0, |l| l.line());
             let column = e.location().map_or(0, |l| l.column());
             Error::Parse {

@@ -39,7 +39,7 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Fleet view from the pods' confgate.io/config-compatible conditions; exit 0 when all pods match.
     #[cfg(feature = "api")]
-    Status(crate::api::status_cmd::StatusArgs),
+    Status(StatusArgs),
     /// Add the confgate native sidecar to every workload whose pods carry confgate.io/accepts; prints YAML.
     Inject(InjectArgs),
 }
@@ -383,6 +383,20 @@ pub struct ProbeArgs {
     pub timeout: std::time::Duration,
 }
 
+/// `confgate status` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// Namespace of the pods (and the ConfigMap) [default: the kubeconfig's namespace]
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Label selector for the pods, e.g. app=webhook
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Compare each pod's active config with this ConfigMap's current content
+    #[arg(long, value_name = "NAME")]
+    pub configmap: Option<String>,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct InjectArgs {
     /// Manifest files (YAML or JSON, several documents); `-` or none reads standard input
@@ -397,5 +411,24 @@ pub struct InjectArgs {
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::settings::parse_duration(s)
+    crate::values::parse_duration(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run` takes every gate setting as its flag, with its environment variable.
+    #[test]
+    fn the_command_line_has_every_setting() {
+        let cmd = <crate::cli::Cli as clap::CommandFactory>::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        for s in SETTINGS {
+            let arg = run
+                .get_arguments()
+                .find(|a| a.get_long() == Some(s.flag))
+                .unwrap_or_else(|| panic!("no flag --{}", s.flag));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.env));
+        }
+    }
 }

@@ -9,12 +9,12 @@
 //! The endpoint is read line by line as it streams (never held whole), so a large exposition costs a
 //! line's buffer, not its size.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
+
+use crate::values::Confirm;
 
 /// How long confgate waits after a reload for the metrics to say applied or rejected.
 pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,63 +27,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// Bound on what is read of one exposition, and on one line of it.
 const MAX_BYTES: usize = 16 << 20;
 const MAX_LINE: usize = 64 << 10;
-
-/// Where and what to read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Confirm {
-    pub url: String,
-    /// 1: the last reload was applied; 0: it was rejected.
-    pub success: String,
-    /// Unix seconds of the last successful reload.
-    pub success_time: Option<String>,
-}
-
-impl FromStr for Confirm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Confirm, String> {
-        let s = s.trim();
-        let (url, names) = s
-            .split_once('#')
-            .ok_or("no #METRIC after the URL".to_owned())?;
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err("the URL must start with http:// or https://".into());
-        }
-        let mut names = names.split(',').map(str::trim);
-        let success = names.next().unwrap_or_default();
-        let success_time = names.next();
-        if names.next().is_some() {
-            return Err("at most two metric names".into());
-        }
-        for n in std::iter::once(success).chain(success_time) {
-            if !is_metric_name(n) {
-                return Err(format!("{n:?} is not a metric name"));
-            }
-        }
-        Ok(Confirm {
-            url: url.to_owned(),
-            success: success.to_owned(),
-            success_time: success_time.map(str::to_owned),
-        })
-    }
-}
-
-impl fmt::Display for Confirm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.url, self.success)?;
-        if let Some(t) = &self.success_time {
-            write!(f, ",{t}")?;
-        }
-        Ok(())
-    }
-}
-
-fn is_metric_name(n: &str) -> bool {
-    let mut chars = n.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-}
 
 /// Why the endpoint could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +57,7 @@ pub enum Said {
 }
 
 /// Reads the gauges once.
-pub async fn read(client: &crate::reload::Client, c: &Confirm) -> Result<Reading, Error> {
+pub async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Reading, Error> {
     let rd = |what: String| Error::Read {
         url: c.url.clone(),
         what,
@@ -169,11 +112,12 @@ pub async fn read(client: &crate::reload::Client, c: &Confirm) -> Result<Reading
 /// Waits (bounded by [`CONFIRM_TIMEOUT`]) until the metrics say whether the reload sent at `sent_at`
 /// (Unix seconds) was applied. `before` is what they said just before it was sent.
 ///
-/// Applied: `SUCCESS` is 1 and `SUCCESS_TIME` is at or past `sent_at`. Rejected: `SUCCESS` went from
-/// 1 to 0, or is still 0 when the bound passes with no success since the reload. Without `SUCCESS_TIME`,
-/// a change of `SUCCESS` decides at once and an unchanged value is taken after [`SETTLE`].
+/// Applied: `SUCCESS` is 1 and `SUCCESS_TIME` is at or past `sent_at`, at the resolution the metric
+/// has (`succeeded_since`). Rejected: `SUCCESS` went from 1 to 0, or is still 0 when the bound passes
+/// with no success since the reload. Without `SUCCESS_TIME`, a change of `SUCCESS` decides at once and
+/// an unchanged value is taken after [`SETTLE`].
 pub async fn wait(
-    client: &crate::reload::Client,
+    client: &crate::http::Client,
     c: &Confirm,
     before: Option<Reading>,
     sent_at: f64,
@@ -210,6 +154,40 @@ pub async fn wait(
     }
 }
 
+/// For a start the component was not told about (every process of a signal target started after the
+/// promotion, so each read it at start-up): waits, bounded by [`CONFIRM_TIMEOUT`], until the metrics say
+/// its last load succeeded. A component still starting says 0 until its first load, so 0 is never a
+/// rejection here: it is unconfirmed, and looked at again later.
+pub async fn started(client: &crate::http::Client, c: &Confirm) -> Said {
+    let start = tokio::time::Instant::now();
+    loop {
+        let why = match read(client, c).await {
+            Ok(r) if r.success == 1.0 => return Said::Applied,
+            Ok(_) => format!("{} is not 1 yet", c.success),
+            Err(e) => e.to_string(),
+        };
+        if start.elapsed() >= CONFIRM_TIMEOUT {
+            return Said::Unconfirmed(why);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Whether a reading shows a successful load at or after `since` (Unix seconds), without a reload
+/// having been sent: the component loaded the config promoted at `since` when it started. Needs
+/// `SUCCESS_TIME`. A whole-second time counts only from the second after the one `since` falls in: a
+/// load in that same second may have come before the promotion.
+pub fn loaded_since(r: Reading, since: f64) -> bool {
+    r.success == 1.0
+        && r.success_time.is_some_and(|t| {
+            if t.fract() == 0.0 {
+                t > since.floor()
+            } else {
+                t >= since
+            }
+        })
+}
+
 /// One reading's verdict, `None` while it cannot tell yet.
 fn judge(
     c: &Confirm,
@@ -222,7 +200,9 @@ fn judge(
     let rejected = || Said::Rejected(format!("{} is 0 after the reload", c.success));
     match now.success_time {
         Some(t) => {
-            if now.success == 1.0 && t >= sent_at {
+            if now.success == 1.0
+                && succeeded_since(t, before.and_then(|b| b.success_time), sent_at)
+            {
                 Some(Said::Applied)
             } else if now.success == 0.0 && was_ok {
                 Some(rejected())
@@ -243,6 +223,19 @@ fn judge(
             }
         }
     }
+}
+
+/// Whether a success at `t` (Unix seconds, as the metric reports it) is the reload sent at `sent_at`,
+/// compared at the resolution the metric has. A metric with fractions of a second must be at or past
+/// `sent_at`. One in whole seconds (VictoriaMetrics reports an integer) says 12 for a reload at 12.7 s,
+/// which is never at or past a send at 12.3 s: a later second counts, and the second of the send
+/// counts when the time moved since just before the send (`before`). A second success within that same
+/// second cannot be told apart: it stays unconfirmed, and the retry lands in a later second.
+fn succeeded_since(t: f64, before: Option<f64>, sent_at: f64) -> bool {
+    if t >= sent_at {
+        return true;
+    }
+    t.fract() == 0.0 && t == sent_at.floor() && before.is_some_and(|b| t > b)
 }
 
 /// A streaming scan of the text exposition for the two names.
@@ -338,22 +331,6 @@ mod tests {
     const PROM: &str = "http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds";
 
     #[test]
-    fn parses_and_prints_the_setting() {
-        let c: Confirm = PROM.parse().unwrap();
-        assert_eq!(c.success, "prometheus_config_last_reload_successful");
-        assert_eq!(c.to_string(), PROM);
-        for bad in [
-            "http://x/metrics",
-            "ftp://x#a",
-            "http://x#",
-            "http://x#a,b,c",
-            "http://x#9a",
-        ] {
-            assert!(bad.parse::<Confirm>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
     fn scans_samples_across_chunks_and_ignores_lookalikes() {
         let c: Confirm = PROM.parse().unwrap();
         let text = "# HELP prometheus_config_last_reload_successful x\n\
@@ -389,6 +366,36 @@ mod tests {
         ));
         // Still 0 from an earlier failure: not yet known.
         assert_eq!(judge(&c, Some(r(0.0, 5.0)), r(0.0, 5.0), 10.0, zero), None);
+        // Whole seconds, as VictoriaMetrics reports them: a reload sent at 10.4 s and applied at
+        // 10.6 s reads 10. It counts when the time moved since just before the send; when an earlier
+        // success in that same second already read 10, it cannot be told apart.
+        assert_eq!(
+            judge(&c, Some(r(1.0, 5.0)), r(1.0, 10.0), 10.4, zero),
+            Some(Said::Applied)
+        );
+        assert_eq!(
+            judge(&c, Some(r(1.0, 10.0)), r(1.0, 10.0), 10.4, zero),
+            None
+        );
+        assert_eq!(judge(&c, None, r(1.0, 10.0), 10.4, zero), None);
+        assert_eq!(
+            judge(&c, Some(r(1.0, 10.0)), r(1.0, 11.0), 10.4, zero),
+            Some(Said::Applied)
+        );
+        // Fractions of a second are compared as they are: an earlier success is not this one.
+        assert_eq!(judge(&c, Some(r(1.0, 5.0)), r(1.0, 10.2), 10.4, zero), None);
+        assert_eq!(judge(&c, Some(r(1.0, 5.0)), r(1.0, 9.0), 10.4, zero), None);
+        // At start-up, without a reload: a load after the promotion, never one in its second.
+        let ok = |t| loaded_since(r(1.0, t), 10.4);
+        assert!(ok(10.5) && ok(11.0) && !ok(10.0) && !ok(10.3));
+        assert!(!loaded_since(r(0.0, 11.0), 10.4));
+        assert!(!loaded_since(
+            Reading {
+                success: 1.0,
+                success_time: None
+            },
+            10.4
+        ));
         let g = Confirm {
             success_time: None,
             ..c

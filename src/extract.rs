@@ -398,9 +398,6 @@ impl<'de> Visitor<'de> for Leaf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Settings;
-    use crate::snapshot::{Observed, Snapshot};
-    use proptest::prelude::*;
 
     fn y(text: &str, pointer: &str) -> Result<Found, Error> {
         yaml(text, pointer)
@@ -501,66 +498,5 @@ mod tests {
         let flat = format!("[{}[1,2]]", "[1,2],".repeat(200_000));
         assert_eq!(y(&flat, "/200000/1"), Ok(Found::Whole("2".into())));
         assert_eq!(json(&flat, "/200000/1"), Ok(Found::Whole("2".into())));
-    }
-
-    fn judged_reason(text: &str, from: &str) -> (String, Option<String>) {
-        let settings = Settings {
-            accepts: Some(crate::settings::Accepts {
-                req: semver::VersionReq::parse("^1").unwrap(),
-                text: "^1".into(),
-            }),
-            version_from: from.parse().unwrap(),
-            ..Settings::default()
-        };
-        let files = [("c.yaml".to_owned(), text.as_bytes().to_vec())].into();
-        let j = crate::verdict::judge(&Observed::Config(Snapshot::new(files)), &settings);
-        (j.reason, j.version)
-    }
-
-    fn fragment() -> impl Strategy<Value = String> {
-        let secret = "[a-z][a-z0-9]{11,24}";
-        prop_oneof![
-            secret.prop_map(|s| format!("k: {s}")),
-            secret.prop_map(|s| format!("k: !!int {s}")),
-            secret.prop_map(|s| format!("k: !!float {s}")),
-            "[1-9][0-9]{19,38}".prop_map(|s| format!("k: {s}")),
-            "[1-9][0-9]{19,38}".prop_map(|s| format!("version: {s}")),
-            secret.prop_map(|s| format!("{s}: 1\n{s}: 2")),
-            secret.prop_map(|s| format!("k: [{s}")),
-            secret.prop_map(|s| format!("k: \"{s}")),
-            secret.prop_map(|s| format!("k: *{s}")),
-            secret.prop_map(|s| format!("k: {{{s}: ]")),
-            secret.prop_map(|s| format!("- {s}")),
-            secret.prop_map(String::from),
-            secret.prop_map(|s| format!("---\n{s}: x")),
-            secret.prop_map(|s| format!("version: {{a: {s}}}")),
-            Just("version: 1.0.0".to_owned()),
-            Just("  ".to_owned()),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-        /// No error text holds a run of the input longer than 8 bytes that is not a key name, the
-        /// pointer or the version read. Runs are taken from the scalars (letters and digits): YAML
-        /// punctuation next to a key name (`version: `) is no content.
-        #[test]
-        fn no_error_quotes_the_document(parts in prop::collection::vec(fragment(), 1..6)) {
-            let text = parts.join("\n");
-            for from in ["yaml:c.yaml#/version", "json:c.yaml#/version", "file:c.yaml"] {
-                let (reason, version) = judged_reason(&text, from);
-                let allowed = [from, "version", "c.yaml", version.as_deref().unwrap_or("")];
-                let bytes = text.as_bytes();
-                for w in bytes.windows(9) {
-                    if !w.iter().all(u8::is_ascii_alphanumeric) {
-                        continue;
-                    }
-                    let Ok(w) = std::str::from_utf8(w) else { continue };
-                    if reason.contains(w) && !allowed.iter().any(|a| a.contains(w)) {
-                        prop_assert!(false, "{from}: {reason:?} quotes {w:?} of {text:?}");
-                    }
-                }
-            }
-        }
     }
 }

@@ -20,6 +20,8 @@ const INCOMING_PATH: &str = "/etc/confgate/incoming";
 const ACTIVE_PATH: &str = "/etc/confgate/active";
 const PODINFO_PATH: &str = "/etc/podinfo";
 const UID: u64 = 65532;
+/// The sidecar's port when no other container of the pod declares it (`run --listen`'s default).
+const PORT: u16 = 9797;
 
 /// Why a stream could not be injected.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +34,12 @@ pub enum Error {
     },
     #[error("{path}: not valid YAML or JSON ({what})")]
     Parse { path: String, what: String },
+    #[error(
+        "{path}: more than {max} documents; check and inject read at most {max} documents per input \
+         (split the stream into several inputs)",
+        max = crate::manifest::MAX_DOCUMENTS
+    )]
+    TooManyDocuments { path: String },
     #[error("{workload}: {problem}")]
     Workload { workload: String, problem: String },
     #[error("cannot write YAML: {0}")]
@@ -68,9 +76,17 @@ pub struct Outcome {
 
 /// Parses a stream of YAML or JSON documents (one JSON document is YAML too).
 pub fn documents(path: &str, text: &str) -> Result<Vec<Value>, Error> {
-    serde_saphyr::from_multiple::<Value>(text).map_err(|e| Error::Parse {
-        path: path.into(),
-        what: e.to_string().lines().next().unwrap_or_default().to_owned(),
+    let mut options = crate::manifest::yaml_options(text.len());
+    // `yes` and `on` stay the booleans they always were here, as kubectl reads them.
+    options.strict_booleans = false;
+    serde_saphyr::from_multiple_with_options::<Value>(text, options).map_err(|e| {
+        if crate::manifest::too_many_documents(&e) {
+            return Error::TooManyDocuments { path: path.into() };
+        }
+        Error::Parse {
+            path: path.into(),
+            what: e.to_string().lines().next().unwrap_or_default().to_owned(),
+        }
     })
 }
 
@@ -176,6 +192,7 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         return Ok(None);
     }
     let config = config_volume(spec, opts)?;
+    let (port, taken_by) = free_port(spec)?;
     // The component and any other init container now read the promoted copy, at the same path.
     let mut repointed = 0;
     for k in ["initContainers", "containers"] {
@@ -210,9 +227,11 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         .and_then(Value::as_array_mut)
         .expect("config_volume found the volumes");
     for v in volumes.iter_mut() {
-        if v.get("name").and_then(Value::as_str) == Some(config.as_str()) {
+        if v.get("name").and_then(Value::as_str) == Some(config.as_str())
+            && let Some(cm) = v.get_mut("configMap").and_then(Value::as_object_mut)
+        {
             // A missing ConfigMap becomes the verdict "missing" instead of a pod stuck in ContainerCreating.
-            v["configMap"]["optional"] = true.into();
+            cm.insert("optional".into(), true.into());
         }
     }
     for (name, v) in [
@@ -236,22 +255,73 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         return Err("initContainers is not a list".into());
     };
     // First, so that later init containers and the component start only with an accepted config.
-    init.insert(0, sidecar(&config, opts));
-    Ok(Some(format!(
-        "gates volume {config} ({repointed} mount(s) now read the promoted copy)"
-    )))
+    init.insert(0, sidecar(&config, opts, port));
+    let mut done =
+        format!("gates volume {config} ({repointed} mount(s) now read the promoted copy)");
+    if let Some(c) = taken_by {
+        done.push_str(&format!(
+            "; port {PORT} is container {c}'s, so confgate listens on {port} (CONFGATE_LISTEN)"
+        ));
+    }
+    Ok(Some(done))
 }
 
-/// The ConfigMap volume to gate: the one named with `--volume`, or the only one.
+/// The port confgate listens on: [`PORT`], or the next one no container of the pod declares (with the
+/// container that declares [`PORT`]). Two containers of a pod share its network namespace, so a second
+/// listener on a port fails with `Address already in use`; moving confgate keeps the pod's own ports as
+/// they are, and its probes follow (`confgate probe` reads `CONFGATE_LISTEN`, the liveness probe the
+/// port's name).
+fn free_port(spec: &Map<String, Value>) -> Result<(u16, Option<String>), String> {
+    let mut taken: Vec<(u64, &str)> = Vec::new();
+    for k in ["initContainers", "containers"] {
+        for c in spec.get(k).and_then(Value::as_array).into_iter().flatten() {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or("(unnamed)");
+            for p in c
+                .get("ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(n) = p.get("containerPort").and_then(Value::as_u64) {
+                    taken.push((n, name));
+                }
+            }
+        }
+    }
+    let Some(&(_, owner)) = taken.iter().find(|(n, _)| *n == u64::from(PORT)) else {
+        return Ok((PORT, None));
+    };
+    (PORT..=u16::MAX)
+        .find(|p| !taken.iter().any(|(n, _)| *n == u64::from(*p)))
+        .map(|p| (p, Some(owner.to_owned())))
+        .ok_or_else(|| {
+            format!("no free port from {PORT} up for confgate: the containers declare them all")
+        })
+}
+
+/// The ConfigMap volume to gate: the one named with `--volume`, or the only one. A `volumes` that is
+/// not a list, or a `configMap` that is not a mapping, is refused by name: inject edits both.
 fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, String> {
-    let cms: Vec<&str> = spec
-        .get("volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|v| v.get("configMap").is_some())
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .collect();
+    let volumes = match spec.get("volumes") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(v)) => v.as_slice(),
+        Some(other) => return Err(format!("volumes is {}, not a list", shape(other))),
+    };
+    let mut cms: Vec<&str> = Vec::new();
+    for (i, v) in volumes.iter().enumerate() {
+        let Some(cm) = v.get("configMap") else {
+            continue;
+        };
+        let name = v.get("name").and_then(Value::as_str);
+        if !cm.is_object() {
+            let which = name.map_or_else(|| format!("volumes[{i}]"), |n| format!("volume {n}"));
+            return Err(format!(
+                "{which}: configMap is {}, not a mapping (expected configMap: {{name: CONFIGMAP}})",
+                shape(cm)
+            ));
+        }
+        cms.extend(name);
+    }
     match (&opts.volume, cms.as_slice()) {
         (Some(want), _) if cms.contains(&want.as_str()) => Ok(want.clone()),
         (Some(want), _) => Err(format!(
@@ -270,6 +340,18 @@ fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, St
     }
 }
 
+/// What a JSON value is, for a message that must not show it.
+fn shape(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
 fn list(names: &[&str]) -> String {
     if names.is_empty() {
         "none".into()
@@ -278,8 +360,8 @@ fn list(names: &[&str]) -> String {
     }
 }
 
-/// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`.
-fn sidecar(config: &str, opts: &Options) -> Value {
+/// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`, listening on `port`.
+fn sidecar(config: &str, opts: &Options, port: u16) -> Value {
     let probe = |kind: &str| json!({"exec": {"command": ["/confgate", "probe", kind]}});
     let mut startup = probe("startup");
     // 150 x 2 s: a ConfigMap update can take about 90 s to reach the volume.
@@ -294,7 +376,7 @@ fn sidecar(config: &str, opts: &Options) -> Value {
     live["timeoutSeconds"] = 2.into();
     live["periodSeconds"] = 10.into();
     live["failureThreshold"] = 3.into();
-    json!({
+    let mut c = json!({
         "name": CONTAINER,
         "image": opts.image,
         "restartPolicy": "Always",
@@ -302,7 +384,7 @@ fn sidecar(config: &str, opts: &Options) -> Value {
             "run", "--watch", INCOMING_PATH, "--promote-to", ACTIVE_PATH,
             "--annotations", format!("{PODINFO_PATH}/annotations"), "--log-format", opts.log_format,
         ],
-        "ports": [{"name": "confgate", "containerPort": 9797}],
+        "ports": [{"name": "confgate", "containerPort": port}],
         "startupProbe": startup,
         "readinessProbe": ready,
         "livenessProbe": live,
@@ -324,7 +406,12 @@ fn sidecar(config: &str, opts: &Options) -> Value {
             {"name": ACTIVE_VOLUME, "mountPath": ACTIVE_PATH},
             {"name": PODINFO_VOLUME, "mountPath": PODINFO_PATH, "readOnly": true},
         ],
-    })
+    });
+    if port != PORT {
+        // One setting for both: `run` listens on it and `confgate probe` (the exec probes) reads it.
+        c["env"] = json!([{"name": "CONFGATE_LISTEN", "value": format!("[::]:{port}")}]);
+    }
+    c
 }
 
 /// Reads each path (`-` is standard input; none means standard input), injects, and renders.

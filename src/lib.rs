@@ -2,35 +2,50 @@
 //!
 //! # Layout
 //! One direction of flow, one job per module; the core ([`verdict`], the gate's state machine) is pure.
+//! Modules stand on floors and import only their own floor or below (ARCHITECTURE.md, "No import
+//! cycle"; `tests/layers.rs` checks it). Bottom to top:
 //!
-//! - [`settings`]: flags, environment and pod annotations resolved into [`settings::Settings`].
-//! - [`annotations`]: the kubelet's downward-API annotations file format.
-//! - `source`: notify watches on the kubelet volumes; events only say "look again".
-//! - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
-//! - `configmap`: a ConfigMap object's keys as a snapshot (manifests, the API), and the key-name rule.
-//! - [`verdict`]: version extraction, semver range, required keys. No I/O.
-//! - `extract`: the value at a JSON/YAML pointer, streamed without a document tree.
-//! - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
-//! - [`reload`]: HTTP or signal reloads with backoff and coalescing; `confirm`: a reload confirmed
-//!   through the component's own metrics.
-//! - [`gate`]: the decision loop tying the above together.
-//! - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
-//! - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
-//! - [`check`]: offline verdicts for directories and manifests; `workloads`: the ConfigMaps the
-//!   annotated workloads in a manifest stream read, so `check` judges each with its workload's settings.
-//! - [`rules`]: content rules, CEL over `data`/`binaryData`; [`policy`]: the admission policy for `confgate policy`.
-//! - [`inject`]: adds the sidecar to workload manifests.
-//! - `listing`: bounded lists of names in reasons ("a, b, c and 995 more").
-//! - [`cli`] and [`app`]: the commands; `main.rs` only maps their results to exit codes.
-//! - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
-//!   condition and `confgate status`.
+//! 1. Values and formats.
+//!    - `values`: what each gate setting holds, with its parser, and the verdict; no I/O.
+//!    - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
+//!    - [`annotations`]: the kubelet's downward-API annotations file format.
+//!    - `configmap`: a ConfigMap object's keys as a snapshot (manifests, the API), and the key-name rule.
+//!    - `extract`: the value at a JSON/YAML pointer, streamed without a document tree.
+//!    - `manifest`: how `check` and `inject` read a manifest stream (YAML or JSON, its document limit).
+//!    - `listing`: bounded lists of names in reasons ("a, b, c and 995 more").
+//!    - [`rules`]: content rules, CEL over `data`/`binaryData`.
+//! 2. Settings and status.
+//!    - [`settings`]: flags, environment and pod annotations resolved into [`settings::Settings`].
+//!    - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
+//! 3. The pure core.
+//!    - [`verdict`]: version extraction, semver range, required keys. No I/O.
+//!    - [`variants`]: the one choice among several versions of the config file in one ConfigMap.
+//!    - `workloads`: the ConfigMaps the annotated workloads in a manifest stream read, so `check`
+//!      judges each with its workload's settings.
+//! 4. I/O at the edges.
+//!    - `http`: the outgoing HTTP client (reload POSTs, `confirm`'s reads) and `probe`'s GET.
+//!    - `source`: notify watches on the kubelet volumes; events only say "look again".
+//!    - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
+//!    - [`reload`]: HTTP or signal reloads with backoff and coalescing; `confirm`: a reload confirmed
+//!      through the component's own metrics.
+//!    - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
+//! 5. The loop and the commands.
+//!    - [`gate`]: the decision loop tying the above together.
+//!    - [`check`]: offline verdicts for directories and manifests.
+//!    - [`policy`]: the admission policy for `confgate policy`.
+//!    - [`inject`]: adds the sidecar to workload manifests.
+//!    - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
+//!      condition and `confgate status`.
+//! 6. The command line: [`cli`] (every clap type) and [`app`] (the commands); `main.rs` only maps
+//!    their results to exit codes.
 //!
 //! # Public surface
 //! Modules the binary, the integration tests, the examples, the benchmark and the fuzz targets use
-//! are `pub`; the rest (`source`, `configmap`, `metrics`, `extract`, `confirm`, `workloads`, the
-//! gate's state machine and the pipeline's driver-facing methods) are crate-private, so the compiler
-//! reports what in them nothing uses. The status has one writer: the decision
-//! loop holds the only [`state::Publisher`]; everyone else reads a [`state::Shared`].
+//! are `pub`; the rest (`source`, `configmap`, `metrics`, `extract`, `confirm`, `http`, `values`,
+//! `workloads`, `manifest`, `listing`, the gate's state machine and the pipeline's driver-facing methods) are crate-private,
+//! so the compiler reports what in them nothing uses; `values`' types reach the public through
+//! [`settings`] and [`verdict`], which re-export them. The status has one writer: the decision loop
+//! holds the only [`state::Publisher`]; everyone else reads a [`state::Shared`].
 
 pub mod annotations;
 #[cfg(feature = "api")]
@@ -42,8 +57,10 @@ pub(crate) mod configmap;
 pub(crate) mod confirm;
 pub(crate) mod extract;
 pub mod gate;
+pub(crate) mod http;
 pub mod inject;
 pub(crate) mod listing;
+pub(crate) mod manifest;
 pub(crate) mod metrics;
 #[cfg(feature = "policy")]
 pub mod policy;
@@ -55,6 +72,7 @@ pub mod settings;
 pub mod snapshot;
 pub(crate) mod source;
 pub mod state;
+pub(crate) mod values;
 pub mod variants;
 pub mod verdict;
 pub(crate) mod workloads;

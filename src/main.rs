@@ -118,7 +118,17 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
 
 #[cfg(feature = "policy")]
 fn run_policy(args: &confgate::cli::PolicyArgs) -> ExitCode {
-    match confgate::policy::print(args) {
+    let output = match args.output {
+        confgate::cli::PolicyOutput::Yaml => confgate::policy::Output::Yaml,
+        confgate::cli::PolicyOutput::Json => confgate::policy::Output::Json,
+    };
+    match confgate::policy::print(
+        &args.gate.raw(),
+        &args.namespace,
+        &args.name,
+        &args.kubernetes_version,
+        output,
+    ) {
         Ok(text) => {
             print!("{text}");
             ExitCode::from(EXIT_OK)

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::verdict::Verdict;
+use crate::values::Verdict;
 
 /// What the gauges show, taken from the published status at scrape time (`From<&Status>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

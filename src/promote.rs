@@ -18,6 +18,12 @@
 //! config the component has not yet been told about. It is written before the switch, so a crash at any
 //! point after it still owes the reload at the next start-up.
 //!
+//! What the component did with earlier configs is kept beside it, for a restart: [`APPLIED`] links the
+//! dir of the last config it applied, and [`REJECTED`] lists the contents it refused (a handful of
+//! hashes, each with the component's reason). Every marker is a `..` name, which no reader of the
+//! kubelet's layout lists as a key, and each is replaced with one `rename`, so a crash leaves the old
+//! marker or the new one, never half of one.
+//!
 //! Files are not fsynced: the dir is a pod's `emptyDir`, and a process crash cannot lose page-cache
 //! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
 
@@ -36,6 +42,23 @@ const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
 /// A link to the timestamped dir of the last config the component applied, kept for a rollback.
 pub const APPLIED: &str = "..confgate_applied";
 const APPLIED_TMP: &str = "..confgate_applied_tmp";
+/// The contents the component refused, newest last: one `sha256:HEX REASON` line each.
+pub const REJECTED: &str = "..confgate_rejected";
+const REJECTED_TMP: &str = "..confgate_rejected_tmp";
+/// Bound on what is read of [`REJECTED`]: the gate keeps a handful of lines; anything past this is not
+/// a file this writer made.
+const REJECTED_READ_MAX: u64 = 16 << 10;
+/// Bound on one reason kept in [`REJECTED`].
+const REJECTED_REASON_MAX: usize = 512;
+
+/// The record of contents the component refused, as read at start-up.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// Each refused content with the component's reason, oldest first.
+    pub entries: Vec<(ContentHash, String)>,
+    /// Why part or all of the record was ignored (a damaged or unreadable file), if it was.
+    pub ignored: Option<String>,
+}
 
 /// Why a promotion could not be made. The previous config is still whole in every case.
 #[derive(Debug, thiserror::Error)]
@@ -123,8 +146,8 @@ impl Promoter {
         r
     }
 
-    /// The hash of a promoted config whose reload is still owed (recorded by
-    /// [`Promoter::promote_owing_reload`] and not yet cleared), as found at start-up.
+    /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
+    /// and not yet cleared), as found at start-up.
     pub fn reload_owed(&self) -> Option<ContentHash> {
         let text = std::fs::read_to_string(self.dir.join(RELOAD_OWED)).ok()?;
         parse_hash(text.trim())
@@ -147,10 +170,57 @@ impl Promoter {
         }
     }
 
-    /// [`Promoter::promote`], recording before the switch that a reload of `snap` is owed. When the
-    /// promotion fails, the record is as it was before.
-    pub fn promote_owing_reload(&self, snap: &Snapshot) -> Result<(), Error> {
-        self.switch(snap, true).map(|s| self.finish(s))
+    /// The contents the component refused, as recorded by [`Promoter::record_rejected`]. A damaged
+    /// record is read as far as it makes sense: lines that are not a record are skipped and said so in
+    /// [`Rejected::ignored`], never an error.
+    pub fn rejected(&self) -> Rejected {
+        use std::io::Read;
+        let path = self.dir.join(REJECTED);
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&path)
+            .and_then(|f| f.take(REJECTED_READ_MAX + 1).read_to_end(&mut bytes));
+        match read {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Rejected::default(),
+            Err(e) => {
+                return Rejected {
+                    entries: Vec::new(),
+                    ignored: Some(format!("cannot read {}: {e}", path.display())),
+                };
+            }
+        }
+        let mut r = parse_rejected(&bytes[..bytes.len().min(REJECTED_READ_MAX as usize)]);
+        if bytes.len() as u64 > REJECTED_READ_MAX {
+            r.ignored = Some(format!(
+                "{} is over {REJECTED_READ_MAX} bytes; read up to there",
+                path.display()
+            ));
+        } else if let Some(why) = r.ignored.take() {
+            r.ignored = Some(format!("{}: {why}", path.display()));
+        }
+        r
+    }
+
+    /// Replaces the record of refused contents with `entries` (oldest first), with one `rename`.
+    pub fn record_rejected(&self, entries: &[(ContentHash, String)]) -> Result<(), Error> {
+        let mut text = String::new();
+        for (h, why) in entries {
+            text.push_str(&format!("{h} {}\n", reason_line(why)));
+        }
+        let tmp = self.dir.join(REJECTED_TMP);
+        std::fs::write(&tmp, text).map_err(io_err("write", &tmp))?;
+        let path = self.dir.join(REJECTED);
+        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+    }
+
+    /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
+    pub fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
+        let ts = self.applied_dir()?;
+        let since = std::fs::symlink_metadata(self.dir.join(APPLIED))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| jiff::Timestamp::try_from(t).ok());
+        Some((snapshot::read(&self.dir.join(ts)), since))
     }
 
     /// The timestamped dir [`APPLIED`] names, when it is one that exists.
@@ -234,6 +304,7 @@ impl Promoter {
             if name == DATA_LINK
                 || name == RELOAD_OWED
                 || name == APPLIED
+                || name == REJECTED
                 || Some(&name) == current.as_ref()
                 || Some(&name) == applied.as_ref()
             {
@@ -436,6 +507,43 @@ fn parse_hash(text: &str) -> Option<ContentHash> {
     Some(ContentHash(out))
 }
 
+/// Reads a record of refused contents: `sha256:HEX REASON` lines. Lines that are not one are skipped
+/// and counted in the answer's `ignored`.
+fn parse_rejected(bytes: &[u8]) -> Rejected {
+    let text = String::from_utf8_lossy(bytes);
+    let mut r = Rejected::default();
+    let mut bad = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (hash, why) = line.split_once(' ').unwrap_or((line, ""));
+        match parse_hash(hash) {
+            Some(h) => {
+                r.entries.retain(|(seen, _)| *seen != h);
+                r.entries.push((h, reason_line(why)));
+            }
+            None => bad += 1,
+        }
+    }
+    if bad > 0 {
+        r.ignored = Some(format!(
+            "{bad} line(s) that are not a refused content's hash skipped"
+        ));
+    }
+    r
+}
+
+/// A reason as one bounded line: control characters (a newline would start a record) become spaces.
+fn reason_line(why: &str) -> String {
+    let mut out = String::new();
+    for c in why.trim().chars() {
+        if out.len() + c.len_utf8() > REJECTED_REASON_MAX {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
 fn is_key_link(path: &Path, name: &str) -> bool {
     std::fs::read_link(path).is_ok_and(|t| t == Path::new(DATA_LINK).join(name))
 }
@@ -523,6 +631,79 @@ mod tests {
         assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash()));
         let (_, reopened) = Promoter::open(&dir).unwrap();
         assert_eq!(reopened.hash(), Some(a.hash()));
+    }
+
+    #[test]
+    fn what_the_component_did_is_read_back_after_a_restart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("promoted");
+        let (p, _) = Promoter::open(&dir).unwrap();
+        assert!(p.applied().is_none());
+        assert_eq!(p.rejected(), Rejected::default());
+        let a = snap(&[("version", "1.0.0"), ("sub/rules.yml", "good")]);
+        let b = snap(&[("version", "1.1.0")]);
+        p.promote(&a).unwrap();
+        p.mark_applied().unwrap();
+        p.promote(&b).unwrap();
+        let refused = vec![
+            (b.hash(), "POST u answered 500: bad\nrule\tx".to_owned()),
+            (snap(&[("v", "9")]).hash(), String::new()),
+        ];
+        p.record_rejected(&refused).unwrap();
+        // A crash while recording leaves a temporary file; a restart removes it and keeps the record.
+        std::fs::write(dir.join(REJECTED_TMP), "sha256:half").unwrap();
+        let (p, now) = Promoter::open(&dir).unwrap();
+        assert_eq!(now.hash(), Some(b.hash()));
+        assert!(!dir.join(REJECTED_TMP).exists());
+        let (applied, since) = p.applied().unwrap();
+        assert_eq!(applied.hash(), Some(a.hash()));
+        assert!(since.is_some());
+        let back = p.rejected();
+        assert_eq!(back.ignored, None);
+        // The reason is one line: a newline in it would have started a record.
+        assert_eq!(
+            back.entries,
+            [
+                (b.hash(), "POST u answered 500: bad rule x".to_owned()),
+                (refused[1].0, String::new())
+            ]
+        );
+        // The markers are not keys.
+        assert_eq!(snapshot::read(&dir), Observed::Config(b));
+    }
+
+    #[test]
+    fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("promoted");
+        let (p, _) = Promoter::open(&dir).unwrap();
+        let good = snap(&[("version", "1.0.0")]).hash();
+        let mut text = b"garbage\nsha256:12ab\n\xff\xfe\x00\n".to_vec();
+        text.extend_from_slice(
+            format!("{good} it said no\nsha256:{}\n", "g".repeat(64)).as_bytes(),
+        );
+        std::fs::write(dir.join(REJECTED), &text).unwrap();
+        let r = p.rejected();
+        assert_eq!(r.entries, [(good, "it said no".to_owned())]);
+        let why = r.ignored.unwrap();
+        assert!(why.contains("4 line(s)"), "{why}");
+        // Too big to be ours: read up to the bound, said so.
+        let mut big = format!("{good} first\n").into_bytes();
+        big.resize(REJECTED_READ_MAX as usize * 4, b'x');
+        std::fs::write(dir.join(REJECTED), &big).unwrap();
+        let r = p.rejected();
+        assert_eq!(r.entries, [(good, "first".to_owned())]);
+        assert!(r.ignored.unwrap().contains("over"));
+        // Not a file at all.
+        std::fs::remove_file(dir.join(REJECTED)).unwrap();
+        std::fs::create_dir(dir.join(REJECTED)).unwrap();
+        let r = p.rejected();
+        assert!(r.entries.is_empty() && r.ignored.is_some(), "{r:?}");
+        // A long reason is cut.
+        std::fs::remove_dir(dir.join(REJECTED)).unwrap();
+        p.record_rejected(&[(good, "é".repeat(1000))]).unwrap();
+        let (_, why) = &p.rejected().entries[0];
+        assert!(why.len() <= REJECTED_REASON_MAX + '…'.len_utf8() && why.ends_with('…'));
     }
 
     #[test]
@@ -639,11 +820,11 @@ mod tests {
         assert_eq!(p.reload_owed(), None);
         let a = snap(&[("version", "1.0.0")]);
         let b = snap(&[("version", "2.0.0")]);
-        p.promote_owing_reload(&a).unwrap();
+        p.switch(&a, true).map(|s| p.finish(s)).unwrap();
         // A restart (a new `open`) finds it, and start-up cleaning keeps it.
         let (p, _) = Promoter::open(&dir).unwrap();
         assert_eq!(p.reload_owed(), Some(a.hash()));
-        p.promote_owing_reload(&b).unwrap();
+        p.switch(&b, true).map(|s| p.finish(s)).unwrap();
         // A late success for the older config does not clear the newer debt.
         assert!(!p.clear_reload_owed(a.hash()).unwrap());
         assert_eq!(p.reload_owed(), Some(b.hash()));
@@ -652,7 +833,7 @@ mod tests {
         // A failed promotion leaves the record as it was.
         p.mark_reload_owed(b.hash()).unwrap();
         let bad = snap(&[("version", "3.0.0"), ("x", "1"), ("x/y", "2")]);
-        assert!(p.promote_owing_reload(&bad).is_err());
+        assert!(p.switch(&bad, true).map(|s| p.finish(s)).is_err());
         assert_eq!(p.reload_owed(), Some(b.hash()));
         assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
         // The marker is not a key, and a plain promotion keeps it.

@@ -9,16 +9,20 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use crate::confirm::{self, Confirm};
-use crate::settings::Reload;
+use crate::confirm;
+use crate::http::Client;
 use crate::snapshot::ContentHash;
 use crate::state::Shared;
+use crate::values::{Confirm, Reload};
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(200);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A start-up check looks again for a component still starting at most this far apart, so the
+/// baseline is known soon after it is up.
+pub const STARTUP_POLL_MAX: Duration = Duration::from_secs(5);
 /// Bound on one attempt (connect, request, response).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -39,10 +43,14 @@ pub enum Error {
         /// The first line of the component's answer, bounded and sanitised: its own text.
         first_line: String,
     },
+    /// A redirect (an auth proxy, http to https): the POST is not followed, so the component never
+    /// saw the request.
+    #[error(
+        "POST {url} answered {status}, a redirect (not followed): the component was not reached"
+    )]
+    Redirect { url: String, status: u16 },
     #[error("{0}")]
     Url(String),
-    #[error("CA file {path}: {what}")]
-    Ca { path: String, what: String },
     /// The component's metrics say the reload failed.
     #[error("the component's metrics: {0}")]
     Confirmed(String),
@@ -108,10 +116,22 @@ pub fn first_line(body: &[u8]) -> String {
     out
 }
 
+/// What a request asks of the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Tell the component to load what is promoted.
+    Reload,
+    /// The first config promoted into an empty dir, at `promoted`: find out whether the component
+    /// started on it (so that it is the rollback baseline), telling it only when it may have read
+    /// something else. A component not there yet is looked for again, quietly, until it is.
+    Startup { promoted: jiff::Timestamp },
+}
+
 /// One reload to perform: the target in force when the promotion happened, and what was promoted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub seq: u64,
+    pub kind: Kind,
     pub target: Reload,
     pub sha256: ContentHash,
     pub version: Option<String>,
@@ -155,8 +175,13 @@ pub enum Outcome {
     /// The component answered that it refused this content (an HTTP 4xx/5xx, or its metrics said the
     /// reload failed), with its reason. Not retried.
     Rejected { sha256: ContentHash, reason: String },
-    /// No process was there to reload (none runs, or each started after the promotion), and why.
-    Nothing(String),
+    /// Nothing to tell the component about this content, and why: every process started after its
+    /// promotion and read it at start-up (with confirmation, its metrics say that load succeeded), or,
+    /// for a reload, no process runs.
+    Nothing { sha256: ContentHash, why: String },
+    /// A start-up check did not reach the component yet (it is still starting), and why; it looks
+    /// again.
+    Waiting(String),
 }
 
 /// The decision loop's side of the worker: requests go out, outcomes come back.
@@ -174,13 +199,14 @@ pub struct Handle {
 impl Handle {
     /// Posts a reload of the newest promotion, made just now; an unsent older one is replaced.
     pub fn request(&mut self, target: &Reload, sha256: ContentHash, version: Option<String>) {
-        self.request_promoted_at(target, sha256, version, BootTicks::now());
+        self.request_promoted_at(Kind::Reload, target, sha256, version, BootTicks::now());
     }
 
-    /// [`Handle::request`] for a promotion made at `promoted_at` (e.g. one found owed at start-up:
-    /// `None` signals every matching process).
+    /// [`Handle::request`] of this kind, for a promotion made at `promoted_at` (e.g. one found owed
+    /// at start-up: `None` signals every matching process).
     pub fn request_promoted_at(
         &mut self,
+        kind: Kind,
         target: &Reload,
         sha256: ContentHash,
         version: Option<String>,
@@ -192,6 +218,7 @@ impl Handle {
         self.seq += 1;
         self.tx.send_replace(Some(Request {
             seq: self.seq,
+            kind,
             target: target.clone(),
             sha256,
             version,
@@ -230,82 +257,6 @@ impl Handle {
     }
 }
 
-#[cfg(feature = "tls")]
-type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
-#[cfg(not(feature = "tls"))]
-type Connector = hyper_util::client::legacy::connect::HttpConnector;
-
-/// The HTTP(S) client reload POSTs go through.
-#[derive(Clone, Debug)]
-pub struct Client(hyper_util::client::legacy::Client<Connector, Empty<Bytes>>);
-
-impl Client {
-    pub(crate) async fn send(
-        &self,
-        req: hyper::Request<Empty<Bytes>>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
-        self.0.request(req).await
-    }
-}
-
-impl Client {
-    /// A client trusting the system's roots and, for https targets with a private CA, `ca_file` (PEM).
-    pub fn new(ca_file: Option<&std::path::Path>) -> Result<Client, Error> {
-        let builder =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
-        #[cfg(feature = "tls")]
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(ca_file)?)
-            .https_or_http()
-            .enable_http1()
-            .build();
-        #[cfg(not(feature = "tls"))]
-        let connector = {
-            if let Some(path) = ca_file {
-                return Err(Error::Ca {
-                    path: path.display().to_string(),
-                    what: "this build has no TLS support (cargo feature tls)".into(),
-                });
-            }
-            hyper_util::client::legacy::connect::HttpConnector::new()
-        };
-        Ok(Client(builder.build(connector)))
-    }
-}
-
-#[cfg(feature = "tls")]
-fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Error> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    // An image built FROM scratch has no system roots; that is fine when --reload-ca names the CA.
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    if let Some(path) = ca_file {
-        let ca_err = |what: String| Error::Ca {
-            path: path.display().to_string(),
-            what,
-        };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| ca_err(e.to_string()))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| ca_err(format!("not a PEM certificate file ({e})")))?;
-        if certs.is_empty() {
-            return Err(ca_err("holds no PEM certificate".into()));
-        }
-        for c in certs {
-            roots.add(c).map_err(|e| ca_err(e.to_string()))?;
-        }
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| Error::Url(format!("TLS set-up: {e}")))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(config)
-}
-
 /// Starts the worker on the current runtime, trusting the system roots for https targets.
 pub fn spawn(shared: Arc<Shared>) -> Handle {
     match Client::new(None) {
@@ -340,7 +291,15 @@ async fn worker(
         let Some(req) = rx.borrow_and_update().clone() else {
             continue;
         };
+        let startup = matches!(req.kind, Kind::Startup { .. });
+        let max = if startup {
+            STARTUP_POLL_MAX
+        } else {
+            BACKOFF_MAX
+        };
         let mut delay = BACKOFF_BASE;
+        // A start-up check says once why it waits (and again when that changes), not every attempt.
+        let mut waiting_for: Option<String> = None;
         loop {
             let _ = report.send(Outcome::Attempting);
             // What the component's metrics say before the reload, to see them move.
@@ -351,59 +310,111 @@ async fn worker(
             let sent_at = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
             let started = Instant::now();
             let mut result =
-                match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req)).await {
+                match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req, before)).await {
                     Ok(r) => r,
                     Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
                 };
-            if let (Ok(Sent::Reloaded(_)), Some(c)) = (&result, &req.confirm) {
-                match confirm::wait(&client, c, before, sent_at).await {
-                    confirm::Said::Applied => {}
-                    confirm::Said::Rejected(why) => result = Err(Error::Confirmed(why)),
-                    confirm::Said::Unconfirmed(why) => result = Err(Error::Unconfirmed(why)),
+            match (&result, &req.confirm, &req.target) {
+                (Ok(Sent::Reloaded(_)), Some(c), _) => {
+                    match confirm::wait(&client, c, before, sent_at).await {
+                        confirm::Said::Applied => {}
+                        confirm::Said::Rejected(why) => result = Err(Error::Confirmed(why)),
+                        confirm::Said::Unconfirmed(why) => result = Err(Error::Unconfirmed(why)),
+                    }
                 }
+                // Every process started after the promotion: its metrics say whether the load it
+                // made at start-up succeeded.
+                (Ok(Sent::Nothing(_)), Some(c), Reload::Signal { .. }) => {
+                    if let confirm::Said::Unconfirmed(why) | confirm::Said::Rejected(why) =
+                        confirm::started(&client, c).await
+                    {
+                        result = Err(Error::Unconfirmed(why));
+                    }
+                }
+                _ => {}
             }
             let took = started.elapsed();
             let sha = req.sha256.short();
-            if let Ok(Sent::Nothing(why)) = &result {
+            let version = req.version.as_deref().unwrap_or("");
+            let why = match result {
                 // Not a failure: no process there was started before this promotion, so whichever
                 // runs now read the promoted config itself. Retrying could only hit one too early.
-                info!(reload_target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, why = %why, "nothing to reload");
-                let _ = report.send(Outcome::Nothing(why.clone()));
-                break;
-            }
-            shared.metrics.reload(result.is_ok(), took.as_secs_f64());
-            match result {
-                Ok(_) => {
-                    info!(reload_target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, took_ms = took.as_millis() as u64, "reloaded");
+                Ok(Sent::Nothing(why)) => {
+                    info!(reload_target = %req.target, version, sha, why = %why, "nothing to reload");
+                    let _ = report.send(Outcome::Nothing {
+                        sha256: req.sha256,
+                        why,
+                    });
+                    break;
+                }
+                // For a reload, as above: the process that comes reads the promoted config. For a
+                // start-up check, nothing is known until a process is there.
+                Ok(Sent::NoProcess(why)) if !startup => {
+                    info!(reload_target = %req.target, version, sha, why = %why, "nothing to reload");
+                    let _ = report.send(Outcome::Nothing {
+                        sha256: req.sha256,
+                        why,
+                    });
+                    break;
+                }
+                Ok(Sent::NoProcess(why)) => why,
+                Ok(Sent::Reloaded(_)) => {
+                    shared.metrics.reload(true, took.as_secs_f64());
+                    info!(reload_target = %req.target, version, sha, took_ms = took.as_millis() as u64, "reloaded");
                     let _ = report.send(Outcome::Reloaded(req.sha256));
                     break;
                 }
                 Err(e) if e.is_rejection() => {
+                    shared.metrics.reload(false, took.as_secs_f64());
                     let reason = e.to_string();
-                    warn!(reload_target = %req.target, version = req.version.as_deref().unwrap_or(""), sha, reason = %reason, "reload rejected by the component; not retried");
+                    warn!(reload_target = %req.target, version, sha, reason = %reason, "reload rejected by the component; not retried");
                     let _ = report.send(Outcome::Rejected {
                         sha256: req.sha256,
                         reason,
                     });
                     break;
                 }
+                Err(e) if startup => e.to_string(),
                 Err(e) => {
+                    shared.metrics.reload(false, took.as_secs_f64());
                     let wait = jitter(delay);
                     warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
                     let _ = report.send(Outcome::Failed(e.to_string()));
-                    delay = (delay * 2).min(BACKOFF_MAX);
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        // A newer promotion supersedes this one: the outer loop takes it.
-                        r = rx.changed() => if r.is_ok() {
-                            rx.mark_changed();
-                            break;
-                        } else {
-                            return;
-                        },
+                    delay = (delay * 2).min(max);
+                    if superseded(&mut rx, wait).await {
+                        break;
                     }
+                    continue;
                 }
+            };
+            // A start-up check that did not reach the component: it is still starting. Not a
+            // failure and not counted as a reload; looked at again.
+            let wait = jitter(delay);
+            if waiting_for.as_deref() != Some(why.as_str()) {
+                info!(reload_target = %req.target, version, sha, why = %why, retry_in_ms = wait.as_millis() as u64, "start-up check: the component is not reached yet; looking again");
+            } else {
+                debug!(reload_target = %req.target, version, sha, why = %why, retry_in_ms = wait.as_millis() as u64, "start-up check: still waiting for the component");
             }
+            let _ = report.send(Outcome::Waiting(why.clone()));
+            waiting_for = Some(why);
+            delay = (delay * 2).min(max);
+            if superseded(&mut rx, wait).await {
+                break;
+            }
+        }
+    }
+}
+
+/// Sleeps `wait` before the next attempt; true when a newer request came meanwhile (it supersedes
+/// this one: the outer loop takes it). A closed channel ends the worker's wait forever.
+async fn superseded(rx: &mut watch::Receiver<Option<Request>>, wait: Duration) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(wait) => false,
+        r = rx.changed() => {
+            if r.is_ok() {
+                rx.mark_changed();
+            }
+            true
         }
     }
 }
@@ -429,14 +440,31 @@ fn jitter(d: Duration) -> Duration {
 pub enum Sent {
     /// The target was told (an HTTP POST answered 2xx, or signals sent to this many processes).
     Reloaded(usize),
-    /// Nothing to reload, and why.
+    /// Nothing to reload, and why: each process started after the promotion and read it at
+    /// start-up (or, at a start-up check, the component's metrics say it loaded it).
     Nothing(String),
+    /// No matching process runs, and why.
+    NoProcess(String),
 }
 
-async fn attempt(client: &Client, req: &Request) -> Result<Sent, Error> {
+async fn attempt(
+    client: &Client,
+    req: &Request,
+    before: Option<confirm::Reading>,
+) -> Result<Sent, Error> {
     match &req.target {
         Reload::None => Ok(Sent::Reloaded(0)),
         Reload::Http(url) => {
+            // At a start-up check, metrics with a success since the promotion settle it without a
+            // reload: the component loaded the promoted config when it started.
+            if let (Kind::Startup { promoted }, Some(c), Some(r)) = (req.kind, &req.confirm, before)
+                && confirm::loaded_since(r, promoted.as_millisecond() as f64 / 1000.0)
+            {
+                return Ok(Sent::Nothing(format!(
+                    "the component's {} says it loaded a config after the promotion",
+                    c.success_time.as_deref().unwrap_or(&c.success)
+                )));
+            }
             #[cfg(not(feature = "tls"))]
             if url.starts_with("https://") {
                 return Err(Error::Url(format!(
@@ -450,14 +478,10 @@ async fn attempt(client: &Client, req: &Request) -> Result<Sent, Error> {
                 )
                 .body(Empty::<Bytes>::new())
                 .map_err(|e| Error::Url(format!("{url}: {e}")))?;
-            let resp = client
-                .0
-                .request(req)
-                .await
-                .map_err(|source| Error::Request {
-                    url: url.clone(),
-                    source,
-                })?;
+            let resp = client.send(req).await.map_err(|source| Error::Request {
+                url: url.clone(),
+                source,
+            })?;
             let status = resp.status();
             // Only the start of the answer is kept: at most a line's worth, whatever it sends.
             let mut head = Vec::new();
@@ -471,15 +495,7 @@ async fn attempt(client: &Client, req: &Request) -> Result<Sent, Error> {
                     }
                 }
             }
-            if status.is_success() {
-                Ok(Sent::Reloaded(1))
-            } else {
-                Err(Error::Status {
-                    url: url.clone(),
-                    status: status.as_u16(),
-                    first_line: first_line(&head),
-                })
-            }
+            answered(url, status, &head)
         }
         Reload::Signal { signal, process } => {
             let (signal, process, since) = (*signal, process.clone(), req.promoted_at);
@@ -488,6 +504,25 @@ async fn attempt(client: &Client, req: &Request) -> Result<Sent, Error> {
                 .await
                 .unwrap_or_else(|e| Err(Error::Url(format!("the /proc scan failed: {e}"))))
         }
+    }
+}
+
+/// What an answer to the reload POST means: 2xx applied; a redirect not reached (it is not followed);
+/// anything else the component's refusal, unless [`Error::is_rejection`] says it did not reach it.
+fn answered(url: &str, status: hyper::StatusCode, head: &[u8]) -> Result<Sent, Error> {
+    if status.is_success() {
+        Ok(Sent::Reloaded(1))
+    } else if status.is_redirection() {
+        Err(Error::Redirect {
+            url: url.to_owned(),
+            status: status.as_u16(),
+        })
+    } else {
+        Err(Error::Status {
+            url: url.to_owned(),
+            status: status.as_u16(),
+            first_line: first_line(head),
+        })
     }
 }
 
@@ -501,8 +536,8 @@ async fn attempt(client: &Client, req: &Request) -> Result<Sent, Error> {
 /// default action terminates, only when it catches it (`SigCgt`): a component that has not installed
 /// its handler yet would be killed. TERM, INT and QUIT are the restart strategy and go regardless.
 ///
-/// `Ok(Sent::Nothing)` when no process should get it because none runs or every one started after
-/// the promotion; an error when one should but does not catch the signal yet, or cannot be signalled.
+/// `Ok(Sent::NoProcess)` when none runs, `Ok(Sent::Nothing)` when every one started after the
+/// promotion; an error when one should but does not catch the signal yet, or cannot be signalled.
 pub fn signal_by_name(
     signal: nix::sys::signal::Signal,
     name: &str,
@@ -568,7 +603,9 @@ pub fn signal_by_name(
         });
     }
     match (hits, newer) {
-        (0, 0) => Ok(Sent::Nothing(Error::NoProcess(name.to_owned()).to_string())),
+        (0, 0) => Ok(Sent::NoProcess(
+            Error::NoProcess(name.to_owned()).to_string(),
+        )),
         (0, n) => Ok(Sent::Nothing(format!(
             "every process named {name} ({n}) started after the promotion and read it at start-up"
         ))),
@@ -640,7 +677,7 @@ mod tests {
     fn no_process_is_nothing_to_reload_and_says_why() {
         let r = signal_by_name(nix::sys::signal::Signal::SIGHUP, "no-such-proc-xyz", None).unwrap();
         assert!(
-            matches!(&r, Sent::Nothing(why) if why.contains("shareProcessNamespace")),
+            matches!(&r, Sent::NoProcess(why) if why.contains("shareProcessNamespace")),
             "{r:?}"
         );
     }
@@ -684,6 +721,31 @@ mod tests {
         assert!(!busy.is_rejection());
         assert!(!Error::Unconfirmed("x".into()).is_rejection());
         assert!(!Error::NoProcess("p".into()).is_rejection());
+    }
+
+    #[test]
+    fn a_redirect_is_not_reached_never_a_refusal() {
+        use hyper::StatusCode;
+        let url = "http://127.0.0.1:9/-/reload";
+        for code in [301, 302, 303, 307, 308] {
+            let status = StatusCode::from_u16(code).unwrap();
+            let e = answered(url, status, b"<a href=\"https://login\">moved</a>").unwrap_err();
+            assert!(!e.is_rejection(), "{code}: {e}");
+            let text = e.to_string();
+            assert!(
+                text.contains(&code.to_string())
+                    && text.contains("redirect")
+                    && text.contains("not reached")
+                    && !text.contains("login"),
+                "{text}"
+            );
+        }
+        assert!(matches!(
+            answered(url, StatusCode::OK, b""),
+            Ok(Sent::Reloaded(1))
+        ));
+        let refused = answered(url, StatusCode::INTERNAL_SERVER_ERROR, b"bad rule\n").unwrap_err();
+        assert!(refused.is_rejection(), "{refused}");
     }
 
     #[test]

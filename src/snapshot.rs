@@ -233,7 +233,10 @@ pub fn read(dir: &Path) -> Observed {
                 };
                 let base = match resolve_data_dir(dir, name) {
                     Ok(base) => base,
-                    Err(Problem::Gone) => continue,
+                    Err(Problem::Gone) => match dangling(dir, &target, name) {
+                        Some(why) => return Observed::Broken(why),
+                        None => continue,
+                    },
                     Err(Problem::Bad(why)) => return Observed::Broken(why),
                 };
                 match read_tree(&base, &base) {
@@ -299,6 +302,28 @@ fn resolve_data_dir(dir: &Path, name: &str) -> Result<PathBuf, Problem> {
         ))),
         Err(e) => Err(Problem::from((real.as_path(), e))),
     }
+}
+
+/// Why `..data` points nowhere, when it still names `name` and nothing is there; `None` when it has
+/// moved (a read racing a swap). The kubelet removes a timestamped directory only after `..data` has left
+/// it and never swaps back, so an unmoved `..data` naming nothing is broken: retrying cannot help.
+fn dangling(dir: &Path, target: &Path, name: &str) -> Option<String> {
+    if std::fs::read_link(dir.join(DATA_LINK)).ok().as_deref() != Some(target) {
+        return None;
+    }
+    let entry = dir.join(name);
+    match std::fs::metadata(&entry) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        _ => return None,
+    }
+    let what = match std::fs::symlink_metadata(&entry) {
+        Ok(_) => "is a link to nothing",
+        Err(_) => "does not exist",
+    };
+    Some(format!(
+        "{}/..data points nowhere: {name} {what}",
+        dir.display()
+    ))
 }
 
 /// A kubelet timestamped directory name: `..` then a single path component.
@@ -529,6 +554,24 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn dangling_data_link_is_broken_at_once_and_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, ts) = (tmp.path(), "..2024_01_01_00_00_00.1");
+        let why = |what: &str| {
+            Observed::Broken(format!(
+                "{}/..data points nowhere: {ts} {what}",
+                dir.display()
+            ))
+        };
+        std::fs::write(dir.join("version"), "1.0.0").unwrap();
+        std::os::unix::fs::symlink(ts, dir.join("..data")).unwrap();
+        assert_eq!(read(dir), why("does not exist"));
+        // A timestamped name that is itself a link to nothing.
+        std::os::unix::fs::symlink("..gone", dir.join(ts)).unwrap();
+        assert_eq!(read(dir), why("is a link to nothing"));
     }
 
     #[test]

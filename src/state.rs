@@ -11,8 +11,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::metrics::{self, Metrics};
-use crate::settings::{Mode, OnIncompatible};
-use crate::verdict::Verdict;
+use crate::values::{Mode, OnIncompatible, Verdict};
 
 /// The config the component runs (or, in gate-only mode, would run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -64,14 +63,17 @@ pub enum ReloadResult {
     /// No reload attempted yet.
     #[default]
     None,
-    /// An attempt is in flight.
+    /// An attempt is in flight, or a start-up check waits for the component to be there
+    /// (`last_error` says what it waits for).
     Pending,
     Success,
-    /// The reload did not reach the component (connection error, timeout, no handler); retried.
+    /// The reload did not reach the component (connection error, timeout, no handler, a redirect);
+    /// retried.
     Failure,
     /// The component refused the content (`last_error` holds its reason); rolled back, not retried.
     Rejected,
-    /// No process to signal: none runs, or each one started after the promotion and read it itself.
+    /// No process to signal: none runs, or each one started after the promotion and read it itself
+    /// (or, at a start-up check, the component's metrics say it loaded the config since the promotion).
     NothingToReload,
 }
 
@@ -83,7 +85,7 @@ pub struct ReloadView {
     pub last_error: Option<String>,
     /// Content hash the last successful reload announced.
     pub last_success_sha256: Option<String>,
-    /// Reloads requested by promotions so far (coalesced requests count each).
+    /// Reloads (and start-up checks) requested so far (coalesced requests count each).
     pub requested: u64,
     /// Whether the last finished reload was applied (false: rejected, or not reached); kept while the
     /// next one is in flight.

@@ -3,8 +3,6 @@
 //! Every reason names what was wrong, where, and what is allowed, and never quotes config content
 //! beyond the version string itself.
 
-use std::fmt;
-
 use semver::{Comparator, Op, Version, VersionReq};
 
 use crate::extract::Found;
@@ -13,80 +11,7 @@ use crate::rules::Budget;
 use crate::settings::{Settings, VersionFrom};
 use crate::snapshot::{Keys, Observed, Snapshot};
 
-/// The outcome for one snapshot; serialised as [`Verdict::as_str`] names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    Accepted,
-    TooNew,
-    TooOld,
-    OutOfRange,
-    Invalid,
-    Missing,
-    /// Accepted by confgate, then refused by the component on reload (set by the gate, never by [`judge`]).
-    RejectedByComponent,
-}
-
-impl Verdict {
-    pub const ALL: [Verdict; 7] = [
-        Verdict::Accepted,
-        Verdict::TooNew,
-        Verdict::TooOld,
-        Verdict::OutOfRange,
-        Verdict::Invalid,
-        Verdict::Missing,
-        Verdict::RejectedByComponent,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Accepted => "accepted",
-            Verdict::TooNew => "too-new",
-            Verdict::TooOld => "too-old",
-            Verdict::OutOfRange => "out-of-range",
-            Verdict::Invalid => "invalid",
-            Verdict::Missing => "missing",
-            Verdict::RejectedByComponent => "rejected-by-component",
-        }
-    }
-}
-
-impl Verdict {
-    /// The verdict as a Kubernetes condition or Event reason (CamelCase): `too-new` is `TooNew`.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Verdict::Accepted => "Accepted",
-            Verdict::TooNew => "TooNew",
-            Verdict::TooOld => "TooOld",
-            Verdict::OutOfRange => "OutOfRange",
-            Verdict::Invalid => "Invalid",
-            Verdict::Missing => "Missing",
-            Verdict::RejectedByComponent => "RejectedByComponent",
-        }
-    }
-
-    /// The verdict a [`Verdict::reason`] names.
-    pub fn from_reason(reason: &str) -> Option<Verdict> {
-        Verdict::ALL.into_iter().find(|v| v.reason() == reason)
-    }
-}
-
-impl std::str::FromStr for Verdict {
-    type Err = String;
-    /// The verdict [`Verdict::as_str`] names.
-    fn from_str(s: &str) -> Result<Verdict, String> {
-        Verdict::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| format!("{s:?} is not a verdict"))
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::values::Verdict;
 
 /// A verdict with the version as read (when one was read) and a one-line reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -612,6 +537,67 @@ mod tests {
             &settings(Some("^1"), "file:version", &[]),
         );
         assert_eq!(j.verdict, Verdict::Invalid);
+    }
+
+    fn judged_reason(text: &str, from: &str) -> (String, Option<String>) {
+        let settings = Settings {
+            accepts: Some(crate::settings::Accepts {
+                req: semver::VersionReq::parse("^1").unwrap(),
+                text: "^1".into(),
+            }),
+            version_from: from.parse().unwrap(),
+            ..Settings::default()
+        };
+        let files = [("c.yaml".to_owned(), text.as_bytes().to_vec())].into();
+        let j = crate::verdict::judge(&Observed::Config(Snapshot::new(files)), &settings);
+        (j.reason, j.version)
+    }
+
+    fn fragment() -> impl Strategy<Value = String> {
+        let secret = "[a-z][a-z0-9]{11,24}";
+        prop_oneof![
+            secret.prop_map(|s| format!("k: {s}")),
+            secret.prop_map(|s| format!("k: !!int {s}")),
+            secret.prop_map(|s| format!("k: !!float {s}")),
+            "[1-9][0-9]{19,38}".prop_map(|s| format!("k: {s}")),
+            "[1-9][0-9]{19,38}".prop_map(|s| format!("version: {s}")),
+            secret.prop_map(|s| format!("{s}: 1\n{s}: 2")),
+            secret.prop_map(|s| format!("k: [{s}")),
+            secret.prop_map(|s| format!("k: \"{s}")),
+            secret.prop_map(|s| format!("k: *{s}")),
+            secret.prop_map(|s| format!("k: {{{s}: ]")),
+            secret.prop_map(|s| format!("- {s}")),
+            secret.prop_map(String::from),
+            secret.prop_map(|s| format!("---\n{s}: x")),
+            secret.prop_map(|s| format!("version: {{a: {s}}}")),
+            Just("version: 1.0.0".to_owned()),
+            Just("  ".to_owned()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// No error text holds a run of the input longer than 8 bytes that is not a key name, the
+        /// pointer or the version read. Runs are taken from the scalars (letters and digits): YAML
+        /// punctuation next to a key name (`version: `) is no content.
+        #[test]
+        fn no_error_quotes_the_document(parts in prop::collection::vec(fragment(), 1..6)) {
+            let text = parts.join("\n");
+            for from in ["yaml:c.yaml#/version", "json:c.yaml#/version", "file:c.yaml"] {
+                let (reason, version) = judged_reason(&text, from);
+                let allowed = [from, "version", "c.yaml", version.as_deref().unwrap_or("")];
+                let bytes = text.as_bytes();
+                for w in bytes.windows(9) {
+                    if !w.iter().all(u8::is_ascii_alphanumeric) {
+                        continue;
+                    }
+                    let Ok(w) = std::str::from_utf8(w) else { continue };
+                    if reason.contains(w) && !allowed.iter().any(|a| a.contains(w)) {
+                        prop_assert!(false, "{from}: {reason:?} quotes {w:?} of {text:?}");
+                    }
+                }
+            }
+        }
     }
 
     fn arb_version() -> impl Strategy<Value = Version> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use confgate::api::pod::{self, PodRef};
 use confgate::api::source;
-use confgate::api::status_cmd::{self, StatusArgs};
+use confgate::api::status_cmd::{self, Query as StatusArgs};
 use confgate::api::{CONDITION_TYPE, Target};
 use confgate::snapshot::{ContentHash, Observed};
 use confgate::state::{ActiveView, CandidateView, ReloadResult, Shared, Status};

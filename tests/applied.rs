@@ -2,6 +2,9 @@
 //! fine but whose rule file Prometheus refuses is rejected, rolled back and not offered again, through
 //! `/-/reload` (its 500 answer) and through SIGHUP (its own reload metrics); a fixed config is applied;
 //! a Prometheus that is down is retried, never rolled back; a restart after a rollback starts cleanly.
+//! The config Prometheus started on is the rollback base of its very first update (its answer to the
+//! first contact, or its metrics at start-up), and a restart of confgate keeps both what Prometheus
+//! applied and what it refused.
 
 mod common;
 
@@ -289,9 +292,10 @@ fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
         ],
     );
     g.deadline = PROM_DEADLINE;
-    // The first promotion into an empty dir sends no reload: the process reads it when it starts.
+    // The first promotion into an empty dir owes no reload (the process reads it when it starts),
+    // only a start-up check, which waits for the process.
     g.wait_status("first config in place", |s| {
-        s["active"]["version"] == "2.0.0" && s["reload"]["requested"] == 0
+        s["active"]["version"] == "2.0.0" && s["reload"]["last_result"] == "pending"
     });
     let exe = named_prometheus(&d, "prom-hup");
     let (_prom, port) = start_and_point(&g, &exe, &d, false, "confgate.io/confirm", confirm);
@@ -328,4 +332,115 @@ fn rejected_after_sighup_is_confirmed_by_prometheus_metrics_and_rolled_back() {
     let s = wait_applied(&g, "2.1.1");
     assert_eq!(s["ready"], true, "{s}");
     wait_serving(port, "2.1.1");
+}
+
+/// The normal life of a pod: Prometheus starts on the first config confgate promoted and runs it; the
+/// first update is refused. Prometheus' 2xx to the first contact made the first config the rollback
+/// base, so the update is rolled back to it. confgate then restarts and offers Prometheus nothing:
+/// it reads back what was applied and what was refused.
+#[test]
+fn the_first_update_refused_by_prometheus_rolls_back_to_the_config_it_started_on() {
+    let d = Dirs::new();
+    configmap(&d.watch(), "2.0.0", false);
+    let args = ["--accepts", "^2", "--reload", "http://127.0.0.1:9/-/reload"];
+    let mut g = Gate::start(&d, &args);
+    g.deadline = PROM_DEADLINE;
+    g.wait_active("2.0.0");
+    // Prometheus starts on the promoted dir, as a native sidecar's component does.
+    let exe = named_prometheus(&d, "prom-first");
+    let reload_url = |port: u16| format!("http://127.0.0.1:{port}/-/reload");
+    let (prom, port) = start_and_point(&g, &exe, &d, true, "confgate.io/reload", reload_url);
+    wait_serving(port, "2.0.0");
+    wait_applied(&g, "2.0.0");
+
+    configmap(&d.watch(), "2.1.0", true);
+    let s = g.wait_status("2.1.0 rejected and rolled back to 2.0.0", |s| {
+        s["candidate"]["verdict"] == "rejected-by-component"
+            && s["active"]["version"] == "2.0.0"
+            && s["applied"]["version"] == "2.0.0"
+            && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(s["desired"]["version"], "2.1.0");
+    assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
+    assert_eq!(serving_rules(port).unwrap(), ["2_0_0"]);
+    assert!(!g.log_text().contains("no applied config to roll back to"));
+    let owed = d.promoted().join("..confgate_reload_owed");
+    assert!(
+        !owed.exists(),
+        "the rollback's reload is done: nothing owed"
+    );
+
+    // confgate restarts (an OOM kill, a node drain): it knows what Prometheus applied and refused.
+    g.kill();
+    let mut g = Gate::start(&d, &args);
+    g.deadline = PROM_DEADLINE;
+    let s = g.wait_status("2.1.0 judged after the restart", |s| {
+        s["candidate"]["verdict"] == "rejected-by-component"
+    });
+    assert_eq!(s["candidate"]["version"], "2.1.0");
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(reason.contains("failed to reload config"), "{reason}");
+    assert_eq!(s["applied"]["version"], "2.0.0", "{s}");
+    assert_eq!(s["active"]["version"], "2.0.0", "{s}");
+    assert_eq!(
+        s["reload"]["requested"], 0,
+        "nothing offered to Prometheus: {s}"
+    );
+    assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
+    assert!(!owed.exists());
+    // And Prometheus, restarted too, starts cleanly on what is promoted.
+    drop(prom);
+    let (_prom, port) = start_and_point(&g, &exe, &d, true, "confgate.io/reload", reload_url);
+    wait_serving(port, "2.0.0");
+    assert_eq!(g.status()["reload"]["requested"], 0);
+}
+
+/// With `--confirm`, Prometheus' own metrics say it loaded the first config when it started (it was
+/// started after the promotion, so it is not signalled): that config is the rollback base of the
+/// first update, which its metrics then say it refused.
+#[test]
+fn prometheus_metrics_confirm_the_config_it_started_on_and_its_first_update_is_rolled_back() {
+    let d = Dirs::new();
+    configmap(&d.watch(), "2.0.0", false);
+    let confirm = |port: u16| {
+        format!(
+            "http://127.0.0.1:{port}/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds"
+        )
+    };
+    let mut g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^2",
+            "--reload",
+            "signal:HUP:prom-start-hup",
+            "--confirm",
+            &confirm(9),
+        ],
+    );
+    g.deadline = PROM_DEADLINE;
+    g.wait_active("2.0.0");
+    let exe = named_prometheus(&d, "prom-start-hup");
+    let (_prom, port) = start_and_point(&g, &exe, &d, false, "confgate.io/confirm", confirm);
+    wait_serving(port, "2.0.0");
+    let s = g.wait_status("2.0.0 confirmed at start-up", |s| {
+        s["applied"]["version"] == "2.0.0"
+    });
+    // Confirmed without a signal: Prometheus read it when it started.
+    assert_eq!(s["reload"]["last_result"], "nothing-to-reload", "{s}");
+
+    configmap(&d.watch(), "2.1.0", true);
+    let s = g.wait_status("2.1.0 rejected and rolled back to 2.0.0", |s| {
+        s["candidate"]["verdict"] == "rejected-by-component"
+            && s["active"]["version"] == "2.0.0"
+            && s["applied"]["version"] == "2.0.0"
+            && s["reload"]["last_result"] == "success"
+    });
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("prometheus_config_last_reload_successful is 0"),
+        "{reason}"
+    );
+    assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
+    assert_eq!(serving_rules(port).unwrap(), ["2_0_0"]);
 }

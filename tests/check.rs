@@ -29,7 +29,15 @@ struct Run {
 }
 
 fn check_with(args: &[&str], stdin: Option<&str>) -> Run {
+    check_in(None, args, stdin)
+}
+
+/// `check_with`, run in `cwd` when given.
+fn check_in(cwd: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Run {
     let mut cmd = Command::new(BIN);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
     cmd.arg("check")
         .args(args)
         .env_remove("CONFGATE_ACCEPTS")
@@ -261,6 +269,92 @@ fn yaml_list_and_stdin() {
         "{:?}",
         run.lines[1]
     );
+}
+
+/// `-` is standard input even where the working directory holds a directory named `-`; `./-` reads that.
+#[test]
+fn dash_is_standard_input_not_a_directory_named_dash() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("-")).unwrap();
+    std::fs::write(tmp.path().join("-/version"), "9.9.9").unwrap();
+    let run = check_in(
+        Some(tmp.path()),
+        &["--accepts", ACCEPTS, "-"],
+        Some(&configmap("piped", "2.4.1")),
+    );
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (0, vec!["accepted"]),
+        "{:?} {}",
+        run.lines,
+        run.stderr
+    );
+    assert!(
+        run.lines[0].rest.starts_with("prod/piped (- document 1)"),
+        "{:?}",
+        run.lines[0]
+    );
+    let run = check_in(Some(tmp.path()), &["--accepts", ACCEPTS, "./-"], None);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (1, vec!["too-new"]),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A `kustomize build` of a large platform: thousands of documents are read; past the documented limit
+/// the message names the limit rather than calling a document invalid, for YAML and JSON streams.
+#[test]
+fn large_streams_are_read_up_to_the_documented_limit() {
+    // Past the parser's default of 1024.
+    let n = 1500;
+    let stream: Vec<String> = (0..n)
+        .map(|i| configmap(&format!("c{i}"), "2.4.1"))
+        .collect();
+    let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&stream.join("---\n")));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.lines.len(), n);
+    assert!(
+        run.lines[n - 1]
+            .rest
+            .starts_with(&format!("prod/c{} (- document {n})", n - 1))
+    );
+
+    let limit = 100_000;
+    let want = format!(
+        "confgate: -: more than {limit} documents; check and inject read at most {limit} documents per input (split the stream into several inputs)\n"
+    );
+    for over in ["---\n{}\n".repeat(limit + 1), "{}\n".repeat(limit + 1)] {
+        let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&over));
+        assert_eq!((run.code, run.stderr.as_str()), (64, want.as_str()));
+    }
+    // At the limit, the stream is read (and holds no ConfigMap).
+    let run = check_with(&["--accepts", ACCEPTS, "-"], Some(&"{}\n".repeat(limit)));
+    assert!(run.stderr.contains("no ConfigMap found"), "{}", run.stderr);
+}
+
+/// A kubelet volume whose `..data` names a directory that is not there is broken, and says so.
+#[test]
+fn dangling_data_link_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    kubelet_write(&dir, &[("version", b"2.4.1")]);
+    let target = std::fs::read_link(dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(dir.join(&target)).unwrap();
+    let run = check(&["--accepts", ACCEPTS, dir.to_str().unwrap()]);
+    assert_eq!(
+        (run.code, verdicts(&run)),
+        (1, vec!["invalid"]),
+        "{}",
+        run.stderr
+    );
+    let want = format!(
+        "{}/..data points nowhere: {} does not exist",
+        dir.display(),
+        target.display()
+    );
+    assert!(run.lines[0].rest.ends_with(&want), "{:?}", run.lines[0]);
 }
 
 /// binaryData is decoded as the kubelet projects it: the hash equals a directory holding the raw bytes.

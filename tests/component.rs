@@ -1,5 +1,6 @@
 //! The example component of the manifests: it loads the promoted config and reloads it on `POST /reload`
-//! and on SIGHUP, the two reload targets confgate drives.
+//! and on SIGHUP, the two reload targets confgate drives, and reports its reloads in metrics whose
+//! success time is in whole seconds, which confgate's confirmation reads.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use common::{DEADLINE, Reaped, get, http, kubelet_write, wait_for};
+use common::{DEADLINE, Dirs, Gate, Reaped, get, http, kubelet_write, wait_for, write_annotations};
 
 /// The example's binary, built once per test run with the cargo running the tests so it is never stale
 /// (`cargo test --test component` alone would not build examples). Test binaries live in
@@ -42,6 +43,12 @@ fn config(version: &str) -> Vec<u8> {
 
 /// Starts the component on port 0 and reads the port it bound from its announcement.
 fn start(dir: &Path) -> (Reaped, u16) {
+    let (child, port, _) = start_reading(dir, "2.4.1");
+    (child, port)
+}
+
+/// [`start`] on a config of `version`, handing back the rest of its output, line by line.
+fn start_reading(dir: &Path, version: &str) -> (Reaped, u16, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(component_bin())
         .arg(dir)
         .arg("127.0.0.1:0")
@@ -62,7 +69,10 @@ fn start(dir: &Path) -> (Reaped, u16) {
         rx.recv_timeout(DEADLINE)
             .expect("a line from the component")
     };
-    assert_eq!(next(), "loaded config version 2.4.1 (start-up)");
+    assert_eq!(
+        next(),
+        format!("loaded config version {version} (start-up)")
+    );
     let second = next();
     let port = second
         .strip_prefix("listening on ")
@@ -74,7 +84,7 @@ fn start(dir: &Path) -> (Reaped, u16) {
     wait_for("the component to serve", DEADLINE, || {
         get(port, "/config-version")
     });
-    (child, port)
+    (child, port, rx)
 }
 
 fn version(port: u16) -> String {
@@ -150,4 +160,70 @@ fn refuses_to_start_without_a_config() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The Unix second of the component's last successful load, from its metrics.
+fn last_success(port: u16) -> u64 {
+    let (_, body) = get(port, "/metrics").unwrap();
+    body.lines()
+        .find_map(|l| l.strip_prefix("component_config_last_reload_success_timestamp_seconds "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no success time in {body}"))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// confgate confirms a reload through the component's metrics, whose success time is in whole
+/// seconds (as VictoriaMetrics reports it): the update is applied after one reload, not retried.
+#[test]
+fn a_whole_second_success_time_confirms_an_update_after_one_reload() {
+    let d = Dirs::new();
+    kubelet_write(&d.watch(), &[("config.yaml", &config("2.4.1"))]);
+    let mut g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^2",
+            "--version-from",
+            "yaml:config.yaml#/schemaVersion",
+        ],
+    );
+    g.wait_active("2.4.1");
+    // The component starts on the promoted dir; its address comes as the pod's annotations.
+    let (_child, port, lines) = start_reading(&d.promoted(), "2.4.1");
+    let reload = format!("http://127.0.0.1:{port}/reload");
+    let confirm = format!(
+        "http://127.0.0.1:{port}/metrics#component_config_last_reload_successful,component_config_last_reload_success_timestamp_seconds"
+    );
+    write_annotations(
+        &d.podinfo(),
+        &[
+            ("confgate.io/confirm", &confirm),
+            ("confgate.io/reload", &reload),
+        ],
+    );
+    // A start-up load in the second of the promotion cannot be told from one before it: then the
+    // start-up check reloads, and that reload may need a second try.
+    g.deadline = std::time::Duration::from_secs(30);
+    g.wait_status("2.4.1 applied", |s| s["applied"]["version"] == "2.4.1");
+    // The update goes out in a later second than the last load: one reload must be enough.
+    let before = last_success(port);
+    wait_for("the next second", DEADLINE, || {
+        (unix_now() > before).then_some(())
+    });
+    while lines.try_recv().is_ok() {}
+    kubelet_write(&d.watch(), &[("config.yaml", &config("2.5.0"))]);
+    g.deadline = DEADLINE;
+    g.wait_status("2.5.0 confirmed", |s| {
+        s["applied"]["version"] == "2.5.0" && s["reload"]["last_result"] == "success"
+    });
+    let first = lines.recv_timeout(DEADLINE).expect("the component's load");
+    let more: Vec<String> = lines.try_iter().collect();
+    assert_eq!(first, "loaded config version 2.5.0 (POST /reload)");
+    assert!(more.is_empty(), "one reload, not retried: {more:?}");
 }

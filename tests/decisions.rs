@@ -88,7 +88,8 @@ fn a_reload_owed_survives_kill_9() {
     write_version(&d.watch(), "2.0.0");
     let mut g = Gate::start(&d, &["--accepts", "^2", "--reload", &url]);
     g.wait_active("2.0.0");
-    sink.code.store(500, Ordering::Relaxed);
+    // 503: busy, so retried (a 500 would be a refusal, which owes nothing).
+    sink.code.store(503, Ordering::Relaxed);
     write_version(&d.watch(), "2.1.0");
     g.wait_active("2.1.0");
     wait_for("a failed reload attempt", DEADLINE, || {
@@ -110,21 +111,49 @@ fn a_reload_owed_survives_kill_9() {
     });
 }
 
-/// The first promotion into an empty promoted dir is read by the component itself when it starts:
-/// no reload. The next one reloads.
+/// The first promotion into an empty promoted dir is read by the component itself when it starts, so
+/// no reload is owed for it; a start-up check is, to learn that the component runs it (then it is the
+/// rollback base). With an HTTP target and no confirmation the check is the first contact: a POST,
+/// looked for again quietly while the component is not up (pending, not a failure, not counted), whose
+/// 2xx makes the first config applied. The next promotion reloads as usual.
 #[test]
-fn no_reload_for_the_first_promotion_into_an_empty_dir() {
+fn the_first_config_is_applied_at_the_first_contact_with_the_component() {
     let d = Dirs::new();
     let sink = Sink::start(false);
     write_version(&d.watch(), "2.0.0");
-    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &sink.url()]);
-    let s = g.wait_active("2.0.0");
-    assert_eq!(s["reload"]["requested"], 0, "{s}");
+    // Nothing listens on the flag's target: the component is still starting.
+    let g = Gate::start(
+        &d,
+        &["--accepts", "^2", "--reload", "http://127.0.0.1:9/reload"],
+    );
+    let s = g.wait_status("the start-up check to wait for the component", |s| {
+        s["reload"]["last_result"] == "pending" && s["reload"]["last_error"].is_string()
+    });
+    assert!(s["applied"].is_null(), "{s}");
+    assert_eq!(
+        s["reload"]["last_reload_successful"],
+        serde_json::Value::Null
+    );
+    assert_eq!(s["active"]["version"], "2.0.0");
+    let m = get(g.port, "/metrics").unwrap().1;
+    assert!(
+        m.contains("confgate_reloads_total{result=\"failure\"} 0"),
+        "{m}"
+    );
+    wait_log(&g, "the component is not reached yet");
+    // The component is up (its address comes as the pod's annotation, as in a real pod).
+    write_annotations(&d.podinfo(), &[("confgate.io/reload", &sink.url())]);
+    let s = g.wait_status("the first config applied", |s| {
+        s["applied"]["version"] == "2.0.0" && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(s["applied"]["sha256"], s["active"]["sha256"]);
+    assert_eq!(sink.count(), 1);
+    assert!(!d.promoted().join("..confgate_reload_owed").exists());
     write_version(&d.watch(), "2.0.1");
     g.wait_status("the reload of 2.0.1", |s| {
-        s["reload"]["last_result"] == "success" && s["reload"]["requested"] == 1
+        s["applied"]["version"] == "2.0.1" && s["reload"]["last_result"] == "success"
     });
-    assert_eq!(sink.count(), 1);
+    assert_eq!(sink.count(), 2);
 }
 
 /// The safety re-read is a deadline: `/livez` polled many times a second must not postpone it. An

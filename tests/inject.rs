@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A bare component: its ConfigMap mounted directly, the settings as annotations, no sidecar yet. Also a
 /// Service and a workload without confgate.io/accepts, which must pass through untouched.
@@ -123,23 +123,9 @@ fn docs(yaml: &str) -> Vec<Value> {
     confgate::inject::documents("test", yaml).unwrap()
 }
 
-/// A tool on PATH or in the virtual environment .ci/setup makes; None with the reason printed.
-fn tool(name: &str) -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin");
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::iter::once(venv)
-        .chain(std::env::split_paths(&path))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        eprintln!("skipping: {name} is not installed (.ci/setup installs it)");
-    }
-    found
-}
-
 /// `kubernetes-validate --strict` against Kubernetes 1.33, the first with native sidecars GA.
 fn validate(yaml: &str) -> Option<()> {
-    let kv = tool("kubernetes-validate")?;
+    let kv = common::tool("kubernetes-validate")?;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("out.yaml");
     std::fs::write(&file, yaml).unwrap();
@@ -325,10 +311,167 @@ fn inject_refuses_what_it_cannot_gate() {
     );
 }
 
+/// Streams past 1024 documents are injected; past the documented limit the message names it.
+#[test]
+fn inject_reads_large_streams_up_to_the_documented_limit() {
+    // 1100 documents, past the parser's default of 1024.
+    let n = 220;
+    let stream = vec![BARE; n].join("---\n");
+    let (code, out, err) = inject(&[], &stream);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(docs(&out).len(), 5 * n);
+    let limit = 100_000;
+    let (code, out, err) = inject(&[], &"---\n{}\n".repeat(limit + 1));
+    assert_eq!((code, out.as_str()), (64, ""));
+    assert_eq!(
+        err,
+        format!(
+            "confgate: standard input: more than {limit} documents; check and inject read at most {limit} documents per input (split the stream into several inputs)\n"
+        )
+    );
+}
+
+/// A `configMap:` that is not a mapping is refused by name (exit 64), whatever it is instead.
+#[test]
+fn inject_refuses_a_config_map_field_that_is_not_a_mapping() {
+    for (value, shape) in [
+        ("web-config", "a string"),
+        ("42", "a number"),
+        ("[web-config]", "a list"),
+        ("true", "a boolean"),
+        ("null", "null"),
+    ] {
+        let bad = BARE.replace(
+            "configMap: {name: web-config}\n        - name: cache",
+            &format!("configMap: {value}\n        - name: cache"),
+        );
+        assert_ne!(bad, BARE);
+        let (code, out, err) = inject(&[], &bad);
+        assert_eq!(code, 64, "{value}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains(&format!(
+                "deployment/web: volume config: configMap is {shape}, not a mapping"
+            )),
+            "{value}: {err}"
+        );
+    }
+}
+
+/// No shape of a workload makes inject panic: every node of the annotated Deployment, in turn,
+/// replaced by a value of each other type, gives an injection or an error.
+#[test]
+fn no_field_of_another_type_makes_inject_panic() {
+    fn paths(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    out.push(p.clone());
+                    paths(x, p, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    let p = format!("{at}/{i}");
+                    out.push(p.clone());
+                    paths(x, p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let web = docs(BARE)[1].clone();
+    let mut all = Vec::new();
+    paths(&web, String::new(), &mut all);
+    assert!(all.len() > 40, "{}", all.len());
+    let replacements = [
+        Value::Null,
+        json!("x"),
+        json!(9797),
+        json!(true),
+        json!([1]),
+        json!({"a": 1}),
+    ];
+    let mut outcomes = [0usize; 2];
+    for path in &all {
+        for r in &replacements {
+            let mut doc = web.clone();
+            *doc.pointer_mut(path).unwrap() = r.clone();
+            let got = std::panic::catch_unwind(|| {
+                let mut docs = vec![doc.clone()];
+                confgate::inject::inject_all(&mut docs, &Default::default())
+                    .map(|_| confgate::inject::render(&docs).unwrap())
+            });
+            match got {
+                Ok(r) => outcomes[usize::from(r.is_ok())] += 1,
+                Err(_) => panic!("inject panicked with {path} = {r}"),
+            }
+        }
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+}
+
+/// Another container's port 9797 would make the sidecar fail with `Address already in use`: confgate
+/// moves to the next port no container declares, says so, and its probes follow it (the exec probes
+/// read `CONFGATE_LISTEN`, the liveness probe the port's name).
+#[test]
+fn inject_moves_confgate_off_a_port_another_container_uses() {
+    let taken = BARE.replace(
+        "        - name: web\n          image: example/web:1\n",
+        "        - name: web\n          image: example/web:1\n          ports:\n            - {containerPort: 9797}\n            - {containerPort: 9798, name: admin}\n",
+    );
+    let taken = taken.replace(
+        "        - name: migrate\n          image: example/web:1\n",
+        "        - name: migrate\n          image: example/web:1\n          ports: [{containerPort: 9799}]\n",
+    );
+    let (code, yaml, err) = inject(&[], &taken);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("port 9797 is container web's, so confgate listens on 9800 (CONFGATE_LISTEN)"),
+        "{err}"
+    );
+    let got = docs(&yaml);
+    let sidecar = &find(&got, "Deployment", "web")["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(
+        sidecar["ports"],
+        json!([{"name": "confgate", "containerPort": 9800}])
+    );
+    assert_eq!(
+        sidecar["env"],
+        json!([{"name": "CONFGATE_LISTEN", "value": "[::]:9800"}])
+    );
+    assert_eq!(sidecar["livenessProbe"]["httpGet"]["port"], "confgate");
+    // The exec probe, run with the container's environment, asks the moved port.
+    let probe = sidecar["startupProbe"]["exec"]["command"]
+        .as_array()
+        .unwrap();
+    assert_eq!(probe[0], "/confgate");
+    let args: Vec<&str> = probe[1..].iter().map(|a| a.as_str().unwrap()).collect();
+    let out = Command::new(common::BIN)
+        .args(&args)
+        .args(["--timeout", "2s"])
+        .env_remove("CONFGATE_PROBE_ADDR")
+        .env(
+            "CONFGATE_LISTEN",
+            sidecar["env"][0]["value"].as_str().unwrap(),
+        )
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("http://127.0.0.1:9800/startupz"), "{said}");
+    // The CronJob's pod declares no port: the default, and no environment.
+    let cron = &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        ["initContainers"][0];
+    assert_eq!(cron["ports"][0]["containerPort"], 9797);
+    assert!(cron.get("env").is_none());
+    validate(&yaml);
+}
+
 /// The Component, built the way users build it, gives the same sidecar and passes strict validation.
 #[test]
 fn the_component_builds_and_validates() {
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = common::tool("kubectl") else {
         return;
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/component-example");

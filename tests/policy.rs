@@ -7,6 +7,8 @@
 //! cel-go's (see the README for what was and was not verified).
 #![cfg(feature = "policy")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -67,10 +69,23 @@ struct Compiled {
     sources: Vec<VapExpression>,
 }
 
+/// `confgate.io/allow-delete` as kube-cel's evaluator stores it: it escapes every JSON object key as
+/// a declared field name, where the API server leaves the keys of `metadata.annotations`, a map, as
+/// written. The policy is evaluated with the key spelled so (checked in [`kube_cel_escapes_annotation_keys`]).
+const ALLOW_DELETE_AS_KUBE_CEL_READS: &str = "confgate__dot__io__slash__allow__dash__delete";
+
+/// A policy expression as kube-cel must read it to see what the API server sees.
+fn as_kube_cel_reads(expression: &str) -> String {
+    expression.replace(
+        &format!("'{}'", policy::ALLOW_DELETE),
+        &format!("'{ALLOW_DELETE_AS_KUBE_CEL_READS}'"),
+    )
+}
+
 impl Compiled {
     fn new(policy: &Value) -> Compiled {
         let expr = |v: &Value| VapExpression {
-            expression: v["expression"].as_str().unwrap().to_owned(),
+            expression: as_kube_cel_reads(v["expression"].as_str().unwrap()),
             message: v["message"].as_str().map(str::to_owned),
             message_expression: v["messageExpression"].as_str().map(str::to_owned),
         };
@@ -104,10 +119,24 @@ impl Compiled {
         object: Option<&Value>,
         old: Option<&Value>,
     ) -> Result<(), String> {
+        self.admit_as("alice", op, ns, name, object, old)
+    }
+
+    /// [`Compiled::admit`] for a request sent by `user` (`request.userInfo.username`).
+    fn admit_as(
+        &self,
+        user: &str,
+        op: &str,
+        ns: &str,
+        name: &str,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), String> {
         let mut b = VapEvaluator::builder().request(AdmissionRequest {
             operation: op.into(),
             name: name.into(),
             namespace: ns.into(),
+            username: user.into(),
             ..Default::default()
         });
         if let Some(o) = object {
@@ -365,7 +394,288 @@ fn aws_auth_guard_keeps_the_node_role() {
             Ok(())
         );
         assert!(rules::evaluate(&rules, &data("[]"), &BTreeMap::new()).is_err());
+
+        // Only a whole, uncommented line mapping exactly this role keeps it, where it stands in its item.
+        let admin = "- rolearn: arn:aws:iam::111122223333:role/admin\n  username: admin\n";
+        let kept = [
+            // eksctl: groups first, rolearn indented under the item.
+            "- groups:\n  - system:bootstrappers\n  - system:nodes\n  rolearn: arn:aws:iam::111122223333:role/eks-node-group\n  username: system:node:{{EC2PrivateDNSName}}\n",
+            // Terraform's yamlencode: quoted keys and values.
+            "- \"groups\":\n  - \"system:nodes\"\n  \"rolearn\": \"arn:aws:iam::111122223333:role/eks-node-group\"\n",
+            "- rolearn: arn:aws:iam::111122223333:role/eks-node-group   # the nodes\n",
+            "    -   rolearn:   arn:aws:iam::111122223333:role/eks-node-group\t\n",
+        ];
+        let lost = [
+            // A longer role name that only starts with it.
+            "- rolearn: arn:aws:iam::111122223333:role/eks-node-group-OLD\n  username: system:node:{{EC2PrivateDNSName}}\n",
+            // Commented out.
+            "# - rolearn: arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- username: x\n  # rolearn: arn:aws:iam::111122223333:role/eks-node-group\n",
+            // Inside another value, or another key.
+            "- rolearn: arn:aws:iam::111122223333:role/admin # was arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- userarn: arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- rolearn: arn:aws:iam::999999999999:role/x/arn:aws:iam::111122223333:role/eks-node-group\n",
+            "- rolearn: arn:aws:iam::111122223333:role/eks-node-group#x\n",
+        ];
+        for (entry, want) in kept
+            .iter()
+            .map(|e| (e, true))
+            .chain(lost.iter().map(|e| (e, false)))
+        {
+            let roles = format!("{admin}{entry}");
+            let by_policy = p.create(&configmap(&[("mapRoles", &roles)])).is_ok();
+            let by_sidecar = rules::evaluate(&rules, &data(&roles), &BTreeMap::new()).is_ok();
+            assert_eq!((by_policy, by_sidecar), (want, want), "{entry:?}");
+        }
     });
+}
+
+/// The evaluator escapes annotation keys, so the policy's key is spelled as it reads them
+/// ([`as_kube_cel_reads`]); should that change, this fails rather than the deletion test passing on a
+/// key that is never found.
+#[test]
+fn kube_cel_escapes_annotation_keys() {
+    let stored = json!({"metadata": {"annotations": {policy::ALLOW_DELETE: "true"}}});
+    let c = Compiled::from_parts(
+        &[],
+        vec![VapExpression {
+            expression: format!(
+                "oldObject.metadata.annotations.exists(k, k == '{ALLOW_DELETE_AS_KUBE_CEL_READS}')"
+            ),
+            message: None,
+            message_expression: None,
+        }],
+    );
+    assert_eq!(c.admit("DELETE", NS, NAME, None, Some(&stored)), Ok(()));
+}
+
+/// A DELETE of the guarded ConfigMap: the namespace controller and the garbage collector (under their
+/// service accounts, or the controller manager's own identity) always pass, so a namespace being
+/// deleted does not stay Terminating and owners' dependents are collected; anyone else passes only when
+/// the stored object carries `confgate.io/allow-delete: "true"`, and is told so when refused.
+#[test]
+fn deletion_lets_the_controllers_and_the_annotation_through() {
+    big_stack(|| {
+        let s = settings(Some("^2"), Some("config"));
+        let p = Compiled::new(&policy_for(&s, &[]));
+        let stored = configmap(&[("version", "2.0.0"), ("config", "x")]);
+        let annotated = |value: &str| {
+            let mut cm = stored.clone();
+            cm["metadata"]["annotations"] = json!({policy::ALLOW_DELETE: value, "other": "y"});
+            cm
+        };
+        let way_out = format!(
+            "ConfigMap {NS}/{NAME} is protected by confgate: deleting it is refused. To delete it, \
+             annotate it first (kubectl annotate configmap -n {NS} {NAME} confgate.io/allow-delete=true), \
+             or remove the policy confgate.{NS}.{NAME}"
+        );
+        let people = [
+            "alice",
+            "system:serviceaccount:kube-system:replicaset-controller",
+            "system:serviceaccount:argocd:argocd-application-controller",
+            "system:admin",
+        ];
+        for user in people {
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, NAME, None, Some(&stored)),
+                Err(way_out.clone()),
+                "{user}"
+            );
+            for value in ["false", "yes", "True", ""] {
+                assert!(
+                    p.admit_as(user, "DELETE", NS, NAME, None, Some(&annotated(value)))
+                        .is_err(),
+                    "{user} with {value:?}"
+                );
+            }
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, NAME, None, Some(&annotated("true"))),
+                Ok(()),
+                "{user}"
+            );
+            // Other ConfigMaps of the namespace are not this policy's to guard.
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, "other", None, Some(&stored)),
+                Ok(())
+            );
+        }
+        for user in policy::CONTROLLER_USERS {
+            assert_eq!(
+                p.admit_as(user, "DELETE", NS, NAME, None, Some(&stored)),
+                Ok(()),
+                "{user}"
+            );
+            // Only DELETE: the controllers' writes are judged as anyone's.
+            assert!(
+                p.admit_as(
+                    user,
+                    "UPDATE",
+                    NS,
+                    NAME,
+                    Some(&configmap(&[])),
+                    Some(&stored)
+                )
+                .is_err()
+            );
+        }
+        // A request without the stored object fails closed for anyone but the controllers.
+        assert_eq!(
+            p.admit("DELETE", NS, NAME, None, None),
+            Err(way_out.clone())
+        );
+        assert_eq!(
+            p.admit_as(policy::CONTROLLER_USERS[0], "DELETE", NS, NAME, None, None),
+            Ok(())
+        );
+        // Adding the annotation is an UPDATE judged on the content, which passes when the content does.
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&annotated("true")), Some(&stored)),
+            Ok(())
+        );
+    });
+}
+
+/// Names the API server would refuse are refused (exit 64), saying what is allowed; names it takes are
+/// taken, including a DNS subdomain's long parts (Kubernetes limits only the whole to 253).
+#[test]
+fn names_and_namespaces_are_validated_as_kubernetes_does() {
+    let s = settings(Some("^2"), None);
+    let generate = |namespace: &str, name: &str| {
+        policy::generate(&Request {
+            namespace,
+            name,
+            settings: &s,
+            rules: &[],
+            kubernetes_version: "1.30",
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let long_label = "a".repeat(100);
+    let longest = format!("{}.{}", "b".repeat(200), "c".repeat(52 - NS.len() - 10));
+    for name in ["a", "a.b", "a-b.c-d", "0.9", &long_label, &longest] {
+        assert_eq!(generate(NS, name), Ok(()), "{name}");
+    }
+    for name in [
+        "a..b",
+        "a.-b",
+        "a-.b",
+        ".a",
+        "a.",
+        "-a",
+        "a-",
+        "A",
+        "a_b",
+        "a b",
+        "",
+        "é",
+        &"a".repeat(254),
+    ] {
+        let err = generate(NS, name).unwrap_err();
+        assert!(
+            err.starts_with(&format!("invalid --name {name:?}: a ConfigMap's name is a DNS subdomain: at most 253 characters, lower-case letters, digits, '-' and '.', where each '.'-separated part starts and ends with a letter or digit")),
+            "{err}"
+        );
+    }
+    for ns in ["a.b", "a..b", "-a", "A", "", &"n".repeat(64)] {
+        let err = generate(ns, NAME).unwrap_err();
+        assert!(
+            err.starts_with(&format!(
+                "invalid --namespace {ns:?}: a namespace is a DNS label: at most 63 characters"
+            )),
+            "{err}"
+        );
+    }
+    assert_eq!(generate(&"n".repeat(63), NAME), Ok(()));
+    let out = Command::new(BIN)
+        .args([
+            "policy",
+            "--namespace",
+            NS,
+            "--name",
+            "a..b",
+            "--accepts",
+            "^2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid --name \"a..b\": a ConfigMap's name is a DNS subdomain"),
+        "{err}"
+    );
+}
+
+/// A rule holding characters YAML 1.1 folds (NEL, U+2028, U+2029) or that are not printable is printed
+/// escaped, so every reader gets the rule the sidecar evaluates: serde-saphyr (YAML 1.2), PyYAML
+/// (YAML 1.1, the reader that folds NEL into a space) when installed, and JSON readers.
+#[test]
+fn unusual_characters_in_a_rule_survive_every_reader() {
+    let rule = "data.config.contains('a\u{85}b\u{2028}c\u{2029}d\u{7f}e\u{9f}f\u{feff}g')";
+    let run = |output: &str| {
+        let out = Command::new(BIN)
+            .args(["policy", "--namespace", NS, "--name", NAME, "--rule", rule])
+            .args(["--output", output])
+            .env_remove("CONFGATE_ACCEPTS")
+            .env_remove("CONFGATE_REQUIRE")
+            .env_remove("CONFGATE_RULES")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (yaml, json_text) = (run("yaml"), run("json"));
+    for text in [&yaml, &json_text] {
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| *c != '\n' && confgate::policy::yaml::needs_escape(*c))
+            .collect();
+        assert!(raw.is_empty(), "raw {raw:?} in\n{text}");
+    }
+    let expression = |policy: &Value| {
+        policy["spec"]["validations"][1]["expression"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let want = format!(
+        "request.operation == 'DELETE' || [has(object.data) ? object.data : {{}}].all(data, \
+         [has(object.binaryData) ? object.binaryData : {{}}].all(binaryData, {rule}))"
+    );
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    assert_eq!(expression(&docs[0]), want);
+    let list: Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(expression(&list["items"][0]), want);
+    let Some(python) = common::tool("python3") else {
+        return;
+    };
+    for text in [&yaml, &json_text] {
+        let mut cmd = Command::new(&python);
+        cmd.args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(sys.stdin.read()))))",
+        ]);
+        let out = common::output_with_stdin(cmd, text);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("No module named 'yaml'") {
+            eprintln!("skipping the YAML 1.1 reader: PyYAML is not installed");
+            return;
+        }
+        assert!(out.status.success(), "{err}");
+        let docs: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let policy = if docs[0]["kind"] == "List" {
+            &docs[0]["items"][0]
+        } else {
+            &docs[0]
+        };
+        assert_eq!(expression(policy), want);
+    }
 }
 
 #[test]

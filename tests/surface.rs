@@ -149,13 +149,15 @@ fn metrics_pass_promtool() {
     let sink = Sink::watching(d.promoted());
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
-    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
-    // reads that config itself); a second one does.
+    // The first promotion into an empty promoted dir owes no reload, only a start-up check: with an
+    // HTTP target, a first POST, which the sink answers. A second promotion is reloaded.
     write_version(&d.watch(), "1.0.1");
     g.wait_active("1.0.1");
     write_version(&d.watch(), "2.0.0");
     g.wait_candidate(Some("2.0.0"), "too-new");
-    g.wait_status("a reload", |s| s["reload"]["last_result"] == "success");
+    g.wait_status("the reload of 1.0.1", |s| {
+        s["applied"]["version"] == "1.0.1" && s["reload"]["last_result"] == "success"
+    });
     let body = get(g.port, "/metrics").unwrap().1;
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
@@ -178,11 +180,11 @@ fn metrics_pass_promtool() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        body.contains("confgate_reloads_total{result=\"success\"} 1"),
+        body.contains("confgate_reloads_total{result=\"success\"} 2"),
         "{body}"
     );
     assert!(
-        body.contains("confgate_reload_duration_seconds_count 1"),
+        body.contains("confgate_reload_duration_seconds_count 2"),
         "{body}"
     );
 }
@@ -195,12 +197,12 @@ fn reload_failure_then_recovery() {
     let sink = Sink::watching(d.promoted());
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
-    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
-    // reads that config itself); a second one does.
+    // The first promotion into an empty promoted dir owes no reload, only a start-up check: with an
+    // HTTP target, a first POST, which the sink answers. A second promotion is reloaded.
     write_version(&d.watch(), "1.0.1");
     g.wait_active("1.0.1");
-    g.wait_status("the first reload", |s| {
-        s["reload"]["last_result"] == "success"
+    g.wait_status("the reload of 1.0.1", |s| {
+        s["applied"]["version"] == "1.0.1" && s["reload"]["last_result"] == "success"
     });
     // From here the target fails: every attempt below belongs to the 1.1.0 promotion.
     // 503: the component is busy, not refusing the config (a refusal is not retried).
@@ -240,7 +242,7 @@ fn reload_failure_then_recovery() {
     assert_eq!(sink.last_version().as_deref(), Some("1.1.0"));
     let m = get(g.port, "/metrics").unwrap().1;
     assert!(
-        m.contains("confgate_reloads_total{result=\"success\"} 2"),
+        m.contains("confgate_reloads_total{result=\"success\"} 3"),
         "{m}"
     );
 }
@@ -255,11 +257,13 @@ fn reloads_coalesce_and_restart_sends_none() {
     sink.delay_ms.store(30, Ordering::Relaxed);
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &sink.url()]);
     g.wait_active("1.0.0");
-    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
-    // reads that config itself); a second one does.
+    // The first promotion into an empty promoted dir owes no reload, only a start-up check: with an
+    // HTTP target, a first POST, which the sink answers. A second promotion is reloaded.
     write_version(&d.watch(), "1.0.1");
     g.wait_active("1.0.1");
-    g.wait_status("first reload", |s| s["reload"]["last_result"] == "success");
+    g.wait_status("the reload of 1.0.1", |s| {
+        s["applied"]["version"] == "1.0.1" && s["reload"]["last_result"] == "success"
+    });
     let before = sink.count();
     for i in 1..=100 {
         write_version(&d.watch(), &format!("1.{i}.0"));
@@ -337,18 +341,22 @@ fn signal_reload_follows_the_process_across_restarts() {
         &["--accepts", "^1", "--reload", &format!("signal:HUP:{name}")],
     );
     g.wait_active("1.0.0");
-    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
-    // reads that config itself); a second one does.
+    // The first promotion into an empty promoted dir owes a start-up check: a process that ran before
+    // it could not have read it, so it is told, like a reload.
+    wait_for("the start-up check's HUP", DEADLINE, || {
+        (hups() == "first\n").then_some(())
+    });
+    g.wait_status("1.0.0 applied", |s| s["applied"]["version"] == "1.0.0");
     write_version(&d.watch(), "1.0.1");
     g.wait_active("1.0.1");
     wait_for("the first HUP", DEADLINE, || {
-        (hups() == "first\n").then_some(())
+        (hups() == "first\nfirst\n").then_some(())
     });
     drop(first);
     let second = spawn("second");
     write_version(&d.watch(), "1.1.0");
     wait_for("a HUP to the restarted process", DEADLINE, || {
-        (hups() == "first\nsecond\n").then_some(())
+        (hups() == "first\nfirst\nsecond\n").then_some(())
     });
     let s = g.wait_status("success", |s| s["reload"]["last_result"] == "success");
     assert_eq!(s["reload"]["target"], format!("signal:HUP:{name}"));
@@ -554,8 +562,8 @@ fn https_reload_with_a_private_ca() {
     write_version(&d.watch(), "1.0.0");
     let g = Gate::start(&d, &["--accepts", "^1", "--reload", &url]);
     g.wait_active("1.0.0");
-    // The first promotion into an empty promoted dir sends no reload (the component, if it runs yet,
-    // reads that config itself); a second one does.
+    // The first promotion owes a start-up check, which cannot reach the target (pending); the second
+    // a reload, which fails the same way.
     write_version(&d.watch(), "1.0.1");
     g.wait_active("1.0.1");
     let s = g.wait_status("an untrusted certificate refused", |s| {

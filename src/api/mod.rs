@@ -6,8 +6,8 @@
 //! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
 //!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
-//! in-process service that answers with the shapes the API server sends. API mode is verified against
-//! those recorded request and response shapes only, not against a running API server.
+//! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
+//! binary against a real kube-apiserver (when one is at hand).
 
 pub mod condition;
 pub mod pod;

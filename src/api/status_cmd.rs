@@ -13,17 +13,14 @@ use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
 use crate::snapshot::{ContentHash, Snapshot};
 
-/// `confgate status` arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub struct StatusArgs {
-    /// Namespace of the pods (and the ConfigMap) [default: the kubeconfig's namespace]
-    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+/// Which pods `confgate status` reads, and the ConfigMap it compares them with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// The pods' (and the ConfigMap's) namespace; `None`: the kubeconfig's.
     pub namespace: Option<String>,
-    /// Label selector for the pods, e.g. app=webhook
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    /// A label selector for the pods.
     pub selector: Option<String>,
-    /// Compare each pod's active config with this ConfigMap's current content
-    #[arg(long, value_name = "NAME")]
+    /// The ConfigMap whose current content each pod's active config is compared with.
     pub configmap: Option<String>,
 }
 
@@ -90,7 +87,7 @@ pub fn row(pod: &PodView) -> Row {
 }
 
 /// Lists the pods and reads the ConfigMap.
-pub async fn fleet(client: Client, args: &StatusArgs) -> Result<Fleet, Error> {
+pub async fn fleet(client: Client, args: &Query) -> Result<Fleet, Error> {
     let namespace = args
         .namespace
         .clone()
@@ -286,7 +283,7 @@ impl Fleet {
 }
 
 /// `confgate status` with the user's kubeconfig.
-pub async fn run(args: &StatusArgs) -> Result<Fleet, Error> {
+pub async fn run(args: &Query) -> Result<Fleet, Error> {
     let client = Client::try_default().await.map_err(Error::Client)?;
     fleet(client, args).await
 }

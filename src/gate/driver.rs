@@ -60,17 +60,6 @@ impl Debounce {
         )
     }
 }
-/// Runs the decision loop on the volume until `shutdown` completes.
-pub async fn run(
-    cfg: Config,
-    base: Settings,
-    shared: Arc<Shared>,
-    reloads: reload::Handle,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
-    run_fed(cfg, Feed::Volume, base, shared, reloads, shutdown).await
-}
-
 /// Runs the decision loop on snapshots from `feed` until `shutdown` completes.
 pub async fn run_fed(
     cfg: Config,

@@ -30,8 +30,9 @@ struct Newest {
     variant: Option<String>,
 }
 
-/// How many contents the component rejected are remembered (and not offered to it again).
-const REJECTED_KEPT: usize = 8;
+/// How many contents the component rejected are remembered (and not offered to it again), in memory
+/// and in the promoted dir's record.
+pub(crate) const REJECTED_KEPT: usize = 8;
 /// Key modes other than the default, as a snapshot carries them.
 type Modes = BTreeMap<String, u32>;
 
@@ -42,15 +43,27 @@ fn modes(obs: &Observed) -> Modes {
     }
 }
 
+/// What the component is told about a promotion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tell {
+    /// Nothing: gate-only, the first config (the component read it itself at start).
+    Nothing,
+    /// The first config promoted into an empty dir: the component, if it runs yet, reads it itself.
+    /// A start-up check finds out whether it started on it, which makes it the rollback baseline.
+    StartupCheck,
+    /// It read older content: reload.
+    Reload,
+}
+
 /// What the driver must do after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {
     Nothing,
     /// The content is already in place (or gate-only): mark it active, no write, no reload.
     Activate,
-    /// Write it into the promoted dir, then mark it active; signal a reload when `reload`.
+    /// Write it into the promoted dir, then mark it active, then tell the component as `tell` says.
     Promote {
-        reload: bool,
+        tell: Tell,
     },
 }
 
@@ -214,14 +227,21 @@ impl Gate {
                         Action::Activate
                     }
                 } else {
+                    // Nothing older was read before (gate-only: the component read the first config
+                    // itself at start; promoting: the promoted dir was empty), so the component, if
+                    // it runs yet, reads this one itself.
+                    let older = if self.gate_only {
+                        self.active.is_some()
+                    } else {
+                        self.on_disk.is_some()
+                    };
                     Action::Promote {
-                        // Nothing older was read before (gate-only: the component read the first
-                        // config itself at start; promoting: the promoted dir was empty), so the
-                        // component, if it runs yet, reads this one itself.
-                        reload: if self.gate_only {
-                            self.active.is_some()
-                        } else {
-                            self.on_disk.is_some()
+                        tell: match (older, self.gate_only) {
+                            (true, _) => Tell::Reload,
+                            // Gate-only, the first config seen after every restart is "first": a
+                            // check there would reload on every restart.
+                            (false, true) => Tell::Nothing,
+                            (false, false) => Tell::StartupCheck,
                         },
                     }
                 }
@@ -293,14 +313,61 @@ impl Gate {
         !self.gate_only && self.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)
     }
 
-    /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
-    /// is what the promoted dir holds and an applied one is known.
-    pub fn rejected_by_component(&mut self, hash: ContentHash, why: &str) -> Option<ContentHash> {
+    /// At start-up, the config the component applied last, as kept in the promoted dir by a previous
+    /// run (`since`: when that was recorded). It is the rollback base again, as before the restart.
+    pub fn adopt_applied(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
+        let Some(hash) = obs.hash().filter(|h| !self.is_rejected(*h)) else {
+            return;
+        };
+        self.applied = Some(Active {
+            hash,
+            version: j.version.clone(),
+            since,
+            verdict: j.verdict,
+            variant: None,
+        });
+    }
+
+    /// At start-up, the contents the component refused, as recorded by a previous run (oldest first):
+    /// they are not offered to it again.
+    pub fn adopt_rejected(&mut self, refused: Vec<(ContentHash, String)>) {
+        for (h, why) in refused {
+            self.remember_rejected(h, why);
+        }
+    }
+
+    /// The contents the component refused that are remembered, oldest first: what a restart must know.
+    pub fn rejected_record(&self) -> &[(ContentHash, String)] {
+        &self.rejected
+    }
+
+    /// Whether the component refused `hash` (then it is not offered to it again, not even by a reload
+    /// owed from before a restart).
+    pub fn is_rejected(&self, hash: ContentHash) -> bool {
+        self.rejected.iter().any(|(h, _)| *h == hash)
+    }
+
+    /// At start-up: when the promoted dir holds content the component refused (a previous run stopped
+    /// between recording the refusal and rolling back) and an applied config is known, the refused
+    /// content and the applied config to roll back to.
+    pub fn refused_in_place(&self) -> Option<(ContentHash, ContentHash)> {
+        let (on_disk, _) = self.on_disk.as_ref().filter(|_| !self.gate_only)?;
+        let base = self.applied.as_ref().map(|a| a.hash)?;
+        (self.is_rejected(*on_disk) && base != *on_disk).then_some((*on_disk, base))
+    }
+
+    fn remember_rejected(&mut self, hash: ContentHash, why: String) {
         self.rejected.retain(|(h, _)| *h != hash);
         if self.rejected.len() >= REJECTED_KEPT {
             self.rejected.remove(0);
         }
-        self.rejected.push((hash, why.to_owned()));
+        self.rejected.push((hash, why));
+    }
+
+    /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
+    /// is what the promoted dir holds and an applied one is known.
+    pub fn rejected_by_component(&mut self, hash: ContentHash, why: &str) -> Option<ContentHash> {
+        self.remember_rejected(hash, why.to_owned());
         let reason = self.rejection(hash).unwrap_or_default();
         if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
             n.judgement.verdict = Verdict::RejectedByComponent;
@@ -524,6 +591,11 @@ mod tests {
         g.adopt_on_disk(obs, &j, now());
     }
 
+    fn adopt_applied(g: &mut Gate, obs: &Observed) {
+        let j = verdict::judge(obs, g.settings());
+        g.adopt_applied(obs, &j, now());
+    }
+
     fn rejudge(g: &mut Gate, obs: &Observed) -> bool {
         let j = verdict::judge(obs, g.settings());
         g.rejudge_active(obs, &j)
@@ -547,7 +619,9 @@ mod tests {
             assert!(!g.status(reload_view()).ready);
             assert_eq!(
                 step(&mut g, &cfg("2.1.0")),
-                Action::Promote { reload: false }
+                Action::Promote {
+                    tell: Tell::StartupCheck
+                }
             );
             let s = g.status(reload_view());
             assert!(
@@ -595,7 +669,9 @@ mod tests {
         assert!(g.status(reload_view()).ready);
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: false }
+            Action::Promote {
+                tell: Tell::StartupCheck
+            }
         );
         let s = g.status(reload_view());
         assert!(s.ready && s.started);
@@ -615,7 +691,7 @@ mod tests {
         assert_eq!(step(&mut g, &cfg("2.0.0")), Action::Nothing);
         assert_eq!(
             step(&mut g, &cfg("2.0.1")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -626,20 +702,23 @@ mod tests {
         assert!(!g.status(reload_view()).started);
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
     #[test]
     fn gate_only_does_not_reload_the_first_config() {
         let mut g = Gate::new(base("^2", |_| {}), true);
+        // Nor check it: gate-only, every restart sees a "first" config.
         assert_eq!(
             step(&mut g, &cfg("2.0.0")),
-            Action::Promote { reload: false }
+            Action::Promote {
+                tell: Tell::Nothing
+            }
         );
         assert_eq!(
             step(&mut g, &cfg("2.0.1")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -650,7 +729,7 @@ mod tests {
         assert!(g.set_annotations(Ok(ann("confgate.io/accepts", ">=2, <4"))));
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -683,7 +762,7 @@ mod tests {
             step(&mut g, &good);
             assert!(g.reloaded(good.hash().unwrap(), now()));
             let bad = cfg("2.1.0");
-            assert_eq!(step(&mut g, &bad), Action::Promote { reload: true });
+            assert_eq!(step(&mut g, &bad), Action::Promote { tell: Tell::Reload });
             let base = g.rejected_by_component(bad.hash().unwrap(), "500: bad rule");
             assert_eq!(base, good.hash());
             g.rolled_back();
@@ -714,9 +793,118 @@ mod tests {
             // Different content is judged afresh.
             assert_eq!(
                 step(&mut g, &cfg("2.1.1")),
-                Action::Promote { reload: true }
+                Action::Promote { tell: Tell::Reload }
             );
         }
+    }
+
+    #[test]
+    fn the_first_config_is_checked_at_start_up_and_is_then_the_rollback_base() {
+        let mut g = gate("^2");
+        adopt(&mut g, &Observed::Missing("empty".into()));
+        let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+        assert_eq!(
+            step(&mut g, &a),
+            Action::Promote {
+                tell: Tell::StartupCheck
+            }
+        );
+        // The check found the component runs it: kept as the base.
+        assert!(g.reloaded(a.hash().unwrap(), now()));
+        assert_eq!(step(&mut g, &b), Action::Promote { tell: Tell::Reload });
+        assert_eq!(
+            g.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
+            a.hash()
+        );
+        g.rolled_back();
+        let s = g.status(reload_view());
+        assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
+        assert_eq!(s.applied.unwrap().version.as_deref(), Some("2.0.0"));
+    }
+
+    /// What a run learnt (applied, refused), read back by the next one, gives the same decisions.
+    #[test]
+    fn a_restart_knows_what_was_applied_and_what_was_refused() {
+        let (a, b) = (cfg("2.1.0"), cfg("2.2.0"));
+        let mut first = running("^2", "2.1.0");
+        first.reloaded(a.hash().unwrap(), now());
+        step(&mut first, &b);
+        assert_eq!(
+            first.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
+            a.hash()
+        );
+        first.rolled_back();
+        let record = first.rejected_record().to_vec();
+        assert_eq!(record, [(b.hash().unwrap(), "500: bad rule".to_owned())]);
+
+        let mut g = gate("^2");
+        adopt(&mut g, &a);
+        g.adopt_rejected(record);
+        adopt_applied(&mut g, &a);
+        assert_eq!(g.refused_in_place(), None);
+        assert!(g.is_rejected(b.hash().unwrap()));
+        let s = g.status(reload_view());
+        assert_eq!(s.applied.unwrap().version.as_deref(), Some("2.1.0"));
+        // The refused content is not offered again, and says why.
+        let (j, action) = decide(&mut g, &b);
+        assert_eq!(
+            (j.judgement.verdict, action),
+            (Verdict::RejectedByComponent, Action::Nothing)
+        );
+        assert!(j.judgement.reason.contains("500: bad rule"));
+        // Other content is promoted and reloaded as usual.
+        assert_eq!(
+            step(&mut g, &cfg("2.2.1")),
+            Action::Promote { tell: Tell::Reload }
+        );
+    }
+
+    #[test]
+    fn a_restart_that_finds_refused_content_in_place_rolls_back_to_the_applied_config() {
+        let (a, b) = (cfg("2.1.0"), cfg("2.2.0"));
+        let mut g = gate("^2");
+        adopt(&mut g, &b);
+        g.adopt_rejected(vec![(b.hash().unwrap(), "no".into())]);
+        adopt_applied(&mut g, &a);
+        assert_eq!(
+            g.refused_in_place(),
+            Some((b.hash().unwrap(), a.hash().unwrap()))
+        );
+        g.rolled_back();
+        assert_eq!(g.refused_in_place(), None);
+        assert_eq!(
+            g.status(reload_view()).active.unwrap().version.as_deref(),
+            Some("2.1.0")
+        );
+        // Without an applied config the refused content stays, reported.
+        let mut g = gate("^2");
+        adopt(&mut g, &b);
+        g.adopt_rejected(vec![(b.hash().unwrap(), "no".into())]);
+        assert_eq!(g.refused_in_place(), None);
+        // An applied config the component refused later is no base.
+        let mut g = gate("^2");
+        adopt(&mut g, &b);
+        g.adopt_rejected(vec![(a.hash().unwrap(), "no".into())]);
+        adopt_applied(&mut g, &a);
+        assert!(g.status(reload_view()).applied.is_none());
+    }
+
+    #[test]
+    fn the_refusals_remembered_are_bounded_newest_kept() {
+        let mut g = gate("^2");
+        let many: Vec<_> = (0..20)
+            .map(|i| (cfg(&format!("2.0.{i}")).hash().unwrap(), format!("no {i}")))
+            .collect();
+        g.adopt_rejected(many[..12].to_vec());
+        for (h, why) in &many[12..] {
+            g.rejected_by_component(*h, why);
+        }
+        assert_eq!(g.rejected_record(), &many[20 - REJECTED_KEPT..]);
+        // Refused again, it moves to the newest place rather than being kept twice.
+        g.rejected_by_component(many[15].0, "again");
+        let record = g.rejected_record();
+        assert_eq!(record.len(), REJECTED_KEPT);
+        assert_eq!(record.last().unwrap(), &(many[15].0, "again".to_owned()));
     }
 
     #[test]
@@ -734,18 +922,20 @@ mod tests {
         adopt(&mut g, &Observed::Missing("empty".into()));
         assert_eq!(
             step(&mut g, &cfg("2.0.0")),
-            Action::Promote { reload: false }
+            Action::Promote {
+                tell: Tell::StartupCheck
+            }
         );
         assert_eq!(
             step(&mut g, &cfg("2.0.1")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
         // Something was in the promoted dir, even rejected: the component read it, so it reloads.
         let mut g = gate("^3");
         adopt(&mut g, &cfg("2.0.0"));
         assert_eq!(
             step(&mut g, &cfg("3.0.0")),
-            Action::Promote { reload: true }
+            Action::Promote { tell: Tell::Reload }
         );
     }
 
@@ -760,7 +950,7 @@ mod tests {
         ));
         assert_eq!(plain.hash(), exec.hash(), "the content hash ignores modes");
         step(&mut g, &plain);
-        assert_eq!(step(&mut g, &exec), Action::Promote { reload: true });
+        assert_eq!(step(&mut g, &exec), Action::Promote { tell: Tell::Reload });
         assert_eq!(step(&mut g, &exec), Action::Nothing);
     }
 
@@ -795,7 +985,7 @@ mod tests {
     fn failed_promotion_is_reported_and_not_active() {
         let mut g = running("^2", "2.0.0");
         let (_, a) = decide(&mut g, &cfg("2.1.0"));
-        assert_eq!(a, Action::Promote { reload: true });
+        assert_eq!(a, Action::Promote { tell: Tell::Reload });
         g.promotion_failed("disk full".into());
         let s = g.status(reload_view());
         assert!(!s.ready && s.reason.contains("disk full"), "{s:?}");

@@ -1,5 +1,5 @@
 //! The decision loop: a pure state machine (`Gate`) that turns snapshots and settings into actions and
-//! a status; [`Pipeline`], one step of I/O around it; and the async driver ([`run`]) that waits for
+//! a status; [`Pipeline`], one step of I/O around it; and the async driver ([`run_fed`]) that waits for
 //! file events, the feed, timers and liveness pings and hands them to the pipeline.
 //!
 //! The loop is the only task that reads the config, promotes, requests reloads and publishes the
@@ -8,7 +8,7 @@
 //!
 //! - `machine`: `Gate`, pure: decide, activate, readiness checks and their text.
 //! - `pipeline`: [`Pipeline`], [`Feed`] and `Input`: read, judge, promote, request a reload, publish.
-//! - `driver`: [`run`]/[`run_fed`]: the waiting, including the one debounce of plain-directory edits.
+//! - `driver`: [`run_fed`]: the waiting, including the one debounce of plain-directory edits.
 
 mod driver;
 mod machine;
@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use crate::{promote, source};
 
-pub use driver::{run, run_fed};
-pub(crate) use machine::{Action, Gate};
+pub use driver::run_fed;
+pub(crate) use machine::{Action, Gate, Tell};
 pub use pipeline::{Feed, Pipeline};
 
 /// Why the loop could not start.

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
-use super::{Action, Config, Error, Gate};
+use super::{Action, Config, Error, Gate, Tell};
 use crate::annotations;
 use crate::promote::{Promoter, Switched};
 use crate::reload;
@@ -69,7 +69,7 @@ pub(crate) enum Input {
 }
 
 /// One step at a time of the loop, without the waiting: read, judge, promote, request a reload,
-/// publish. `run` drives it from file events; tests drive it directly. The only writer of the
+/// publish. `run_fed` drives it from file events; tests drive it directly. The only writer of the
 /// published status: the reload worker and the API source report to it as messages.
 pub struct Pipeline {
     cfg: Config,
@@ -82,8 +82,6 @@ pub struct Pipeline {
     /// What the reload worker reported (target and count are filled in when publishing).
     reload: ReloadView,
     source: Option<SourceView>,
-    /// The content of the newest reload request, which a `Nothing` outcome is about.
-    requested: Option<ContentHash>,
     last: Option<Seen>,
     retry_at: Option<Instant>,
     watch_error: Option<String>,
@@ -95,9 +93,10 @@ pub struct Pipeline {
     annotations_missing: Option<(Instant, String)>,
 }
 
-/// A reload requested and not yet done.
+/// A reload (or start-up check) requested and not yet done.
 #[derive(Debug, Clone)]
 struct Owed {
+    kind: reload::Kind,
     sha: ContentHash,
     version: Option<String>,
     promoted_at: Option<reload::BootTicks>,
@@ -129,28 +128,63 @@ impl Pipeline {
         let promoter = match promoter {
             None => None,
             Some((p, on_disk)) => {
+                let now = jiff::Timestamp::now();
                 let settings = gate.settings().clone();
                 let (on_disk, j) = off_loop(&shared, move || {
                     let j = verdict::judge(&on_disk, &settings);
                     (on_disk, j)
                 })
                 .await;
-                gate.adopt_on_disk(&on_disk, &j, jiff::Timestamp::now());
+                gate.adopt_on_disk(&on_disk, &j, now);
                 if let Some(h) = on_disk.hash() {
                     info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
+                }
+                // What the component did before the restart: what it refused is not offered again, and
+                // what it applied is the rollback base again.
+                let refused = p.rejected();
+                if let Some(why) = &refused.ignored {
+                    warn!(problem = %why, "the record of contents the component refused is damaged; ignoring what cannot be read");
+                }
+                if !refused.entries.is_empty() {
+                    info!(
+                        count = refused.entries.len(),
+                        "contents the component refused before the restart are not offered again"
+                    );
+                }
+                gate.adopt_rejected(refused.entries);
+                if let Some((applied, since)) = p.applied() {
+                    let settings = gate.settings().clone();
+                    let (applied, j) = off_loop(&shared, move || {
+                        let j = verdict::judge(&applied, &settings);
+                        (applied, j)
+                    })
+                    .await;
+                    gate.adopt_applied(&applied, &j, since.unwrap_or(now));
+                    if let Some(h) = applied.hash() {
+                        info!(sha = %h.short(), version = gate.applied_version().as_deref().unwrap_or(""), "the config the component applied before the restart is the rollback base");
+                    }
                 }
                 // A reload owed by a previous run: the content is in place, the component was never told.
                 if let (Some(h), Some(o)) = (on_disk.hash(), p.reload_owed())
                     && h == o
                 {
-                    let version = j.version;
-                    info!(sha = %h.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it");
-                    owed = Some(Owed {
-                        sha: h,
-                        version,
-                        // Every matching process: which ones started before the promotion is unknown now.
-                        promoted_at: None,
-                    });
+                    if gate.is_rejected(h) {
+                        // The refusal came after the marker was written; it is not sent again.
+                        info!(sha = %h.short(), "the reload owed before the restart is of content the component refused; not sent");
+                        if let Err(e) = p.clear_reload_owed(h) {
+                            warn!(error = %e, sha = %h.short(), "cannot clear the reload-owed marker");
+                        }
+                    } else {
+                        let version = j.version;
+                        info!(sha = %h.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it");
+                        owed = Some(Owed {
+                            kind: reload::Kind::Reload,
+                            sha: h,
+                            version,
+                            // Every matching process: which ones started before the promotion is unknown now.
+                            promoted_at: None,
+                        });
+                    }
                 }
                 Some(p)
             }
@@ -165,7 +199,6 @@ impl Pipeline {
             reloads,
             reload: ReloadView::default(),
             source: None,
-            requested: None,
             last: None,
             retry_at: None,
             watch_error: None,
@@ -173,7 +206,14 @@ impl Pipeline {
             annotations_existed,
             annotations_missing: None,
         };
-        p.send_owed();
+        // Stopped between recording a refusal and rolling back: the rollback is finished now (and
+        // its reload requested).
+        if let Some((refused, base)) = p.gate.refused_in_place() {
+            warn!(sha = %refused.short(), "the promoted dir holds content the component refused before the restart; rolling back");
+            p.roll_back(refused, base, "refused before the restart");
+        } else {
+            p.send_owed();
+        }
         p.publish();
         Ok(p)
     }
@@ -229,7 +269,10 @@ impl Pipeline {
         self.gate.set_annotations_note(note);
         let before_settings = self.gate.settings().clone();
         let before_problems = self.gate.problems().to_vec();
-        let before = self.gate.settings().reload.clone();
+        let before = (
+            self.gate.settings().reload.clone(),
+            self.gate.settings().confirm.clone(),
+        );
         let changed = self.gate.set_annotations(ann);
         log_settings_change(&before_settings, &before_problems, &self.gate);
         if lasting {
@@ -240,7 +283,10 @@ impl Pipeline {
             info!(accepts = s.accepts_text().unwrap_or("none"), mode = s.mode.as_str(), reload = %s.reload, "settings changed");
             self.last = None;
             self.rejudge_active().await;
-            if self.gate.settings().reload != before {
+            // The owed request carries the target and the confirmation in force: a corrected one of
+            // either is used at once.
+            let s = self.gate.settings();
+            if (&s.reload, &s.confirm) != (&before.0, &before.1) {
                 self.send_owed();
             }
         }
@@ -272,15 +318,22 @@ impl Pipeline {
         }
     }
 
-    /// Sends the owed reload, if any, to the target in force.
+    /// Sends the owed reload (or start-up check), if any, to the target in force.
     fn send_owed(&mut self) {
         if let Some(o) = self.owed.clone() {
             let target = self.gate.settings().reload.clone();
             self.reloads
                 .set_confirm(self.gate.settings().confirm.clone());
-            info!(reload_target = %target, sha = %o.sha.short(), "reload requested");
+            match o.kind {
+                reload::Kind::Reload => {
+                    info!(reload_target = %target, sha = %o.sha.short(), "reload requested")
+                }
+                reload::Kind::Startup { .. } => {
+                    info!(reload_target = %target, sha = %o.sha.short(), "start-up check requested: does the component run the first config?")
+                }
+            }
             self.reloads
-                .request_promoted_at(&target, o.sha, o.version, o.promoted_at);
+                .request_promoted_at(o.kind, &target, o.sha, o.version, o.promoted_at);
         }
     }
 
@@ -348,8 +401,9 @@ impl Pipeline {
                 judged.log();
                 self.gate.activated(jiff::Timestamp::now());
             }
-            Action::Promote { reload } => {
-                let owing = reload && self.gate.settings().reload != crate::settings::Reload::None;
+            Action::Promote { tell } => {
+                let owing = tell != Tell::Nothing
+                    && self.gate.settings().reload != crate::settings::Reload::None;
                 let mut switched = None;
                 if let (Some(p), Observed::Config(snap)) = (&self.promoter, &obs) {
                     // With a reload owed, its marker is written before the switch, so a restart after
@@ -372,13 +426,19 @@ impl Pipeline {
                 self.gate.activated(now);
                 // The one thing the component waits for comes first; the rest is bookkeeping.
                 let mut reload_requested = false;
-                if reload && let Some(h) = obs.hash() {
+                if tell != Tell::Nothing
+                    && let Some(h) = obs.hash()
+                {
                     self.owed = Some(Owed {
+                        kind: match tell {
+                            // `now` is after the switch: a load reported at or after it read this.
+                            Tell::StartupCheck => reload::Kind::Startup { promoted: now },
+                            _ => reload::Kind::Reload,
+                        },
                         sha: h,
                         version: j.version.clone(),
                         promoted_at: reload::BootTicks::now(),
                     });
-                    self.requested = Some(h);
                     self.send_owed();
                     reload_requested = true;
                 }
@@ -445,50 +505,41 @@ impl Pipeline {
         }
     }
 
-    fn request_reload(&mut self, h: ContentHash, version: Option<String>) {
-        let s = self.gate.settings();
-        self.reloads.set_confirm(s.confirm.clone());
-        self.reloads.request(&s.reload, h, version);
-        self.requested = Some(h);
-    }
-
     fn reload_outcome(&mut self, o: reload::Outcome) {
         match &o {
-            reload::Outcome::Reloaded(h) => self.reload_done(Some(*h)),
-            reload::Outcome::Nothing(_) => self.reload_done(None),
+            reload::Outcome::Reloaded(h) => self.reload_done(*h),
+            reload::Outcome::Nothing { sha256, .. } => self.reload_done(*sha256),
             _ => {}
         }
         let r = &mut self.reload;
         match o {
             reload::Outcome::Attempting => r.last_result = ReloadResult::Pending,
-            reload::Outcome::Reloaded(_) | reload::Outcome::Nothing(_) => {
-                r.last_reload_successful = Some(true);
-            }
-            reload::Outcome::Failed(_) | reload::Outcome::Rejected { .. } => {
-                r.last_reload_successful = Some(false);
-            }
-        }
-        match o {
-            reload::Outcome::Attempting => {}
             reload::Outcome::Reloaded(h) => {
+                r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::Success;
                 r.last_error = None;
                 r.last_success_sha256 = Some(h.to_string());
                 self.applied(h);
             }
             reload::Outcome::Failed(e) => {
+                r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Failure;
                 r.last_error = Some(e);
             }
-            reload::Outcome::Nothing(why) => {
+            // A start-up check still looking for the component: pending, with what it waits for.
+            reload::Outcome::Waiting(why) => {
+                r.last_result = ReloadResult::Pending;
+                r.last_error = Some(why);
+            }
+            reload::Outcome::Nothing { sha256, why } => {
+                r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::NothingToReload;
                 r.last_error = Some(why);
                 // Whichever process runs (or comes) read the promoted config at start-up.
-                if let Some(h) = self.requested {
-                    self.applied(h);
-                }
+                self.applied(sha256);
             }
             reload::Outcome::Rejected { sha256, reason } => {
+                r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Rejected;
                 r.last_error = Some(reason.clone());
                 self.rejected(sha256, &reason);
@@ -512,41 +563,70 @@ impl Pipeline {
         }
     }
 
-    /// The component refused `h`: put back what it applied last, and tell it to load that again.
+    /// The component refused `h`: remember that on disk (a restart must not offer it again), drop its
+    /// owed reload, put back what it applied last, and tell it to load that again.
     fn rejected(&mut self, h: ContentHash, reason: &str) {
         let base = self.gate.rejected_by_component(h, reason);
         self.shared
             .metrics
             .candidate(crate::verdict::Verdict::RejectedByComponent);
-        let (Some(base), Some(p)) = (base, &self.promoter) else {
+        // Recorded before the rollback: stopped in between, the next start finds the refused content
+        // in place and finishes the rollback, rather than offering it again.
+        if let Some(p) = &self.promoter
+            && let Err(e) = p.record_rejected(self.gate.rejected_record())
+        {
+            warn!(error = %e, sha = %h.short(), "cannot record the refusal in the promoted dir; a restart would offer it again");
+        }
+        if self.owed.as_ref().is_some_and(|o| o.sha == h) {
+            self.owed = None;
+        }
+        if let Some(p) = &self.promoter
+            && let Err(e) = p.clear_reload_owed(h)
+        {
+            warn!(error = %e, sha = %h.short(), "cannot clear the reload-owed marker of refused content");
+        }
+        let Some(base) = base.filter(|_| self.promoter.is_some()) else {
             warn!(sha = %h.short(), reason, "rejected by the component; no applied config to roll back to");
             return;
         };
+        self.roll_back(h, base, reason);
+    }
+
+    /// Puts `base`, the config the component applied last, back in place of the refused `refused`,
+    /// and requests its reload (owed, like a promotion's, until done).
+    fn roll_back(&mut self, refused: ContentHash, base: ContentHash, reason: &str) {
+        let Some(p) = &self.promoter else { return };
         match p.roll_back() {
             Ok(now) if now.hash() == Some(base) => {
                 self.gate.rolled_back();
                 let version = self.gate.applied_version();
-                warn!(sha = %h.short(), reason, rolled_back_to = %base.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back");
-                self.request_reload(base, version);
+                warn!(sha = %refused.short(), reason, rolled_back_to = %base.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back");
+                let owing = self.gate.settings().reload != crate::settings::Reload::None;
+                if owing && let Err(e) = p.mark_reload_owed(base) {
+                    warn!(error = %e, sha = %base.short(), "cannot record the rollback's reload as owed; a restart would not send it");
+                }
+                self.owed = Some(Owed {
+                    kind: reload::Kind::Reload,
+                    sha: base,
+                    version,
+                    promoted_at: reload::BootTicks::now(),
+                });
+                self.send_owed();
             }
             Ok(_) => {
-                error!(sha = %h.short(), "rollback left other content in the promoted dir");
+                error!(sha = %refused.short(), "rollback left other content in the promoted dir");
                 self.gate
                     .promotion_failed("rollback left other content in place".into());
             }
             Err(e) => {
-                error!(error = %e, sha = %h.short(), "rollback failed");
+                error!(error = %e, sha = %refused.short(), "rollback failed");
                 self.gate.promotion_failed(format!("rollback failed: {e}"));
             }
         }
     }
 
-    /// A reload is done (of `sha`, or of the one owed when the worker found nothing to reload): it
-    /// is no longer owed, here or on disk.
-    fn reload_done(&mut self, sha: Option<ContentHash>) {
-        let Some(sha) = sha.or(self.owed.as_ref().map(|o| o.sha)) else {
-            return;
-        };
+    /// A reload (or start-up check) of `sha` is done: it is no longer owed, here or on disk.
+    fn reload_done(&mut self, sha: ContentHash) {
         if self.owed.as_ref().is_some_and(|o| o.sha == sha) {
             self.owed = None;
         }

@@ -1,7 +1,8 @@
 //! `confgate policy`: a `ValidatingAdmissionPolicy` and its binding for one ConfigMap, generated from the
 //! same settings the sidecar and `check` use, so the API server refuses at write time what the sidecar
 //! would hold back: a version outside the range, an absent required key, a content rule that does not
-//! hold, and any DELETE of the ConfigMap.
+//! hold; and a DELETE of the ConfigMap, unless the namespace controller or the garbage collector sends it
+//! or the stored object carries [`ALLOW_DELETE`]`: "true"`.
 //!
 //! Pure: builds the objects; the command prints them.
 
@@ -9,12 +10,29 @@ pub mod semver_cel;
 pub mod yaml;
 
 use crate::rules::Rule;
-use crate::settings::{Mode, Settings, VersionFrom};
+use crate::settings::{Mode, Raw, Settings, VersionFrom};
 use semver_cel::lit;
 use yaml::Node;
 
 /// The oldest Kubernetes with `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy (GA in 1.30).
 pub const MIN_MINOR: u64 = 30;
+
+/// The annotation that lets a DELETE of the guarded ConfigMap through, when the stored object carries
+/// it with the value `"true"`: a deliberate second step (annotate, then delete), or, written in the
+/// manifest, consent to deletion by the tool that manages it (Helm, GitOps pruning).
+pub const ALLOW_DELETE: &str = "confgate.io/allow-delete";
+
+/// The users whose DELETEs are always let through: the namespace controller (a namespace being
+/// deleted empties itself through admission, and would stay Terminating) and the garbage collector
+/// (owners' dependents), under their own service accounts (`kube-controller-manager
+/// --use-service-account-credentials`, as kubeadm runs it) or the controller manager's one identity
+/// without that flag, which its other controllers then share: part of the control plane, and refusing it
+/// would leave namespaces stuck.
+pub const CONTROLLER_USERS: [&str; 3] = [
+    "system:serviceaccount:kube-system:namespace-controller",
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:kube-controller-manager",
+];
 
 /// Why no policy could be generated. All are usage errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,28 +84,46 @@ pub fn kubernetes_minor(v: &str) -> Result<u64, Error> {
     Ok(minor)
 }
 
-fn check_name(what: &'static str, value: &str, max: usize) -> Result<(), Error> {
-    let err = |problem| Error::Name {
-        what,
-        value: value.to_owned(),
-        problem,
+/// What Kubernetes accepts as a ConfigMap's name (a DNS subdomain, RFC 1123) or a namespace (a DNS
+/// label), as its `IsDNS1123Subdomain` and `IsDNS1123Label` validate them: the API server refuses any
+/// other, and the policy's own name is built from both.
+fn check_name(what: &'static str, value: &str) -> Result<(), Error> {
+    let (max, allowed) = if what == "namespace" {
+        (
+            63,
+            "a namespace is a DNS label: at most 63 characters, lower-case letters, digits and '-', \
+             starting and ending with a letter or digit",
+        )
+    } else {
+        (
+            253,
+            "a ConfigMap's name is a DNS subdomain: at most 253 characters, lower-case letters, digits, \
+             '-' and '.', where each '.'-separated part starts and ends with a letter or digit",
+        )
     };
-    if value.is_empty() || value.len() > max {
-        return Err(err("must be 1 to 253 characters (a namespace at most 63)"));
+    let label_ok = |l: &str| {
+        let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        let b = l.as_bytes();
+        !b.is_empty()
+            && alnum(b[0])
+            && alnum(b[b.len() - 1])
+            && b.iter().all(|&c| alnum(c) || c == b'-')
+    };
+    let ok = value.len() <= max
+        && if what == "namespace" {
+            label_ok(value)
+        } else {
+            value.split('.').all(label_ok)
+        };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Name {
+            what,
+            value: value.to_owned(),
+            problem: allowed,
+        })
     }
-    let ok_chars = value
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    let ends = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    if !ok_chars || !ends(value.as_bytes()[0]) || !ends(value.as_bytes()[value.len() - 1]) {
-        return Err(err(
-            "must be lower-case letters, digits, '-' and '.', starting and ending alphanumeric",
-        ));
-    }
-    if what == "namespace" && value.contains('.') {
-        return Err(err("a namespace has no '.'"));
-    }
-    Ok(())
 }
 
 /// The policy's and binding's name: `confgate.NAMESPACE.NAME` (a namespace has no dot, so it is unique).
@@ -98,8 +134,8 @@ pub fn object_name(namespace: &str, name: &str) -> String {
 /// The ValidatingAdmissionPolicy and its binding.
 pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     let minor = kubernetes_minor(req.kubernetes_version)?;
-    check_name("namespace", req.namespace, 63)?;
-    check_name("name", req.name, 253)?;
+    check_name("namespace", req.namespace)?;
+    check_name("name", req.name)?;
     let s = req.settings;
     let version = match (&s.accepts, &s.version_from) {
         (None, _) => None,
@@ -124,12 +160,27 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     // so a user meets one vocabulary wherever confgate judges.
     let message = |reason: String| format!("{} + ({reason})", lit(&format!("{cm}: ")));
 
+    // On DELETE `object` is null and `oldObject` is the stored object.
+    let allow = lit(ALLOW_DELETE);
+    let deletion = format!(
+        "request.operation != 'DELETE' || request.userInfo.username in [{users}] || \
+         (oldObject != null && has(oldObject.metadata.annotations) && {allow} in oldObject.metadata.annotations \
+         && oldObject.metadata.annotations[{allow}] == 'true')",
+        users = CONTROLLER_USERS
+            .iter()
+            .map(|u| lit(u))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
     let mut validations = vec![Node::map([
-        ("expression", Node::str("request.operation != 'DELETE'")),
+        ("expression", Node::str(deletion)),
         (
             "message",
             Node::str(format!(
-                "{cm} is protected by confgate: deleting it is refused (remove the policy {full} first)"
+                "{cm} is protected by confgate: deleting it is refused. To delete it, annotate it first \
+                 (kubectl annotate configmap -n {ns} {name} {ALLOW_DELETE}=true), or remove the policy {full}",
+                ns = req.namespace,
+                name = req.name,
             )),
         ),
         ("reason", Node::str("Forbidden")),
@@ -363,7 +414,7 @@ pub fn to_json(objects: &[Node; 2]) -> String {
         "kind": "List",
         "items": [objects[0].to_json(), objects[1].to_json()],
     });
-    serde_json::to_string_pretty(&list).unwrap_or_default() + "\n"
+    yaml::escape_json(&serde_json::to_string_pretty(&list).unwrap_or_default()) + "\n"
 }
 
 /// Why `confgate policy` printed nothing. Every case is a usage error (exit 64).
@@ -375,26 +426,39 @@ pub enum CommandError {
     Policy(#[from] Error),
 }
 
+/// The text `confgate policy` prints the objects as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Yaml,
+    Json,
+}
+
 /// `confgate policy`: the settings (rules among them: flags first, then the file), the objects as text.
-pub fn print(args: &crate::cli::PolicyArgs) -> Result<String, CommandError> {
-    let settings = Settings::from_raw(&args.gate.raw())?;
+pub fn print(
+    raw: &Raw,
+    namespace: &str,
+    name: &str,
+    kubernetes_version: &str,
+    output: Output,
+) -> Result<String, CommandError> {
+    let settings = Settings::from_raw(raw)?;
     let rules = settings.rules.compiled();
     let objects = generate(&Request {
-        namespace: &args.namespace,
-        name: &args.name,
+        namespace,
+        name,
         settings: &settings,
         rules,
-        kubernetes_version: &args.kubernetes_version,
+        kubernetes_version,
     })?;
     tracing::debug!(
-        namespace = %args.namespace,
-        name = %args.name,
+        %namespace,
+        %name,
         rules = rules.len(),
         required = settings.require.len(),
         "policy generated"
     );
-    Ok(match args.output {
-        crate::cli::PolicyOutput::Yaml => to_yaml(&objects),
-        crate::cli::PolicyOutput::Json => to_json(&objects),
+    Ok(match output {
+        Output::Yaml => to_yaml(&objects),
+        Output::Json => to_json(&objects),
     })
 }

@@ -139,8 +139,8 @@ fn block_worthy(s: &str) -> bool {
         })
 }
 
-/// A plain scalar when YAML 1.1 and 1.2 both read it back as this same string, else a JSON string
-/// (valid YAML double-quoted).
+/// A plain scalar when YAML 1.1 and 1.2 both read it back as this same string, else a double-quoted
+/// one ([`quoted`]).
 fn scalar(s: &str) -> String {
     let plain = !s.is_empty()
         && s.bytes()
@@ -150,11 +150,60 @@ fn scalar(s: &str) -> String {
             s.to_ascii_lowercase().as_str(),
             "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "null"
         );
-    if plain {
-        s.to_owned()
-    } else {
-        serde_json::Value::String(s.to_owned()).to_string()
+    if plain { s.to_owned() } else { quoted(s) }
+}
+
+/// Characters written as `\uXXXX` in a double-quoted scalar (and in the JSON output): those a reader
+/// could turn into something else. YAML 1.1 reads NEL (U+0085), U+2028 and U+2029 as line breaks and
+/// folds them into a space; control characters, DEL, the C1 range and U+FFFE/U+FFFF are not printable,
+/// which a reader may refuse; a byte-order mark inside a document may be dropped. Escaped, every YAML
+/// (1.1 or 1.2) and JSON reader reads the same string, so the API server evaluates the rule the
+/// sidecar evaluates.
+pub fn needs_escape(c: char) -> bool {
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{feff}'
+            | '\u{fffe}'
+            | '\u{ffff}'
+    )
+}
+
+/// A double-quoted scalar, valid YAML 1.1, YAML 1.2 and JSON, holding only printable characters.
+fn quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if needs_escape(c) => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
     }
+    out.push('"');
+    out
+}
+
+/// JSON text from `serde_json` with every [`needs_escape`] character it leaves raw (those from DEL up;
+/// it escapes the controls below) written as `\uXXXX`. Those can only stand inside strings (JSON's own
+/// syntax is ASCII), where the escape means the same character.
+pub fn escape_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c >= '\u{7f}' && needs_escape(c) {
+            out.push_str(&format!("\\u{:04X}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -188,5 +237,28 @@ mod tests {
         );
         assert_eq!(n.to_yaml(), want);
         assert_eq!(n.to_json()["spec"]["ops"][1], "DELETE");
+    }
+
+    #[test]
+    fn unusual_characters_are_escaped_and_read_back() {
+        let tricky =
+            "a\u{85}b\u{2028}c\u{2029}d\u{1}e\u{7f}f\u{9f}g\u{feff}h\u{fffe}i\tj\"k\\l\u{e9}";
+        let yaml = Node::map([("rule", Node::str(tricky))]).to_yaml();
+        assert_eq!(
+            yaml,
+            "rule: \"a\\u0085b\\u2028c\\u2029d\\u0001e\\u007Ff\\u009Fg\\uFEFFh\\uFFFEi\\tj\\\"k\\\\l\u{e9}\"\n"
+        );
+        let back: std::collections::BTreeMap<String, String> =
+            serde_saphyr::from_str(&yaml).unwrap();
+        assert_eq!(back["rule"], tricky);
+        let json = escape_json(&serde_json::to_string_pretty(&[tricky]).unwrap());
+        assert!(
+            json.chars().all(|c| !needs_escape(c) || c == '\n'),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<[String; 1]>(&json).unwrap(),
+            [tricky]
+        );
     }
 }

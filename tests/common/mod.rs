@@ -330,3 +330,17 @@ pub fn output_with_stdin(mut cmd: Command, stdin: &str) -> std::process::Output 
         .expect("write stdin");
     child.wait_with_output().expect("wait")
 }
+
+/// A tool on PATH or in the virtual environment `.ci/setup` makes; `None` with the reason printed.
+pub fn tool(name: &str) -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::iter::once(venv)
+        .chain(std::env::split_paths(&path))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        eprintln!("skipping: {name} is not installed (.ci/setup installs it)");
+    }
+    found
+}

@@ -1,0 +1,228 @@
+//! The settings parser over every source: defaults, flags and environment, annotations over them, and
+//! what a bad value keeps.
+
+use super::*;
+
+fn ann(pairs: &[(&str, &str)]) -> Annotations {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn defaults_match_the_contract() {
+    let s = Settings::from_raw(&Raw::default()).unwrap();
+    assert_eq!(s.accepts, None);
+    assert_eq!(s.version_from.to_string(), "file:version");
+    assert_eq!(s.reload, Reload::None);
+    assert_eq!(s.on_incompatible, OnIncompatible::Hold);
+    assert_eq!(s.mode, Mode::Enforce);
+    assert!(s.require.is_empty());
+}
+
+#[test]
+fn every_bad_flag_is_named_with_value_and_allowed() {
+    let raw = Raw {
+        accepts: Some(">=x".into()),
+        version_from: Some("toml:a".into()),
+        reload: Some("signal:NOPE:prom".into()),
+        on_incompatible: Some("drop".into()),
+        mode: Some("strict".into()),
+        require: Some("ok,../bad".into()),
+        rules: None,
+        confirm: Some("http://x/metrics".into()),
+        variants: Some("config.*.yaml".into()),
+    };
+    let err = Settings::from_raw(&raw).unwrap_err();
+    assert_eq!(err.0.len(), 8, "{err}");
+    let text = err.to_string();
+    for needle in [
+        "--variants (CONFGATE_VARIANTS) \"config.*.yaml\"",
+        "--accepts (CONFGATE_ACCEPTS) \">=x\"",
+        "--version-from (CONFGATE_VERSION_FROM) \"toml:a\"",
+        "--reload (CONFGATE_RELOAD) \"signal:NOPE:prom\"",
+        "--on-incompatible (CONFGATE_ON_INCOMPATIBLE) \"drop\"",
+        "--mode (CONFGATE_MODE) \"strict\"",
+        "--confirm (CONFGATE_CONFIRM) \"http://x/metrics\"",
+        "--require (CONFGATE_REQUIRE)",
+        "allowed: hold or unready",
+        "allowed: enforce or observe",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in {text}");
+    }
+}
+
+#[test]
+fn values_parse_as_documented() {
+    let raw = Raw {
+        accepts: Some(">=2.4.0, <3.0.0".into()),
+        version_from: Some("yaml:config.yaml#/schema/version".into()),
+        require: Some("a.yaml, b.json,a.yaml".into()),
+        reload: Some("signal:HUP:prometheus".into()),
+        on_incompatible: Some("unready".into()),
+        mode: Some("observe".into()),
+        rules: None,
+        confirm: Some("http://127.0.0.1:9090/metrics#up".into()),
+        variants: Some(" config.v*.yaml->config.yaml ".into()),
+    };
+    let s = Settings::from_raw(&raw).unwrap();
+    assert_eq!(
+        s.confirm.as_ref().map(|c| c.to_string()).as_deref(),
+        Some("http://127.0.0.1:9090/metrics#up")
+    );
+    assert_eq!(
+        s.variants.as_ref().map(ToString::to_string).as_deref(),
+        Some("config.v*.yaml -> config.yaml")
+    );
+    assert_eq!(s.accepts_text(), Some(">=2.4.0, <3.0.0"));
+    assert_eq!(
+        s.version_from,
+        VersionFrom::Yaml {
+            key: "config.yaml".into(),
+            pointer: "/schema/version".into()
+        }
+    );
+    assert_eq!(s.require, vec!["a.yaml", "b.json"]);
+    assert_eq!(s.reload.to_string(), "signal:HUP:prometheus");
+    assert_eq!(s.on_incompatible, OnIncompatible::Unready);
+    assert_eq!(s.mode, Mode::Observe);
+    for url in ["http://127.0.0.1:9090/-/reload", "https://app.local/reload"] {
+        assert_eq!(url.parse::<Reload>().unwrap().to_string(), url);
+    }
+    for bad in [
+        "http://",
+        "ftp://x",
+        "signal:HUP",
+        "signal:HUP:",
+        "signal:HUP:a/b",
+    ] {
+        assert!(bad.parse::<Reload>().is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn annotation_beats_flag_and_removal_falls_back() {
+    let base = Settings::from_raw(&Raw {
+        accepts: Some("^1".into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    let r = Settings::with_annotations(&base, &base, &ann(&[("confgate.io/accepts", "^2")]));
+    assert!(r.problems.is_empty());
+    assert_eq!(r.settings.accepts_text(), Some("^2"));
+    let r2 = Settings::with_annotations(&base, &r.settings, &ann(&[]));
+    assert_eq!(r2.settings.accepts_text(), Some("^1"));
+}
+
+#[test]
+fn bad_annotation_keeps_the_value_in_force_and_is_named() {
+    let base = Settings::default();
+    let good = Settings::with_annotations(
+        &base,
+        &base,
+        &ann(&[
+            ("confgate.io/accepts", "^2"),
+            ("confgate.io/mode", "enforce"),
+        ]),
+    )
+    .settings;
+    let r = Settings::with_annotations(
+        &base,
+        &good,
+        &ann(&[
+            ("confgate.io/accepts", "two please"),
+            ("confgate.io/mode", "observe"),
+        ]),
+    );
+    assert_eq!(r.settings.accepts_text(), Some("^2"));
+    assert_eq!(r.settings.mode, Mode::Observe);
+    assert_eq!(r.problems.len(), 1);
+    assert!(
+        r.problems[0].starts_with("invalid confgate.io/accepts \"two please\""),
+        "{:?}",
+        r.problems
+    );
+}
+
+#[test]
+fn unknown_confgate_annotation_is_a_problem_others_are_ignored() {
+    let base = Settings::default();
+    let r = Settings::with_annotations(
+        &base,
+        &base,
+        &ann(&[("confgate.io/accept", "^2"), ("example.com/x", "y")]),
+    );
+    assert_eq!(r.problems.len(), 1);
+    assert!(r.problems[0].contains("unknown annotation confgate.io/accept"));
+}
+
+/// Names users type are unique, and defaults that are values are shown as such.
+#[test]
+fn declarations_are_consistent() {
+    for name in [
+        |s: &Setting| s.flag,
+        |s: &Setting| s.env,
+        |s: &Setting| s.annotation,
+    ] {
+        let mut seen: Vec<&str> = SETTINGS.iter().map(name).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), SETTINGS.len());
+    }
+    assert!(known_annotations().all(|a| a.starts_with(ANN_PREFIX)));
+    let per_range = SETTINGS.iter().filter(|s| s.repeat == Repeat::PerRange);
+    assert!(
+        per_range.count() <= 1,
+        "check judges by one setting's values"
+    );
+    let default = |flag: &str| {
+        let s = SETTINGS.iter().find(|s| s.flag == flag).unwrap();
+        s.default_text()
+    };
+    assert_eq!(default("version-from").as_deref(), Some("file:version"));
+    assert_eq!(default("confirm").as_deref(), Some("none"));
+    assert_eq!(default("accepts"), None, "no range is not a range");
+    assert_eq!(default("rule"), None, "no rules is not a rule");
+    assert_eq!(default("require"), None);
+}
+
+/// Rules as a gate setting, through the settings parser every source uses.
+mod rules_tests {
+    use super::{Raw, Settings};
+
+    fn from_raw(rules: &str) -> Result<Settings, crate::settings::Error> {
+        Settings::from_raw(&Raw {
+            rules: Some(rules.to_owned()),
+            ..Raw::default()
+        })
+    }
+
+    #[cfg(feature = "policy")]
+    #[test]
+    fn a_bad_rules_annotation_keeps_the_rules_in_force() {
+        let base = from_raw("# guard\n'a' in data\n").unwrap();
+        assert_eq!(base.rules.texts(), ["'a' in data"]);
+        let ann = [("confgate.io/rules".to_owned(), "true\ndata.(".to_owned())].into();
+        let r = Settings::with_annotations(&base, &base, &ann);
+        assert_eq!(r.settings.rules, base.rules);
+        assert!(
+            r.problems.len() == 1 && r.problems[0].contains("rule 2 (\"data.(\")"),
+            "{:?}",
+            r.problems
+        );
+        let err = from_raw("data.(").unwrap_err().to_string();
+        assert!(err.starts_with("invalid --rule (CONFGATE_RULES)"), "{err}");
+    }
+
+    #[cfg(not(feature = "policy"))]
+    #[test]
+    fn without_the_engine_a_rule_is_refused() {
+        let err = from_raw("true").unwrap_err().to_string();
+        assert!(err.contains("`policy` cargo feature"), "{err}");
+        assert!(from_raw("# nothing but a comment\n").is_ok());
+        let ann = [("confgate.io/rules".to_owned(), "true".to_owned())].into();
+        let r = Settings::with_annotations(&Settings::default(), &Settings::default(), &ann);
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    }
+}

@@ -1,0 +1,237 @@
+//! The values of the settings that act on a verdict: the reload target, the metrics that confirm a
+//! reload, what an incompatible config does to readiness, and the mode. Each parses from the text a
+//! flag, environment variable or annotation gives and shows back as that text.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How a component is told to reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reload {
+    None,
+    /// POST to this URL; any 2xx is success.
+    Http(String),
+    /// Send `signal` to every process named `process`.
+    Signal {
+        signal: nix::sys::signal::Signal,
+        process: String,
+    },
+}
+
+impl FromStr for Reload {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "none" {
+            return Ok(Reload::None);
+        }
+        if let Some(rest) = s
+            .strip_prefix("http://")
+            .or_else(|| s.strip_prefix("https://"))
+        {
+            if rest.is_empty() || rest.starts_with('/') {
+                return Err("the URL has no host".into());
+            }
+            if authority(rest).contains('@') {
+                // Never sent and shown in /status and logs: refused, and never repeated (see `redact`).
+                return Err(
+                    "the URL carries credentials (user:password@); confgate does not send them"
+                        .into(),
+                );
+            }
+            s.parse::<hyper::Uri>()
+                .map_err(|e| format!("not a valid URL ({e})"))?;
+            return Ok(Reload::Http(s.to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("signal:") {
+            let (name, process) = rest.split_once(':').ok_or("signal: needs NAME:PROCESS")?;
+            if process.is_empty() || process.contains('/') {
+                return Err("the process name must be a non-empty base name".into());
+            }
+            let upper = name.to_ascii_uppercase();
+            let full = if upper.starts_with("SIG") {
+                upper
+            } else {
+                format!("SIG{upper}")
+            };
+            let signal = nix::sys::signal::Signal::from_str(&full)
+                .map_err(|_| format!("{name:?} is not a signal name (e.g. HUP, TERM, USR1)"))?;
+            return Ok(Reload::Signal {
+                signal,
+                process: process.to_owned(),
+            });
+        }
+        Err("unknown reload target".into())
+    }
+}
+
+impl fmt::Display for Reload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reload::None => f.write_str("none"),
+            Reload::Http(url) => f.write_str(url),
+            Reload::Signal { signal, process } => {
+                let name = signal.as_str();
+                write!(
+                    f,
+                    "signal:{}:{process}",
+                    name.strip_prefix("SIG").unwrap_or(name)
+                )
+            }
+        }
+    }
+}
+
+/// The authority part of a URL after its scheme.
+fn authority(rest: &str) -> &str {
+    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+}
+
+/// A reload target as it may be shown: any `user:password@` replaced, so an error never repeats it.
+pub fn redact(value: &str) -> String {
+    for scheme in ["http://", "https://"] {
+        if let Some(rest) = value.strip_prefix(scheme) {
+            let auth = authority(rest);
+            if let Some(at) = auth.rfind('@') {
+                return format!("{scheme}<credentials removed>@{}", &rest[at + 1..]);
+            }
+        }
+    }
+    value.to_owned()
+}
+
+/// The `confirm` setting, `URL#SUCCESS[,SUCCESS_TIME]`: where the component's metrics are and which
+/// gauges say whether its last reload was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub url: String,
+    /// 1: the last reload was applied; 0: it was rejected.
+    pub success: String,
+    /// Unix seconds of the last successful reload.
+    pub success_time: Option<String>,
+}
+
+impl FromStr for Confirm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Confirm, String> {
+        let s = s.trim();
+        let (url, names) = s
+            .split_once('#')
+            .ok_or("no #METRIC after the URL".to_owned())?;
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err("the URL must start with http:// or https://".into());
+        }
+        let mut names = names.split(',').map(str::trim);
+        let success = names.next().unwrap_or_default();
+        let success_time = names.next();
+        if names.next().is_some() {
+            return Err("at most two metric names".into());
+        }
+        for n in std::iter::once(success).chain(success_time) {
+            if !is_metric_name(n) {
+                return Err(format!("{n:?} is not a metric name"));
+            }
+        }
+        Ok(Confirm {
+            url: url.to_owned(),
+            success: success.to_owned(),
+            success_time: success_time.map(str::to_owned),
+        })
+    }
+}
+
+impl fmt::Display for Confirm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.url, self.success)?;
+        if let Some(t) = &self.success_time {
+            write!(f, ",{t}")?;
+        }
+        Ok(())
+    }
+}
+
+fn is_metric_name(n: &str) -> bool {
+    let mut chars = n.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// What a rejected or missing newer config does to readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnIncompatible {
+    Hold,
+    Unready,
+}
+
+impl FromStr for OnIncompatible {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "hold" => Ok(OnIncompatible::Hold),
+            "unready" => Ok(OnIncompatible::Unready),
+            _ => Err("unknown policy".into()),
+        }
+    }
+}
+
+impl OnIncompatible {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnIncompatible::Hold => "hold",
+            OnIncompatible::Unready => "unready",
+        }
+    }
+}
+
+/// Whether confgate enforces its verdicts or only reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Enforce,
+    Observe,
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "enforce" => Ok(Mode::Enforce),
+            "observe" => Ok(Mode::Observe),
+            _ => Err("unknown mode".into()),
+        }
+    }
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROM: &str = "http://127.0.0.1:9090/metrics#prometheus_config_last_reload_successful,prometheus_config_last_reload_success_timestamp_seconds";
+
+    #[test]
+    fn parses_and_prints_the_setting() {
+        let c: Confirm = PROM.parse().unwrap();
+        assert_eq!(c.success, "prometheus_config_last_reload_successful");
+        assert_eq!(c.to_string(), PROM);
+        for bad in [
+            "http://x/metrics",
+            "ftp://x#a",
+            "http://x#",
+            "http://x#a,b,c",
+            "http://x#9a",
+        ] {
+            assert!(bad.parse::<Confirm>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The values of the settings that decide a verdict: the accepted range, where the version is, the
+//! required keys and the variants. Each parses from the text a flag, environment variable or annotation
+//! gives and shows back as that text.
+
+use std::fmt;
+use std::str::FromStr;
+
+use semver::VersionReq;
+
+use crate::configmap::is_valid_key;
+
+/// The semver range the component accepts, with the text it was written as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepts {
+    pub req: VersionReq,
+    pub text: String,
+}
+
+/// Where the schema version lives in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionFrom {
+    /// The whole content of a key, trimmed.
+    File { key: String },
+    /// An RFC 6901 pointer into a key parsed as JSON.
+    Json { key: String, pointer: String },
+    /// An RFC 6901 pointer into a key parsed as YAML.
+    Yaml { key: String, pointer: String },
+}
+
+/// Several versions of one config file side by side: keys matching `pattern` are the variants, and the
+/// chosen one is promoted as `promoted`. Written `config.v*.yaml -> config.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variants {
+    /// The pattern before its one `*`.
+    pub prefix: String,
+    /// The pattern after its one `*`.
+    pub suffix: String,
+    /// The key the component reads.
+    pub promoted: String,
+}
+
+impl Variants {
+    /// Whether `key` is a variant: the prefix, at least one character without `/`, the suffix.
+    pub fn matches(&self, key: &str) -> bool {
+        key.len() > self.prefix.len() + self.suffix.len()
+            && key.starts_with(&self.prefix)
+            && key.ends_with(&self.suffix)
+            && !key[self.prefix.len()..key.len() - self.suffix.len()].contains('/')
+    }
+}
+
+impl FromStr for Variants {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (pattern, promoted) = s
+            .split_once("->")
+            .ok_or("missing \"->\" between the pattern and the promoted name")?;
+        let (pattern, promoted) = (pattern.trim(), promoted.trim());
+        let (prefix, suffix) = pattern
+            .split_once('*')
+            .ok_or_else(|| format!("the pattern {pattern:?} has no '*'"))?;
+        if suffix.contains('*') {
+            return Err(format!("the pattern {pattern:?} has more than one '*'"));
+        }
+        if !is_valid_key(&format!("{prefix}x{suffix}")) {
+            return Err(format!(
+                "the pattern {pattern:?} does not make valid ConfigMap keys"
+            ));
+        }
+        if !is_valid_key(promoted) {
+            return Err(format!("{promoted:?} is not a valid ConfigMap key"));
+        }
+        let v = Variants {
+            prefix: prefix.to_owned(),
+            suffix: suffix.to_owned(),
+            promoted: promoted.to_owned(),
+        };
+        if v.matches(promoted) {
+            return Err(format!(
+                "the promoted name {promoted:?} matches the pattern {pattern:?}"
+            ));
+        }
+        Ok(v)
+    }
+}
+
+impl fmt::Display for Variants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}*{} -> {}", self.prefix, self.suffix, self.promoted)
+    }
+}
+
+/// The `variants` setting from its text; `none` or nothing: no variants.
+pub fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
+    match s.trim() {
+        "" | "none" => Ok(None),
+        v => v.parse().map(Some),
+    }
+}
+
+/// The `accepts` setting from its text: a semver range, commas or (npm style) spaces between
+/// comparators.
+pub fn parse_accepts(s: &str) -> Result<Accepts, String> {
+    let text = s.trim();
+    if text.is_empty() {
+        return Err("the range is empty".into());
+    }
+    if text.contains("||") {
+        return Err("alternatives (||) are not supported; write one range".into());
+    }
+    VersionReq::parse(&comma_separated(text))
+        .map(|req| Accepts {
+            req,
+            text: text.to_owned(),
+        })
+        .map_err(|e| format!("not a semver range ({e})"))
+}
+
+/// The npm/Helm dialect separates comparators by spaces (`>=2.4.0 <3.0.0`, `>= 2.4.0`); the semver
+/// crate wants commas. Text that already has commas is left for the crate to judge.
+fn comma_separated(text: &str) -> String {
+    if text.contains(',') {
+        return text.to_owned();
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut pending_op = String::new();
+    for tok in text.split_whitespace() {
+        if tok
+            .chars()
+            .all(|c| matches!(c, '<' | '>' | '=' | '^' | '~'))
+        {
+            pending_op.push_str(tok);
+        } else {
+            out.push(format!("{}{tok}", std::mem::take(&mut pending_op)));
+        }
+    }
+    if !pending_op.is_empty() {
+        out.push(pending_op);
+    }
+    out.join(", ")
+}
+
+impl FromStr for VersionFrom {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, rest) = s
+            .split_once(':')
+            .ok_or_else(|| "missing the file:, json: or yaml: prefix".to_owned())?;
+        let check_key = |key: &str| {
+            if is_valid_key(key) {
+                Ok(key.to_owned())
+            } else {
+                Err(format!("{key:?} is not a valid ConfigMap key"))
+            }
+        };
+        match kind {
+            "file" => Ok(VersionFrom::File {
+                key: check_key(rest)?,
+            }),
+            "json" | "yaml" => {
+                let (key, pointer) = rest
+                    .split_once('#')
+                    .ok_or_else(|| format!("{kind}: needs KEY#/pointer"))?;
+                if !(pointer.is_empty() || pointer.starts_with('/')) {
+                    return Err(format!(
+                        "pointer {pointer:?} must be empty or start with '/' (RFC 6901)"
+                    ));
+                }
+                let key = check_key(key)?;
+                let pointer = pointer.to_owned();
+                Ok(if kind == "json" {
+                    VersionFrom::Json { key, pointer }
+                } else {
+                    VersionFrom::Yaml { key, pointer }
+                })
+            }
+            other => Err(format!("unknown source kind {other:?}")),
+        }
+    }
+}
+
+impl fmt::Display for VersionFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VersionFrom::File { key } => write!(f, "file:{key}"),
+            VersionFrom::Json { key, pointer } => write!(f, "json:{key}#{pointer}"),
+            VersionFrom::Yaml { key, pointer } => write!(f, "yaml:{key}#{pointer}"),
+        }
+    }
+}
+
+impl VersionFrom {
+    /// The ConfigMap key the version is read from.
+    pub fn key(&self) -> &str {
+        match self {
+            VersionFrom::File { key }
+            | VersionFrom::Json { key, .. }
+            | VersionFrom::Yaml { key, .. } => key,
+        }
+    }
+}
+
+/// The `require` setting from its text: comma-separated keys, each once, in the order given.
+pub fn parse_require(s: &str) -> Result<Vec<String>, String> {
+    let mut keys = Vec::new();
+    for key in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        if !is_valid_key(key) {
+            return Err(format!("{key:?} is not a valid ConfigMap key"));
+        }
+        if !keys.iter().any(|k| k == key) {
+            keys.push(key.to_owned());
+        }
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_syntax() {
+        let v: Variants = "config.v*.yaml -> config.yaml".parse().unwrap();
+        assert!(v.matches("config.v2.yaml") && v.matches("config.v10-beta.yaml"));
+        for not in [
+            "config.v.yaml",
+            "config.yaml",
+            "config.v2.yml",
+            "x/config.v2.yaml",
+        ] {
+            assert!(!v.matches(not), "{not}");
+        }
+        assert!(!v.matches("config.va/b.yaml"));
+        for (bad, why) in [
+            ("config.v*.yaml", "missing \"->\""),
+            ("config.v2.yaml -> config.yaml", "has no '*'"),
+            ("c*.v*.yaml -> config.yaml", "more than one '*'"),
+            ("config.*.yaml -> config.v.yaml", "matches the pattern"),
+            ("config.*.yaml -> ../x", "not a valid ConfigMap key"),
+            (
+                "a b*.yaml -> config.yaml",
+                "does not make valid ConfigMap keys",
+            ),
+        ] {
+            let e = bad.parse::<Variants>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert_eq!(parse_variants("none").unwrap(), None);
+        assert_eq!(parse_variants("").unwrap(), None);
+    }
+
+    #[test]
+    fn npm_dialect_ranges_read_as_the_comma_form() {
+        for (npm, cargo) in [
+            (">=2.4.0 <3.0.0", ">=2.4.0, <3.0.0"),
+            (">= 2.4.0  < 3.0.0", ">=2.4.0, <3.0.0"),
+            ("^2.4", "^2.4"),
+            ("2.4.x", "2.4.*"),
+        ] {
+            let a = parse_accepts(npm).unwrap_or_else(|e| panic!("{npm}: {e}"));
+            assert_eq!(a.req, VersionReq::parse(cargo).unwrap(), "{npm}");
+            assert_eq!(a.text, npm.trim(), "the text stays as written");
+        }
+        assert!(parse_accepts(">=1 || <0.5").unwrap_err().contains("||"));
+        assert!(parse_accepts(">=2.4.0 <").is_err());
+    }
+}

@@ -1,0 +1,224 @@
+//! The shipped manifests and `confgate inject`'s output, applied with server-side dry-run: the API
+//! server's own validation, defaulting and admission, strict field validation, and no warnings.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::server::cluster;
+use crate::{common, confgate};
+
+/// API groups the manifests use that a bare API server does not serve: their CRDs come with the
+/// operator the manifest is for.
+const NEEDS_CRD: &[&str] = &["monitoring.coreos.com/"];
+
+fn documents(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Every YAML file under `dir` but kustomization.yaml, and every directory with a kustomization.yaml.
+fn walk(dir: &Path, files: &mut Vec<PathBuf>, kustomizations: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, files, kustomizations);
+        } else if p.file_name().is_some_and(|n| n == "kustomization.yaml") {
+            kustomizations.push(dir.to_path_buf());
+        } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+            files.push(p);
+        }
+    }
+}
+
+/// Whether the kustomization.yaml beside `file` lists it under `resources`.
+fn listed(file: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(file.with_file_name("kustomization.yaml")) else {
+        return false;
+    };
+    let k: Value = serde_saphyr::from_str(&text).unwrap();
+    let name = file.file_name().unwrap().to_str().unwrap();
+    k["resources"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|r| r == name))
+}
+
+/// `kubectl apply --dry-run=server` of `docs` (client-side apply, as `kubectl apply -k` does, and
+/// server-side apply), strict field validation; panics with what the server said unless every object
+/// passed without a warning.
+fn dry_run(c: &crate::server::Cluster, what: &str, namespace: Option<&str>, docs: &[Value]) {
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string();
+    for mode in [
+        &[][..],
+        &["--server-side", "--field-manager=confgate-tests"][..],
+    ] {
+        let mut args = vec!["apply", "--dry-run=server", "--validate=strict", "-f", "-"];
+        args.extend_from_slice(mode);
+        if let Some(ns) = namespace {
+            args.extend(["-n", ns]);
+        }
+        let out = c.kubectl_with(&args, &list);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.trim().is_empty(),
+            "{what}: kubectl {args:?} ({}):\n{stdout}{stderr}",
+            out.status
+        );
+        let applied = stdout.lines().filter(|l| l.ends_with("(server dry run)"));
+        assert_eq!(applied.count(), docs.len(), "{what} {args:?}:\n{stdout}");
+    }
+}
+
+/// The namespaces `docs` name, besides `default`.
+fn namespaces_of(docs: &[Value]) -> BTreeSet<String> {
+    docs.iter()
+        .filter_map(|d| d["metadata"]["namespace"].as_str())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_shipped_manifest_passes_server_side_dry_run() {
+    let Some(c) = cluster() else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
+    let (mut files, mut kustomizations) = (Vec::new(), Vec::new());
+    walk(&root, &mut files, &mut kustomizations);
+    let mut streams: Vec<(String, Vec<Value>)> = Vec::new();
+    for dir in &kustomizations {
+        let yaml = c.kubectl_ok(&["kustomize", dir.to_str().unwrap()], "");
+        streams.push((
+            format!("kubectl kustomize {}", dir.display()),
+            documents(&yaml),
+        ));
+    }
+    // A file its kustomization lists is applied as built (a Component may complete it); any other
+    // file alone.
+    for f in files.iter().filter(|f| !listed(f)) {
+        let yaml = std::fs::read_to_string(f).unwrap();
+        streams.push((f.display().to_string(), documents(&yaml)));
+    }
+    let all: Vec<Value> = streams.iter().flat_map(|(_, d)| d.clone()).collect();
+    let mut namespaces = namespaces_of(&all);
+    namespaces.insert("default".into());
+    c.namespaces(&namespaces.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let mut applied = 0;
+    let mut without_crd = BTreeSet::new();
+    for (what, docs) in &streams {
+        let (crd, served): (Vec<Value>, Vec<Value>) = docs.iter().cloned().partition(|d| {
+            let api = d["apiVersion"].as_str().unwrap_or_default();
+            NEEDS_CRD.iter().any(|g| api.starts_with(g))
+        });
+        without_crd.extend(
+            crd.iter()
+                .map(|d| format!("{}/{}", d["kind"].as_str().unwrap(), d["metadata"]["name"])),
+        );
+        if served.is_empty() {
+            continue;
+        }
+        dry_run(c, what, None, &served);
+        applied += served.len();
+    }
+    assert!(applied > 20, "only {applied} objects were applied");
+    // The one kind that needs a CRD is named, so a new one cannot slip by unapplied.
+    assert_eq!(
+        without_crd.into_iter().collect::<Vec<_>>(),
+        ["PodMonitor/\"confgate\""],
+        "objects whose CRD this API server lacks"
+    );
+}
+
+/// A bare workload of `kind` reading the ConfigMap `app-config`, with confgate's annotations.
+fn workload(kind: &str, api: &str, name: &str) -> Value {
+    let pod = json!({
+        "metadata": {"labels": {"app": name},
+                     "annotations": {"confgate.io/accepts": ">=2.4.0, <3.0.0",
+                                     "confgate.io/version-from": "yaml:config.yaml#/schemaVersion"}},
+        "spec": {
+            "containers": [{"name": "app", "image": "example/app:1",
+                            "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}]}],
+            "volumes": [{"name": "config", "configMap": {"name": "app-config"}}]
+        }
+    });
+    let selector = json!({"matchLabels": {"app": name}});
+    let mut job_pod = pod.clone();
+    job_pod["spec"]["restartPolicy"] = json!("OnFailure");
+    let spec = match kind {
+        "Pod" => pod["spec"].clone(),
+        "Job" => json!({"template": job_pod}),
+        "CronJob" => {
+            json!({"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": job_pod}}})
+        }
+        "StatefulSet" => json!({"serviceName": name, "selector": selector, "template": pod}),
+        _ => json!({"selector": selector, "template": pod}),
+    };
+    let mut doc =
+        json!({"apiVersion": api, "kind": kind, "metadata": {"name": name}, "spec": spec});
+    if kind == "Pod" {
+        doc["metadata"] = pod["metadata"].clone();
+        doc["metadata"]["name"] = json!(name);
+    }
+    doc
+}
+
+#[test]
+fn inject_output_passes_server_side_dry_run() {
+    let Some(c) = cluster() else { return };
+    let kinds = [
+        ("Deployment", "apps/v1"),
+        ("StatefulSet", "apps/v1"),
+        ("DaemonSet", "apps/v1"),
+        ("ReplicaSet", "apps/v1"),
+        ("Job", "batch/v1"),
+        ("CronJob", "batch/v1"),
+        ("Pod", "v1"),
+    ];
+    let mut docs = vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "app-config"},
+                               "data": {"config.yaml": "schemaVersion: 2.4.1\n"}})];
+    for (kind, api) in kinds {
+        docs.push(workload(kind, api, &kind.to_lowercase()));
+    }
+    let input: String = docs
+        .iter()
+        .map(|d| format!("---\n{}\n", serde_json::to_string(d).unwrap()))
+        .collect();
+    let mut cmd = confgate();
+    cmd.arg("inject");
+    let out = common::output_with_stdin(cmd, &input);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "confgate inject: {stderr}");
+    for (kind, _) in kinds {
+        let k = kind.to_lowercase();
+        assert!(stderr.contains(&format!("{k}/{k} injected")), "{stderr}");
+    }
+    let injected = documents(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(injected.len(), docs.len());
+
+    let ns = "inject";
+    c.namespaces(&[ns]);
+    // The ServiceAccount controller is not running; a Pod needs its namespace's `default` account.
+    c.kubectl_ok(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=confgate-tests",
+            "-n",
+            ns,
+            "-f",
+            "-",
+        ],
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+            .to_string(),
+    );
+    dry_run(c, "confgate inject output", Some(ns), &injected);
+}

@@ -1,0 +1,151 @@
+//! What the component refused, through the real binary and a loopback reload target: a refusal is
+//! kept in the promoted dir and owes nothing, so a restarted confgate never offers refused content
+//! again, finishes a rollback a crash interrupted, and reads a damaged record as far as it can; an
+//! answer that did not come from the component (a redirect) is never taken for a refusal.
+
+mod common;
+
+use common::*;
+use std::sync::atomic::Ordering;
+
+fn owed_marker(d: &Dirs) -> std::path::PathBuf {
+    d.promoted().join("..confgate_reload_owed")
+}
+
+fn promoted_version(d: &Dirs) -> Option<String> {
+    read_promoted(&d.promoted()).and_then(|m| m.get("version").cloned())
+}
+
+/// The component refuses the very first config (its first contact answers 500): there is nothing to
+/// roll back to, so it stays promoted, reported. The refusal owes no reload, so a restart does not
+/// offer it again.
+#[test]
+fn a_refusal_owes_nothing_and_a_restart_offers_nothing_refused() {
+    let d = Dirs::new();
+    let sink = Sink::watching(d.promoted());
+    sink.code.store(500, Ordering::Relaxed);
+    write_version(&d.watch(), "2.0.0");
+    let args = ["--accepts", "^2", "--reload", &sink.url()];
+    let mut g = Gate::start(&d, &args);
+    let s = g.wait_candidate(Some("2.0.0"), "rejected-by-component");
+    assert!(s["applied"].is_null(), "{s}");
+    assert_eq!(promoted_version(&d).as_deref(), Some("2.0.0"));
+    wait_for("the refusal to clear the owed marker", DEADLINE, || {
+        (!owed_marker(&d).exists()).then_some(())
+    });
+    assert!(d.promoted().join("..confgate_rejected").exists());
+    assert_eq!(sink.count(), 1);
+
+    g.kill();
+    let g = Gate::start(&d, &args);
+    let s = g.wait_candidate(Some("2.0.0"), "rejected-by-component");
+    assert!(
+        s["candidate"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("answered 500"),
+        "{s}"
+    );
+    assert_eq!(s["reload"]["requested"], 0, "{s}");
+    assert_eq!(sink.count(), 1, "the refused config was offered again");
+    // Other content is offered as usual.
+    sink.code.store(200, Ordering::Relaxed);
+    write_version(&d.watch(), "2.0.1");
+    g.wait_status("2.0.1 applied", |s| s["applied"]["version"] == "2.0.1");
+    assert_eq!(sink.last_version().as_deref(), Some("2.0.1"));
+}
+
+/// Killed after the refusal was recorded and before the rollback: the restart finds the refused
+/// content in place, rolls back to the applied config and reloads that, never the refused one. A
+/// damaged line in the record is skipped with a warning.
+#[test]
+fn a_rollback_cut_short_by_a_crash_is_finished_at_the_restart() {
+    let d = Dirs::new();
+    let sink = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let args = ["--accepts", "^2", "--reload", &sink.url()];
+    let mut g = Gate::start(&d, &args);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    // 503: not reached, so 2.1.0 stays promoted, its reload owed and retried.
+    sink.code.store(503, Ordering::Relaxed);
+    write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("2.1.0 promoted, its reload failing", |s| {
+        s["active"]["version"] == "2.1.0" && s["reload"]["last_result"] == "failure"
+    });
+    let refused = s["active"]["sha256"].as_str().unwrap().to_owned();
+    assert!(owed_marker(&d).exists());
+    g.kill();
+    // What the refusal writes first, as a crash right after it would leave it, after a damaged line.
+    std::fs::write(
+        d.promoted().join("..confgate_rejected"),
+        format!("\u{0}garbage\n{refused} POST answered 500: bad rule\n"),
+    )
+    .unwrap();
+    sink.code.store(200, Ordering::Relaxed);
+    let before = sink.count();
+
+    let g = Gate::start(&d, &args);
+    let s = g.wait_status("rolled back and reloaded", |s| {
+        s["active"]["version"] == "2.0.0"
+            && s["applied"]["version"] == "2.0.0"
+            && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(s["candidate"]["version"], "2.1.0", "{s}");
+    assert_eq!(s["candidate"]["verdict"], "rejected-by-component", "{s}");
+    assert!(
+        s["candidate"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("bad rule"),
+        "{s}"
+    );
+    assert_eq!(promoted_version(&d).as_deref(), Some("2.0.0"));
+    assert_eq!(
+        s["reload"]["requested"], 1,
+        "the rollback's reload only: {s}"
+    );
+    let hits = sink.hits.lock().unwrap()[before..].to_vec();
+    assert!(
+        hits.iter().all(|h| h.2 == "2.0.0"),
+        "a reload while the refused config was promoted: {hits:?}"
+    );
+    assert!(g.log_text().contains("is damaged"), "{}", g.log_text());
+    wait_for("nothing owed", DEADLINE, || {
+        (!owed_marker(&d).exists()).then_some(())
+    });
+}
+
+/// A redirect (an auth proxy, http to https) is not the component's answer: the reload is not reached,
+/// retried and reported as such, and the promoted config is never rolled back for it.
+#[test]
+fn a_redirect_is_not_reached_retried_and_never_rolled_back() {
+    let d = Dirs::new();
+    let sink = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &sink.url()]);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    sink.code.store(302, Ordering::Relaxed);
+    let before = sink.count();
+    write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("the redirect reported", |s| {
+        s["reload"]["last_result"] == "failure"
+    });
+    let error = s["reload"]["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("302") && error.contains("redirect") && error.contains("not reached"),
+        "{error}"
+    );
+    wait_for("the reload retried", DEADLINE, || {
+        (sink.count() >= before + 2).then_some(())
+    });
+    let s = g.status();
+    assert!(s["candidate"].is_null(), "{s}");
+    assert_eq!(s["active"]["version"], "2.1.0");
+    assert_eq!(s["applied"]["version"], "2.0.0");
+    assert_eq!(promoted_version(&d).as_deref(), Some("2.1.0"));
+    assert!(!d.promoted().join("..confgate_rejected").exists());
+    sink.code.store(200, Ordering::Relaxed);
+    g.wait_status("2.1.0 applied once the target answers", |s| {
+        s["applied"]["version"] == "2.1.0" && s["reload"]["last_result"] == "success"
+    });
+}
