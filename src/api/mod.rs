@@ -1,6 +1,7 @@
 //! API mode: the Kubernetes API as a config source and as a place to report, behind the `api` feature.
 //!
 //! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
+//! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
 //! - [`pod`]: Events and the `confgate.io/config-compatible` condition on the sidecar's own pod.
 //! - [`condition`]: that condition's reason and message, formatted and parsed by one type.
 //! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
@@ -10,6 +11,7 @@
 //! binary against a real kube-apiserver (when one is at hand).
 
 pub mod condition;
+pub mod events;
 pub mod pod;
 pub mod pod_view;
 pub mod source;

@@ -1,5 +1,5 @@
 //! What confgate reports on its own pod: Events (accepted, rejected, missing, reload failed) through
-//! kube's [`Recorder`] (events.k8s.io/v1, repeats folded into a series), and the condition
+//! [`EventSink`] (events.k8s.io/v1, only identical repeats folded into a series), and the condition
 //! `confgate.io/config-compatible` on pods/status by strategic merge patch.
 //!
 //! Both are derived from changes of the published [`Status`], so the decision loop knows nothing of
@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::condition::{ConditionMessage, Described, Newest, Reason};
+use super::events::EventSink;
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, explain};
 use crate::state::{ReloadResult, Status};
@@ -225,8 +225,7 @@ pub fn condition_patch(c: &Condition, last_transition: jiff::Timestamp) -> serde
 pub struct PodReporter {
     pods: Api<PodView>,
     pod: PodRef,
-    recorder: Recorder,
-    reference: ObjectReference,
+    events: EventSink,
     sent: Option<Condition>,
     transition: Option<(bool, jiff::Timestamp)>,
     last_error: Option<String>,
@@ -250,18 +249,11 @@ pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
         uid,
         ..ObjectReference::default()
     };
-    let recorder = Recorder::new(
-        client,
-        Reporter {
-            controller: "confgate".into(),
-            instance: Some(pod.name.clone()),
-        },
-    );
+    let events = EventSink::new(client, reference, "confgate", pod.name.clone());
     PodReporter {
         pods,
         pod,
-        recorder,
-        reference,
+        events,
         sent: None,
         transition: None,
         last_error: None,
@@ -272,18 +264,7 @@ impl PodReporter {
     /// Reports the change from `prev` to `next`. Returns false when the condition could not be patched.
     pub async fn report(&mut self, prev: &Status, next: &Status) -> bool {
         for n in notes(prev, next) {
-            let ev = Event {
-                type_: if n.warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: n.reason.into(),
-                note: Some(n.note),
-                action: n.action.into(),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&ev, &self.reference).await {
+            if let Err(e) = self.events.publish(&n).await {
                 self.failed(explain(
                     &e,
                     "create and patch on events (apiGroups [\"events.k8s.io\"])",

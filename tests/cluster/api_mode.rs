@@ -310,45 +310,55 @@ fn status_as_reader(c: &Cluster, s: &Sidecar) {
     );
 }
 
-/// Each promotion should leave an Event naming the version promoted. Today the second `Accepted`
-/// Event (2.5.0) is folded into the first one's series: kube's `Recorder` keys repeats on type,
-/// reason, action and the object, not the note, and patches only the series of the Event it already
-/// has, so the only Accepted Event still says 2.4.1 is active, with a count of 2.
+/// Each promotion and each refusal leaves an Event naming its version: a repeat is folded into an
+/// Event's series only when its note is the same, so going back to 2.5.0 counts on 2.5.0's Event.
 #[test]
-#[ignore = "a second promotion within 6 minutes is counted as a repeat of the first Accepted Event, which keeps naming the first version"]
 fn each_promotion_has_an_event_naming_its_version() {
     let Some(c) = cluster() else { return };
     let s = Sidecar::start(c, "confgate-api-events");
-    s.gate.wait_active("2.4.1");
-    s.wait_event("the Accepted Event of 2.4.1", |e| {
+    let starts = |e: &Event, v: &str| {
         e.note
             .as_deref()
-            .is_some_and(|n| n.starts_with("version 2.4.1 sha256:"))
-    });
-    s.set_version("2.5.0");
-    s.gate.wait_active("2.5.0");
-    let promoted = poll("an Event naming 2.5.0", DEADLINE, || {
-        let events = s.events();
-        let accepted: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.reason.as_deref() == Some("Accepted"))
-            .collect();
-        // Once the second promotion is reported (a new Event, or the series of the first), it
-        // must name 2.5.0.
-        let reported = accepted.len() > 1 || accepted.iter().any(|e| e.series.is_some());
-        reported.then(|| {
-            accepted
-                .iter()
-                .filter_map(|e| e.note.clone())
-                .collect::<Vec<_>>()
-        })
-    });
-    assert!(
-        promoted
-            .iter()
-            .any(|n| n.starts_with("version 2.5.0 sha256:")),
-        "the Accepted Events after promoting 2.5.0 say: {promoted:?}"
-    );
+            .is_some_and(|n| n.starts_with(&format!("version {v} sha256:")))
+    };
+    let count = |e: &Event| e.series.as_ref().map_or(1, |s| s.count);
+    // Step by step, so that no change is published before the previous one was reported.
+    let steps = [
+        ("2.4.1", 1),
+        ("2.5.0", 1),
+        ("2.6.0", 1),
+        ("2.7.0", 1),
+        ("2.8.0", 1),
+        ("2.5.0", 2),
+    ];
+    for (i, (v, n)) in steps.into_iter().enumerate() {
+        if i > 0 {
+            s.set_version(v);
+        }
+        s.gate.wait_active(v);
+        s.wait_event(&format!("an Accepted Event naming {v}, count {n}"), |e| {
+            e.reason.as_deref() == Some("Accepted") && starts(e, v) && count(e) == n
+        });
+    }
+    for v in ["3.0.0", "3.1.0"] {
+        s.set_version(v);
+        s.gate.wait_candidate(Some(v), "too-new");
+        s.wait_event(&format!("a Rejected Event naming {v}"), |e| {
+            e.reason.as_deref() == Some("Rejected") && starts(e, v)
+        });
+    }
+    let events = s.events();
+    let accepted: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Accepted"))
+        .collect();
+    assert_eq!(accepted.len(), 5, "one Event per version: {accepted:?}");
+    let rejected: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Rejected"))
+        .collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert!(rejected.iter().all(|e| count(e) == 1), "{rejected:?}");
 }
 
 /// `config.yaml` of `manifests/api-mode/configmap.yaml`, as a promoted file holds it.
