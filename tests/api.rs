@@ -10,7 +10,7 @@ use std::time::Duration;
 use confgate::api::pod::{self, PodRef};
 use confgate::api::source;
 use confgate::api::status_cmd::{self, Query as StatusArgs};
-use confgate::api::{CONDITION_TYPE, Target};
+use confgate::api::{CONDITION_TYPE, CURRENT_TYPE, Target};
 use confgate::snapshot::{ContentHash, Observed};
 use confgate::state::{ActiveView, CandidateView, ReloadResult, Shared, Status};
 use confgate::verdict::Verdict;
@@ -167,7 +167,8 @@ async fn next_event(m: &mut Mock) -> (Value, SendResponse<Response<Body>>) {
     (body_json(req).await, send)
 }
 
-/// The next request must patch the pod's condition; returns the condition and the responder.
+/// The next request must patch the pod's conditions; returns `config-current` and the responder
+/// (`config-compatible` follows readiness, checked where it matters).
 async fn next_condition(m: &mut Mock) -> (Value, SendResponse<Response<Body>>) {
     let (req, send) = expect(
         m,
@@ -176,10 +177,15 @@ async fn next_condition(m: &mut Mock) -> (Value, SendResponse<Response<Body>>) {
         &[],
     )
     .await;
-    (
-        body_json(req).await["status"]["conditions"][0].clone(),
-        send,
-    )
+    let body = body_json(req).await;
+    let current = body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == CURRENT_TYPE)
+        .cloned()
+        .unwrap();
+    (current, send)
 }
 
 /// A ConfigMap as a watch event carries it (with kind and apiVersion).
@@ -831,23 +837,29 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
             "application/strategic-merge-patch+json"
         );
         let mut patch = body_json(req).await;
-        let t = patch["status"]["conditions"][0]
-            .as_object_mut()
-            .unwrap()
-            .remove("lastTransitionTime")
-            .unwrap();
-        assert!(
-            t.as_str().unwrap().parse::<jiff::Timestamp>().is_ok(),
-            "{t}"
-        );
-        assert!(
-            !t.as_str().unwrap().contains('.'),
-            "whole seconds, as the API stores them: {t}"
-        );
+        for i in 0..2 {
+            let t = patch["status"]["conditions"][i]
+                .as_object_mut()
+                .unwrap()
+                .remove("lastTransitionTime")
+                .unwrap();
+            assert!(
+                t.as_str().unwrap().parse::<jiff::Timestamp>().is_ok(),
+                "{t}"
+            );
+            assert!(
+                !t.as_str().unwrap().contains('.'),
+                "whole seconds, as the API stores them: {t}"
+            );
+        }
+        let message = format!("version 2.4.1 {}", hash("2.4.1"));
         assert_eq!(
             patch,
-            json!({"status": {"conditions": [{"type": "confgate.io/config-compatible", "status": "True",
-                "reason": "Accepted", "message": format!("version 2.4.1 {}", hash("2.4.1"))}]}})
+            json!({"status": {"conditions": [
+                {"type": "confgate.io/config-compatible", "status": "True",
+                 "reason": "Accepted", "message": message},
+                {"type": "confgate.io/config-current", "status": "True",
+                 "reason": "Accepted", "message": message}]}})
         );
         let mut p = pod_json(
             "web-0",
@@ -915,8 +927,8 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     let (ok, rejected_name) = tokio::join!(reporting, server);
     assert!(ok);
 
-    // The config goes away (Missing), then the same too-new config returns: the Recorder folds the
-    // repeated Rejected event into a series, a merge patch of the event it created.
+    // The config goes away (Missing), then the same too-new config returns: the identical Rejected
+    // note is folded into a series, a merge patch of the Event created for it.
     let mut gone = accepted("2.4.1");
     gone.stale = true;
     gone.candidate = Some(CandidateView {
@@ -959,7 +971,6 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
             "application/merge-patch+json"
         );
         let ev = body_json(req).await;
-        assert_eq!(ev["reason"], "Rejected");
         assert_eq!(ev["series"]["count"], 2);
         assert!(ev["series"]["lastObservedTime"].as_str().is_some());
         respond(send, StatusCode::OK, &ev);
@@ -1046,12 +1057,12 @@ async fn status_command_renders_the_fleet_from_conditions() {
     assert_eq!(
         fleet.render(),
         format!(
-            "POD    READY  CONDITION      VERSION  SHA256        APPLIED\n\
-             web-0  true   True/Accepted  2.4.1    {a}  -\n\
-             web-1  true   True/Accepted  2.4.1    {a}  -\n\
-             web-2  true   False/TooNew   2.3.0    {b}  -\n\
-             web-3  true   True/Accepted  2.4.1    {a}  -\n\
-             web-4  true   False/TooNew   2.3.0    {b}  -\n\
+            "POD    READY  CONDITION      CURRENT  VERSION  SHA256        APPLIED\n\
+             web-0  true   True/Accepted  -        2.4.1    {a}  -\n\
+             web-1  true   True/Accepted  -        2.4.1    {a}  -\n\
+             web-2  true   False/TooNew   -        2.3.0    {b}  -\n\
+             web-3  true   True/Accepted  -        2.4.1    {a}  -\n\
+             web-4  true   False/TooNew   -        2.3.0    {b}  -\n\
              configmap prod/app: {a}\n\
              3/5 on 2.4.1, 2 holding 2.3.0: too-new\n",
             a = short("2.4.1"),
@@ -1068,6 +1079,8 @@ fn status_summary_for_pods_behind_and_not_reporting() {
         pod: pod.into(),
         ready: cond == Some(true),
         condition: cond.map(|c| (c, "Accepted".to_owned())),
+        current: cond.map(|c| (c, "Accepted".to_owned())),
+        held: false,
         version: v.map(str::to_owned),
         sha256: v.map(hash),
         applied: None,
@@ -1086,7 +1099,7 @@ fn status_summary_for_pods_behind_and_not_reporting() {
     };
     assert_eq!(
         fleet.summary(),
-        "1/3 on 2.4.1, 1 holding 2.4.0: not yet on the ConfigMap's content, 1 not reporting"
+        "1/3 on 2.4.1, 1 not reporting, 1 running 2.4.0: not yet the ConfigMap's content"
     );
     assert!(!fleet.all_match());
     let all = status_cmd::Fleet {

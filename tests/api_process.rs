@@ -258,7 +258,7 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("web-0  false  True/Accepted  2.4.1"),
+        stdout.contains("web-0  false  True/Accepted  True/Accepted  2.4.1"),
         "{stdout}"
     );
     assert!(stdout.ends_with("1/1 on 2.4.1\n"), "{stdout}");

@@ -1,4 +1,5 @@
-//! The `confgate.io/config-compatible` condition's reason and message: written by the sidecar
+//! The reason and message of the conditions `confgate.io/config-compatible` and
+//! `confgate.io/config-current` (both carry the same message): written by the sidecar
 //! ([`super::pod`]) and read back by `confgate status` ([`super::status_cmd`]), so one type formats
 //! and parses each.
 //!
@@ -94,12 +95,15 @@ impl FromStr for Described {
     }
 }
 
-/// The condition's reason: the verdict in CamelCase, or `NotPromoted` when an accepted config could
-/// not be put in place.
+/// A condition's reason: the verdict in CamelCase, `NotPromoted` when an accepted config could not
+/// be put in place, `Observed` for a replica ready in observe mode on a config it does not accept,
+/// `NotReady` for a replica not ready for another reason (its settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     Verdict(Verdict),
     NotPromoted,
+    Observed,
+    NotReady,
 }
 
 impl Reason {
@@ -108,6 +112,8 @@ impl Reason {
         match self {
             Reason::Verdict(v) => v.as_str(),
             Reason::NotPromoted => "not-promoted",
+            Reason::Observed => "observed",
+            Reason::NotReady => "not-ready",
         }
     }
 }
@@ -117,6 +123,8 @@ impl fmt::Display for Reason {
         match self {
             Reason::Verdict(v) => f.write_str(v.reason()),
             Reason::NotPromoted => f.write_str("NotPromoted"),
+            Reason::Observed => f.write_str("Observed"),
+            Reason::NotReady => f.write_str("NotReady"),
         }
     }
 }
@@ -124,8 +132,10 @@ impl fmt::Display for Reason {
 impl FromStr for Reason {
     type Err = String;
     fn from_str(s: &str) -> Result<Reason, String> {
-        if s == "NotPromoted" {
-            return Ok(Reason::NotPromoted);
+        for r in [Reason::NotPromoted, Reason::Observed, Reason::NotReady] {
+            if s == r.to_string() {
+                return Ok(r);
+            }
         }
         Verdict::from_reason(s)
             .map(Reason::Verdict)
@@ -263,6 +273,8 @@ mod tests {
         }
         assert_eq!("NotPromoted".parse::<Reason>(), Ok(Reason::NotPromoted));
         assert_eq!(Reason::NotPromoted.as_kebab(), "not-promoted");
+        assert_eq!("Observed".parse::<Reason>(), Ok(Reason::Observed));
+        assert_eq!("NotReady".parse::<Reason>(), Ok(Reason::NotReady));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! API mode: the Kubernetes API as a config source and as a place to report, behind the `api` feature.
 //!
 //! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
-//! - [`pod`]: Events and the `confgate.io/config-compatible` condition on the sidecar's own pod.
-//! - [`condition`]: that condition's reason and message, formatted and parsed by one type.
+//! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
+//! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
+//!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod.
+//! - [`condition`]: those conditions' reason and message, formatted and parsed by one type.
 //! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
 //!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
@@ -10,6 +12,7 @@
 //! binary against a real kube-apiserver (when one is at hand).
 
 pub mod condition;
+pub mod events;
 pub mod pod;
 pub mod pod_view;
 pub mod source;
@@ -29,8 +32,10 @@ use crate::state::Shared;
 /// The env var and flag naming the source, as users write them.
 pub const SOURCE_SETTING: &str = "--source (CONFGATE_SOURCE)";
 const ALLOWED_SOURCE: &str = "volume or configmap:NAMESPACE/NAME";
-/// The condition type confgate sets on its pod.
+/// The condition for `readinessGates`: True exactly when `/readyz` answers 200.
 pub const CONDITION_TYPE: &str = "confgate.io/config-compatible";
+/// The condition saying whether the newest config is the one in force and accepted; never a gate.
+pub const CURRENT_TYPE: &str = "confgate.io/config-current";
 /// Downward-API env vars naming the sidecar's pod.
 pub const ENV_POD_NAME: &str = "POD_NAME";
 pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";

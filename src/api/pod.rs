@@ -1,6 +1,7 @@
 //! What confgate reports on its own pod: Events (accepted, rejected, missing, reload failed) through
-//! kube's [`Recorder`] (events.k8s.io/v1, repeats folded into a series), and the condition
-//! `confgate.io/config-compatible` on pods/status by strategic merge patch.
+//! [`EventSink`] (events.k8s.io/v1, only identical repeats folded into a series), and the conditions
+//! `confgate.io/config-compatible` and `confgate.io/config-current` on pods/status by strategic
+//! merge patch.
 //!
 //! Both are derived from changes of the published [`Status`], so the decision loop knows nothing of
 //! the API. An API failure is logged and never stops the gate.
@@ -10,14 +11,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::condition::{ConditionMessage, Described, Newest, Reason};
+use super::events::EventSink;
 use super::pod_view::PodView;
-use super::{CONDITION_TYPE, explain};
+use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::state::{ReloadResult, Status};
 use crate::verdict::Verdict;
 
@@ -42,9 +43,10 @@ pub struct Note {
     pub note: String,
 }
 
-/// The condition as confgate writes it.
+/// A condition as confgate writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
+    pub type_: &'static str,
     pub status: bool,
     pub reason: String,
     pub message: String,
@@ -168,21 +170,37 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     out
 }
 
-/// The condition for a status, or `None` before anything was read.
+/// The conditions for a status, none before anything was read: `confgate.io/config-compatible`
+/// first, then `confgate.io/config-current`.
 ///
-/// The message starts with the active config (`version X sha256:...`, or `no accepted config`), which
-/// `confgate status` reads back; a newest config that is not active follows after `; newest`.
-pub fn condition(s: &Status) -> Option<Condition> {
-    let verdict = match (&s.candidate, &s.active) {
+/// `config-compatible` is what `readinessGates` reads, so its status is exactly `/readyz`'s (a replica
+/// holding an older config under `hold`, or observing under `--mode observe`, stays ready).
+/// `config-current` is True when the newest config is the one in force and accepted; its reason is
+/// the newest config's verdict (`TooNew` while one is held). Both carry the same message: the active
+/// config (`version X sha256:...`, or `no accepted config`), which `confgate status` reads back, and a
+/// newest config that is not active after `; newest`.
+pub fn conditions(s: &Status) -> Vec<Condition> {
+    let newest = match (&s.candidate, &s.active) {
         (Some(c), _) => c.verdict,
         (None, Some(a)) => a.verdict,
-        (None, None) => return None,
+        (None, None) => return Vec::new(),
     };
-    let status = s.candidate.is_none() && verdict == Verdict::Accepted;
-    let reason = match &s.candidate {
+    let current = s.candidate.is_none() && newest == Verdict::Accepted;
+    let current_reason = match &s.candidate {
         // Accepted but not in place: the promotion failed.
         Some(c) if c.verdict == Verdict::Accepted => Reason::NotPromoted,
-        _ => Reason::Verdict(verdict),
+        _ => Reason::Verdict(newest),
+    };
+    let active_accepted = s
+        .active
+        .as_ref()
+        .is_some_and(|a| a.verdict == Verdict::Accepted);
+    let compatible_reason = match (s.ready, active_accepted) {
+        (true, true) => Reason::Verdict(Verdict::Accepted),
+        // Ready only because observe mode does not enforce.
+        (true, false) => Reason::Observed,
+        (false, _) if current_reason != Reason::Verdict(Verdict::Accepted) => current_reason,
+        (false, _) => Reason::NotReady,
     };
     let message = ConditionMessage {
         active: s.active.as_ref().map(|a| {
@@ -199,36 +217,49 @@ pub fn condition(s: &Status) -> Option<Condition> {
             reason: c.reason.clone(),
         }),
     };
-    Some(Condition {
-        status,
-        reason: reason.to_string(),
-        message: truncate(message.to_string(), NOTE_MAX),
-    })
+    let message = truncate(message.to_string(), NOTE_MAX);
+    vec![
+        Condition {
+            type_: CONDITION_TYPE,
+            status: s.ready,
+            reason: compatible_reason.to_string(),
+            message: message.clone(),
+        },
+        Condition {
+            type_: CURRENT_TYPE,
+            status: current,
+            reason: current_reason.to_string(),
+            message,
+        },
+    ]
 }
 
-/// The strategic merge patch for the condition; `conditions` merges on `type`, so other conditions stay.
-pub fn condition_patch(c: &Condition, last_transition: jiff::Timestamp) -> serde_json::Value {
-    serde_json::json!({
-        "status": {
-            "conditions": [{
-                "type": CONDITION_TYPE,
+/// The strategic merge patch for the conditions, each with its last transition time; `conditions`
+/// merges on `type`, so other conditions stay.
+pub fn condition_patch(cs: &[(Condition, jiff::Timestamp)]) -> serde_json::Value {
+    let conditions: Vec<serde_json::Value> = cs
+        .iter()
+        .map(|(c, since)| {
+            serde_json::json!({
+                "type": c.type_,
                 "status": if c.status { "True" } else { "False" },
                 "reason": c.reason,
                 "message": c.message,
-                "lastTransitionTime": last_transition.round(jiff::Unit::Second).unwrap_or(last_transition).to_string(),
-            }]
-        }
-    })
+                "lastTransitionTime": since.round(jiff::Unit::Second).unwrap_or(*since).to_string(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "status": { "conditions": conditions } })
 }
 
 /// Publishes Events and patches the condition on `pod`; state kept between changes.
 pub struct PodReporter {
     pods: Api<PodView>,
     pod: PodRef,
-    recorder: Recorder,
-    reference: ObjectReference,
-    sent: Option<Condition>,
-    transition: Option<(bool, jiff::Timestamp)>,
+    events: EventSink,
+    sent: Vec<Condition>,
+    /// Per condition type, its status and when it last changed.
+    transition: Vec<(&'static str, bool, jiff::Timestamp)>,
     last_error: Option<String>,
 }
 
@@ -250,20 +281,13 @@ pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
         uid,
         ..ObjectReference::default()
     };
-    let recorder = Recorder::new(
-        client,
-        Reporter {
-            controller: "confgate".into(),
-            instance: Some(pod.name.clone()),
-        },
-    );
+    let events = EventSink::new(client, reference, "confgate", pod.name.clone());
     PodReporter {
         pods,
         pod,
-        recorder,
-        reference,
-        sent: None,
-        transition: None,
+        events,
+        sent: Vec::new(),
+        transition: Vec::new(),
         last_error: None,
     }
 }
@@ -272,18 +296,7 @@ impl PodReporter {
     /// Reports the change from `prev` to `next`. Returns false when the condition could not be patched.
     pub async fn report(&mut self, prev: &Status, next: &Status) -> bool {
         for n in notes(prev, next) {
-            let ev = Event {
-                type_: if n.warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: n.reason.into(),
-                note: Some(n.note),
-                action: n.action.into(),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&ev, &self.reference).await {
+            if let Err(e) = self.events.publish(&n).await {
                 self.failed(explain(
                     &e,
                     "create and patch on events (apiGroups [\"events.k8s.io\"])",
@@ -294,15 +307,23 @@ impl PodReporter {
     }
 
     async fn patch(&mut self, s: &Status) -> bool {
-        let Some(c) = condition(s) else { return true };
-        if self.sent.as_ref() == Some(&c) {
+        let cs = conditions(s);
+        if cs.is_empty() || self.sent == cs {
             return true;
         }
-        let since = match self.transition {
-            Some((status, t)) if status == c.status => t,
-            _ => jiff::Timestamp::now(),
-        };
-        let body = condition_patch(&c, since);
+        let now = jiff::Timestamp::now();
+        let timed: Vec<(Condition, jiff::Timestamp)> = cs
+            .iter()
+            .map(|c| {
+                let since = self
+                    .transition
+                    .iter()
+                    .find(|(t, status, _)| *t == c.type_ && *status == c.status)
+                    .map_or(now, |(_, _, since)| *since);
+                (c.clone(), since)
+            })
+            .collect();
+        let body = condition_patch(&timed);
         match self
             .pods
             .patch_status(
@@ -313,9 +334,17 @@ impl PodReporter {
             .await
         {
             Ok(_) => {
-                debug!(status = c.status, reason = %c.reason, "pod condition updated");
-                self.transition = Some((c.status, since));
-                self.sent = Some(c);
+                debug!(
+                    ready = cs[0].status,
+                    compatible = %cs[0].reason,
+                    current = %cs[1].reason,
+                    "pod conditions updated"
+                );
+                self.transition = timed
+                    .iter()
+                    .map(|(c, since)| (c.type_, c.status, *since))
+                    .collect();
+                self.sent = cs;
                 true
             }
             Err(e) => {
@@ -364,6 +393,64 @@ pub async fn run(
 mod tests {
     use super::*;
     use crate::state::{ActiveView, CandidateView};
+
+    /// `confgate.io/config-current`.
+    fn condition(s: &Status) -> Option<Condition> {
+        conditions(s).get(1).cloned()
+    }
+
+    fn compatible(s: &Status) -> (bool, String) {
+        let c = conditions(s).swap_remove(0);
+        assert_eq!(c.type_, CONDITION_TYPE);
+        (c.status, c.reason)
+    }
+
+    #[test]
+    fn the_readiness_condition_is_readyz_and_the_held_config_shows_in_the_other() {
+        let held = Status {
+            ready: true,
+            active: Some(ActiveView {
+                version: Some("2.5.0".into()),
+                sha256: "sha256:ab".into(),
+                since: String::new(),
+                verdict: Verdict::Accepted,
+                variant: None,
+            }),
+            candidate: Some(CandidateView {
+                version: Some("3.0.0".into()),
+                sha256: Some("sha256:cd".into()),
+                verdict: Verdict::TooNew,
+                reason: "too new".into(),
+                variant: None,
+            }),
+            ..Status::default()
+        };
+        // `hold`: ready, compatible; not current.
+        assert_eq!(compatible(&held), (true, "Accepted".into()));
+        let c = condition(&held).unwrap();
+        assert_eq!(
+            (c.type_, c.status, c.reason.as_str()),
+            (CURRENT_TYPE, false, "TooNew")
+        );
+        // `unready`: the same facts, not ready.
+        let unready = Status {
+            ready: false,
+            ..held.clone()
+        };
+        assert_eq!(compatible(&unready), (false, "TooNew".into()));
+        // Observe mode running a too-new config: ready, so compatible; not current.
+        let mut observe = held.clone();
+        observe.candidate = None;
+        observe.active.as_mut().unwrap().verdict = Verdict::TooNew;
+        assert_eq!(compatible(&observe), (true, "Observed".into()));
+        assert_eq!(condition(&observe).unwrap().reason, "TooNew");
+        // Not ready for another reason (its settings), with the newest config accepted.
+        let mut settings = held;
+        settings.candidate = None;
+        settings.ready = false;
+        assert_eq!(compatible(&settings), (false, "NotReady".into()));
+        assert!(condition(&settings).unwrap().status);
+    }
 
     #[test]
     fn no_condition_before_anything_was_read_and_observe_mode_is_false() {

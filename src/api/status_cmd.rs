@@ -1,5 +1,5 @@
-//! `confgate status`: the fleet view. Lists pods, reads the `confgate.io/config-compatible` condition
-//! each sidecar wrote, and, given `--configmap`, compares each pod's active config with the ConfigMap's
+//! `confgate status`: the fleet view. Lists pods, reads the conditions `confgate.io/config-compatible`
+//! (ready) and `confgate.io/config-current` (the newest config in force) each sidecar wrote, and, given `--configmap`, compares each pod's active config with the ConfigMap's
 //! current content hash. Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use kube::{Api, Client};
 
 use super::condition::{ConditionMessage, Reason};
 use super::pod_view::PodView;
-use super::{CONDITION_TYPE, explain};
+use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::snapshot::{ContentHash, Snapshot};
 
 /// Which pods `confgate status` reads, and the ConfigMap it compares them with.
@@ -44,8 +44,12 @@ pub enum Error {
 pub struct Row {
     pub pod: String,
     pub ready: bool,
-    /// The condition's status and reason, when the sidecar wrote one.
+    /// `config-compatible`'s status and reason (the sidecar's readiness), when it wrote one.
     pub condition: Option<(bool, String)>,
+    /// `config-current`'s status and reason (the newest config in force), when it wrote one.
+    pub current: Option<(bool, String)>,
+    /// A newer config than the active one is held back.
+    pub held: bool,
     pub version: Option<String>,
     pub sha256: Option<String>,
     /// What the component confirmed it runs (version, hash), when the sidecar knows.
@@ -67,6 +71,7 @@ pub fn row(pod: &PodView) -> Row {
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let ours = conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
+    let current = conditions.iter().find(|c| c.type_ == CURRENT_TYPE);
     let message = ours
         .and_then(|c| c.message.as_deref())
         .and_then(|m| m.parse::<ConditionMessage>().ok());
@@ -74,12 +79,15 @@ pub fn row(pod: &PodView) -> Row {
         .as_ref()
         .and_then(|m| m.applied.clone())
         .map(|a| (a.version, a.sha256));
+    let held = message.as_ref().is_some_and(|m| m.newest.is_some());
     let active = message.and_then(|m| m.active).unwrap_or_default();
     let (version, sha256) = (active.version, active.sha256);
     Row {
         pod: pod.metadata.name.clone().unwrap_or_default(),
         ready,
         condition: ours.map(|c| (c.status == "True", c.reason.clone().unwrap_or_default())),
+        current: current.map(|c| (c.status == "True", c.reason.clone().unwrap_or_default())),
+        held,
         version,
         sha256,
         applied,
@@ -141,11 +149,14 @@ fn short(sha: &str) -> &str {
 }
 
 impl Fleet {
-    /// Whether a pod runs what it should: the condition is True, the component applied the promoted
-    /// config (when the sidecar knows what it applied) and, with `--configmap`, that config is the
-    /// ConfigMap's current content.
+    /// Whether a pod runs what it should: both conditions are True (a sidecar that writes only
+    /// `config-compatible` is judged by it alone), the component applied the promoted config (when the
+    /// sidecar knows what it applied) and, with `--configmap`, that config is the ConfigMap's current
+    /// content.
     pub fn matches(&self, r: &Row) -> bool {
-        let compatible = matches!(r.condition, Some((true, _))) && !Self::not_applied(r);
+        let compatible = matches!(r.condition, Some((true, _)))
+            && !matches!(r.current, Some((false, _)))
+            && !Self::not_applied(r);
         match &self.configmap {
             None => compatible,
             Some((_, hash)) => {
@@ -172,10 +183,11 @@ impl Fleet {
 
     /// One line per pod, then the ConfigMap's hash when asked for.
     pub fn table(&self) -> String {
-        let mut table = vec![[
+        let mut table: Vec<[String; 7]> = vec![[
             "POD".to_owned(),
             "READY".into(),
             "CONDITION".into(),
+            "CURRENT".into(),
             "VERSION".into(),
             "SHA256".into(),
             "APPLIED".into(),
@@ -188,6 +200,10 @@ impl Fleet {
                     Some((s, reason)) => format!("{}/{reason}", if *s { "True" } else { "False" }),
                     None => "-".into(),
                 },
+                match &r.current {
+                    Some((s, reason)) => format!("{}/{reason}", if *s { "True" } else { "False" }),
+                    None => "-".into(),
+                },
                 r.version.clone().unwrap_or_else(|| "-".into()),
                 r.sha256.as_deref().map(short).unwrap_or("-").to_owned(),
                 match &r.applied {
@@ -197,7 +213,7 @@ impl Fleet {
                 },
             ]);
         }
-        let widths: Vec<usize> = (0..6)
+        let widths: Vec<usize> = (0..7)
             .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))
             .collect();
         let mut out = String::new();
@@ -250,9 +266,17 @@ impl Fleet {
                 Some(_) if Self::not_applied(r) => {
                     format!("running {}: {} not applied", running(r), version(r))
                 }
-                Some((true, _)) => {
-                    format!("holding {}: not yet on the ConfigMap's content", version(r))
-                }
+                Some((true, _)) => match &r.current {
+                    Some((false, reason)) if r.held => {
+                        format!("holding {}: {}", version(r), kebab(reason))
+                    }
+                    // Observe mode: what runs is the active config, which it does not accept.
+                    Some((false, reason)) => format!("running {}: {}", version(r), kebab(reason)),
+                    _ => match &self.configmap {
+                        Some((_, None)) => format!("running {}: no such ConfigMap", version(r)),
+                        _ => format!("running {}: not yet the ConfigMap's content", version(r)),
+                    },
+                },
                 Some((false, reason)) if r.sha256.is_none() => {
                     format!("without an accepted config: {}", kebab(reason))
                 }
@@ -305,6 +329,8 @@ mod tests {
             pod: pod.into(),
             ready: true,
             condition: Some((true, "Accepted".into())),
+            current: Some((true, "Accepted".into())),
+            held: false,
             version: Some("2.1.0".into()),
             sha256: Some("sha256:210".into()),
             applied: Some((
@@ -323,5 +349,41 @@ mod tests {
         );
         assert!(fleet.table().lines().nth(2).unwrap().ends_with("2.0.0"));
         assert!(!fleet.all_match());
+    }
+
+    #[test]
+    fn held_observed_and_missing_configmap_are_told_apart() {
+        let row = |pod: &str, current: (bool, &str), held: bool| Row {
+            pod: pod.into(),
+            ready: true,
+            condition: Some((true, "Accepted".into())),
+            current: Some((current.0, current.1.into())),
+            held,
+            version: Some("2.5.0".into()),
+            sha256: Some("sha256:250".into()),
+            applied: None,
+        };
+        let fleet = Fleet {
+            namespace: "prod".into(),
+            rows: vec![
+                row("a", (false, "TooNew"), true),
+                row("b", (false, "TooNew"), false),
+            ],
+            configmap: None,
+        };
+        assert_eq!(
+            fleet.summary(),
+            "0/2 on the expected config, 1 holding 2.5.0: too-new, 1 running 2.5.0: too-new"
+        );
+        assert!(fleet.table().contains("True/Accepted  False/TooNew"));
+        let gone = Fleet {
+            rows: vec![row("a", (true, "Accepted"), false)],
+            configmap: Some(("app".into(), None)),
+            ..fleet
+        };
+        assert_eq!(
+            gone.summary(),
+            "0/1 on the expected config, 1 running 2.5.0: no such ConfigMap"
+        );
     }
 }

@@ -35,14 +35,22 @@ fn config(version: &str) -> String {
     format!("schemaVersion: {version}\ngreeting: hello\n")
 }
 
-fn condition(pod: &Pod) -> Option<PodCondition> {
+const COMPATIBLE: &str = "confgate.io/config-compatible";
+const CURRENT: &str = "confgate.io/config-current";
+
+fn condition(pod: &Pod, type_: &str) -> Option<PodCondition> {
     pod.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == "confgate.io/config-compatible")
+        .find(|c| c.type_ == type_)
         .cloned()
+}
+
+/// A condition's status and reason.
+fn said(c: &PodCondition) -> (&str, &str) {
+    (c.status.as_str(), c.reason.as_deref().unwrap_or(""))
 }
 
 /// The shipped RBAC and ConfigMap in namespace `ns`, a Pending pod `web-0` of the ServiceAccount
@@ -59,6 +67,11 @@ struct Sidecar {
 
 impl Sidecar {
     fn start(c: &Cluster, ns: &'static str) -> Sidecar {
+        Sidecar::start_with(c, ns, &[])
+    }
+
+    /// As [`Sidecar::start`], with more `confgate run` arguments.
+    fn start_with(c: &Cluster, ns: &'static str, args: &[&str]) -> Sidecar {
         c.namespaces(&[ns]);
         for path in [
             "manifests/rbac/sidecar.yaml",
@@ -85,6 +98,7 @@ impl Sidecar {
         let mut cmd = c.confgate_tied();
         cmd.args(["run", "--accepts", ACCEPTS, "--version-from", VERSION_FROM])
             .args(["--source", &format!("configmap:{ns}/{CM}")])
+            .args(args)
             .arg("--promote-to")
             .arg(tmp.path().join("promoted"))
             .arg("--watch")
@@ -118,9 +132,21 @@ impl Sidecar {
         self.rt.block_on(self.pods.get(POD)).unwrap()
     }
 
+    /// Waits for `config-compatible` to satisfy `pred`.
     fn wait_condition(&self, what: &str, pred: impl Fn(&PodCondition) -> bool) -> PodCondition {
+        self.wait_conditions(what, |c, _| pred(c)).0
+    }
+
+    /// Waits for `config-compatible` and `config-current` together to satisfy `pred`.
+    fn wait_conditions(
+        &self,
+        what: &str,
+        pred: impl Fn(&PodCondition, &PodCondition) -> bool,
+    ) -> (PodCondition, PodCondition) {
         poll(what, DEADLINE, || {
-            condition(&self.pod()).filter(|c| pred(c))
+            let pod = self.pod();
+            let both = (condition(&pod, COMPATIBLE)?, condition(&pod, CURRENT)?);
+            pred(&both.0, &both.1).then_some(both)
         })
     }
 
@@ -202,13 +228,16 @@ fn run_as_the_least_privilege_service_account() {
                 .is_some_and(|m| m.starts_with("version 2.5.0 sha256:"))
     });
 
-    // A too-new one is held: the promoted config stays, the condition and an Event say why.
+    // A too-new one is held: the promoted config stays, and the replica stays ready (`hold`), so the
+    // readiness gate stays True; `config-current` and an Event say what is held and why.
     s.set_version("3.0.0");
-    s.gate.wait_candidate(Some("3.0.0"), "too-new");
+    let status = s.gate.wait_candidate(Some("3.0.0"), "too-new");
+    assert_eq!(status["ready"], true, "{status}");
     assert_eq!(s.promoted_config().unwrap(), config("2.5.0"));
-    let held = s.wait_condition("the condition False/TooNew", |c| {
-        c.status == "False" && c.reason.as_deref() == Some("TooNew")
+    let (compatible, held) = s.wait_conditions("True/Accepted and current False/TooNew", |a, b| {
+        said(a) == ("True", "Accepted") && said(b) == ("False", "TooNew")
     });
+    assert_eq!(compatible.message, held.message);
     let message = held.message.unwrap();
     assert!(
         message.starts_with("version 2.5.0 sha256:")
@@ -242,8 +271,8 @@ fn run_as_the_least_privilege_service_account() {
         .unwrap();
     s.gate.wait_candidate(None, "missing");
     assert_eq!(s.promoted_config().unwrap(), config("2.5.0"));
-    s.wait_condition("the condition False/Missing", |c| {
-        c.status == "False" && c.reason.as_deref() == Some("Missing")
+    s.wait_conditions("True/Accepted and current False/Missing", |a, b| {
+        said(a) == ("True", "Accepted") && said(b) == ("False", "Missing")
     });
     let missing = s.wait_event("a Missing Event", |e| {
         e.reason.as_deref() == Some("Missing")
@@ -301,7 +330,7 @@ fn status_as_reader(c: &Cluster, s: &Sidecar) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("web-0  false  False/TooNew  2.5.0"),
+        stdout.contains("web-0  false  True/Accepted  False/TooNew  2.5.0"),
         "{stdout}"
     );
     assert!(
@@ -310,45 +339,97 @@ fn status_as_reader(c: &Cluster, s: &Sidecar) {
     );
 }
 
-/// Each promotion should leave an Event naming the version promoted. Today the second `Accepted`
-/// Event (2.5.0) is folded into the first one's series: kube's `Recorder` keys repeats on type,
-/// reason, action and the object, not the note, and patches only the series of the Event it already
-/// has, so the only Accepted Event still says 2.4.1 is active, with a count of 2.
+/// The readiness gate's condition is True exactly when `/readyz` is 200, whatever the policy and
+/// mode: `unready` makes a too-new config NotReady; observe mode stays ready on it. `config-current`
+/// says the newest config is not in force in both.
 #[test]
-#[ignore = "a second promotion within 6 minutes is counted as a repeat of the first Accepted Event, which keeps naming the first version"]
+fn the_readiness_condition_follows_readyz_under_every_policy_and_mode() {
+    let Some(c) = cluster() else { return };
+    for (ns, args, ready, reason) in [
+        (
+            "confgate-api-unready",
+            ["--on-incompatible", "unready"],
+            false,
+            "TooNew",
+        ),
+        (
+            "confgate-api-observe",
+            ["--mode", "observe"],
+            true,
+            "Observed",
+        ),
+    ] {
+        let s = Sidecar::start_with(c, ns, &args);
+        s.gate.wait_active("2.4.1");
+        s.wait_conditions("both True/Accepted", |a, b| {
+            said(a) == ("True", "Accepted") && said(b) == ("True", "Accepted")
+        });
+        s.set_version("3.0.0");
+        let status = s.gate.wait_status("the too-new config judged", |st| {
+            st["desired"]["version"] == "3.0.0"
+        });
+        assert_eq!(status["ready"], ready, "{ns}: {status}");
+        let want = if ready { "True" } else { "False" };
+        let (compatible, current) = s.wait_conditions(&format!("{ns}: {want}/{reason}"), |a, b| {
+            said(a) == (want, reason) && said(b) == ("False", "TooNew")
+        });
+        assert_eq!(
+            s.gate.status()["ready"],
+            ready,
+            "{ns}: {compatible:?} {current:?}"
+        );
+    }
+}
+
+/// Each promotion and each refusal leaves an Event naming its version: a repeat is folded into an
+/// Event's series only when its note is the same, so going back to 2.5.0 counts on 2.5.0's Event.
+#[test]
 fn each_promotion_has_an_event_naming_its_version() {
     let Some(c) = cluster() else { return };
     let s = Sidecar::start(c, "confgate-api-events");
-    s.gate.wait_active("2.4.1");
-    s.wait_event("the Accepted Event of 2.4.1", |e| {
+    let starts = |e: &Event, v: &str| {
         e.note
             .as_deref()
-            .is_some_and(|n| n.starts_with("version 2.4.1 sha256:"))
-    });
-    s.set_version("2.5.0");
-    s.gate.wait_active("2.5.0");
-    let promoted = poll("an Event naming 2.5.0", DEADLINE, || {
-        let events = s.events();
-        let accepted: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.reason.as_deref() == Some("Accepted"))
-            .collect();
-        // Once the second promotion is reported (a new Event, or the series of the first), it
-        // must name 2.5.0.
-        let reported = accepted.len() > 1 || accepted.iter().any(|e| e.series.is_some());
-        reported.then(|| {
-            accepted
-                .iter()
-                .filter_map(|e| e.note.clone())
-                .collect::<Vec<_>>()
-        })
-    });
-    assert!(
-        promoted
-            .iter()
-            .any(|n| n.starts_with("version 2.5.0 sha256:")),
-        "the Accepted Events after promoting 2.5.0 say: {promoted:?}"
-    );
+            .is_some_and(|n| n.starts_with(&format!("version {v} sha256:")))
+    };
+    let count = |e: &Event| e.series.as_ref().map_or(1, |s| s.count);
+    // Step by step, so that no change is published before the previous one was reported.
+    let steps = [
+        ("2.4.1", 1),
+        ("2.5.0", 1),
+        ("2.6.0", 1),
+        ("2.7.0", 1),
+        ("2.8.0", 1),
+        ("2.5.0", 2),
+    ];
+    for (i, (v, n)) in steps.into_iter().enumerate() {
+        if i > 0 {
+            s.set_version(v);
+        }
+        s.gate.wait_active(v);
+        s.wait_event(&format!("an Accepted Event naming {v}, count {n}"), |e| {
+            e.reason.as_deref() == Some("Accepted") && starts(e, v) && count(e) == n
+        });
+    }
+    for v in ["3.0.0", "3.1.0"] {
+        s.set_version(v);
+        s.gate.wait_candidate(Some(v), "too-new");
+        s.wait_event(&format!("a Rejected Event naming {v}"), |e| {
+            e.reason.as_deref() == Some("Rejected") && starts(e, v)
+        });
+    }
+    let events = s.events();
+    let accepted: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Accepted"))
+        .collect();
+    assert_eq!(accepted.len(), 5, "one Event per version: {accepted:?}");
+    let rejected: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Rejected"))
+        .collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert!(rejected.iter().all(|e| count(e) == 1), "{rejected:?}");
 }
 
 /// `config.yaml` of `manifests/api-mode/configmap.yaml`, as a promoted file holds it.
