@@ -441,7 +441,11 @@ fn inject_moves_confgate_off_a_port_another_container_uses() {
         sidecar["env"],
         json!([{"name": "CONFGATE_LISTEN", "value": "[::]:9800"}])
     );
-    assert_eq!(sidecar["livenessProbe"]["httpGet"]["port"], "confgate");
+    // Every probe is exec, so each reads CONFGATE_LISTEN like `run` does.
+    assert_eq!(
+        sidecar["livenessProbe"]["exec"]["command"],
+        json!(["/confgate", "probe", "live"])
+    );
     // The exec probe, run with the container's environment, asks the moved port.
     let probe = sidecar["startupProbe"]["exec"]["command"]
         .as_array()
