@@ -29,6 +29,8 @@ pub enum Error {
     Gate(#[from] gate::Error),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    #[error("cannot read /dev/urandom for the key that seals a Secret's hashes: {0}")]
+    Random(#[source] std::io::Error),
     #[error("the decision loop ended unexpectedly")]
     LoopDied,
     #[cfg(feature = "api")]
@@ -114,6 +116,31 @@ fn source_choice(p: &PathArgs) -> Result<SourceChoice, Error> {
     }
 }
 
+/// Seals every hash this process prints (`snapshot::seal`) when the content is a Secret: by
+/// `--content secret` (a mounted Secret volume) or a `secret:` source. The key is random per process,
+/// so no one can test guesses of the value against a published hash.
+fn seal_if_secret(p: &PathArgs, choice: &SourceChoice) -> Result<(), Error> {
+    #[cfg(feature = "api")]
+    let from_source = matches!(choice, Ok(crate::api::SourceSpec::Secret(_)));
+    #[cfg(not(feature = "api"))]
+    let from_source = {
+        let _ = choice;
+        false
+    };
+    if p.content != crate::cli::Content::Secret && !from_source {
+        return Ok(());
+    }
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
+        .map_err(Error::Random)?;
+    crate::snapshot::seal(key);
+    info!(
+        "the content is a Secret: hashes are printed as hmac-sha256 under a key random to this process"
+    );
+    Ok(())
+}
+
 /// The decision loop's feed; in API mode a ConfigMap watch is spawned that stops with `stop`.
 #[allow(clippy::unused_async)]
 async fn feed(
@@ -149,6 +176,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     check_paths(&args.paths)?;
     let choice = source_choice(&args.paths)?;
+    seal_if_secret(&args.paths, &choice)?;
     let client = http::Client::new(args.reload_ca.as_deref()).map_err(|e| {
         Error::Settings(settings::Error(vec![settings::Invalid {
             setting: "--reload-ca (CONFGATE_RELOAD_CA)".into(),
@@ -287,6 +315,7 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     check_paths(&args.paths)?;
     let choice = source_choice(&args.paths)?;
+    seal_if_secret(&args.paths, &choice)?;
     log_start(&args.gate.raw(), &args.paths);
     let rt = runtime()?;
     rt.block_on(async move {

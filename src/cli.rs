@@ -244,6 +244,13 @@ pub enum LogFormat {
     Json,
 }
 
+/// What the watched content is: a Secret's content is never published, not even its plain hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Content {
+    Config,
+    Secret,
+}
+
 /// Where the config comes from and goes to.
 #[derive(Debug, Clone, Args)]
 pub struct PathArgs {
@@ -259,6 +266,10 @@ pub struct PathArgs {
     /// needs --promote-to) [annotation confgate.io/source] [default: volume]
     #[arg(long, env = "CONFGATE_SOURCE", value_name = "SOURCE")]
     pub source: Option<String>,
+    /// What the source holds: config, or secret (a mounted Secret volume; hashes are printed keyed,
+    /// as hmac-sha256:, never as the content's plain sha256); a secret: source implies secret
+    #[arg(long, env = "CONFGATE_CONTENT", value_enum, default_value = "config")]
+    pub content: Content,
     /// Where accepted configs are promoted; without it, gate-only mode (readiness and reload, no copy)
     #[arg(long, env = "CONFGATE_PROMOTE_TO", value_name = "DIR")]
     pub promote_to: Option<PathBuf>,

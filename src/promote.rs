@@ -14,7 +14,7 @@
 //! keys, remove the old dir). Between them the old dir and the links of vanished keys are still there,
 //! as they are in a kubelet volume between its swap and its cleanup.
 //!
-//! "Reload owed" is a file in the promoted dir, [`RELOAD_OWED`], holding the `sha256:` of the promoted
+//! "Reload owed" is a file in the promoted dir, [`RELOAD_OWED`], holding the plain `sha256:` of the promoted
 //! config the component has not yet been told about. It is written before the switch, so a crash at any
 //! point after it still owes the reload at the next start-up.
 //!
@@ -156,7 +156,7 @@ impl Promoter {
     /// Records durably that the component is owed a reload for `sha`.
     pub fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
         let tmp = self.dir.join(RELOAD_OWED_TMP);
-        std::fs::write(&tmp, format!("{sha}\n")).map_err(io_err("write", &tmp))?;
+        std::fs::write(&tmp, format!("{}\n", sha.plain())).map_err(io_err("write", &tmp))?;
         let path = self.dir.join(RELOAD_OWED);
         std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
     }

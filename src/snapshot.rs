@@ -31,17 +31,72 @@ pub const MAX_KEYS: usize = 8192;
 const SWAP_RETRIES: usize = 8;
 pub const DATA_LINK: &str = "..data";
 
-/// `sha256:<hex>` over the documented encoding.
+/// `sha256:<hex>` over the documented encoding; `hmac-sha256:<hex>` once [`seal`] was called.
+///
+/// The bytes are always the plain digest, so comparisons, de-duplication and the reload-owed marker
+/// (in the promoted dir, beside the content itself) work alike; only the text form is sealed.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ContentHash(pub [u8; 32]);
 
+/// The process's key for sealed hashes, set once at start-up when the content is a Secret.
+static SEAL: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+
+/// From now on every hash this process prints is `hmac-sha256:` under `key`, never the plain
+/// `sha256:` of the content: a Secret's plain hash can be brute-forced when its value is short.
+/// Returns false when another key was already set (the first one stays).
+pub fn seal(key: [u8; 32]) -> bool {
+    SEAL.set(key).is_ok() || SEAL.get() == Some(&key)
+}
+
+/// Whether printed hashes are sealed.
+pub fn sealed() -> bool {
+    SEAL.get().is_some()
+}
+
+/// HMAC-SHA256 (RFC 2104) of `msg` under a 32-byte key.
+pub fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
+    let (mut ipad, mut opad) = ([0x36u8; 64], [0x5cu8; 64]);
+    for (i, k) in key.iter().enumerate() {
+        ipad[i] ^= k;
+        opad[i] ^= k;
+    }
+    let inner = Sha256::new()
+        .chain_update(ipad)
+        .chain_update(msg)
+        .finalize();
+    Sha256::new()
+        .chain_update(opad)
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    for b in bytes {
+        write!(f, "{b:02x}")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for ContentHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("sha256:")?;
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
+        match SEAL.get() {
+            Some(key) => {
+                f.write_str("hmac-sha256:")?;
+                write_hex(f, &hmac_sha256(key, &self.0))
+            }
+            None => fmt::Display::fmt(&self.plain(), f),
         }
-        Ok(())
+    }
+}
+
+/// The plain `sha256:` text of a hash, for files beside the content (never for output).
+pub struct Plain<'a>(&'a ContentHash);
+
+impl fmt::Display for Plain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sha256:")?;
+        write_hex(f, &self.0.0)
     }
 }
 
@@ -52,9 +107,17 @@ impl fmt::Debug for ContentHash {
 }
 
 impl ContentHash {
-    /// The first 12 hex digits, for log lines.
+    /// The first 12 hex digits of the printed form, for log lines.
     pub fn short(&self) -> String {
-        self.to_string()[7..19].to_owned()
+        let text = self.to_string();
+        let hex = text.split_once(':').map_or(text.as_str(), |(_, h)| h);
+        hex[..12].to_owned()
+    }
+
+    /// The plain `sha256:` form even when sealed: only for the promoted dir, which holds the
+    /// content itself.
+    pub fn plain(&self) -> Plain<'_> {
+        Plain(self)
     }
 
     /// Hashes keys and values in the documented encoding; the order they come in does not matter.
@@ -494,6 +557,17 @@ mod tests {
         manual.update([0, 0, 0, 0, 0, 0, 0, 1, b'a', 0, 0, 0, 0, 0, 0, 0, 1, b'b']);
         assert_eq!(h.0, <[u8; 32]>::from(manual.finalize()));
         assert!(h.to_string().starts_with("sha256:") && h.to_string().len() == 71);
+    }
+
+    #[test]
+    fn hmac_is_rfc_2104() {
+        // python3 -c "import hmac,hashlib;print(hmac.new(bytes([0x0b]*32),b'Hi There',hashlib.sha256).hexdigest())"
+        let mac = hmac_sha256(&[0x0b; 32], b"Hi There");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7"
+        );
     }
 
     #[test]

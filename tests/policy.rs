@@ -323,6 +323,79 @@ fn assert_example_is_printed_by(args: &[&str], path: &str) {
     );
 }
 
+/// An UPDATE that leaves `data` and `binaryData` as stored (an annotation, a label) passes even when
+/// the stored content breaks the policy (it predates it), so `kubectl annotate ...
+/// confgate.io/allow-delete=true` and `kubectl label` still work; any change of the content is judged.
+#[test]
+fn metadata_only_updates_pass_when_the_content_is_unchanged() {
+    big_stack(|| {
+        let s = settings(Some(">=2.4.0, <3.0.0"), Some("config"));
+        let rules = rules::compile_all(["data['config'].contains('listen:')"]).unwrap();
+        let p = Compiled::new(&policy_for(&s, &rules));
+        let blob: &[u8] = &[0, 1, 2];
+        // Stored before the policy: too new, and breaking the rule.
+        let stored = configmap_with(
+            &[("version", "3.0.0"), ("config", "port: 80\n")],
+            &[("blob", blob)],
+        );
+        let mut annotated = stored.clone();
+        annotated["metadata"]["annotations"] = json!({policy::ALLOW_DELETE: "true"});
+        annotated["metadata"]["labels"] = json!({"team": "a"});
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&annotated), Some(&stored)),
+            Ok(())
+        );
+        // Without a required key, as stored: the same.
+        let no_key = configmap(&[("version", "2.5.0")]);
+        let mut labelled = no_key.clone();
+        labelled["metadata"]["labels"] = json!({"team": "a"});
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&labelled), Some(&no_key)),
+            Ok(())
+        );
+
+        // A change of `data`, or of `binaryData` alone, is judged as ever.
+        let too_new =
+            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows";
+        let mut data_changed = annotated.clone();
+        data_changed["data"]["config"] = json!("port: 81\n");
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&data_changed), Some(&stored)),
+            Err(too_new.to_owned())
+        );
+        for binary in [
+            json!({"blob": "AAED"}),
+            json!({}),
+            json!({"blob": "AAEC", "more": "AA=="}),
+        ] {
+            let mut changed = annotated.clone();
+            changed["binaryData"] = binary.clone();
+            assert_eq!(
+                p.admit("UPDATE", NS, NAME, Some(&changed), Some(&stored)),
+                Err(too_new.to_owned()),
+                "binaryData {binary}"
+            );
+        }
+        let mut dropped = annotated.clone();
+        dropped.as_object_mut().unwrap().remove("binaryData");
+        assert_eq!(
+            p.admit("UPDATE", NS, NAME, Some(&dropped), Some(&stored)),
+            Err(too_new.to_owned())
+        );
+        // A key added to `data` of a ConfigMap that had none is a change too.
+        let mut bare = stored.clone();
+        bare.as_object_mut().unwrap().remove("data");
+        assert!(
+            p.admit("UPDATE", NS, NAME, Some(&stored), Some(&bare))
+                .is_err()
+        );
+        // A CREATE has no stored content to compare with.
+        assert_eq!(p.create(&annotated), Err(too_new.to_owned()));
+        // And the annotation it let through lets the DELETE through.
+        assert_eq!(p.admit("DELETE", NS, NAME, None, Some(&annotated)), Ok(()));
+    });
+}
+
 #[test]
 fn aws_auth_guard_example_is_what_the_command_prints() {
     assert_example_is_printed_by(
@@ -645,7 +718,10 @@ fn unusual_characters_in_a_rule_survive_every_reader() {
             .to_owned()
     };
     let want = format!(
-        "request.operation == 'DELETE' || [has(object.data) ? object.data : {{}}].all(data, \
+        "request.operation == 'DELETE' || (request.operation == 'UPDATE' && oldObject != null \
+         && (has(object.data) ? object.data : {{}}) == (has(oldObject.data) ? oldObject.data : {{}}) \
+         && (has(object.binaryData) ? object.binaryData : {{}}) == (has(oldObject.binaryData) ? oldObject.binaryData : {{}})) \
+         || [has(object.data) ? object.data : {{}}].all(data, \
          [has(object.binaryData) ? object.binaryData : {{}}].all(binaryData, {rule}))"
     );
     let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();

@@ -84,8 +84,12 @@ impl FromStr for Described {
         };
         let part = |p: &str| (p != "-").then(|| p.to_owned());
         let sha256 = part(sha);
-        if sha256.as_deref().is_some_and(|h| !h.starts_with("sha256:")) {
-            return Err("the hash does not start with sha256:".into());
+        // `hmac-sha256:` is a Secret's sealed hash (see `snapshot::seal`).
+        if sha256
+            .as_deref()
+            .is_some_and(|h| !h.starts_with("sha256:") && !h.starts_with("hmac-sha256:"))
+        {
+            return Err("the hash does not start with sha256: or hmac-sha256:".into());
         }
         Ok(Described {
             version: part(version),

@@ -2,6 +2,7 @@
 //!
 //! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
 //! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
+//! - [`secret`]: one Secret watched the same way; its hashes are sealed (see `snapshot::seal`).
 //! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
 //!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod.
 //! - [`condition`]: those conditions' reason and message, formatted and parsed by one type.
@@ -15,6 +16,7 @@ pub mod condition;
 pub mod events;
 pub mod pod;
 pub mod pod_view;
+pub mod secret;
 pub mod source;
 pub mod status_cmd;
 
@@ -31,7 +33,7 @@ use crate::state::Shared;
 
 /// The env var and flag naming the source, as users write them.
 pub const SOURCE_SETTING: &str = "--source (CONFGATE_SOURCE)";
-const ALLOWED_SOURCE: &str = "volume or configmap:NAMESPACE/NAME";
+const ALLOWED_SOURCE: &str = "volume, configmap:NAMESPACE/NAME or secret:NAMESPACE/NAME";
 /// The condition for `readinessGates`: True exactly when `/readyz` answers 200.
 pub const CONDITION_TYPE: &str = "confgate.io/config-compatible";
 /// The condition saying whether the newest config is the one in force and accepted; never a gate.
@@ -47,7 +49,7 @@ pub enum Error {
     Client(#[source] kube::Error),
 }
 
-/// A ConfigMap named by namespace and name.
+/// A ConfigMap or Secret named by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub namespace: String,
@@ -65,6 +67,14 @@ impl std::fmt::Display for Target {
 pub enum SourceSpec {
     Volume,
     ConfigMap(Target),
+    Secret(Target),
+}
+
+impl SourceSpec {
+    /// Whether the source is an object read through the API (then `--promote-to` is needed).
+    fn is_api(&self) -> bool {
+        !matches!(self, SourceSpec::Volume)
+    }
 }
 
 /// DNS-1123 subdomain, as the API server validates object and namespace names.
@@ -86,19 +96,27 @@ impl std::str::FromStr for SourceSpec {
         if s == "volume" {
             return Ok(SourceSpec::Volume);
         }
-        let rest = s.strip_prefix("configmap:").ok_or("unknown source kind")?;
+        let (kind, rest) = s
+            .split_once(':')
+            .filter(|(k, _)| matches!(*k, "configmap" | "secret"))
+            .ok_or("unknown source kind")?;
         let (namespace, name) = rest
             .split_once('/')
-            .ok_or("configmap: needs NAMESPACE/NAME")?;
+            .ok_or(format!("{kind}: needs NAMESPACE/NAME"))?;
         for part in [namespace, name] {
             if !is_dns_subdomain(part) {
                 return Err(format!("{part:?} is not a valid Kubernetes name"));
             }
         }
-        Ok(SourceSpec::ConfigMap(Target {
+        let target = Target {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
-        }))
+        };
+        Ok(if kind == "secret" {
+            SourceSpec::Secret(target)
+        } else {
+            SourceSpec::ConfigMap(target)
+        })
     }
 }
 
@@ -119,7 +137,7 @@ pub fn resolve(
             .parse::<SourceSpec>()
             .map_err(|e| format!("annotation {ANN_SOURCE} {v:?}: {e}; allowed: {ALLOWED_SOURCE}"));
         return Ok(match spec {
-            Ok(SourceSpec::ConfigMap(_)) if promote_to.is_none() => Err(format!(
+            Ok(s) if s.is_api() && promote_to.is_none() => Err(format!(
                 "annotation {ANN_SOURCE} {v:?} needs --promote-to: there is no mounted volume for the component to read"
             )),
             other => other,
@@ -135,15 +153,21 @@ pub fn resolve(
         allowed: ALLOWED_SOURCE,
     };
     let spec = v.parse::<SourceSpec>().map_err(invalid)?;
-    if matches!(spec, SourceSpec::ConfigMap(_)) && promote_to.is_none() {
-        return Err(invalid(
-            "a ConfigMap source needs --promote-to (CONFGATE_PROMOTE_TO): there is no mounted volume for the component to read".into(),
-        ));
+    if spec.is_api() && promote_to.is_none() {
+        let kind = if matches!(spec, SourceSpec::Secret(_)) {
+            "Secret"
+        } else {
+            "ConfigMap"
+        };
+        return Err(invalid(format!(
+            "a {kind} source needs --promote-to (CONFGATE_PROMOTE_TO): there is no mounted volume for the component to read"
+        )));
     }
     Ok(Ok(spec))
 }
 
-/// Builds the decision loop's feed: the volume, or a ConfigMap watch spawned here until `shutdown`.
+/// Builds the decision loop's feed: the volume, or a ConfigMap or Secret watch spawned here until
+/// `shutdown`.
 pub async fn feed(
     spec: Result<SourceSpec, String>,
     shared: Arc<Shared>,
@@ -163,6 +187,22 @@ pub async fn feed(
             let (tx, snapshots) = tokio::sync::watch::channel(None);
             let (view, source) = tokio::sync::watch::channel(None);
             tokio::spawn(source::run(
+                client,
+                target,
+                tx,
+                view,
+                shared,
+                source::STUCK_AFTER,
+                shutdown,
+            ));
+            Ok(Feed::Channel { snapshots, source })
+        }
+        Ok(SourceSpec::Secret(target)) => {
+            let client = kube::Client::try_default().await.map_err(Error::Client)?;
+            info!(secret = %target, "watching the Secret through the API");
+            let (tx, snapshots) = tokio::sync::watch::channel(None);
+            let (view, source) = tokio::sync::watch::channel(None);
+            tokio::spawn(secret::run(
                 client,
                 target,
                 tx,
@@ -235,10 +275,18 @@ mod tests {
                 name: "gate-config".into()
             }))
         );
+        assert_eq!(
+            "secret:kube-system/tokens".parse::<SourceSpec>(),
+            Ok(SourceSpec::Secret(Target {
+                namespace: "kube-system".into(),
+                name: "tokens".into()
+            }))
+        );
         for (bad, why) in [
             ("configmap:x", "NAMESPACE/NAME"),
             ("configmap:ns/Big", "\"Big\" is not a valid"),
-            ("secret:ns/x", "unknown source kind"),
+            ("secret:ns", "secret: needs NAMESPACE/NAME"),
+            ("vault:ns/x", "unknown source kind"),
         ] {
             let e = bad.parse::<SourceSpec>().unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
@@ -251,6 +299,8 @@ mod tests {
         let ann = tmp.path().join("annotations");
         let e = resolve(Some("configmap:ns/cm"), &ann, None).unwrap_err();
         assert_eq!(e.setting, SOURCE_SETTING);
+        assert!(e.to_string().contains("needs --promote-to"), "{e}");
+        let e = resolve(Some("secret:ns/s"), &ann, None).unwrap_err();
         assert!(e.to_string().contains("needs --promote-to"), "{e}");
         let ok = resolve(Some("configmap:ns/cm"), &ann, Some(tmp.path())).unwrap();
         assert!(matches!(ok, Ok(SourceSpec::ConfigMap(_))));

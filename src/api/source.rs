@@ -44,9 +44,33 @@ pub fn observe(cm: &ConfigMap) -> Observed {
     configmap::observe(files(cm))
 }
 
+/// The kind of object watched: named in the view, the log lines and the RBAC rule a 403 calls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    ConfigMap,
+    Secret,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "configmap",
+            Kind::Secret => "secret",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
+        }
+    }
+}
+
 /// Folds watcher events into snapshots and the source's view (identity, recreation, health).
 #[derive(Debug)]
 pub struct Tracker {
+    kind: Kind,
     target: Target,
     view: SourceView,
     /// The object seen in the current initial list, if any.
@@ -55,9 +79,16 @@ pub struct Tracker {
 
 impl Tracker {
     pub fn new(target: Target, stuck_after: Duration) -> Tracker {
+        Tracker::of_kind(Kind::ConfigMap, target, stuck_after)
+    }
+
+    /// A tracker of a `kind` object; a Secret's events arrive as ConfigMaps with its `data` as
+    /// `binaryData` (see `api::secret`).
+    pub fn of_kind(kind: Kind, target: Target, stuck_after: Duration) -> Tracker {
         Tracker {
+            kind,
             view: SourceView {
-                kind: "configmap",
+                kind: kind.as_str(),
                 namespace: target.namespace.clone(),
                 name: target.name.clone(),
                 uid: None,
@@ -111,7 +142,7 @@ impl Tracker {
         if let (Some(old), Some(new)) = (&self.view.uid, &uid)
             && old != new
         {
-            warn!(configmap = %self.target, old_uid = %old, new_uid = %new, "the ConfigMap was recreated (new UID)");
+            warn!(configmap = %self.target, old_uid = %old, new_uid = %new, "the {} was recreated (new UID)", self.kind.title());
             self.view.recreated = true;
             self.view.previous_uid = Some(old.clone());
         }
@@ -123,8 +154,8 @@ impl Tracker {
     }
 
     fn gone(&self, what: &str) -> Observed {
-        info!(configmap = %self.target, "the ConfigMap {what}");
-        Observed::Missing(format!("ConfigMap {} {what}", self.target))
+        info!(configmap = %self.target, "the {} {what}", self.kind.title());
+        Observed::Missing(format!("{} {} {what}", self.kind.title(), self.target))
     }
 
     /// A watcher error: a `410 Gone` is the normal end of a watch window (kube lists again); anything
@@ -137,7 +168,7 @@ impl Tracker {
             return false;
         }
         let why = self.describe(e);
-        warn!(configmap = %self.target, error = %why, "ConfigMap watch failed; retrying with backoff");
+        warn!(configmap = %self.target, error = %why, "{} watch failed; retrying with backoff", self.kind.title());
         let now = Instant::now();
         let ended = self
             .view
@@ -154,8 +185,10 @@ impl Tracker {
     /// The error as a user can act on it; a 403 names the Role rule that is missing.
     pub fn describe(&self, e: &watcher::Error) -> String {
         let rule = format!(
-            "a Role rule allowing get, list and watch on configmaps (apiGroups [\"\"]) with resourceNames [\"{}\"] in namespace {} (see manifests/rbac)",
-            self.target.name, self.target.namespace
+            "a Role rule allowing get, list and watch on {}s (apiGroups [\"\"]) with resourceNames [\"{}\"] in namespace {} (see manifests/rbac)",
+            self.kind.as_str(),
+            self.target.name,
+            self.target.namespace
         );
         match e {
             watcher::Error::InitialListFailed(k) => format!("list: {}", explain(k, &rule)),
@@ -183,7 +216,19 @@ pub async fn run(
     let api: Api<ConfigMap> = Api::namespaced(client, &target.namespace);
     let fields = format!("metadata.name={}", target.name);
     let stream = watcher(api, watcher::Config::default().fields(&fields)).default_backoff();
-    let mut tracker = Tracker::new(target, stuck_after);
+    let tracker = Tracker::new(target, stuck_after);
+    drive(stream, tracker, tx, view, shared, shutdown).await;
+}
+
+/// Feeds a watch's events through `tracker` until `shutdown` or the end of the stream.
+pub(crate) async fn drive(
+    stream: impl futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>>,
+    mut tracker: Tracker,
+    tx: watch::Sender<Option<Observed>>,
+    view: watch::Sender<Option<SourceView>>,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()>,
+) {
     view.send_replace(Some(tracker.view().clone()));
     tokio::pin!(stream);
     tokio::pin!(shutdown);

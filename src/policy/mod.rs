@@ -2,7 +2,9 @@
 //! same settings the sidecar and `check` use, so the API server refuses at write time what the sidecar
 //! would hold back: a version outside the range, an absent required key, a content rule that does not
 //! hold; and a DELETE of the ConfigMap, unless the namespace controller or the garbage collector sends it
-//! or the stored object carries [`ALLOW_DELETE`]`: "true"`.
+//! or the stored object carries [`ALLOW_DELETE`]`: "true"`. An UPDATE that leaves `data` and `binaryData`
+//! as stored (metadata only) is not judged, so that annotation can be added to content that predates
+//! the policy.
 //!
 //! Pure: builds the objects; the command prints them.
 
@@ -154,7 +156,13 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         });
     }
     let cm = format!("ConfigMap {}/{}", req.namespace, req.name);
-    let skip_delete = "request.operation == 'DELETE' || ";
+    // The content is judged on CREATE and on an UPDATE that changes it. A DELETE has its own rule; an
+    // UPDATE that leaves `data` and `binaryData` as stored (an annotation, a label) changes nothing the
+    // sidecar judges, and must pass even when the stored content predates the policy and breaks it:
+    // otherwise not even `kubectl annotate ... confgate.io/allow-delete=true` could get through.
+    let skip_delete = "request.operation == 'DELETE' || (request.operation == 'UPDATE' && oldObject != null \
+         && (has(object.data) ? object.data : {}) == (has(oldObject.data) ? oldObject.data : {}) \
+         && (has(object.binaryData) ? object.binaryData : {}) == (has(oldObject.binaryData) ? oldObject.binaryData : {})) || ";
 
     // Every refusal says what the sidecar and `check` would say of the same ConfigMap, after its name,
     // so a user meets one vocabulary wherever confgate judges.

@@ -331,3 +331,62 @@ fn the_committed_example_refuses_as_the_readme_shows() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A ConfigMap stored before the policy, whose content the policy refuses: `kubectl annotate` and
+/// `kubectl label` (UPDATEs that leave `data` and `binaryData` as stored) pass, so the
+/// `confgate.io/allow-delete` annotation can be added and the DELETE then passes; a change of the
+/// content is still refused.
+#[test]
+fn metadata_updates_pass_over_content_that_predates_the_policy() {
+    let Some(c) = cluster() else { return };
+    let ns = "policy-predates";
+    c.namespaces(&[ns]);
+    let cm = |version: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\n  namespace: {ns}\n\
+             data:\n  version: \"{version}\"\n  config.yaml: \"listen: :80\\n\"\n"
+        )
+    };
+    c.kubectl_ok(&["apply", "-f", "-"], &cm("3.0.0"));
+    let policy = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("manifests/admission/gated-component/policy.yaml"),
+    )
+    .unwrap()
+    .replace("default", ns);
+    c.kubectl_ok(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=confgate-tests",
+            "-f",
+            "-",
+        ],
+        &policy,
+    );
+    // In force once a change of the content is refused.
+    let refused = poll("the policy in force", Duration::from_secs(30), || {
+        let out = c.kubectl_with(&["apply", "--dry-run=server", "-f", "-"], &cm("3.1.0"));
+        (!out.status.success()).then(|| String::from_utf8(out.stderr).unwrap())
+    });
+    assert!(
+        refused.contains("version 3.1.0 is newer than >=2.4.0, <3.0.0 allows"),
+        "{refused}"
+    );
+    for args in [
+        &["label", "configmap", "-n", ns, "app-config", "team=a"][..],
+        &[
+            "annotate",
+            "configmap",
+            "-n",
+            ns,
+            "app-config",
+            "confgate.io/allow-delete=true",
+        ],
+    ] {
+        c.kubectl_ok(args, "");
+    }
+    let out = c.kubectl_with(&["apply", "-f", "-"], &cm("3.1.0"));
+    assert!(!out.status.success(), "a change of the content passed");
+    c.kubectl_ok(&["delete", "configmap", "-n", ns, "app-config"], "");
+}
