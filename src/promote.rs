@@ -205,7 +205,9 @@ impl Promoter {
     pub fn record_rejected(&self, entries: &[(ContentHash, String)]) -> Result<(), Error> {
         let mut text = String::new();
         for (h, why) in entries {
-            text.push_str(&format!("{h} {}\n", reason_line(why)));
+            // The plain form: a sealed one (a Secret's) is keyed per process and would not be
+            // recognised after a restart; this file sits beside the content itself anyway.
+            text.push_str(&format!("{} {}\n", h.plain(), reason_line(why)));
         }
         let tmp = self.dir.join(REJECTED_TMP);
         std::fs::write(&tmp, text).map_err(io_err("write", &tmp))?;

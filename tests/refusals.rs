@@ -21,11 +21,24 @@ fn promoted_version(d: &Dirs) -> Option<String> {
 /// offer it again.
 #[test]
 fn a_refusal_owes_nothing_and_a_restart_offers_nothing_refused() {
+    refusal_survives_a_restart(&[]);
+}
+
+/// The same for a Secret, whose printed hashes are keyed anew by every process: the record of refused
+/// contents must still be recognised after the restart.
+#[test]
+fn a_secret_refused_before_a_restart_is_not_offered_again() {
+    refusal_survives_a_restart(&["--content", "secret"]);
+}
+
+fn refusal_survives_a_restart(extra: &[&str]) {
     let d = Dirs::new();
     let sink = Sink::watching(d.promoted());
     sink.code.store(500, Ordering::Relaxed);
     write_version(&d.watch(), "2.0.0");
-    let args = ["--accepts", "^2", "--reload", &sink.url()];
+    let url = sink.url();
+    let mut args = vec!["--accepts", "^2", "--reload", &url];
+    args.extend_from_slice(extra);
     let mut g = Gate::start(&d, &args);
     let s = g.wait_candidate(Some("2.0.0"), "rejected-by-component");
     assert!(s["applied"].is_null(), "{s}");
