@@ -41,13 +41,13 @@ fn plain_hex(version: &str, token: &str) -> String {
     h.to_string().strip_prefix("sha256:").unwrap().to_owned()
 }
 
-fn condition(pod: &Pod) -> Option<PodCondition> {
+fn condition(pod: &Pod, type_: &str) -> Option<PodCondition> {
     pod.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == "confgate.io/config-compatible")
+        .find(|c| c.type_ == type_)
         .cloned()
 }
 
@@ -119,9 +119,9 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
     let events: Api<Event> = Api::namespaced(admin, NS);
-    let wait_condition = |what: &str, pred: &dyn Fn(&PodCondition) -> bool| {
+    let wait_condition = |what: &str, type_: &str, pred: &dyn Fn(&PodCondition) -> bool| {
         poll(what, DEADLINE, || {
-            condition(&rt.block_on(pods.get(POD)).unwrap()).filter(|c| pred(c))
+            condition(&rt.block_on(pods.get(POD)).unwrap(), type_).filter(|c| pred(c))
         })
     };
     let our_events = || -> Vec<Event> {
@@ -137,12 +137,16 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
     let s = gate.wait_active("2.4.1");
     assert_eq!(promoted("token").as_deref(), Some(OLD));
     assert_eq!(s["source"]["kind"], "secret", "{s}");
-    wait_condition("the condition True/Accepted", &|c| {
-        c.status == "True"
-            && c.message
-                .as_deref()
-                .is_some_and(|m| m.starts_with("version 2.4.1 hmac-sha256:"))
-    });
+    wait_condition(
+        "the condition True/Accepted",
+        "confgate.io/config-compatible",
+        &|c| {
+            c.status == "True"
+                && c.message
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("version 2.4.1 hmac-sha256:"))
+        },
+    );
 
     // A too-new one is held.
     let patch = json!({"stringData": {"config.yaml": config("3.0.0"), "token": NEW}});
@@ -150,9 +154,15 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
         .unwrap();
     gate.wait_candidate(Some("3.0.0"), "too-new");
     assert_eq!(promoted("token").as_deref(), Some(OLD));
-    wait_condition("the condition False/TooNew", &|c| {
-        c.status == "False" && c.reason.as_deref() == Some("TooNew")
-    });
+    // Held, not unready: the readiness condition stays True, the other says what is held.
+    wait_condition(
+        "config-current False/TooNew",
+        "confgate.io/config-current",
+        &|c| c.status == "False" && c.reason.as_deref() == Some("TooNew"),
+    );
+    let pod = rt.block_on(pods.get(POD)).unwrap();
+    let ready = condition(&pod, "confgate.io/config-compatible").unwrap();
+    assert_eq!(ready.status, "True", "{ready:?}");
     poll("a Rejected Event", DEADLINE, || {
         our_events()
             .into_iter()
