@@ -395,6 +395,20 @@ fn the_first_update_refused_by_prometheus_rolls_back_to_the_config_it_started_on
     assert_eq!(g.status()["reload"]["requested"], 0);
 }
 
+/// Waits until the boot-time clock, on which process start times are counted in 10 ms ticks, is two
+/// ticks past where it is now.
+fn boot_clock_moves_on() {
+    let ticks = || {
+        let text = std::fs::read_to_string("/proc/uptime").unwrap();
+        let up: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
+        (up * 100.0) as u64
+    };
+    let start = ticks();
+    wait_for("the boot-time clock to move on", PROM_DEADLINE, || {
+        (ticks() >= start + 2).then_some(())
+    });
+}
+
 /// With `--confirm`, Prometheus' own metrics say it loaded the first config when it started (it was
 /// started after the promotion, so it is not signalled): that config is the rollback base of the
 /// first update, which its metrics then say it refused.
@@ -420,6 +434,9 @@ fn prometheus_metrics_confirm_the_config_it_started_on_and_its_first_update_is_r
     );
     g.deadline = PROM_DEADLINE;
     g.wait_active("2.0.0");
+    // A process started in the promotion's 10 ms tick is signalled (it may have read the config
+    // before); this one must start in a later tick to be one that read 2.0.0 itself.
+    boot_clock_moves_on();
     let exe = named_prometheus(&d, "prom-start-hup");
     let (_prom, port) = start_and_point(&g, &exe, &d, false, "confgate.io/confirm", confirm);
     wait_serving(port, "2.0.0");
