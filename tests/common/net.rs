@@ -65,7 +65,8 @@ pub type Hit = (Instant, String, String);
 
 /// A loopback HTTP server standing in for the component's reload endpoint. Every request's arrival
 /// (headers complete) is sent on `arrivals` and recorded in `hits`; it is answered with `code` after
-/// `delay_ms`, except that when `flapping`, every other request is answered 500.
+/// `delay_ms`, except that when `flapping`, every other request is answered 503 (not reached, retried:
+/// a 500 would be the component refusing the config, which is rolled back).
 pub struct Sink {
     pub port: u16,
     pub arrivals: mpsc::Receiver<Instant>,
@@ -91,7 +92,7 @@ struct Shared {
 }
 
 impl Sink {
-    /// A sink answering 200, or when `flapping` 500 and 200 in turn.
+    /// A sink answering 200, or when `flapping` 503 and 200 in turn.
     pub fn start(flapping: bool) -> Sink {
         Sink::serve(flapping, None)
     }
@@ -209,7 +210,7 @@ fn serve_sink(conn: TcpStream, sh: Shared) {
             sh.failures.fetch_add(1, Ordering::Relaxed);
         }
         let code = if fail {
-            500
+            503
         } else {
             sh.code.load(Ordering::Relaxed)
         };
