@@ -9,7 +9,7 @@ use common::*;
 use std::os::unix::fs::symlink;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 fn promoted_version(d: &Dirs) -> Option<String> {
@@ -165,26 +165,29 @@ fn liveness_pings_do_not_postpone_the_safety_re_read() {
     let g = Gate::start(&d, &["--accepts", "^2", "--resync-interval", "1s"]);
     g.wait_active("2.0.0");
     let stop = Arc::new(AtomicBool::new(false));
+    let pings = Arc::new(AtomicU64::new(0));
     let pinger = {
-        let (stop, port) = (stop.clone(), g.port);
+        let (stop, pings, port) = (stop.clone(), pings.clone(), g.port);
         std::thread::spawn(move || {
-            let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 if get(port, "/livez").is_some() {
-                    n += 1;
+                    pings.fetch_add(1, Ordering::Relaxed);
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            n
         })
     };
+    // Pinging many times a second before the edit and all through the wait: a ping that moved the
+    // deadline would keep the re-read from ever coming.
+    wait_for("the client to be pinging", DEADLINE, || {
+        (pings.load(Ordering::Relaxed) >= 10).then_some(())
+    });
     // Written in place under ..data: no event on the (non-recursive) watched dir.
     std::fs::write(d.watch().join("..data").join("version"), "2.0.9").unwrap();
     let seen = std::time::Instant::now();
     g.wait_active("2.0.9");
     stop.store(true, Ordering::Relaxed);
-    let pings = pinger.join().unwrap();
-    assert!(pings > 10, "the client pinged ({pings})");
+    pinger.join().unwrap();
     assert!(seen.elapsed() < Duration::from_secs(5));
 }
 
