@@ -1,0 +1,163 @@
+//! The content hash: `sha256:` over the documented encoding, printed sealed (`hmac-sha256:` under a
+//! per-process key) once [`seal`] was called.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+/// `sha256:<hex>` over the documented encoding; `hmac-sha256:<hex>` once [`seal`] was called.
+///
+/// The bytes are always the plain digest, so comparisons, de-duplication and the reload-owed marker
+/// (in the promoted dir, beside the content itself) work alike; only the text form is sealed.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentHash(pub [u8; 32]);
+
+/// The process's key for sealed hashes, set once at start-up when the content is a Secret.
+static SEAL: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+
+/// From now on every hash this process prints is `hmac-sha256:` under `key`, never the plain
+/// `sha256:` of the content: a Secret's plain hash can be brute-forced when its value is short.
+/// Returns false when another key was already set (the first one stays).
+pub fn seal(key: [u8; 32]) -> bool {
+    SEAL.set(key).is_ok() || SEAL.get() == Some(&key)
+}
+
+/// Whether printed hashes are sealed.
+pub fn sealed() -> bool {
+    SEAL.get().is_some()
+}
+
+/// HMAC-SHA256 (RFC 2104) of `msg` under a 32-byte key.
+pub fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
+    let (mut ipad, mut opad) = ([0x36u8; 64], [0x5cu8; 64]);
+    for (i, k) in key.iter().enumerate() {
+        ipad[i] ^= k;
+        opad[i] ^= k;
+    }
+    let inner = Sha256::new()
+        .chain_update(ipad)
+        .chain_update(msg)
+        .finalize();
+    Sha256::new()
+        .chain_update(opad)
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    for b in bytes {
+        write!(f, "{b:02x}")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match SEAL.get() {
+            Some(key) => {
+                f.write_str("hmac-sha256:")?;
+                write_hex(f, &hmac_sha256(key, &self.0))
+            }
+            None => fmt::Display::fmt(&self.plain(), f),
+        }
+    }
+}
+
+/// The plain `sha256:` text of a hash, for files beside the content (never for output).
+pub struct Plain<'a>(&'a ContentHash);
+
+impl fmt::Display for Plain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sha256:")?;
+        write_hex(f, &self.0.0)
+    }
+}
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl ContentHash {
+    /// The first 12 hex digits of the printed form, for log lines.
+    pub fn short(&self) -> String {
+        let text = self.to_string();
+        let hex = text.split_once(':').map_or(text.as_str(), |(_, h)| h);
+        hex[..12].to_owned()
+    }
+
+    /// The plain `sha256:` form even when sealed: only for the promoted dir, which holds the
+    /// content itself.
+    pub fn plain(&self) -> Plain<'_> {
+        Plain(self)
+    }
+
+    /// Hashes keys and values in the documented encoding; the order they come in does not matter.
+    ///
+    /// ```
+    /// use confgate::snapshot::ContentHash;
+    /// let a = ContentHash::of([("a", b"1".as_slice()), ("b", b"2".as_slice())]);
+    /// let b = ContentHash::of([("b", b"2".as_slice()), ("a", b"1".as_slice())]);
+    /// assert_eq!(a, b);
+    /// assert!(a.to_string().starts_with("sha256:"));
+    /// ```
+    pub fn of<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> ContentHash {
+        let mut sorted: Vec<(&str, &[u8])> = files.into_iter().collect();
+        sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let mut h = Sha256::new();
+        for (k, v) in sorted {
+            h.update((k.len() as u64).to_be_bytes());
+            h.update(k.as_bytes());
+            h.update((v.len() as u64).to_be_bytes());
+            h.update(v);
+        }
+        ContentHash(h.finalize().into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn hash_is_documented_encoding() {
+        // Computed independently: printf '\0\0\0\0\0\0\0\x01a\0\0\0\0\0\0\0\x01b' | sha256sum
+        let h = ContentHash::of([("a", b"b".as_slice())]);
+        let mut manual = Sha256::new();
+        manual.update([0, 0, 0, 0, 0, 0, 0, 1, b'a', 0, 0, 0, 0, 0, 0, 0, 1, b'b']);
+        assert_eq!(h.0, <[u8; 32]>::from(manual.finalize()));
+        assert!(h.to_string().starts_with("sha256:") && h.to_string().len() == 71);
+    }
+
+    #[test]
+    fn hmac_is_rfc_2104() {
+        // python3 -c "import hmac,hashlib;print(hmac.new(bytes([0x0b]*32),b'Hi There',hashlib.sha256).hexdigest())"
+        let mac = hmac_sha256(&[0x0b; 32], b"Hi There");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7"
+        );
+    }
+
+    #[test]
+    fn hash_separates_keys_from_values() {
+        let a = ContentHash::of([("ab", b"c".as_slice())]);
+        let b = ContentHash::of([("a", b"bc".as_slice())]);
+        assert_ne!(a, b);
+    }
+
+    proptest! {
+        #[test]
+        fn hash_ignores_order(mut pairs in proptest::collection::vec(("[a-z.]{1,6}", proptest::collection::vec(any::<u8>(), 0..16)), 0..8)) {
+            pairs.sort();
+            pairs.dedup_by(|a, b| a.0 == b.0);
+            let fwd = ContentHash::of(pairs.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+            let rev = ContentHash::of(pairs.iter().rev().map(|(k, v)| (k.as_str(), v.as_slice())));
+            prop_assert_eq!(fwd, rev);
+        }
+    }
+}
