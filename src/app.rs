@@ -416,26 +416,16 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
             print!("{body}");
             Outcome::Ok
         }
-        Ok((code, body)) => Outcome::No(format!("{} (HTTP {code})", body.trim_end())),
+        // The kubelet shows this line in the pod's events: the reason alone, ending with its fix.
+        Ok((_, body)) => Outcome::No(body.trim_end().to_owned()),
         Err(e) => Outcome::No(format!("GET {url}: {e}")),
     })
 }
 
 /// "holding 2.4.1; 3.0.0 is too-new" from a `/status` body whose active config is not the newest.
 fn holding_line(status: &str) -> Option<String> {
-    let s: serde_json::Value = serde_json::from_str(status).ok()?;
-    if s["stale"] != true {
-        return None;
-    }
-    let active = s["active"]["version"]
-        .as_str()
-        .unwrap_or("the previous config");
-    let c = &s["candidate"];
-    let newest = c["version"].as_str().unwrap_or("the newest config");
-    Some(format!(
-        "holding {active}; {newest} is {}",
-        c["verdict"].as_str()?
-    ))
+    let s: crate::state::Status = serde_json::from_str(status).ok()?;
+    crate::state::Holding::of(&s).map(|h| h.to_string())
 }
 
 /// The HOST:PORT `probe` asks: `--addr`/`CONFGATE_PROBE_ADDR` (an `http://` prefix and a trailing
@@ -494,18 +484,36 @@ mod tests {
     use super::probe_addr;
 
     #[test]
-    fn holding_line_names_active_and_newest() {
-        let s = r#"{"stale":true,"active":{"version":"2.4.1"},"candidate":{"version":"3.0.0","verdict":"too-new"}}"#;
+    fn holding_line_reads_the_status_back() {
+        use crate::state::{ActiveView, CandidateView, Status};
+        use crate::verdict::Verdict;
+        let mut s = Status {
+            stale: true,
+            active: Some(ActiveView {
+                version: Some("2.4.1".into()),
+                sha256: crate::snapshot::ContentHash::of([]).printed(),
+                since: jiff::Timestamp::UNIX_EPOCH,
+                verdict: Verdict::Accepted,
+                variant: None,
+            }),
+            candidate: Some(CandidateView {
+                version: Some("3.0.0".into()),
+                sha256: None,
+                verdict: Verdict::TooNew,
+                reason: "version 3.0.0 is newer than ^2 allows".into(),
+                variant: None,
+            }),
+            ..Status::default()
+        };
+        let body = serde_json::to_string(&s).unwrap();
         assert_eq!(
-            super::holding_line(s).as_deref(),
+            super::holding_line(&body).as_deref(),
             Some("holding 2.4.1; 3.0.0 is too-new")
         );
-        let missing = r#"{"stale":true,"active":{"version":"2.4.1"},"candidate":{"version":null,"verdict":"missing"}}"#;
-        assert_eq!(
-            super::holding_line(missing).as_deref(),
-            Some("holding 2.4.1; the newest config is missing")
-        );
-        assert_eq!(super::holding_line(r#"{"stale":false}"#), None);
+        s.stale = false;
+        let body = serde_json::to_string(&s).unwrap();
+        assert_eq!(super::holding_line(&body), None);
+        assert_eq!(super::holding_line(r#"{"stale":true}"#), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::snapshot::PrintedHash;
 use crate::values::Verdict;
 
 /// What the gauges show, taken from the published status at scrape time (`From<&Status>`).
@@ -16,9 +17,9 @@ pub struct View<'a> {
     /// A `confgate.io/` annotation is bad or unknown.
     pub settings_problem: bool,
     /// The active config's version (empty when unversioned) and content hash.
-    pub active: Option<(&'a str, &'a str)>,
+    pub active: Option<(&'a str, &'a PrintedHash)>,
     /// The applied config's version and content hash.
-    pub applied: Option<(&'a str, &'a str)>,
+    pub applied: Option<(&'a str, &'a PrintedHash)>,
     /// Whether the last finished reload was applied; `None` before any, and while one is in flight.
     pub last_reload_successful: Option<bool>,
     /// The active variant's key, with the variants setting.

@@ -6,20 +6,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::metrics::{self, Metrics};
+use crate::snapshot::PrintedHash;
 use crate::values::{Mode, OnIncompatible, Verdict};
 
 /// The config the component runs (or, in gate-only mode, would run).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActiveView {
     pub version: Option<String>,
-    pub sha256: String,
-    /// RFC 3339.
-    pub since: String,
+    pub sha256: PrintedHash,
+    /// RFC 3339 in `/status`.
+    pub since: jiff::Timestamp,
     pub verdict: Verdict,
     /// The variant key promoted (with the variants setting).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -28,27 +29,27 @@ pub struct ActiveView {
 
 /// The config the component confirmed it runs: its last reload of it succeeded (HTTP 2xx, or its
 /// metrics said so), or it started on it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppliedView {
     pub version: Option<String>,
-    pub sha256: String,
-    /// RFC 3339: when it was first confirmed.
-    pub since: String,
+    pub sha256: PrintedHash,
+    /// When it was first confirmed (RFC 3339 in `/status`).
+    pub since: jiff::Timestamp,
 }
 
 /// The newest snapshot seen (the desired config), whatever its verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DesiredView {
     pub version: Option<String>,
-    pub sha256: Option<String>,
+    pub sha256: Option<PrintedHash>,
     pub verdict: Verdict,
 }
 
 /// The newest snapshot, when it is not the active one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CandidateView {
     pub version: Option<String>,
-    pub sha256: Option<String>,
+    pub sha256: Option<PrintedHash>,
     pub verdict: Verdict,
     pub reason: String,
     /// The variant key it would promote (with the variants setting).
@@ -57,7 +58,7 @@ pub struct CandidateView {
 }
 
 /// The last outcome of reload signalling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReloadResult {
     /// No reload attempted yet.
@@ -78,13 +79,13 @@ pub enum ReloadResult {
 }
 
 /// The outcome of reload signalling.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReloadView {
     pub target: String,
     pub last_result: ReloadResult,
     pub last_error: Option<String>,
     /// Content hash the last successful reload announced.
-    pub last_success_sha256: Option<String>,
+    pub last_success_sha256: Option<PrintedHash>,
     /// Reloads (and start-up checks) requested so far (coalesced requests count each).
     pub requested: u64,
     /// Whether the last finished reload was applied (false: rejected, or not reached); kept while the
@@ -106,7 +107,7 @@ impl Default for ReloadView {
 }
 
 /// Which readiness check, as `/readyz?verbose` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckKind {
     /// The `confgate.io/` annotations.
@@ -137,7 +138,7 @@ impl std::fmt::Display for CheckKind {
 }
 
 /// One readiness check, as `/readyz?verbose` lists them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Check {
     pub name: CheckKind,
     pub ok: bool,
@@ -145,7 +146,7 @@ pub struct Check {
 }
 
 /// Everything confgate reports. Never holds config content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     pub ready: bool,
     pub reason: String,
@@ -208,6 +209,58 @@ impl Status {
     }
 }
 
+/// A newer config held back while an older one stays in force: `holding 2.4.1; 3.0.0 is too-new`,
+/// then `: REASON` when the reason is known. The one wording of that fact, for `/readyz` and
+/// `/status`, the probe's line, the pod's Events and `confgate status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// The config in force as the reader names it (a version, or a version and hash); `None`: it
+    /// has no version.
+    pub held: Option<String>,
+    /// The newest config, named the same way; `None`: it has none (missing, unreadable).
+    pub newest: Option<String>,
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+}
+
+impl Holding {
+    /// What `status` holds back, when the active config is not the newest; `None` otherwise (an
+    /// observe-mode replica running a config it does not accept holds nothing back).
+    pub fn of(status: &Status) -> Option<Holding> {
+        let (active, newest) = (status.active.as_ref()?, status.candidate.as_ref()?);
+        status.stale.then(|| Holding {
+            held: active.version.clone(),
+            newest: newest.version.clone(),
+            verdict: newest.verdict,
+            reason: None,
+        })
+    }
+
+    /// The same, with the newest config's reason after it.
+    pub fn because(self, reason: impl Into<String>) -> Holding {
+        Holding {
+            reason: Some(reason.into()),
+            ..self
+        }
+    }
+}
+
+impl std::fmt::Display for Holding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "holding {}; {} is {}",
+            self.held.as_deref().unwrap_or("the previous config"),
+            self.newest.as_deref().unwrap_or("the newest config"),
+            self.verdict
+        )?;
+        match &self.reason {
+            Some(r) => write!(f, ": {r}"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl<'a> From<&'a Status> for metrics::View<'a> {
     fn from(s: &'a Status) -> Self {
         metrics::View {
@@ -218,11 +271,11 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
             active: s
                 .active
                 .as_ref()
-                .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
+                .map(|a| (a.version.as_deref().unwrap_or(""), &a.sha256)),
             applied: s
                 .applied
                 .as_ref()
-                .map(|a| (a.version.as_deref().unwrap_or(""), a.sha256.as_str())),
+                .map(|a| (a.version.as_deref().unwrap_or(""), &a.sha256)),
             last_reload_successful: s.reload.last_reload_successful,
             variant: s.active.as_ref().and_then(|a| a.variant.as_deref()),
         }
@@ -367,5 +420,67 @@ impl Shared {
             tokio::time::timeout(deadline, rx.changed()).await,
             Ok(Ok(()))
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holding_status(stale: bool, newest: Option<&str>, verdict: Verdict) -> Status {
+        Status {
+            stale,
+            active: Some(ActiveView {
+                version: Some("2.4.1".into()),
+                sha256: PrintedHash::Sha256([1; 32]),
+                since: jiff::Timestamp::UNIX_EPOCH,
+                verdict: Verdict::Accepted,
+                variant: None,
+            }),
+            candidate: Some(CandidateView {
+                version: newest.map(str::to_owned),
+                sha256: None,
+                verdict,
+                reason: "why".into(),
+                variant: None,
+            }),
+            ..Status::default()
+        }
+    }
+
+    #[test]
+    fn holding_names_what_runs_and_what_is_refused() {
+        let s = holding_status(true, Some("3.0.0"), Verdict::TooNew);
+        let h = Holding::of(&s).unwrap();
+        assert_eq!(h.to_string(), "holding 2.4.1; 3.0.0 is too-new");
+        assert_eq!(
+            h.because("version 3.0.0 is newer than ^2 allows")
+                .to_string(),
+            "holding 2.4.1; 3.0.0 is too-new: version 3.0.0 is newer than ^2 allows"
+        );
+        let missing = holding_status(true, None, Verdict::Missing);
+        assert_eq!(
+            Holding::of(&missing).unwrap().to_string(),
+            "holding 2.4.1; the newest config is missing"
+        );
+        // Observe mode runs the newest config: nothing is held back.
+        let mut observe = holding_status(false, None, Verdict::TooNew);
+        observe.candidate = None;
+        assert_eq!(Holding::of(&observe), None);
+    }
+
+    #[test]
+    fn status_reads_back_as_it_was_written() {
+        let mut s = holding_status(true, Some("3.0.0"), Verdict::TooNew);
+        s.reload.last_success_sha256 = Some(PrintedHash::HmacSha256([2; 32]));
+        s.applied = Some(AppliedView {
+            version: None,
+            sha256: PrintedHash::Sha256([3; 32]),
+            since: "2026-11-29T22:00:00Z".parse().unwrap(),
+        });
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains(r#""since":"2026-11-29T22:00:00Z""#), "{json}");
+        let back: Status = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, s);
     }
 }

@@ -469,7 +469,7 @@ mod tests {
         assert_eq!(c.judgement.verdict, Verdict::Invalid);
         let r = &c.judgement.reason;
         assert!(
-            r.starts_with("no variant is accepted by ^1: config.v0000.yaml - invalid (required key must-exist is absent (present: config.yaml, other-0000, other-0001, other-0002, other-0003 and 996 more)), config.v0001.yaml"),
+            r.starts_with("no variant is accepted by ^1: config.v0000.yaml - invalid (required key must-exist is absent (present: config.yaml, other-0000, other-0001, other-0002, other-0003 and 996 more); add it to the ConfigMap, or drop it from confgate.io/require), config.v0001.yaml"),
             "{r}"
         );
         assert!(r.ends_with(" and 995 more"), "{r}");

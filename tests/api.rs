@@ -11,7 +11,7 @@ use confgate::api::pod::{self, PodRef};
 use confgate::api::source;
 use confgate::api::status_cmd::{self, Query as StatusArgs};
 use confgate::api::{CONDITION_TYPE, CURRENT_TYPE, Target};
-use confgate::snapshot::{ContentHash, Observed};
+use confgate::snapshot::{ContentHash, Observed, PrintedHash};
 use confgate::state::{ActiveView, CandidateView, ReloadResult, Shared, Status};
 use confgate::verdict::Verdict;
 use http::{Method, Request, Response, StatusCode};
@@ -715,8 +715,8 @@ async fn api_mode_chooses_the_variant_and_reports_it() {
 
 // === Events and the pod condition ===
 
-fn hash(s: &str) -> String {
-    ContentHash::of([("version", s.as_bytes())]).to_string()
+fn hash(s: &str) -> PrintedHash {
+    ContentHash::of([("version", s.as_bytes())]).printed()
 }
 
 fn accepted(version: &str) -> Status {
@@ -726,7 +726,7 @@ fn accepted(version: &str) -> Status {
         active: Some(ActiveView {
             version: Some(version.into()),
             sha256: hash(version),
-            since: "2026-11-29T22:00:00Z".into(),
+            since: "2026-11-29T22:00:00Z".parse().unwrap(),
             verdict: Verdict::Accepted,
             variant: None,
         }),
@@ -901,9 +901,9 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         assert_eq!(
             ev["note"],
             format!(
-                "version 3.0.0 {} is too-new: 3.0.0 is above every upper bound of ^2.4; holding version 2.4.1 {}",
-                hash("3.0.0"),
-                hash("2.4.1")
+                "holding version 2.4.1 {}; version 3.0.0 {} is too-new: 3.0.0 is above every upper bound of ^2.4",
+                hash("2.4.1"),
+                hash("3.0.0")
             )
         );
         respond(send, StatusCode::CREATED, &ev);
@@ -952,7 +952,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         assert_eq!(
             ev["note"],
             format!(
-                "ConfigMap prod/app was deleted; holding version 2.4.1 {}",
+                "holding version 2.4.1 {}; the newest config is missing: ConfigMap prod/app was deleted",
                 hash("2.4.1")
             )
         );
@@ -1053,7 +1053,7 @@ async fn status_command_renders_the_fleet_from_conditions() {
     };
     let (fleet, ()) = tokio::join!(status_cmd::fleet(client, &args), server);
     let fleet = fleet.unwrap();
-    let short = |v: &str| hash(v)[7..19].to_owned();
+    let short = |v: &str| hash(v).to_string()[7..19].to_owned();
     assert_eq!(
         fleet.render(),
         format!(
@@ -1064,7 +1064,7 @@ async fn status_command_renders_the_fleet_from_conditions() {
              web-3  true   True/Accepted  -        2.4.1    {a}  -\n\
              web-4  true   False/TooNew   -        2.3.0    {b}  -\n\
              configmap prod/app: {a}\n\
-             3/5 on 2.4.1, 2 holding 2.3.0: too-new\n",
+             3/5 on 2.4.1, 2 holding 2.3.0; 2.4.1 is too-new\n",
             a = short("2.4.1"),
             b = short("2.3.0")
         )
@@ -1080,9 +1080,9 @@ fn status_summary_for_pods_behind_and_not_reporting() {
         ready: cond == Some(true),
         condition: cond.map(|c| (c, "Accepted".to_owned())),
         current: cond.map(|c| (c, "Accepted".to_owned())),
-        held: false,
+        held: None,
         version: v.map(str::to_owned),
-        sha256: v.map(hash),
+        sha256: v.map(|v| hash(v).to_string()),
         applied: None,
     };
     let fleet = status_cmd::Fleet {

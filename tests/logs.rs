@@ -228,7 +228,9 @@ fn text_logs_parse_as_logfmt() {
     let judged = judged.expect("a judged line");
     let reason = &judged.iter().find(|(k, _)| k == "reason").unwrap().1;
     assert_eq!(
-        reason, "version 3.0.0 is newer than >=2.4.0, <3.0.0 allows",
+        reason,
+        "version 3.0.0 is newer than >=2.4.0, <3.0.0 allows; roll the ConfigMap back to a version in \
+         >=2.4.0, <3.0.0, or raise confgate.io/accepts once the component reads 3.0.0",
         "the whole reason is one value"
     );
 }

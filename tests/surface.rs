@@ -59,10 +59,22 @@ fn endpoints_by_state() {
         get(g.port, "/readyz?verbose")
             .unwrap()
             .1
-            .contains("[+]newest ok: newest config 6.0.0 is too-new")
+            .contains("[+]newest ok: holding 4.1.0; 6.0.0 is too-new")
     );
     let since = s["active"]["since"].as_str().unwrap();
     assert!(since.parse::<jiff::Timestamp>().is_ok(), "{since}");
+    // The same body, typed: hashes and times, and the one wording of what is held.
+    let typed = g.typed_status();
+    let active = typed.active.as_ref().unwrap();
+    assert_eq!(
+        active.sha256.to_string(),
+        s["active"]["sha256"].as_str().unwrap()
+    );
+    assert_eq!(active.since.to_string(), since);
+    assert_eq!(
+        confgate::state::Holding::of(&typed).unwrap().to_string(),
+        "holding 4.1.0; 6.0.0 is too-new"
+    );
 
     assert_eq!(get(g.port, "/nope").unwrap().0, 404);
     assert_eq!(http("POST", g.port, "/readyz").unwrap().0, 405);
@@ -390,8 +402,13 @@ fn probe_command() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
+    // The kubelet's event shows this line: the reason and its fix, no HTTP status.
     assert!(
-        text.contains("3.0.0 is too-new") && text.contains("HTTP 503"),
+        text.contains("3.0.0 is too-new")
+            && !text.contains("HTTP 503")
+            && text
+                .trim_end()
+                .ends_with("or raise confgate.io/accepts once the component reads 3.0.0"),
         "{text}"
     );
     let out = Command::new(BIN)

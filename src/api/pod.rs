@@ -19,7 +19,8 @@ use super::condition::{ConditionMessage, Described, Newest, Reason};
 use super::events::EventSink;
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
-use crate::state::{ReloadResult, Status};
+use crate::snapshot::PrintedHash;
+use crate::state::{Holding, ReloadResult, Status};
 use crate::verdict::Verdict;
 
 /// After a failed condition patch, when to try again.
@@ -53,8 +54,8 @@ pub struct Condition {
 }
 
 /// `version X sha256:...`; a snapshot without either (missing, unreadable) is just `config`.
-fn described(version: Option<&str>, sha: Option<&str>) -> Described {
-    Described::new(version, sha)
+fn described(version: Option<&str>, sha: Option<&PrintedHash>) -> Described {
+    Described::new(version, sha.map(ToString::to_string).as_deref())
 }
 
 fn truncate(mut s: String, max: usize) -> String {
@@ -72,7 +73,7 @@ fn truncate(mut s: String, max: usize) -> String {
 /// The Events a change of status calls for.
 pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     let mut out = Vec::new();
-    let active_sha = |s: &Status| s.active.as_ref().map(|a| a.sha256.clone());
+    let active_sha = |s: &Status| s.active.as_ref().map(|a| a.sha256);
     if let Some(a) = &next.active
         && active_sha(prev) != active_sha(next)
     {
@@ -98,18 +99,24 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     let cand_id = |s: &Status| {
         s.candidate
             .as_ref()
-            .map(|c| (c.sha256.clone(), c.verdict, c.reason.clone()))
+            .map(|c| (c.sha256, c.verdict, c.reason.clone()))
     };
     if let Some(c) = &next.candidate
         && c.verdict != Verdict::Accepted
         && cand_id(prev) != cand_id(next)
     {
-        let holding = match &next.active {
-            Some(a) => format!(
-                "; holding {}",
-                described(a.version.as_deref(), Some(&a.sha256))
-            ),
-            None => "; no config accepted yet".into(),
+        let named = described(c.version.as_deref(), c.sha256.as_ref());
+        let held = |reason: String| match &next.active {
+            Some(a) => Holding {
+                held: Some(described(a.version.as_deref(), Some(&a.sha256)).to_string()),
+                newest: (named != Described::default()).then(|| named.to_string()),
+                verdict: c.verdict,
+                reason: None,
+            }
+            .because(reason)
+            .to_string(),
+            None if c.verdict == Verdict::Missing => format!("{reason}; no config accepted yet"),
+            None => format!("{named} is {}: {reason}; no config accepted yet", c.verdict),
         };
         out.push(if c.verdict == Verdict::RejectedByComponent {
             Note {
@@ -117,8 +124,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
                 reason: "RejectedByComponent",
                 action: "Rollback",
                 note: format!(
-                    "{} was refused by the component ({}){}",
-                    described(c.version.as_deref(), c.sha256.as_deref()),
+                    "{named} was refused by the component ({}){}",
                     c.reason,
                     match &next.applied {
                         Some(a) => format!(
@@ -134,19 +140,14 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
                 warning: true,
                 reason: "Missing",
                 action: "Hold",
-                note: format!("{}{holding}", c.reason),
+                note: held(c.reason.clone()),
             }
         } else {
             Note {
                 warning: true,
                 reason: "Rejected",
                 action: "Hold",
-                note: format!(
-                    "{} is {}: {}{holding}",
-                    described(c.version.as_deref(), c.sha256.as_deref()),
-                    c.verdict,
-                    c.reason
-                ),
+                note: held(c.reason.clone()),
             }
         });
     }
@@ -211,7 +212,7 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
             .as_ref()
             .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
         newest: s.candidate.as_ref().map(|c| Newest {
-            config: described(c.version.as_deref(), c.sha256.as_deref())
+            config: described(c.version.as_deref(), c.sha256.as_ref())
                 .from_variant(c.variant.as_deref()),
             verdict: c.verdict,
             reason: c.reason.clone(),
@@ -394,6 +395,10 @@ mod tests {
     use super::*;
     use crate::state::{ActiveView, CandidateView};
 
+    fn hash(byte: u8) -> PrintedHash {
+        PrintedHash::Sha256([byte; 32])
+    }
+
     /// `confgate.io/config-current`.
     fn condition(s: &Status) -> Option<Condition> {
         conditions(s).get(1).cloned()
@@ -411,14 +416,14 @@ mod tests {
             ready: true,
             active: Some(ActiveView {
                 version: Some("2.5.0".into()),
-                sha256: "sha256:ab".into(),
-                since: String::new(),
+                sha256: hash(0xab),
+                since: jiff::Timestamp::UNIX_EPOCH,
                 verdict: Verdict::Accepted,
                 variant: None,
             }),
             candidate: Some(CandidateView {
                 version: Some("3.0.0".into()),
-                sha256: Some("sha256:cd".into()),
+                sha256: Some(hash(0xcd)),
                 verdict: Verdict::TooNew,
                 reason: "too new".into(),
                 variant: None,
@@ -458,8 +463,8 @@ mod tests {
         let observed = Status {
             active: Some(ActiveView {
                 version: Some("3.0.0".into()),
-                sha256: "sha256:ab".into(),
-                since: String::new(),
+                sha256: hash(0xab),
+                since: jiff::Timestamp::UNIX_EPOCH,
                 verdict: Verdict::TooNew,
                 variant: None,
             }),
@@ -467,7 +472,10 @@ mod tests {
         };
         let c = condition(&observed).unwrap();
         assert_eq!((c.status, c.reason.as_str()), (false, "TooNew"));
-        assert_eq!(c.message, "version 3.0.0 sha256:ab");
+        assert_eq!(
+            c.message,
+            "version 3.0.0 sha256:abababababababababababababababababababababababababababababababab"
+        );
         let first_missing = Status {
             candidate: Some(CandidateView {
                 version: None,
@@ -491,8 +499,8 @@ mod tests {
         let s = Status {
             active: Some(ActiveView {
                 version: Some("2.5.0".into()),
-                sha256: "sha256:ab".into(),
-                since: String::new(),
+                sha256: hash(0xab),
+                since: jiff::Timestamp::UNIX_EPOCH,
                 verdict: Verdict::Accepted,
                 variant: Some("config.v2.yaml".into()),
             }),
@@ -501,7 +509,10 @@ mod tests {
         let c = condition(&s).unwrap();
         assert_eq!(
             (c.status, c.message.as_str()),
-            (true, "version 2.5.0 sha256:ab from config.v2.yaml")
+            (
+                true,
+                "version 2.5.0 sha256:abababababababababababababababababababababababababababababababab from config.v2.yaml"
+            )
         );
         let m: ConditionMessage = c.message.parse().unwrap();
         assert_eq!(m.active.unwrap().variant.as_deref(), Some("config.v2.yaml"));
@@ -511,8 +522,8 @@ mod tests {
     fn rejection_by_the_component_is_an_event_and_the_condition_says_what_runs() {
         let running = ActiveView {
             version: Some("2.0.0".into()),
-            sha256: "sha256:aa".into(),
-            since: String::new(),
+            sha256: hash(0xaa),
+            since: jiff::Timestamp::UNIX_EPOCH,
             verdict: Verdict::Accepted,
             variant: None,
         };
@@ -520,15 +531,15 @@ mod tests {
             active: Some(running.clone()),
             applied: Some(crate::state::AppliedView {
                 version: Some("2.0.0".into()),
-                sha256: "sha256:aa".into(),
-                since: String::new(),
+                sha256: hash(0xaa),
+                since: jiff::Timestamp::UNIX_EPOCH,
             }),
             ..Status::default()
         };
         let next = Status {
             candidate: Some(CandidateView {
                 version: Some("2.1.0".into()),
-                sha256: Some("sha256:bb".into()),
+                sha256: Some(hash(0xbb)),
                 verdict: Verdict::RejectedByComponent,
                 reason: "the component rejected it: POST u answered 500: bad rule".into(),
                 variant: None,
@@ -542,11 +553,11 @@ mod tests {
             ("RejectedByComponent", "Rollback", true)
         );
         assert!(
-            n[0].note.contains("version 2.1.0 sha256:bb")
+            n[0].note.contains("version 2.1.0 sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb")
                 && n[0].note.contains("500: bad rule")
                 && n[0]
                     .note
-                    .ends_with("rolled back to version 2.0.0 sha256:aa"),
+                    .ends_with("rolled back to version 2.0.0 sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
             "{}",
             n[0].note
         );

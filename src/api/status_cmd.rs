@@ -12,6 +12,7 @@ use super::condition::{ConditionMessage, Reason};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::snapshot::{ContentHash, Snapshot};
+use crate::state::Holding;
 
 /// Which pods `confgate status` reads, and the ConfigMap it compares them with.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,8 +49,8 @@ pub struct Row {
     pub condition: Option<(bool, String)>,
     /// `config-current`'s status and reason (the newest config in force), when it wrote one.
     pub current: Option<(bool, String)>,
-    /// A newer config than the active one is held back.
-    pub held: bool,
+    /// The newer config held back while the active one stays, when one is.
+    pub held: Option<Holding>,
     pub version: Option<String>,
     pub sha256: Option<String>,
     /// What the component confirmed it runs (version, hash), when the sidecar knows.
@@ -79,8 +80,16 @@ pub fn row(pod: &PodView) -> Row {
         .as_ref()
         .and_then(|m| m.applied.clone())
         .map(|a| (a.version, a.sha256));
-    let held = message.as_ref().is_some_and(|m| m.newest.is_some());
-    let active = message.and_then(|m| m.active).unwrap_or_default();
+    let active = message
+        .as_ref()
+        .and_then(|m| m.active.clone())
+        .unwrap_or_default();
+    let held = message.and_then(|m| m.newest).map(|n| Holding {
+        held: active.version.clone(),
+        newest: n.config.version,
+        verdict: n.verdict,
+        reason: None,
+    });
     let (version, sha256) = (active.version, active.sha256);
     Row {
         pod: pod.metadata.name.clone().unwrap_or_default(),
@@ -239,7 +248,7 @@ impl Fleet {
         out
     }
 
-    /// `3/5 on 2.4.1, 2 holding 2.3.0: too-new`.
+    /// `3/5 on 2.4.1, 2 holding 2.3.0; 2.4.1 is too-new`.
     pub fn summary(&self) -> String {
         let total = self.rows.len();
         if total == 0 {
@@ -266,13 +275,13 @@ impl Fleet {
                 Some(_) if Self::not_applied(r) => {
                     format!("running {}: {} not applied", running(r), version(r))
                 }
-                Some((true, _)) => match &r.current {
-                    Some((false, reason)) if r.held => {
-                        format!("holding {}: {}", version(r), kebab(reason))
-                    }
+                Some((true, _)) => match (&r.current, &r.held) {
+                    (Some((false, _)), Some(held)) => held.to_string(),
                     // Observe mode: what runs is the active config, which it does not accept.
-                    Some((false, reason)) => format!("running {}: {}", version(r), kebab(reason)),
-                    _ => match &self.configmap {
+                    (Some((false, reason)), None) => {
+                        format!("running {}: {}", version(r), kebab(reason))
+                    }
+                    (_, _) => match &self.configmap {
                         Some((_, None)) => format!("running {}: no such ConfigMap", version(r)),
                         _ => format!("running {}: not yet the ConfigMap's content", version(r)),
                     },
@@ -280,7 +289,10 @@ impl Fleet {
                 Some((false, reason)) if r.sha256.is_none() => {
                     format!("without an accepted config: {}", kebab(reason))
                 }
-                Some((false, reason)) => format!("holding {}: {}", version(r), kebab(reason)),
+                Some((false, _)) if r.held.is_some() => {
+                    r.held.as_ref().map(ToString::to_string).unwrap_or_default()
+                }
+                Some((false, reason)) => format!("not ready on {}: {}", version(r), kebab(reason)),
             };
             *off.entry(what).or_default() += 1;
         }
@@ -330,7 +342,7 @@ mod tests {
             ready: true,
             condition: Some((true, "Accepted".into())),
             current: Some((true, "Accepted".into())),
-            held: false,
+            held: None,
             version: Some("2.1.0".into()),
             sha256: Some("sha256:210".into()),
             applied: Some((
@@ -358,7 +370,12 @@ mod tests {
             ready: true,
             condition: Some((true, "Accepted".into())),
             current: Some((current.0, current.1.into())),
-            held,
+            held: held.then(|| Holding {
+                held: Some("2.5.0".into()),
+                newest: Some("3.0.0".into()),
+                verdict: crate::verdict::Verdict::TooNew,
+                reason: None,
+            }),
             version: Some("2.5.0".into()),
             sha256: Some("sha256:250".into()),
             applied: None,
@@ -373,7 +390,7 @@ mod tests {
         };
         assert_eq!(
             fleet.summary(),
-            "0/2 on the expected config, 1 holding 2.5.0: too-new, 1 running 2.5.0: too-new"
+            "0/2 on the expected config, 1 holding 2.5.0; 3.0.0 is too-new, 1 running 2.5.0: too-new"
         );
         assert!(fleet.table().contains("True/Accepted  False/TooNew"));
         let gone = Fleet {

@@ -7,7 +7,8 @@ use crate::annotations::Annotations;
 use crate::settings::{Mode, OnIncompatible, Settings};
 use crate::snapshot::{ContentHash, Observed};
 use crate::state::{
-    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, ReloadView, Status,
+    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, ReloadView,
+    Status,
 };
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -460,11 +461,16 @@ impl Gate {
         });
         let current = self.newest_is_active();
         if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
-            let held = a.version.as_deref().unwrap_or("the previous config");
+            let holding = Holding {
+                held: a.version.clone(),
+                newest: n.judgement.version.clone(),
+                verdict: n.judgement.verdict,
+                reason: None,
+            };
             checks.push(Check {
                 name: CheckKind::Newest,
                 ok: self.settings.on_incompatible == OnIncompatible::Hold,
-                message: format!("{}; holding {held}", newest_text(n)),
+                message: holding.because(n.judgement.reason.clone()).to_string(),
             });
         }
         if let Some(e) = &self.promote_error {
@@ -491,7 +497,7 @@ impl Gate {
         let candidate = match (&self.newest, current) {
             (Some(n), false) => Some(CandidateView {
                 version: n.judgement.version.clone(),
-                sha256: n.hash.map(|h| h.to_string()),
+                sha256: n.hash.map(|h| h.printed()),
                 verdict: n.judgement.verdict,
                 reason: n.judgement.reason.clone(),
                 variant: n.variant.clone(),
@@ -505,21 +511,21 @@ impl Gate {
             stale,
             active: self.active.as_ref().map(|a| ActiveView {
                 version: a.version.clone(),
-                sha256: a.hash.to_string(),
-                since: a.since.to_string(),
+                sha256: a.hash.printed(),
+                since: a.since,
                 verdict: a.verdict,
                 variant: a.variant.clone(),
             }),
             candidate,
             desired: self.newest.as_ref().map(|n| DesiredView {
                 version: n.judgement.version.clone(),
-                sha256: n.hash.map(|h| h.to_string()),
+                sha256: n.hash.map(|h| h.printed()),
                 verdict: n.judgement.verdict,
             }),
             applied: self.applied.as_ref().map(|a| AppliedView {
                 version: a.version.clone(),
-                sha256: a.hash.to_string(),
-                since: a.since.to_string(),
+                sha256: a.hash.printed(),
+                since: a.since,
             }),
             reload,
             mode: self.settings.mode,

@@ -518,7 +518,7 @@ impl Pipeline {
                 r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::Success;
                 r.last_error = None;
-                r.last_success_sha256 = Some(h.to_string());
+                r.last_success_sha256 = Some(h.printed());
                 self.applied(h);
             }
             reload::Outcome::Failed(e) => {

@@ -117,6 +117,86 @@ impl ContentHash {
     }
 }
 
+/// A hash as this process printed it (`sha256:` or, sealed, `hmac-sha256:`), so `/status` and
+/// whoever reads it back (`probe`, the tests) hold a hash, not text. It cannot be turned back into a
+/// [`ContentHash`]: a sealed one hides the content's digest.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum PrintedHash {
+    Sha256([u8; 32]),
+    HmacSha256([u8; 32]),
+}
+
+impl ContentHash {
+    /// The hash as it is printed now (sealed once [`seal`] was called).
+    pub fn printed(&self) -> PrintedHash {
+        match SEAL.get() {
+            Some(key) => PrintedHash::HmacSha256(hmac_sha256(key, &self.0)),
+            None => PrintedHash::Sha256(self.0),
+        }
+    }
+}
+
+impl PrintedHash {
+    /// The first 12 hex digits, for log lines and tables.
+    pub fn short(&self) -> String {
+        let (PrintedHash::Sha256(b) | PrintedHash::HmacSha256(b)) = self;
+        b[..6].iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl fmt::Display for PrintedHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (prefix, bytes) = match self {
+            PrintedHash::Sha256(b) => ("sha256:", b),
+            PrintedHash::HmacSha256(b) => ("hmac-sha256:", b),
+        };
+        f.write_str(prefix)?;
+        write_hex(f, bytes)
+    }
+}
+
+impl fmt::Debug for PrintedHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::str::FromStr for PrintedHash {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PrintedHash, String> {
+        let (make, hex): (fn([u8; 32]) -> PrintedHash, &str) =
+            if let Some(h) = s.strip_prefix("sha256:") {
+                (PrintedHash::Sha256, h)
+            } else if let Some(h) = s.strip_prefix("hmac-sha256:") {
+                (PrintedHash::HmacSha256, h)
+            } else {
+                return Err("a hash starts with sha256: or hmac-sha256:".into());
+            };
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("a hash has 64 hex digits after its prefix".into());
+        }
+        let mut bytes = [0u8; 32];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+        }
+        Ok(make(bytes))
+    }
+}
+
+impl From<PrintedHash> for String {
+    fn from(h: PrintedHash) -> String {
+        h.to_string()
+    }
+}
+
+impl TryFrom<String> for PrintedHash {
+    type Error = String;
+    fn try_from(s: String) -> Result<PrintedHash, String> {
+        s.parse()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +238,27 @@ mod tests {
             let fwd = ContentHash::of(pairs.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
             let rev = ContentHash::of(pairs.iter().rev().map(|(k, v)| (k.as_str(), v.as_slice())));
             prop_assert_eq!(fwd, rev);
+        }
+    }
+
+    #[test]
+    fn printed_hash_reads_back_what_it_prints() {
+        let h = ContentHash::of([("a", b"b".as_slice())]);
+        let printed = PrintedHash::Sha256(h.0);
+        assert_eq!(printed.to_string(), h.plain().to_string());
+        assert_eq!(printed.to_string().parse::<PrintedHash>(), Ok(printed));
+        assert_eq!(printed.short(), h.plain().to_string()[7..19]);
+        let sealed = PrintedHash::HmacSha256([0xab; 32]);
+        let json = serde_json::to_string(&sealed).unwrap();
+        assert_eq!(json, format!("\"hmac-sha256:{}\"", "ab".repeat(32)));
+        assert_eq!(serde_json::from_str::<PrintedHash>(&json).unwrap(), sealed);
+        for bad in [
+            "sha256:ab",
+            "md5:00",
+            "sha256:",
+            &format!("sha256:{}", "g".repeat(64)),
+        ] {
+            assert!(bad.parse::<PrintedHash>().is_err(), "{bad}");
         }
     }
 }

@@ -17,7 +17,7 @@ use std::fmt;
 mod hash;
 mod read;
 
-pub use hash::{ContentHash, Plain, hmac_sha256, seal, sealed};
+pub use hash::{ContentHash, Plain, PrintedHash, hmac_sha256, seal, sealed};
 pub use read::{read, too_many_keys};
 
 /// The ConfigMap size limit (`core.MaxSecretSize`): the sum of all values.

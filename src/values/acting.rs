@@ -158,7 +158,7 @@ fn is_metric_name(n: &str) -> bool {
 }
 
 /// What a rejected or missing newer config does to readiness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnIncompatible {
     Hold,
@@ -186,7 +186,7 @@ impl OnIncompatible {
 }
 
 /// Whether confgate enforces its verdicts or only reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Enforce,

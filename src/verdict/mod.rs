@@ -66,17 +66,29 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         return invalid(
             None,
             format!(
-                "required key{} {} {} absent (present: {})",
+                "required key{} {} {} absent (present: {}); add {} to the ConfigMap, or drop {} from {ANN_REQUIRE}",
                 if missing.len() == 1 { "" } else { "s" },
                 listing::names(&missing, None),
                 if missing.len() == 1 { "is" } else { "are" },
-                present(keys)
+                present(keys),
+                if missing.len() == 1 { "it" } else { "them" },
+                if missing.len() == 1 { "it" } else { "them" },
             ),
         );
     }
     let raw = match extract_version(keys, &settings.version_from) {
         Ok(raw) => raw,
-        Err(why) => return invalid(None, why),
+        Err(why) => {
+            let fix = if keys.get(settings.version_from.key()).is_none() {
+                format!(
+                    "add key {} to the ConfigMap, or point {ANN_VERSION_FROM} at the key that holds the version",
+                    listing::name(settings.version_from.key())
+                )
+            } else {
+                write_a_version(&settings.version_from)
+            };
+            return invalid(None, format!("{why}; {fix}"));
+        }
     };
     if raw.len() > MAX_VERSION_LEN {
         // Not echoed: the version is repeated in /status, /readyz, metrics and logs, and a whole key's
@@ -84,9 +96,10 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         return invalid(
             None,
             format!(
-                "the version at {} is {} bytes long; a version is at most {MAX_VERSION_LEN} bytes",
+                "the version at {} is {} bytes long; a version is at most {MAX_VERSION_LEN} bytes; {}",
                 settings.version_from,
-                raw.len()
+                raw.len(),
+                write_a_version(&settings.version_from)
             ),
         );
     }
@@ -98,16 +111,21 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
             return invalid(
                 None,
                 format!(
-                    "the value at {} is not a semantic version ({} bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v",
+                    "the value at {} is not a semantic version ({} bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v; {}",
                     settings.version_from,
-                    raw.len()
+                    raw.len(),
+                    write_a_version(&settings.version_from)
                 ),
             );
         }
         Err(why) => {
             return invalid(
                 Some(raw.clone()),
-                format!("version {raw:?} at {}: {why}", settings.version_from),
+                format!(
+                    "version {raw:?} at {}: {why}; {}",
+                    settings.version_from,
+                    write_a_version(&settings.version_from)
+                ),
             );
         }
     };
@@ -122,13 +140,22 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
     let verdict = classify(&version, &accepts.req);
     let reason = match verdict {
         Verdict::Accepted => format!("version {version} is in {}", accepts.text),
-        Verdict::TooNew => format!("version {version} is newer than {} allows", accepts.text),
-        Verdict::TooOld => format!("version {version} is older than {} allows", accepts.text),
-        _ if !version.pre.is_empty() => format!(
-            "pre-release {version} is outside {} (a range admits pre-releases only of a version it names with a pre-release)",
-            accepts.text
+        Verdict::TooNew => format!(
+            "version {version} is newer than {range} allows; roll the ConfigMap back to a version in {range}, or raise {ANN_ACCEPTS} once the component reads {version}",
+            range = accepts.text
         ),
-        _ => format!("version {version} is outside {}", accepts.text),
+        Verdict::TooOld => format!(
+            "version {version} is older than {range} allows; update the ConfigMap to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}",
+            range = accepts.text
+        ),
+        _ if !version.pre.is_empty() => format!(
+            "pre-release {version} is outside {range} (a range admits pre-releases only of a version it names with a pre-release); set the ConfigMap to a version in {range}, or name the pre-release in {ANN_ACCEPTS}",
+            range = accepts.text
+        ),
+        _ => format!(
+            "version {version} is outside {range}; set the ConfigMap to a version in {range}, or change {ANN_ACCEPTS}",
+            range = accepts.text
+        ),
     };
     Judgement {
         verdict,
@@ -167,6 +194,16 @@ pub(crate) fn judge_rules(
             )
         }
     }
+}
+
+/// The annotations a reason's fix names (`tests` checks each is a setting's).
+const ANN_ACCEPTS: &str = "confgate.io/accepts";
+const ANN_REQUIRE: &str = "confgate.io/require";
+const ANN_VERSION_FROM: &str = "confgate.io/version-from";
+
+/// The fix for a version that cannot be read where `from` says.
+fn write_a_version(from: &VersionFrom) -> String {
+    format!("write a version such as 2.4.1 at {from} in the ConfigMap")
 }
 
 /// The keys present, as a reason lists them: a few names and how many more.
@@ -317,7 +354,7 @@ mod tests {
         assert_eq!((j.verdict, j.version), (Verdict::Invalid, None));
         assert_eq!(
             j.reason,
-            "the version at file:version is 100000 bytes long; a version is at most 256 bytes"
+            "the version at file:version is 100000 bytes long; a version is at most 256 bytes; write a version such as 2.4.1 at file:version in the ConfigMap"
         );
         let ok = format!("1.0.0+{}", "b".repeat(250));
         let j = judge(
@@ -340,12 +377,12 @@ mod tests {
         );
         assert_eq!(
             j.reason,
-            "required keys a, b, c, d, e and 1 more are absent (present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more)"
+            "required keys a, b, c, d, e and 1 more are absent (present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more); add them to the ConfigMap, or drop them from confgate.io/require"
         );
         let j = judge(&snap(&files), &settings(Some("^1"), "file:version", &[]));
         assert!(
-            j.reason.ends_with(
-                "(present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more)"
+            j.reason.contains(
+                "(present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more); add key"
             ),
             "{}",
             j.reason
@@ -357,7 +394,7 @@ mod tests {
             &settings(Some("^1"), "file:version", &[]),
         );
         assert!(
-            j.reason.len() < 400 && j.reason.contains("… (2000 bytes))"),
+            j.reason.len() < 500 && j.reason.contains("… (2000 bytes)); add key version"),
             "{}",
             j.reason
         );
@@ -523,6 +560,65 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn every_reason_ends_with_its_fix_naming_a_real_annotation() {
+        let known: Vec<&str> = crate::settings::known_annotations().collect();
+        for a in [ANN_ACCEPTS, ANN_REQUIRE, ANN_VERSION_FROM] {
+            assert!(known.contains(&a), "{a}");
+        }
+        let cases = [
+            (
+                Some("^2"),
+                "file:version",
+                &[][..],
+                b"3.0.0".as_slice(),
+                "or raise confgate.io/accepts once the component reads 3.0.0",
+            ),
+            (
+                Some("^2"),
+                "file:version",
+                &[],
+                b"1.0.0",
+                "or lower confgate.io/accepts if the component still reads 1.0.0",
+            ),
+            (
+                Some(">=2.4, <2.6"),
+                "file:version",
+                &[],
+                b"2.5.0-rc.1",
+                "or name the pre-release in confgate.io/accepts",
+            ),
+            (
+                Some("^2"),
+                "file:version",
+                &["config"],
+                b"2.0.0",
+                "add it to the ConfigMap, or drop it from confgate.io/require",
+            ),
+            (
+                Some("^2"),
+                "file:other",
+                &[],
+                b"2.0.0",
+                "add key other to the ConfigMap, or point confgate.io/version-from at the key that holds the version",
+            ),
+            (
+                Some("^2"),
+                "file:version",
+                &[],
+                b"2.x.y",
+                "write a version such as 2.4.1 at file:version in the ConfigMap",
+            ),
+        ];
+        for (accepts, from, require, version, fix) in cases {
+            let j = judge(
+                &snap(&[("version", version)]),
+                &settings(accepts, from, require),
+            );
+            assert!(j.reason.ends_with(fix), "{}", j.reason);
         }
     }
 }

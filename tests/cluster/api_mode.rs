@@ -242,7 +242,8 @@ fn run_as_the_least_privilege_service_account() {
     assert!(
         message.starts_with("version 2.5.0 sha256:")
             && message.contains("; newest version 3.0.0 sha256:")
-            && message.ends_with("is too-new: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows"),
+            && message.contains("is too-new: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows")
+            && message.ends_with("or raise confgate.io/accepts once the component reads 3.0.0"),
         "{message}"
     );
     let rejected = s.wait_event("a Rejected Event", |e| {
@@ -252,9 +253,10 @@ fn run_as_the_least_privilege_service_account() {
     assert_eq!(rejected.action.as_deref(), Some("Hold"));
     let note = rejected.note.unwrap();
     assert!(
-        note.starts_with("version 3.0.0 sha256:")
+        note.starts_with("holding version 2.5.0 sha256:")
+            && note.contains("; version 3.0.0 sha256:")
             && note.contains(" is too-new: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows")
-            && note.contains("; holding version 2.5.0 sha256:"),
+            && note.ends_with("or raise confgate.io/accepts once the component reads 3.0.0"),
         "{note}"
     );
     assert_eq!(
@@ -284,7 +286,7 @@ fn run_as_the_least_privilege_service_account() {
     assert_eq!(
         missing.note.unwrap(),
         format!(
-            "ConfigMap {}/{CM} was deleted; holding version 2.5.0 {holding}",
+            "holding version 2.5.0 {holding}; the newest config is missing: ConfigMap {}/{CM} was deleted",
             s.ns
         )
     );
@@ -334,7 +336,7 @@ fn status_as_reader(c: &Cluster, s: &Sidecar) {
         "{stdout}"
     );
     assert!(
-        stdout.ends_with("0/1 on the expected config, 1 holding 2.5.0: too-new\n"),
+        stdout.ends_with("0/1 on the expected config, 1 holding 2.5.0; 3.0.0 is too-new\n"),
         "{stdout}"
     );
 }

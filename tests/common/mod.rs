@@ -171,6 +171,13 @@ impl Gate {
         status(self.port).expect("status")
     }
 
+    /// `/status` read as the typed struct the binary serialises.
+    pub fn typed_status(&self) -> confgate::state::Status {
+        let (code, body) = get(self.port, "/status").expect("status");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    }
+
     /// Waits up to `self.deadline` until `/status` satisfies `pred`, and returns it.
     pub fn wait_status(
         &self,
