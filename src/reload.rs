@@ -349,7 +349,8 @@ async fn worker(
                 }
                 // For a reload, as above: the process that comes reads the promoted config. For a
                 // start-up check, nothing is known until a process is there.
-                Ok(Sent::NoProcess(why)) if !startup => {
+                Ok(Sent::NoProcess(process)) if !startup => {
+                    let why = Error::NoProcess(process).to_string();
                     info!(reload_target = %req.target, version, sha, why = %why, "nothing to reload");
                     let _ = report.send(Outcome::Nothing {
                         sha256: req.sha256,
@@ -357,7 +358,7 @@ async fn worker(
                     });
                     break;
                 }
-                Ok(Sent::NoProcess(why)) => why,
+                Ok(Sent::NoProcess(process)) => Error::NoProcess(process).to_string(),
                 Ok(Sent::Reloaded(_)) => {
                     shared.metrics.reload(true, took.as_secs_f64());
                     info!(reload_target = %req.target, version, sha, took_ms = took.as_millis() as u64, "reloaded");
@@ -443,7 +444,7 @@ pub enum Sent {
     /// Nothing to reload, and why: each process started after the promotion and read it at
     /// start-up (or, at a start-up check, the component's metrics say it loaded it).
     Nothing(String),
-    /// No matching process runs, and why.
+    /// No process of this name runs (`Error::NoProcess` says why that can be).
     NoProcess(String),
 }
 
@@ -603,9 +604,7 @@ pub fn signal_by_name(
         });
     }
     match (hits, newer) {
-        (0, 0) => Ok(Sent::NoProcess(
-            Error::NoProcess(name.to_owned()).to_string(),
-        )),
+        (0, 0) => Ok(Sent::NoProcess(name.to_owned())),
         (0, n) => Ok(Sent::Nothing(format!(
             "every process named {name} ({n}) started after the promotion and read it at start-up"
         ))),
@@ -677,7 +676,7 @@ mod tests {
     fn no_process_is_nothing_to_reload_and_says_why() {
         let r = signal_by_name(nix::sys::signal::Signal::SIGHUP, "no-such-proc-xyz", None).unwrap();
         assert!(
-            matches!(&r, Sent::NoProcess(why) if why.contains("shareProcessNamespace")),
+            matches!(&r, Sent::NoProcess(p) if p == "no-such-proc-xyz"),
             "{r:?}"
         );
     }
