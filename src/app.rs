@@ -197,7 +197,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
         let listener = listen(args.listen).await?;
         let addr = listener.local_addr().unwrap_or(args.listen);
         info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = %promote_to_text(&args.paths), "confgate started");
-        log_start(&args.gate.raw(), &args.paths);
+        log_start(&args.gate, &args.paths);
         serve_and_decide(args, base, choice, client, listener).await
     })
 }
@@ -209,11 +209,11 @@ fn promote_to_text(p: &PathArgs) -> String {
 }
 
 /// At start-up: each gate setting in force and where it came from, and gate-only mode said plainly.
-fn log_start(raw: &settings::Raw, paths: &PathArgs) {
+fn log_start(gate: &crate::cli::GateArgs, paths: &PathArgs) {
     let ann = crate::annotations::read_file(&paths.annotations).unwrap_or_default();
-    let base = Settings::from_raw(raw).unwrap_or_default();
+    let base = Settings::from_raw(&gate.raw()).unwrap_or_default();
     let in_force = Settings::with_annotations(&base, &base, &ann).settings;
-    let origins = Settings::origins(raw, &ann, |k| std::env::var(k).ok());
+    let origins = Settings::origins(&ann, |s| gate.given(s));
     for ((name, _, value), from) in in_force.describe().into_iter().zip(origins) {
         info!(setting = name, %value, %from, "setting in force");
     }
@@ -316,7 +316,7 @@ pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     check_paths(&args.paths)?;
     let choice = source_choice(&args.paths)?;
     seal_if_secret(&args.paths, &choice)?;
-    log_start(&args.gate.raw(), &args.paths);
+    log_start(&args.gate, &args.paths);
     let rt = runtime()?;
     rt.block_on(async move {
         let shared = Shared::new();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::settings::{Raw, Repeat, SETTINGS};
+use crate::settings::{Given, Raw, Repeat, SETTINGS, Setting};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -63,6 +63,16 @@ impl GateArgs {
         }
         raw
     }
+
+    /// Where the command line found `setting`'s value: its flag or its environment variable.
+    pub fn given(&self, setting: &Setting) -> Option<Given> {
+        self.judge
+            .from
+            .iter()
+            .chain(&self.act.from)
+            .find(|(flag, _)| *flag == setting.flag)
+            .map(|(_, g)| *g)
+    }
 }
 
 /// The gate settings that decide a verdict, which `check` takes too. `ANNOTATED`: whether the command
@@ -73,6 +83,8 @@ pub struct JudgeArgs<const ANNOTATED: bool = true> {
     pub ranges: Vec<String>,
     /// With the last of `ranges`.
     raw: Raw,
+    /// Where clap found each setting given (by flag name).
+    from: Vec<(&'static str, Given)>,
 }
 
 impl<const ANNOTATED: bool> JudgeArgs<ANNOTATED> {
@@ -104,6 +116,7 @@ impl<const ANNOTATED: bool> JudgeArgs<ANNOTATED> {
 #[derive(Debug, Clone, Default)]
 pub struct ActArgs {
     raw: Raw,
+    from: Vec<(&'static str, Given)>,
 }
 
 impl<const ANNOTATED: bool> Args for JudgeArgs<ANNOTATED> {
@@ -117,8 +130,8 @@ impl<const ANNOTATED: bool> Args for JudgeArgs<ANNOTATED> {
 
 impl<const ANNOTATED: bool> FromArgMatches for JudgeArgs<ANNOTATED> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let (raw, ranges) = given(m, true);
-        Ok(JudgeArgs { ranges, raw })
+        let (raw, ranges, from) = given(m, true);
+        Ok(JudgeArgs { ranges, raw, from })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
@@ -137,8 +150,8 @@ impl Args for ActArgs {
 
 impl FromArgMatches for ActArgs {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let (raw, _) = given(m, false);
-        Ok(ActArgs { raw })
+        let (raw, _, from) = given(m, false);
+        Ok(ActArgs { raw, from })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
@@ -195,10 +208,33 @@ fn setting_args(mut cmd: clap::Command, judging: bool, annotated: bool) -> clap:
 
 /// The raw values of the gate settings whose `judging` is `judging`, and every value of the one
 /// repeated per range.
-fn given(m: &ArgMatches, judging: bool) -> (Raw, Vec<String>) {
+fn given(m: &ArgMatches, judging: bool) -> (Raw, Vec<String>, Vec<(&'static str, Given)>) {
     let mut raw = Raw::default();
     let mut ranges = Vec::new();
+    let mut from = Vec::new();
     for s in SETTINGS.iter().filter(|s| s.judging == judging) {
+        let file_flag = match s.repeat {
+            Repeat::Lines { file_flag, .. } => Some(file_flag),
+            Repeat::Once | Repeat::PerRange => None,
+        };
+        let sources = std::iter::once(s.flag)
+            .chain(file_flag)
+            .filter_map(|id| m.value_source(id));
+        // A flag given on the command line names the setting's origin even when its file came from
+        // the environment.
+        let mut source = None;
+        for v in sources {
+            match v {
+                clap::parser::ValueSource::CommandLine => source = Some(Given::Flag),
+                clap::parser::ValueSource::EnvVariable => {
+                    source = source.or(Some(Given::Env));
+                }
+                _ => {}
+            }
+        }
+        if let Some(g) = source {
+            from.push((s.flag, g));
+        }
         let values: Vec<String> = m
             .get_many::<String>(s.flag)
             .into_iter()
@@ -216,7 +252,7 @@ fn given(m: &ArgMatches, judging: bool) -> (Raw, Vec<String>) {
             }
         };
     }
-    (raw, ranges)
+    (raw, ranges, from)
 }
 
 /// Values given one per flag and a file of lines, as one text of lines; `None` when there are none.

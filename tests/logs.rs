@@ -67,6 +67,8 @@ fn json_logs_have_unique_keys_and_say_where_settings_come_from() {
         .arg(d.promoted())
         .arg("--annotations")
         .arg(d.podinfo().join("annotations"))
+        .args(["--on-incompatible", "hold"])
+        .env("CONFGATE_ON_INCOMPATIBLE", "hold")
         .env("CONFGATE_MODE", "enforce")
         .env_remove("CONFGATE_ACCEPTS");
     let g = Gate::from_command(cmd, &d.log());
@@ -107,6 +109,11 @@ fn json_logs_have_unique_keys_and_say_where_settings_come_from() {
     );
     assert_eq!(setting("mode"), ("enforce", "env CONFGATE_MODE"));
     assert_eq!(setting("reload").1, "flag --reload");
+    // The flag wins over its environment variable, and is named even when both hold the same value.
+    assert_eq!(
+        setting("on-incompatible"),
+        ("hold", "flag --on-incompatible")
+    );
     assert_eq!(setting("version-from"), ("file:version", "default"));
 
     let overrides = with_message(&lines, "annotation overrides flag");

@@ -1,7 +1,7 @@
 //! The settings described for people: the known annotations, each setting in force with where it came
 //! from (the start-up log), and the README's table.
 
-use super::{ANN_SOURCE, Raw, Repeat, SETTINGS, Settings};
+use super::{ANN_SOURCE, Repeat, SETTINGS, Setting, Settings};
 use crate::annotations::Annotations;
 
 /// The `confgate.io/` annotations confgate reads: one per gate setting, and the API source's.
@@ -60,13 +60,9 @@ impl Settings {
     }
 
     /// Where each gate setting in force came from, in [`Settings::describe`]'s order: the annotation
-    /// (when present and valid), the environment variable (when it holds the value), the flag, or the
-    /// default. `env` reads an environment variable; passed in so this stays free of I/O.
-    pub fn origins(
-        raw: &Raw,
-        ann: &Annotations,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Vec<String> {
+    /// (when present and valid), else where the command line's parser found the value (`given`: the
+    /// flag or its environment variable), else the default.
+    pub fn origins(ann: &Annotations, given: impl Fn(&Setting) -> Option<Given>) -> Vec<String> {
         SETTINGS
             .iter()
             .map(|s| {
@@ -76,14 +72,21 @@ impl Settings {
                 {
                     return format!("annotation {}", s.annotation);
                 }
-                match s.given(raw) {
-                    Some(v) if env(s.env).as_ref() == Some(v) => format!("env {}", s.env),
-                    Some(_) => format!("flag --{}", s.flag),
+                match given(s) {
+                    Some(Given::Env) => format!("env {}", s.env),
+                    Some(Given::Flag) => format!("flag --{}", s.flag),
                     None => "default".to_owned(),
                 }
             })
             .collect()
     }
+}
+
+/// Where the command line found a setting's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Given {
+    Flag,
+    Env,
 }
 
 #[cfg(test)]
@@ -99,18 +102,16 @@ mod tests {
 
     #[test]
     fn origins_name_annotation_env_flag_or_default() {
-        let raw = Raw {
-            accepts: Some("^1".into()),
-            mode: Some("observe".into()),
-            reload: Some("none".into()),
-            ..Raw::default()
-        };
         let a = ann(&[
             ("confgate.io/mode", "enforce"),
             ("confgate.io/reload", "nonsense"),
         ]);
-        let env = |k: &str| (k == "CONFGATE_ACCEPTS").then(|| "^1".to_owned());
-        let o = Settings::origins(&raw, &a, env);
+        let given = |s: &Setting| match s.flag {
+            "accepts" => Some(Given::Env),
+            "mode" | "reload" => Some(Given::Flag),
+            _ => None,
+        };
+        let o = Settings::origins(&a, given);
         let names: Vec<_> = Settings::default()
             .describe()
             .into_iter()

@@ -18,7 +18,7 @@ mod container;
 mod describe;
 
 pub use container::check_paths;
-pub use describe::{known_annotations, readme_table};
+pub use describe::{Given, known_annotations, readme_table};
 
 /// Read by the API source at start; recognised so that it is not reported as unknown.
 pub const ANN_SOURCE: &str = "confgate.io/source";
