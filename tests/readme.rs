@@ -3,7 +3,7 @@
 
 use confgate::settings::readme_table;
 
-const BEGIN: &str = "<!-- gate settings: made from src/settings.rs by `UPDATE_README=1 cargo test --test readme` -->\n";
+const BEGIN: &str = "<!-- gate settings: made from src/settings/mod.rs by `UPDATE_README=1 cargo test --test readme` -->\n";
 const END: &str = "<!-- end of gate settings -->\n";
 
 #[test]
@@ -27,7 +27,7 @@ fn the_readme_settings_table_is_the_declared_one() {
         return;
     }
     panic!(
-        "README.md's settings table differs from the declarations in src/settings.rs; \
+        "README.md's settings table differs from the declarations in src/settings/mod.rs; \
          rewrite it with `UPDATE_README=1 cargo test --test readme`\n\
          --- README.md\n{found}--- declared\n{wanted}"
     );
