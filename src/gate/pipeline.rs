@@ -22,7 +22,7 @@ use crate::state::{Publisher, Shared};
 use crate::variants;
 use crate::verdict;
 
-/// The loop's I/O around the [`Gate`], without the waiting: `run_fed` drives it from file events;
+/// The loop's I/O around the `Gate`, without the waiting: `run_fed` drives it from file events;
 /// tests drive it directly. The only writer of the published status: the reload worker and the
 /// API source report to it as messages.
 pub struct Pipeline {

@@ -11,13 +11,13 @@ use super::{DATA_TMP, Error, Promoter, io_err, remove_file, top_level_names};
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed};
 
 /// The "reload owed" marker in the promoted dir; `..` keeps it out of every kubelet-layout reader.
-pub const RELOAD_OWED: &str = "..confgate_reload_owed";
+pub(crate) const RELOAD_OWED: &str = "..confgate_reload_owed";
 const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
 /// A link to the timestamped dir of the last config the component applied, kept for a rollback.
-pub const APPLIED: &str = "..confgate_applied";
+pub(crate) const APPLIED: &str = "..confgate_applied";
 const APPLIED_TMP: &str = "..confgate_applied_tmp";
 /// The contents the component refused, newest last: one `sha256:HEX REASON` line each.
-pub const REJECTED: &str = "..confgate_rejected";
+pub(crate) const REJECTED: &str = "..confgate_rejected";
 pub(super) const REJECTED_TMP: &str = "..confgate_rejected_tmp";
 /// Bound on what is read of [`REJECTED`]: the gate keeps a handful of lines; anything past this is not
 /// a file this writer made.
@@ -27,23 +27,23 @@ pub(super) const REJECTED_REASON_MAX: usize = 512;
 
 /// The record of contents the component refused, as read at start-up.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Rejected {
+pub(crate) struct Rejected {
     /// Each refused content with the component's reason, oldest first.
-    pub entries: Vec<(ContentHash, String)>,
+    pub(crate) entries: Vec<(ContentHash, String)>,
     /// Why part or all of the record was ignored (a damaged or unreadable file), if it was.
-    pub ignored: Option<String>,
+    pub(crate) ignored: Option<String>,
 }
 
 impl Promoter {
     /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
     /// and not yet cleared), as found at start-up.
-    pub fn reload_owed(&self) -> Option<ContentHash> {
+    pub(crate) fn reload_owed(&self) -> Option<ContentHash> {
         let text = std::fs::read_to_string(self.dir.join(RELOAD_OWED)).ok()?;
         parse_hash(text.trim())
     }
 
     /// Records durably that the component is owed a reload for `sha`.
-    pub fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
+    pub(crate) fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
         let tmp = self.dir.join(RELOAD_OWED_TMP);
         std::fs::write(&tmp, format!("{}\n", sha.plain())).map_err(io_err("write", &tmp))?;
         let path = self.dir.join(RELOAD_OWED);
@@ -52,7 +52,7 @@ impl Promoter {
 
     /// Clears the owed reload once the component was told about `sha`. An owed reload for another
     /// (newer) config stays; `false` then.
-    pub fn clear_reload_owed(&self, sha: ContentHash) -> Result<bool, Error> {
+    pub(crate) fn clear_reload_owed(&self, sha: ContentHash) -> Result<bool, Error> {
         match self.reload_owed() {
             Some(owed) if owed != sha => Ok(false),
             _ => remove_file(&self.dir.join(RELOAD_OWED)).map(|()| true),
@@ -62,7 +62,7 @@ impl Promoter {
     /// The contents the component refused, as recorded by [`Promoter::record_rejected`]. A damaged
     /// record is read as far as it makes sense: lines that are not a record are skipped and said so in
     /// [`Rejected::ignored`], never an error.
-    pub fn rejected(&self) -> Rejected {
+    pub(crate) fn rejected(&self) -> Rejected {
         use std::io::Read;
         let path = self.dir.join(REJECTED);
         let mut bytes = Vec::new();
@@ -91,7 +91,7 @@ impl Promoter {
     }
 
     /// Replaces the record of refused contents with `entries` (oldest first), with one `rename`.
-    pub fn record_rejected(&self, entries: &[(ContentHash, String)]) -> Result<(), Error> {
+    pub(crate) fn record_rejected(&self, entries: &[(ContentHash, String)]) -> Result<(), Error> {
         let mut text = String::new();
         for (h, why) in entries {
             // The plain form: a sealed one (a Secret's) is keyed per process and would not be
@@ -105,7 +105,7 @@ impl Promoter {
     }
 
     /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
-    pub fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
+    pub(crate) fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
         let ts = self.applied_dir()?;
         let since = std::fs::symlink_metadata(self.dir.join(APPLIED))
             .and_then(|m| m.modified())
@@ -124,7 +124,7 @@ impl Promoter {
 
     /// Records that the component applied what `..data` points at now: that dir is kept, for
     /// [`Promoter::roll_back`], when later promotions replace it. The dir it kept before goes.
-    pub fn mark_applied(&self) -> Result<(), Error> {
+    pub(crate) fn mark_applied(&self) -> Result<(), Error> {
         let data = self.dir.join(DATA_LINK);
         let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
         let tmp = self.dir.join(APPLIED_TMP);
@@ -142,7 +142,7 @@ impl Promoter {
     /// Puts the last applied config back in place with one `rename` of `..data`, as a promotion
     /// would (its key links first, then the switch, then the rejected dir and links removed), and
     /// returns what the dir holds now. Nothing is copied: the applied config's dir was kept.
-    pub fn roll_back(&self) -> Result<Observed, Error> {
+    pub(crate) fn roll_back(&self) -> Result<Observed, Error> {
         let Some(ts) = self.applied_dir() else {
             return Err(Error::NoApplied {
                 path: self.dir.clone(),

@@ -6,20 +6,20 @@
 //! switch: everything the new config needs exists before it goes live, so a full disk (or an inode
 //! limit) fails the promotion with the previous config whole, never a live config with a key link
 //! missing. A crash before the rename leaves the old config whole; after it, the new one.
-//! What is left to tidy after the switch (the old dir, stale links) is retried by [`Promoter::tidy`],
+//! What is left to tidy after the switch (the old dir, stale links) is retried by `Promoter::tidy`,
 //! every later promotion, and [`Promoter::open`].
 //!
-//! A promotion is two calls, so that the component can be told before the tidying: [`Promoter::switch`]
-//! (write, link, switch: everything the new config needs) and [`Promoter::finish`] (unlink vanished
+//! A promotion is two calls, so that the component can be told before the tidying: `Promoter::switch`
+//! (write, link, switch: everything the new config needs) and `Promoter::finish` (unlink vanished
 //! keys, remove the old dir). Between them the old dir and the links of vanished keys are still there,
 //! as they are in a kubelet volume between its swap and its cleanup.
 //!
-//! "Reload owed" is a file in the promoted dir, [`RELOAD_OWED`], holding the plain `sha256:` of the promoted
+//! "Reload owed" is a file in the promoted dir, `RELOAD_OWED`, holding the plain `sha256:` of the promoted
 //! config the component has not yet been told about. It is written before the switch, so a crash at any
 //! point after it still owes the reload at the next start-up.
 //!
-//! What the component did with earlier configs is kept beside it, for a restart: [`APPLIED`] links the
-//! dir of the last config it applied, and [`REJECTED`] lists the contents it refused (a handful of
+//! What the component did with earlier configs is kept beside it, for a restart: `APPLIED` links the
+//! dir of the last config it applied, and `REJECTED` lists the contents it refused (a handful of
 //! hashes, each with the component's reason). Every marker is a `..` name, which no reader of the
 //! kubelet's layout lists as a key, and each is replaced with one `rename`, so a crash leaves the old
 //! marker or the new one, never half of one.
@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::snapshot::{self, DATA_LINK, Observed, Snapshot};
 
-pub use markers::{APPLIED, REJECTED, RELOAD_OWED, Rejected};
+pub(crate) use markers::{APPLIED, REJECTED, RELOAD_OWED};
 
 const DATA_TMP: &str = "..data_tmp";
 
@@ -70,7 +70,7 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
 /// A promotion that went live through [`Promoter::switch`]; what [`Promoter::finish`] tidies.
 #[derive(Debug)]
 #[must_use = "the old config is still in the promoted dir: pass this to Promoter::finish"]
-pub struct Switched {
+pub(crate) struct Switched {
     old_keys: BTreeSet<String>,
     new_keys: BTreeSet<String>,
 }
@@ -108,19 +108,19 @@ impl Promoter {
         Ok((p, snapshot::read(dir)))
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// Whether a promotion went live but left something to tidy (an old dir, a stale link): call
-    /// [`Promoter::tidy`] until this is false. Every promotion tidies too.
+    /// `Promoter::tidy` until this is false. Every promotion tidies too.
     pub fn needs_tidy(&self) -> bool {
         self.untidy.load(Ordering::Relaxed)
     }
 
     /// Removes what earlier promotions left behind and adds any key link missing. The live config is
     /// never touched.
-    pub fn tidy(&self) -> Result<(), Error> {
+    pub(crate) fn tidy(&self) -> Result<(), Error> {
         let r = self.clean();
         self.untidy.store(r.is_err(), Ordering::Relaxed);
         if r.is_ok() {
@@ -197,7 +197,7 @@ impl Promoter {
     /// `owe_reload`, and switches `..data`. On `Ok` the new config is live and whole; pass the
     /// [`Switched`] to [`Promoter::finish`] (after telling the component, which needs nothing it does).
     /// On error the previous config is in place and whole, as with [`Promoter::promote`].
-    pub fn switch(&self, snap: &Snapshot, owe_reload: bool) -> Result<Switched, Error> {
+    pub(crate) fn switch(&self, snap: &Snapshot, owe_reload: bool) -> Result<Switched, Error> {
         let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
         let old_keys = match &old {
             Some(ts) => top_level_names(&self.dir.join(ts)),
@@ -243,7 +243,7 @@ impl Promoter {
     /// The second half of a promotion: unlinks keys the new config dropped and removes the old dir.
     /// The new config is live and whole already, so a failure here is not "previous config kept": it
     /// is logged and retried ([`Promoter::tidy`], the next promotion, [`Promoter::open`]).
-    pub fn finish(&self, switched: Switched) {
+    pub(crate) fn finish(&self, switched: Switched) {
         let tidied = self
             .unlink_vanished(&switched.old_keys, &switched.new_keys)
             .and_then(|()| self.clean());

@@ -1,7 +1,7 @@
 //! The promoted dir as a reader and a restart find it after each kind of promotion, failure and
 //! rollback.
 
-use super::markers::{REJECTED_READ_MAX, REJECTED_REASON_MAX, REJECTED_TMP};
+use super::markers::{REJECTED_READ_MAX, REJECTED_REASON_MAX, REJECTED_TMP, Rejected};
 use super::*;
 use std::collections::BTreeMap;
 

@@ -19,7 +19,7 @@ use crate::verdict::Verdict;
 
 impl Gate {
     /// Handles `event` at `now`; returns what to carry out, in order.
-    pub fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
+    pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
         let mut out = Vec::new();
         match event {
             Event::Start(read) => self.start(read, &mut out),
@@ -76,7 +76,7 @@ impl Gate {
 
     /// The earliest deadline the gate waits for (the end of the annotations grace period, a
     /// promotion's retry): [`Event::Timer`] is due then.
-    pub fn wake_at(&self) -> Option<Instant> {
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
         [self.grace.recheck_at(), self.retry_at]
             .into_iter()
             .flatten()
@@ -84,7 +84,7 @@ impl Gate {
     }
 
     /// The status to publish; `requested` is the reload worker's count of requests.
-    pub fn published(&self, requested: u64) -> Status {
+    pub(crate) fn published(&self, requested: u64) -> Status {
         let mut reload: ReloadView = self.reloads.view().clone();
         reload.target = self.settings.reload.to_string();
         reload.requested = requested;
