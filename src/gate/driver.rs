@@ -73,7 +73,8 @@ pub async fn run_fed(
 ) -> Result<(), Error> {
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
     let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads).await?;
-    let mut changes = Changes::ALL;
+    // The annotations were read by `open`, after the watches were in place: a change since is an event.
+    let mut changes = Changes::CONFIG;
     let mut debounce = Debounce::default();
     // The safety re-read is a deadline: liveness pings and other wake-ups must not postpone it.
     let mut resync_at = Instant::now() + pipeline.resync();

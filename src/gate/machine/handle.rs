@@ -75,7 +75,8 @@ impl Gate {
     }
 
     /// The earliest deadline the gate waits for (the end of the annotations grace period, a
-    /// promotion's retry): [`Event::Timer`] is due then.
+    /// promotion's retry): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
+    /// now, is state with a deadline that joins this one, and is done on the timer.
     pub(crate) fn wake_at(&self) -> Option<Instant> {
         [self.grace.recheck_at(), self.retry_at]
             .into_iter()
