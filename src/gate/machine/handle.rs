@@ -26,18 +26,14 @@ impl Gate {
             Event::Adopted(found) => self.adopted(*found, now, &mut out),
             Event::Files(files) => self.files(files, &mut out),
             Event::Resync => {
-                if self.retry_at.is_some_and(|t| t <= now.at) {
-                    self.retry_at = None;
-                }
+                // What the retry would read is read now.
+                self.take_retry_due(now.at);
                 out.push(Action::Tidy);
                 self.files(Files::ALL, &mut out);
             }
             Event::Timer => {
                 let recheck = self.grace.take_due(now.at);
-                let retry = self.retry_at.is_some_and(|t| t <= now.at);
-                if retry {
-                    self.retry_at = None;
-                }
+                let retry = self.take_retry_due(now.at);
                 if recheck {
                     self.files(Files::ALL, &mut out);
                 } else if retry {
@@ -82,6 +78,15 @@ impl Gate {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// Whether a failed promotion's retry is due at `now`; it is then no longer pending.
+    fn take_retry_due(&mut self, now: Instant) -> bool {
+        let due = self.retry_at.is_some_and(|t| t <= now);
+        if due {
+            self.retry_at = None;
+        }
+        due
     }
 
     /// The status to publish; `requested` is the reload worker's count of requests.
