@@ -72,12 +72,16 @@ pub async fn run_fed(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
+    let resync = cfg.resync;
+    let absent = format!("{} is absent", cfg.watch.display());
+    // The API feed needs no volume; only the annotations dir is watched for it.
+    let volume = matches!(feed, Feed::Volume);
     let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads).await?;
     // The annotations were read by `open`, after the watches were in place: a change since is an event.
     let mut changes = Changes::CONFIG;
     let mut debounce = Debounce::default();
     // The safety re-read is a deadline: liveness pings and other wake-ups must not postpone it.
-    let mut resync_at = Instant::now() + pipeline.resync();
+    let mut resync_at = Instant::now() + resync;
     tokio::pin!(shutdown);
     loop {
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
@@ -93,11 +97,10 @@ pub async fn run_fed(
         if files != Files::default() {
             pipeline.handle(Event::Files(files)).await;
         }
-        // The API feed needs no volume; only the annotations dir is watched for it.
-        let watched = source.ensure_watches() || !pipeline.reads_volume();
+        let watched = source.ensure_watches() || !volume;
         let problem = match (&source.watch_error, watched) {
             (Some(e), _) => Some(e.clone()),
-            (None, false) => Some(format!("{} is absent", pipeline.watch_dir().display())),
+            (None, false) => Some(absent.clone()),
             (None, true) => None,
         };
         let errors = source.take_errors();
@@ -124,7 +127,7 @@ pub async fn run_fed(
             () = tokio::time::sleep_until(wake) => {
                 let now = Instant::now();
                 if now >= resync_at || !watched {
-                    resync_at = now + pipeline.resync();
+                    resync_at = now + resync;
                     debounce.clear();
                     pipeline.handle(Event::Resync).await;
                     Changes::default()
