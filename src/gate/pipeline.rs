@@ -515,6 +515,7 @@ impl Pipeline {
         match o {
             reload::Outcome::Attempting => r.last_result = ReloadResult::Pending,
             reload::Outcome::Reloaded(h) => {
+                r.consecutive_failures = 0;
                 r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::Success;
                 r.last_error = None;
@@ -522,6 +523,7 @@ impl Pipeline {
                 self.applied(h);
             }
             reload::Outcome::Failed(e) => {
+                r.consecutive_failures = r.consecutive_failures.saturating_add(1);
                 r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Failure;
                 r.last_error = Some(e);
@@ -532,6 +534,7 @@ impl Pipeline {
                 r.last_error = Some(why);
             }
             reload::Outcome::Nothing { sha256, why } => {
+                r.consecutive_failures = 0;
                 r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::NothingToReload;
                 r.last_error = Some(why);
@@ -539,6 +542,7 @@ impl Pipeline {
                 self.applied(sha256);
             }
             reload::Outcome::Rejected { sha256, reason } => {
+                r.consecutive_failures = 0;
                 r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Rejected;
                 r.last_error = Some(reason.clone());
