@@ -1,6 +1,9 @@
 //! `confgate status`: the fleet view. Lists pods, reads the conditions `confgate.io/config-compatible`
-//! (ready) and `confgate.io/config-current` (the newest config in force) each sidecar wrote, and, given `--configmap`, compares each pod's active config with the ConfigMap's
-//! current content hash. Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap.
+//! (ready) and `confgate.io/config-current` (the newest config in force) each sidecar wrote, with
+//! their facts from the annotation `status.confgate.io/facts` (never from the prose message), and,
+//! given `--configmap`, compares each pod's active config with the ConfigMap's current content hash.
+//! Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap. The sidecar's source
+//! does not matter: a volume-mode sidecar reports the same.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +11,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::condition::{ConditionMessage, Reason};
+use super::condition::{FACTS_ANNOTATION, Facts, Reason};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::snapshot::{ContentHash, Snapshot};
@@ -72,15 +75,18 @@ pub fn row(pod: &PodView) -> Row {
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let ours = conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
     let current = conditions.iter().find(|c| c.type_ == CURRENT_TYPE);
-    let message = ours
-        .and_then(|c| c.message.as_deref())
-        .and_then(|m| m.parse::<ConditionMessage>().ok());
-    let applied = message
+    let facts = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FACTS_ANNOTATION))
+        .and_then(|f| Facts::from_json(f));
+    let applied = facts
         .as_ref()
         .and_then(|m| m.applied.clone())
         .map(|a| (a.version, a.sha256));
-    let held = message.as_ref().is_some_and(|m| m.newest.is_some());
-    let active = message.and_then(|m| m.active).unwrap_or_default();
+    let held = facts.as_ref().is_some_and(|m| m.newest.is_some());
+    let active = facts.and_then(|m| m.active).unwrap_or_default();
     let (version, sha256) = (active.version, active.sha256);
     Row {
         pod: pod.metadata.name.clone().unwrap_or_default(),
