@@ -16,6 +16,7 @@ mod manifests;
 mod policy;
 mod secret;
 mod server;
+mod volume_mode;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
