@@ -1,5 +1,5 @@
-//! The async driver: waits for file events, the pipeline's inputs and timers, and runs the pipeline.
-//! Plain-directory edits are debounced here, and only here.
+//! The async driver: waits for file events, the pipeline's inputs and timers, and hands each to the
+//! pipeline as an [`Event`]. Plain-directory edits are debounced here, and only here.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::info;
 
+use super::machine::{Event, Files};
 use super::{Config, Error, Feed, Pipeline};
 use crate::reload;
 use crate::settings::Settings;
@@ -60,6 +61,7 @@ impl Debounce {
         )
     }
 }
+
 /// Runs the decision loop on snapshots from `feed` until `shutdown` completes.
 pub async fn run_fed(
     cfg: Config,
@@ -77,24 +79,28 @@ pub async fn run_fed(
     let mut resync_at = Instant::now() + pipeline.resync();
     tokio::pin!(shutdown);
     loop {
-        if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed().await {
-            changes |= Changes::CONFIG;
-        }
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
             debounce.plain_event();
         }
-        if changes.contains(Changes::CONFIG) || debounce.ready(source.since_plain_event()) {
+        let files = Files {
+            annotations: changes.contains(Changes::ANNOTATIONS),
+            config: changes.contains(Changes::CONFIG) || debounce.ready(source.since_plain_event()),
+        };
+        if files.config {
             debounce.clear();
-            pipeline.process_reload_first().await;
         }
-        pipeline.watch_errors(source.take_errors());
+        if files != Files::default() {
+            pipeline.handle(Event::Files(files)).await;
+        }
         // The API feed needs no volume; only the annotations dir is watched for it.
         let watched = source.ensure_watches() || !pipeline.reads_volume();
-        pipeline.set_watch_error(match (&source.watch_error, watched) {
+        let problem = match (&source.watch_error, watched) {
             (Some(e), _) => Some(e.clone()),
             (None, false) => Some(format!("{} is absent", pipeline.watch_dir().display())),
             (None, true) => None,
-        });
+        };
+        let errors = source.take_errors();
+        pipeline.handle(Event::Watch { errors, problem }).await;
         pipeline.publish();
         let mut wake = resync_at;
         if !watched {
@@ -103,29 +109,31 @@ pub async fn run_fed(
         if let Some(t) = debounce.wake_at(source.since_plain_event()) {
             wake = wake.min(t);
         }
-        if let Some(t) = pipeline.retry_at() {
-            wake = wake.min(t);
-        }
-        let recheck = pipeline.annotations_recheck_at();
-        if let Some(t) = recheck {
+        if let Some(t) = pipeline.wake_at() {
             wake = wake.min(t);
         }
         changes = tokio::select! {
             c = source.changed() => c,
-            input = pipeline.input() => pipeline.take(input),
+            input = pipeline.input() => {
+                if let Some(event) = input {
+                    pipeline.handle(event).await;
+                }
+                Changes::default()
+            }
             () = tokio::time::sleep_until(wake) => {
                 let now = Instant::now();
-                let retry = pipeline.retry_due();
                 if now >= resync_at || !watched {
                     resync_at = now + pipeline.resync();
-                    pipeline.tidy();
-                    Changes::ALL
-                } else if recheck.is_some_and(|t| now >= t) {
-                    Changes::ANNOTATIONS | Changes::CONFIG
-                } else if debounce.pending() || retry {
-                    Changes::CONFIG
-                } else {
+                    debounce.clear();
+                    pipeline.handle(Event::Resync).await;
                     Changes::default()
+                } else {
+                    pipeline.handle(Event::Timer).await;
+                    if debounce.pending() {
+                        Changes::CONFIG
+                    } else {
+                        Changes::default()
+                    }
                 }
             }
             () = &mut shutdown => break,
