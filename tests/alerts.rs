@@ -1,4 +1,4 @@
-//! The README's Prometheus alert rules stay valid and name metrics confgate exports: `promtool check
+//! The Prometheus alert rules of `docs/endpoints.md` stay valid and name metrics confgate exports: `promtool check
 //! rules` accepts them, and a real Prometheus, loading them and scraping a real confgate that holds a
 //! too-new config while its reload target refuses every connection, has both alerts pending (their
 //! `for` is minutes; pending is the state a test can wait for, and an expression over a metric that
