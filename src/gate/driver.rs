@@ -31,14 +31,14 @@ struct Debounce {
 }
 
 impl Debounce {
-    fn plain_event(&mut self) {
-        self.since.get_or_insert_with(Instant::now);
+    fn plain_event(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
     }
 
-    /// Whether the burst is over, given the time since its last event.
-    fn ready(&self, quiet_for: Duration) -> bool {
+    /// Whether the burst is over at `now`, given the time since its last event.
+    fn ready(&self, quiet_for: Duration, now: Instant) -> bool {
         self.since
-            .is_some_and(|t| quiet_for >= QUIET || t.elapsed() >= QUIET_MAX)
+            .is_some_and(|t| quiet_for >= QUIET || now.saturating_duration_since(t) >= QUIET_MAX)
     }
 
     fn pending(&self) -> bool {
@@ -50,14 +50,13 @@ impl Debounce {
     }
 
     /// When to look again while a burst is pending.
-    fn wake_at(&self, quiet_for: Duration) -> Option<Instant> {
+    fn wake_at(&self, quiet_for: Duration, now: Instant) -> Option<Instant> {
         let t = self.since?;
         Some(
-            Instant::now()
-                + QUIET
-                    .saturating_sub(quiet_for)
-                    .max(Duration::from_millis(5))
-                    .min(QUIET_MAX.saturating_sub(t.elapsed())),
+            now + QUIET
+                .saturating_sub(quiet_for)
+                .max(Duration::from_millis(5))
+                .min(QUIET_MAX.saturating_sub(now.saturating_duration_since(t))),
         )
     }
 }
@@ -72,19 +71,25 @@ pub async fn run_fed(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
+    let resync = cfg.resync;
+    let absent = format!("{} is absent", cfg.watch.display());
+    // The API feed needs no volume; only the annotations dir is watched for it.
+    let volume = matches!(feed, Feed::Volume);
     let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads).await?;
-    let mut changes = Changes::ALL;
+    // The annotations were read by `open`, after the watches were in place: a change since is an event.
+    let mut changes = Changes::CONFIG;
     let mut debounce = Debounce::default();
     // The safety re-read is a deadline: liveness pings and other wake-ups must not postpone it.
-    let mut resync_at = Instant::now() + pipeline.resync();
+    let mut resync_at = Instant::now() + resync;
     tokio::pin!(shutdown);
     loop {
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
-            debounce.plain_event();
+            debounce.plain_event(Instant::now());
         }
         let files = Files {
             annotations: changes.contains(Changes::ANNOTATIONS),
-            config: changes.contains(Changes::CONFIG) || debounce.ready(source.since_plain_event()),
+            config: changes.contains(Changes::CONFIG)
+                || debounce.ready(source.since_plain_event(), Instant::now()),
         };
         if files.config {
             debounce.clear();
@@ -92,11 +97,10 @@ pub async fn run_fed(
         if files != Files::default() {
             pipeline.handle(Event::Files(files)).await;
         }
-        // The API feed needs no volume; only the annotations dir is watched for it.
-        let watched = source.ensure_watches() || !pipeline.reads_volume();
+        let watched = source.ensure_watches() || !volume;
         let problem = match (&source.watch_error, watched) {
             (Some(e), _) => Some(e.clone()),
-            (None, false) => Some(format!("{} is absent", pipeline.watch_dir().display())),
+            (None, false) => Some(absent.clone()),
             (None, true) => None,
         };
         let errors = source.take_errors();
@@ -106,7 +110,7 @@ pub async fn run_fed(
         if !watched {
             wake = wake.min(Instant::now() + ABSENT_POLL);
         }
-        if let Some(t) = debounce.wake_at(source.since_plain_event()) {
+        if let Some(t) = debounce.wake_at(source.since_plain_event(), Instant::now()) {
             wake = wake.min(t);
         }
         if let Some(t) = pipeline.wake_at() {
@@ -123,7 +127,7 @@ pub async fn run_fed(
             () = tokio::time::sleep_until(wake) => {
                 let now = Instant::now();
                 if now >= resync_at || !watched {
-                    resync_at = now + pipeline.resync();
+                    resync_at = now + resync;
                     debounce.clear();
                     pipeline.handle(Event::Resync).await;
                     Changes::default()
@@ -141,4 +145,37 @@ pub async fn run_fed(
     }
     info!("decision loop stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_burst_is_read_once_quiet_or_at_most_a_second_after_it_began() {
+        let t0 = Instant::now();
+        let mut d = Debounce::default();
+        assert!(!d.pending() && !d.ready(QUIET, t0));
+        assert_eq!(d.wake_at(Duration::ZERO, t0), None);
+        d.plain_event(t0);
+        // More events of the same burst do not move its start.
+        d.plain_event(t0 + 50 * MS);
+        assert!(!d.ready(Duration::ZERO, t0 + 50 * MS));
+        assert_eq!(d.wake_at(Duration::ZERO, t0 + 50 * MS), Some(t0 + 150 * MS));
+        assert!(!d.ready(99 * MS, t0 + 149 * MS));
+        assert!(d.ready(QUIET, t0 + 150 * MS), "quiet for long enough");
+        // A burst that never goes quiet is read a second after it began.
+        assert_eq!(
+            d.wake_at(Duration::ZERO, t0 + 950 * MS),
+            Some(t0 + QUIET_MAX)
+        );
+        assert!(!d.ready(Duration::ZERO, t0 + 999 * MS));
+        assert!(d.ready(Duration::ZERO, t0 + QUIET_MAX));
+        // Never a busy loop: at least a few milliseconds between looks.
+        assert_eq!(d.wake_at(QUIET, t0 + 200 * MS), Some(t0 + 205 * MS));
+        d.clear();
+        assert!(!d.pending());
+    }
 }

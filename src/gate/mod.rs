@@ -1,4 +1,4 @@
-//! The decision loop: a pure state machine ([`Gate`]) that takes one event at a time and answers
+//! The decision loop: a pure state machine (`Gate`) that takes one event at a time and answers
 //! with actions; [`Pipeline`], the I/O that carries them out; and the async driver ([`run_fed`])
 //! that waits for file events, the feed, timers and liveness pings and turns them into events.
 //!

@@ -2,9 +2,7 @@
 //! carries out the actions that come back: reads, promotions, reload requests, markers, metrics and
 //! logs. The only writer of the published status.
 
-use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -22,7 +20,7 @@ use crate::state::{Publisher, Shared};
 use crate::variants;
 use crate::verdict;
 
-/// The loop's I/O around the [`Gate`], without the waiting: `run_fed` drives it from file events;
+/// The loop's I/O around the `Gate`, without the waiting: `run_fed` drives it from file events;
 /// tests drive it directly. The only writer of the published status: the reload worker and the
 /// API source report to it as messages.
 pub struct Pipeline {
@@ -345,19 +343,6 @@ impl Pipeline {
         self.gate.wake_at()
     }
 
-    /// Whether snapshots come from the watched volume (not from a feed).
-    pub(crate) fn reads_volume(&self) -> bool {
-        matches!(self.feed, Feed::Volume)
-    }
-
-    pub(crate) fn watch_dir(&self) -> &Path {
-        &self.cfg.watch
-    }
-
-    pub(crate) fn resync(&self) -> Duration {
-        self.cfg.resync
-    }
-
     /// Publishes the status for the server, `wait`, metrics and the pod reporter.
     pub(crate) fn publish(&self) {
         self.publisher
@@ -377,6 +362,7 @@ mod tests {
     use super::*;
     use crate::settings::Raw;
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     fn version(v: &str) -> snapshot::Snapshot {
         snapshot::Snapshot::new(BTreeMap::from([(

@@ -11,7 +11,7 @@ use crate::verdict::{Judgement, Verdict};
 impl Gate {
     /// Applies the annotations file as read; `Err` is a file that could not be read or parsed, which keeps
     /// the settings in force. Returns true when the settings in force changed.
-    pub fn set_annotations(&mut self, ann: Result<Annotations, String>) -> bool {
+    pub(super) fn set_annotations(&mut self, ann: Result<Annotations, String>) -> bool {
         match ann {
             Ok(ann) => {
                 let r = Settings::with_annotations(&self.base, &self.settings, &ann);
@@ -30,7 +30,7 @@ impl Gate {
     /// At start-up, what the promoted dir already holds (left by a previous run of this sidecar), with
     /// its judgement under [`Gate::settings`]: the promoted dir holds the promoted set, with no variant
     /// keys, so it is judged as it is ([`crate::verdict::judge`]).
-    pub fn adopt_on_disk(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
+    pub(super) fn adopt_on_disk(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
         self.on_disk = obs.hash().map(|h| (h, modes(obs)));
         if let Observed::Config(_) = obs
             && self.passes(obs, j)
@@ -43,7 +43,7 @@ impl Gate {
     /// [`crate::verdict::judge`] under [`Gate::settings`]), as a restart with these settings would: one that no
     /// longer passes stops being active, so readiness follows the policy. `obs` of other content than
     /// the active config is ignored. Returns true when the active config was dropped.
-    pub fn rejudge_active(&mut self, obs: &Observed, j: &Judgement) -> bool {
+    pub(super) fn rejudge_active(&mut self, obs: &Observed, j: &Judgement) -> bool {
         let Some(a) = self.active.clone() else {
             return false;
         };
@@ -61,7 +61,7 @@ impl Gate {
 
     /// Notes why the settings in force differ from what the annotations file now says (`None`: they
     /// do not); shown in the settings check without failing it.
-    pub fn set_annotations_note(&mut self, note: Option<String>) {
+    pub(super) fn set_annotations_note(&mut self, note: Option<String>) {
         self.annotations_note = note;
     }
 
@@ -73,7 +73,7 @@ impl Gate {
     /// Says what to do with the newest snapshot, given what [`crate::variants::choose`] made of it under
     /// [`Gate::settings`]. The choice holds what to promote (with variants, the chosen variant's set,
     /// not the read itself).
-    pub fn decide(&mut self, mut choice: Choice) -> (Choice, Decision) {
+    pub(super) fn decide(&mut self, mut choice: Choice) -> (Choice, Decision) {
         let hash = choice.observed.hash();
         if let Some(why) = hash.and_then(|h| self.rejection(h)) {
             // Not offered to the component again: it said no to these very bytes.
@@ -142,7 +142,7 @@ impl Gate {
     }
 
     /// Records that the newest snapshot is now in place.
-    pub fn activated(&mut self, now: jiff::Timestamp) {
+    pub(super) fn activated(&mut self, now: jiff::Timestamp) {
         if let Some(n) = self.newest.clone() {
             self.activate(n.hash, n.modes, &n.judgement, n.variant, now);
         }
@@ -185,7 +185,7 @@ impl Gate {
 
     /// The component confirmed it runs `hash` (a reload of it succeeded, or it started on it). Returns
     /// true when that is what the promoted dir holds, so its dir is to be kept as the rollback base.
-    pub fn reloaded(&mut self, hash: ContentHash, now: jiff::Timestamp) -> bool {
+    pub(super) fn reloaded(&mut self, hash: ContentHash, now: jiff::Timestamp) -> bool {
         let Some(a) = self.active.as_ref().filter(|a| a.hash == hash) else {
             return false;
         };
@@ -199,7 +199,7 @@ impl Gate {
 
     /// At start-up, the config the component applied last, as kept in the promoted dir by a previous
     /// run (`since`: when that was recorded). It is the rollback base again, as before the restart.
-    pub fn adopt_applied(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
+    pub(super) fn adopt_applied(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
         let Some(hash) = obs.hash().filter(|h| !self.is_rejected(*h)) else {
             return;
         };
@@ -214,27 +214,27 @@ impl Gate {
 
     /// At start-up, the contents the component refused, as recorded by a previous run (oldest first):
     /// they are not offered to it again.
-    pub fn adopt_rejected(&mut self, refused: Vec<(ContentHash, String)>) {
+    pub(super) fn adopt_rejected(&mut self, refused: Vec<(ContentHash, String)>) {
         for (h, why) in refused {
             self.remember_rejected(h, why);
         }
     }
 
     /// The contents the component refused that are remembered, oldest first: what a restart must know.
-    pub fn rejected_record(&self) -> &[(ContentHash, String)] {
+    pub(super) fn rejected_record(&self) -> &[(ContentHash, String)] {
         &self.rejected
     }
 
     /// Whether the component refused `hash` (then it is not offered to it again, not even by a reload
     /// owed from before a restart).
-    pub fn is_rejected(&self, hash: ContentHash) -> bool {
+    pub(super) fn is_rejected(&self, hash: ContentHash) -> bool {
         self.rejected.iter().any(|(h, _)| *h == hash)
     }
 
     /// At start-up: when the promoted dir holds content the component refused (a previous run stopped
     /// between recording the refusal and rolling back) and an applied config is known, the refused
     /// content and the applied config to roll back to.
-    pub fn refused_in_place(&self) -> Option<(ContentHash, ContentHash)> {
+    pub(super) fn refused_in_place(&self) -> Option<(ContentHash, ContentHash)> {
         let (on_disk, _) = self.on_disk.as_ref().filter(|_| !self.gate_only)?;
         let base = self.applied.as_ref().map(|a| a.hash)?;
         (self.is_rejected(*on_disk) && base != *on_disk).then_some((*on_disk, base))
@@ -250,7 +250,11 @@ impl Gate {
 
     /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
     /// is what the promoted dir holds and an applied one is known.
-    pub fn rejected_by_component(&mut self, hash: ContentHash, why: &str) -> Option<ContentHash> {
+    pub(super) fn rejected_by_component(
+        &mut self,
+        hash: ContentHash,
+        why: &str,
+    ) -> Option<ContentHash> {
         self.remember_rejected(hash, why.to_owned());
         let reason = self.rejection(hash).unwrap_or_default();
         if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
@@ -265,7 +269,7 @@ impl Gate {
     }
 
     /// The applied config is back in the promoted dir.
-    pub fn rolled_back(&mut self) {
+    pub(super) fn rolled_back(&mut self) {
         if let Some(a) = self.applied.clone() {
             // The applied dir's modes are not tracked: an empty map makes a later same-content,
             // other-modes snapshot a promotion rather than a no-op, which is the safe side.
@@ -276,11 +280,11 @@ impl Gate {
     }
 
     /// The applied config's version.
-    pub fn applied_version(&self) -> Option<String> {
+    pub(super) fn applied_version(&self) -> Option<String> {
         self.applied.as_ref().and_then(|a| a.version.clone())
     }
 
-    pub fn promotion_failed(&mut self, why: String) {
+    pub(super) fn promotion_failed(&mut self, why: String) {
         self.promote_error = Some(why);
     }
 }

@@ -43,7 +43,7 @@ pub(super) enum Step {
 }
 
 impl Grace {
-    pub fn new(file: String) -> Grace {
+    pub(super) fn new(file: String) -> Grace {
         Grace {
             file,
             ..Grace::default()
@@ -51,7 +51,7 @@ impl Grace {
     }
 
     /// The read at start-up: nothing was in force before, so there is no grace period.
-    pub fn first(
+    pub(super) fn first(
         &mut self,
         read: Result<Option<Annotations>, String>,
     ) -> Result<Annotations, String> {
@@ -60,7 +60,7 @@ impl Grace {
     }
 
     /// A later read, at `now`.
-    pub fn read(&mut self, read: Result<Option<Annotations>, String>, now: Instant) -> Step {
+    pub(super) fn read(&mut self, read: Result<Option<Annotations>, String>, now: Instant) -> Step {
         let missing = match read {
             Ok(Some(a)) => {
                 self.existed = true;
@@ -116,12 +116,12 @@ impl Grace {
     }
 
     /// When the file, missing for the moment, is to be read again.
-    pub fn recheck_at(&self) -> Option<Instant> {
+    pub(super) fn recheck_at(&self) -> Option<Instant> {
         self.recheck
     }
 
     /// Whether the recheck is due at `now`; it is then no longer pending.
-    pub fn take_due(&mut self, now: Instant) -> bool {
+    pub(super) fn take_due(&mut self, now: Instant) -> bool {
         let due = self.recheck.is_some_and(|t| t <= now);
         if due {
             self.recheck = None;

@@ -19,25 +19,21 @@ use crate::verdict::Verdict;
 
 impl Gate {
     /// Handles `event` at `now`; returns what to carry out, in order.
-    pub fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
+    pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
         let mut out = Vec::new();
         match event {
             Event::Start(read) => self.start(read, &mut out),
             Event::Adopted(found) => self.adopted(*found, now, &mut out),
             Event::Files(files) => self.files(files, &mut out),
             Event::Resync => {
-                if self.retry_at.is_some_and(|t| t <= now.at) {
-                    self.retry_at = None;
-                }
+                // What the retry would read is read now.
+                self.take_retry_due(now.at);
                 out.push(Action::Tidy);
                 self.files(Files::ALL, &mut out);
             }
             Event::Timer => {
                 let recheck = self.grace.take_due(now.at);
-                let retry = self.retry_at.is_some_and(|t| t <= now.at);
-                if retry {
-                    self.retry_at = None;
-                }
+                let retry = self.take_retry_due(now.at);
                 if recheck {
                     self.files(Files::ALL, &mut out);
                 } else if retry {
@@ -75,16 +71,26 @@ impl Gate {
     }
 
     /// The earliest deadline the gate waits for (the end of the annotations grace period, a
-    /// promotion's retry): [`Event::Timer`] is due then.
-    pub fn wake_at(&self) -> Option<Instant> {
+    /// promotion's retry): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
+    /// now, is state with a deadline that joins this one, and is done on the timer.
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
         [self.grace.recheck_at(), self.retry_at]
             .into_iter()
             .flatten()
             .min()
     }
 
+    /// Whether a failed promotion's retry is due at `now`; it is then no longer pending.
+    fn take_retry_due(&mut self, now: Instant) -> bool {
+        let due = self.retry_at.is_some_and(|t| t <= now);
+        if due {
+            self.retry_at = None;
+        }
+        due
+    }
+
     /// The status to publish; `requested` is the reload worker's count of requests.
-    pub fn published(&self, requested: u64) -> Status {
+    pub(crate) fn published(&self, requested: u64) -> Status {
         let mut reload: ReloadView = self.reloads.view().clone();
         reload.target = self.settings.reload.to_string();
         reload.requested = requested;

@@ -95,25 +95,25 @@ pub(crate) enum Decision {
 /// what the status shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Now {
-    pub at: Instant,
-    pub wall: jiff::Timestamp,
+    pub(crate) at: Instant,
+    pub(crate) wall: jiff::Timestamp,
 }
 
 /// What to look at again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Files {
     /// The annotations file.
-    pub annotations: bool,
+    pub(crate) annotations: bool,
     /// The config (the volume, or the feed's newest snapshot).
-    pub config: bool,
+    pub(crate) config: bool,
 }
 
 impl Files {
-    pub const CONFIG: Files = Files {
+    pub(crate) const CONFIG: Files = Files {
         annotations: false,
         config: true,
     };
-    pub const ALL: Files = Files {
+    pub(crate) const ALL: Files = Files {
         annotations: true,
         config: true,
     };
@@ -127,7 +127,7 @@ pub(crate) enum Seen {
 }
 
 impl Seen {
-    pub fn of(obs: &Observed) -> Seen {
+    pub(crate) fn of(obs: &Observed) -> Seen {
         match obs {
             Observed::Config(s) => Seen::Hash(s.hash()),
             other => Seen::Other(other.clone()),
@@ -139,14 +139,14 @@ impl Seen {
 /// force.
 #[derive(Debug, Clone)]
 pub(crate) struct Found {
-    pub on_disk: Observed,
-    pub judgement: Judgement,
+    pub(crate) on_disk: Observed,
+    pub(crate) judgement: Judgement,
     /// The contents the component refused, oldest first.
-    pub refused: Vec<(ContentHash, String)>,
+    pub(crate) refused: Vec<(ContentHash, String)>,
     /// The config the component applied last, its judgement, and since when.
-    pub applied: Option<(Observed, Judgement, Option<jiff::Timestamp>)>,
+    pub(crate) applied: Option<(Observed, Judgement, Option<jiff::Timestamp>)>,
     /// The reload-owed marker.
-    pub owed: Option<ContentHash>,
+    pub(crate) owed: Option<ContentHash>,
 }
 
 /// Everything the gate is told: what changed, and what an action read or did.
@@ -189,12 +189,12 @@ pub(crate) enum Event {
 /// A reload (or start-up check) to send to the reload worker: the target and confirmation in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ReloadRequest {
-    pub kind: Kind,
-    pub target: Reload,
-    pub confirm: Option<Confirm>,
-    pub sha: ContentHash,
-    pub version: Option<String>,
-    pub promoted_at: Option<BootTicks>,
+    pub(crate) kind: Kind,
+    pub(crate) target: Reload,
+    pub(crate) confirm: Option<Confirm>,
+    pub(crate) sha: ContentHash,
+    pub(crate) version: Option<String>,
+    pub(crate) promoted_at: Option<BootTicks>,
 }
 
 /// What the pipeline carries out, in order. An action that reads or writes answers with an event,
@@ -260,13 +260,13 @@ pub(crate) enum Count {
 /// The "judged" log line of one decision. Holds no content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Judged {
-    pub accepted: bool,
-    pub verdict: Verdict,
-    pub version: String,
+    pub(crate) accepted: bool,
+    pub(crate) verdict: Verdict,
+    pub(crate) version: String,
     /// The variant key chosen, with the variants setting; empty without.
-    pub variant: String,
-    pub sha: String,
-    pub reason: String,
+    pub(crate) variant: String,
+    pub(crate) sha: String,
+    pub(crate) reason: String,
 }
 
 /// One log line the gate asks for: what it decided or learnt, with the facts the line shows.
@@ -417,7 +417,7 @@ pub(crate) struct Gate {
 
 impl Gate {
     /// `base` is the flag/env/default settings; `gate_only` when there is no promoted dir.
-    pub fn new(base: Settings, gate_only: bool) -> Gate {
+    pub(crate) fn new(base: Settings, gate_only: bool) -> Gate {
         Gate {
             settings: base.clone(),
             base,
@@ -445,12 +445,12 @@ impl Gate {
     }
 
     /// Names the annotations file in what the settings check says of its absence.
-    pub fn with_annotations_file(mut self, file: &std::path::Path) -> Gate {
+    pub(crate) fn with_annotations_file(mut self, file: &std::path::Path) -> Gate {
         self.grace = Grace::new(file.display().to_string());
         self
     }
 
-    pub fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Settings {
         &self.settings
     }
 }

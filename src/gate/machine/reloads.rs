@@ -12,11 +12,11 @@ use super::ReloadRequest;
 /// A reload (or start-up check) requested and not yet done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Owed {
-    pub kind: Kind,
-    pub sha: ContentHash,
-    pub version: Option<String>,
+    pub(super) kind: Kind,
+    pub(super) sha: ContentHash,
+    pub(super) version: Option<String>,
     /// When the promotion was made (`None`: unknown, as for a reload owed before a restart).
-    pub promoted_at: Option<BootTicks>,
+    pub(super) promoted_at: Option<BootTicks>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -29,19 +29,19 @@ pub(super) struct Reloads {
 
 impl Reloads {
     /// Owes `o`, replacing an older request.
-    pub fn owe(&mut self, o: Owed) {
+    pub(super) fn owe(&mut self, o: Owed) {
         self.owed = Some(o);
     }
 
     /// `sha` needs no reload any more (done, or refused); a request of other content stays owed.
-    pub fn drop(&mut self, sha: ContentHash) {
+    pub(super) fn drop(&mut self, sha: ContentHash) {
         if self.owed.as_ref().is_some_and(|o| o.sha == sha) {
             self.owed = None;
         }
     }
 
     /// The owed request, for the target and confirmation in `settings`.
-    pub fn request(&self, settings: &Settings) -> Option<ReloadRequest> {
+    pub(super) fn request(&self, settings: &Settings) -> Option<ReloadRequest> {
         let o = self.owed.as_ref()?;
         Some(ReloadRequest {
             kind: o.kind,
@@ -54,13 +54,13 @@ impl Reloads {
     }
 
     #[cfg(test)]
-    pub fn owed(&self) -> Option<&Owed> {
+    pub(super) fn owed(&self) -> Option<&Owed> {
         self.owed.as_ref()
     }
 
     /// Records the worker's report in the view. Whether the content is done with, applied or
     /// refused is the caller's to act on.
-    pub fn report(&mut self, o: &Outcome) {
+    pub(super) fn report(&mut self, o: &Outcome) {
         let r = &mut self.view;
         match o {
             Outcome::Attempting => r.last_result = ReloadResult::Pending,
@@ -97,7 +97,7 @@ impl Reloads {
         }
     }
 
-    pub fn view(&self) -> &ReloadView {
+    pub(super) fn view(&self) -> &ReloadView {
         &self.view
     }
 }

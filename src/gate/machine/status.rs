@@ -22,7 +22,7 @@ impl Gate {
     }
 
     /// The readiness checks, the verdict on readiness and the status (reload view left to the caller).
-    pub fn status(&self, reload: ReloadView) -> Status {
+    pub(super) fn status(&self, reload: ReloadView) -> Status {
         let mut checks = Vec::with_capacity(4);
         checks.push(Check {
             name: CheckKind::Settings,

@@ -437,3 +437,58 @@ fn identical_input_is_not_judged_again_until_the_settings_change() {
     };
     assert_eq!(unless, &Some(Seen::of(&a)));
 }
+
+#[test]
+fn the_resync_tidies_then_looks_at_everything_and_drops_a_due_retry() {
+    let c = Clock::new();
+    let mut g = started(&c, Some(ann("confgate.io/accepts", "^2")));
+    let a = cfg("2.0.0");
+    g.handle(judged(&g, &a), c.at(10));
+    g.handle(Event::Switched(Err("disk full".into())), c.at(10));
+    let resync = g.handle(Event::Resync, c.at(1010));
+    assert!(
+        matches!(resync[..], [Action::Tidy, Action::ReadAnnotations]),
+        "{resync:?}"
+    );
+    assert_eq!(
+        g.wake_at(),
+        None,
+        "the resync re-reads what the retry would"
+    );
+    let same = g.handle(
+        Event::Annotations(Ok(Some(ann("confgate.io/accepts", "^2")))),
+        c.at(1010),
+    );
+    assert!(matches!(same[..], [Action::Judge { .. }]), "{same:?}");
+}
+
+#[test]
+fn the_watch_is_logged_when_its_state_changes_and_its_errors_counted() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let watch = |errors, problem: Option<&str>| Event::Watch {
+        errors,
+        problem: problem.map(str::to_owned),
+    };
+    assert!(g.handle(watch(0, None), c.at(0)).is_empty());
+    let lost = g.handle(watch(2, Some("/config is absent")), c.at(1));
+    assert!(
+        matches!(&lost[..], [
+            Action::Count(Count::WatchErrors(2)),
+            Action::Log(Note::Watch(Some(why))),
+        ] if why == "/config is absent"),
+        "{lost:?}"
+    );
+    assert!(
+        g.handle(watch(0, Some("/config is absent")), c.at(2))
+            .is_empty()
+    );
+    assert_eq!(
+        g.published(0).watch_error.as_deref(),
+        Some("/config is absent")
+    );
+    assert!(matches!(
+        g.handle(watch(0, None), c.at(3))[..],
+        [Action::Log(Note::Watch(None))]
+    ));
+}
