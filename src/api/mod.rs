@@ -1,8 +1,11 @@
 //! API mode: the Kubernetes API as a config source and as a place to report, behind the `api` feature.
 //!
-//! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
+//! - [`source`]: one ConfigMap or Secret watched through the API, fed to the same decision loop as
+//!   the volume.
+//! - [`backoff`]: how long the source waits before it lists again after an error.
 //! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
-//! - [`secret`]: one Secret watched the same way; its hashes are sealed (see `snapshot::seal`).
+//! - [`secret`]: a Secret's events as the source reads them; its hashes are sealed (see
+//!   `snapshot::seal`).
 //! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
 //!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod.
 //! - [`condition`]: those conditions' reason and message, formatted and parsed by one type.
@@ -12,6 +15,7 @@
 //! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
 //! binary against a real kube-apiserver (when one is at hand).
 
+pub mod backoff;
 pub mod condition;
 pub mod events;
 pub mod pod;
@@ -182,38 +186,39 @@ pub async fn feed(
             Ok(Feed::Channel { snapshots, source })
         }
         Ok(SourceSpec::ConfigMap(target)) => {
-            let client = kube::Client::try_default().await.map_err(Error::Client)?;
-            info!(configmap = %target, "watching the ConfigMap through the API");
-            let (tx, snapshots) = tokio::sync::watch::channel(None);
-            let (view, source) = tokio::sync::watch::channel(None);
-            tokio::spawn(source::run(
-                client,
-                target,
-                tx,
-                view,
-                shared,
-                source::STUCK_AFTER,
-                shutdown,
-            ));
-            Ok(Feed::Channel { snapshots, source })
+            Ok(watch(source::Kind::ConfigMap, target, shared, shutdown).await?)
         }
         Ok(SourceSpec::Secret(target)) => {
-            let client = kube::Client::try_default().await.map_err(Error::Client)?;
-            info!(secret = %target, "watching the Secret through the API");
-            let (tx, snapshots) = tokio::sync::watch::channel(None);
-            let (view, source) = tokio::sync::watch::channel(None);
-            tokio::spawn(secret::run(
-                client,
-                target,
-                tx,
-                view,
-                shared,
-                source::STUCK_AFTER,
-                shutdown,
-            ));
-            Ok(Feed::Channel { snapshots, source })
+            Ok(watch(source::Kind::Secret, target, shared, shutdown).await?)
         }
     }
+}
+
+/// Spawns the watch of one object, feeding the decision loop.
+async fn watch(
+    kind: source::Kind,
+    target: Target,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Feed, Error> {
+    let client = kube::Client::try_default().await.map_err(Error::Client)?;
+    info!(source = %target, kind = kind.as_str(), "watching the {} through the API", kind.title());
+    let (snapshots_tx, snapshots) = tokio::sync::watch::channel(None);
+    let (view, source) = tokio::sync::watch::channel(None);
+    let out = source::Outputs {
+        snapshots: snapshots_tx,
+        view,
+    };
+    tokio::spawn(source::run(
+        client,
+        kind,
+        target,
+        out,
+        shared,
+        source::STUCK_AFTER,
+        shutdown,
+    ));
+    Ok(Feed::Channel { snapshots, source })
 }
 
 /// Starts Events and the pod condition when the pod is known (`POD_NAME`, `POD_NAMESPACE`) and a

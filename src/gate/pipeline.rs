@@ -650,7 +650,9 @@ impl Pipeline {
     /// Counts file-watch errors and overflows.
     pub(crate) fn watch_errors(&self, n: u64) {
         for _ in 0..n {
-            self.shared.metrics.watch_error();
+            self.shared
+                .metrics
+                .watch_error(crate::metrics::WatchSource::Files);
         }
     }
 
