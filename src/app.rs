@@ -52,6 +52,24 @@ impl Error {
             _ => false,
         }
     }
+
+    /// `confgate status` could not read the fleet from the API server (exit 69).
+    pub fn is_unavailable(&self) -> bool {
+        #[cfg(feature = "api")]
+        if let Error::Status(e) = self {
+            return e.is_unavailable();
+        }
+        false
+    }
+
+    /// `confgate status` selected no pods (exit 66).
+    pub fn is_nothing_selected(&self) -> bool {
+        #[cfg(feature = "api")]
+        if let Error::Status(crate::api::status_cmd::Error::NoPods { .. }) = self {
+            return true;
+        }
+        false
+    }
 }
 
 /// A command's outcome when it did not fail: success, or "not accepted / not ready / timed out".

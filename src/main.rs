@@ -8,10 +8,13 @@ use confgate::cli::{Cli, Command, LogFormat};
 use confgate::settings::Settings;
 use confgate::{check, settings};
 
-/// Exit codes, as documented: success, not accepted/ready, bad usage or setting, internal error.
+/// Exit codes, as documented: success, not accepted/ready, bad usage or setting, nothing selected
+/// (`status`), the API server unavailable (`status`), internal error.
 const EXIT_OK: u8 = 0;
 const EXIT_NO: u8 = 1;
 const EXIT_USAGE: u8 = 64;
+const EXIT_NOINPUT: u8 = 66;
+const EXIT_UNAVAILABLE: u8 = 69;
 const EXIT_INTERNAL: u8 = 70;
 
 fn main() -> ExitCode {
@@ -71,6 +74,10 @@ fn main() -> ExitCode {
             }
             ExitCode::from(if e.is_usage() {
                 EXIT_USAGE
+            } else if e.is_nothing_selected() {
+                EXIT_NOINPUT
+            } else if e.is_unavailable() {
+                EXIT_UNAVAILABLE
             } else {
                 EXIT_INTERNAL
             })

@@ -28,6 +28,15 @@ pub struct View<'a> {
 /// Upper bounds of the reload-duration histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
 
+/// Which watch an error came from: `confgate_watch_errors_total`'s `source` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchSource {
+    /// The file watch on the volume and the annotations.
+    Files,
+    /// The API source's lists and watches.
+    Api,
+}
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     candidates: [AtomicU64; 7],
@@ -35,7 +44,8 @@ pub struct Metrics {
     promotion_failures: AtomicU64,
     reload_success: AtomicU64,
     reload_failure: AtomicU64,
-    watch_errors: AtomicU64,
+    watch_errors_files: AtomicU64,
+    watch_errors_api: AtomicU64,
     /// Unix seconds of the last promotion, as f64 bits.
     last_promotion: AtomicU64,
     histogram: Mutex<Histogram>,
@@ -82,8 +92,12 @@ impl Metrics {
         self.promotion_failures.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn watch_error(&self) {
-        self.watch_errors.fetch_add(1, Ordering::Relaxed);
+    pub fn watch_error(&self, source: WatchSource) {
+        match source {
+            WatchSource::Files => &self.watch_errors_files,
+            WatchSource::Api => &self.watch_errors_api,
+        }
+        .fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn reload(&self, ok: bool, seconds: f64) {
@@ -195,12 +209,22 @@ impl Metrics {
             "Promotions that failed; the previous config stayed whole.",
             &self.promotion_failures,
         );
-        counter(
+        head(
             &mut out,
             "confgate_watch_errors_total",
-            "Errors or overflows reported by the file watch, and failures of the ConfigMap watch in API mode.",
-            &self.watch_errors,
+            "Watch errors, by source: files (the file watch's errors and overflows) or api (failed lists and watches of the API source).",
+            "counter",
         );
+        for (source, n) in [
+            ("files", &self.watch_errors_files),
+            ("api", &self.watch_errors_api),
+        ] {
+            let _ = writeln!(
+                out,
+                "confgate_watch_errors_total{{source=\"{source}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         head(
             &mut out,
             "confgate_reloads_total",

@@ -236,7 +236,7 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
 /// The API source's view of the object it watches (API mode only). Never holds content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceView {
-    /// `configmap`.
+    /// `configmap` or `secret`.
     pub kind: &'static str,
     pub namespace: String,
     pub name: String,
@@ -245,6 +245,8 @@ pub struct SourceView {
     /// The object was deleted and created again (a new UID) since confgate first saw it.
     pub recreated: bool,
     pub previous_uid: Option<String>,
+    /// The watch runs from a list made since the last error: only then is what it shows current.
+    pub watching: bool,
     pub last_error: Option<String>,
     /// First error of the current run of failures, with its wall-clock time.
     pub failing_since: Option<(Instant, jiff::Timestamp)>,
@@ -287,7 +289,7 @@ impl SourceView {
             "recreated": self.recreated,
             "previous_uid": self.previous_uid,
             "watch": {
-                "healthy": failing.is_none(),
+                "healthy": self.watching,
                 "failing_since": failing.and(self.failing_since.map(|(_, t)| t.to_string())),
                 "last_error": self.last_error,
             },

@@ -1,8 +1,11 @@
 //! API mode: the Kubernetes API as a config source and as a place to report, behind the `api` feature.
 //!
-//! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
+//! - [`source`]: one ConfigMap or Secret watched through the API, fed to the same decision loop as
+//!   the volume.
+//! - [`backoff`]: how long the source waits before it lists again after an error.
 //! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
-//! - [`secret`]: one Secret watched the same way; its hashes are sealed (see `snapshot::seal`).
+//! - [`secret`]: a Secret's events as the source reads them; its hashes are sealed (see
+//!   `snapshot::seal`).
 //! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
 //!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod, in API and volume
 //!   mode alike.
@@ -14,6 +17,7 @@
 //! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
 //! binary against a real kube-apiserver (when one is at hand).
 
+pub mod backoff;
 pub mod condition;
 pub mod events;
 pub mod pod;
@@ -186,38 +190,39 @@ pub async fn feed(
             Ok(Feed::Channel { snapshots, source })
         }
         Ok(SourceSpec::ConfigMap(target)) => {
-            let client = kube::Client::try_default().await.map_err(Error::Client)?;
-            info!(configmap = %target, "watching the ConfigMap through the API");
-            let (tx, snapshots) = tokio::sync::watch::channel(None);
-            let (view, source) = tokio::sync::watch::channel(None);
-            tokio::spawn(source::run(
-                client,
-                target,
-                tx,
-                view,
-                shared,
-                source::STUCK_AFTER,
-                shutdown,
-            ));
-            Ok(Feed::Channel { snapshots, source })
+            Ok(watch(source::Kind::ConfigMap, target, shared, shutdown).await?)
         }
         Ok(SourceSpec::Secret(target)) => {
-            let client = kube::Client::try_default().await.map_err(Error::Client)?;
-            info!(secret = %target, "watching the Secret through the API");
-            let (tx, snapshots) = tokio::sync::watch::channel(None);
-            let (view, source) = tokio::sync::watch::channel(None);
-            tokio::spawn(secret::run(
-                client,
-                target,
-                tx,
-                view,
-                shared,
-                source::STUCK_AFTER,
-                shutdown,
-            ));
-            Ok(Feed::Channel { snapshots, source })
+            Ok(watch(source::Kind::Secret, target, shared, shutdown).await?)
         }
     }
+}
+
+/// Spawns the watch of one object, feeding the decision loop.
+async fn watch(
+    kind: source::Kind,
+    target: Target,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Feed, Error> {
+    let client = client().await.map_err(Error::Client)?;
+    info!(source = %target, kind = kind.as_str(), "watching the {} through the API", kind.title());
+    let (snapshots_tx, snapshots) = tokio::sync::watch::channel(None);
+    let (view, source) = tokio::sync::watch::channel(None);
+    let out = source::Outputs {
+        snapshots: snapshots_tx,
+        view,
+    };
+    tokio::spawn(source::run(
+        client,
+        kind,
+        target,
+        out,
+        shared,
+        source::STUCK_AFTER,
+        shutdown,
+    ));
+    Ok(Feed::Channel { snapshots, source })
 }
 
 /// Starts reporting to the sidecar's own pod (Events, the conditions, the facts annotation), in either
@@ -240,7 +245,7 @@ pub async fn spawn_pod_reporter(
         );
         return;
     };
-    let client = match kube::Client::try_default().await {
+    let client = match client().await {
         Ok(c) => c,
         Err(e) => {
             warn!(error = %e, "no Kubernetes credentials (no ServiceAccount token mounted, no kubeconfig); no Events and no pod conditions; --pod-report off (CONFGATE_POD_REPORT=off) says this is meant");
@@ -260,6 +265,45 @@ pub async fn spawn_pod_reporter(
     ));
 }
 
+/// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the in-cluster config.
+///
+/// A token file is read as kubectl reads it: whitespace around the token (a trailing newline) is
+/// not part of it. kube keeps the file's text as it is and re-reads it every minute; a file that
+/// needs trimming is read here once, as the token.
+pub async fn client() -> Result<kube::Client, kube::Error> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    trim_token_file(&mut config.auth_info);
+    kube::Client::try_from(config)
+}
+
+/// Replaces a `tokenFile` whose text has whitespace around the token by the trimmed token.
+fn trim_token_file(auth: &mut kube::config::AuthInfo) {
+    if auth.token.is_some() {
+        return;
+    }
+    // A file that cannot be read is left for kube to report, naming it.
+    let Some(text) = auth
+        .token_file
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+    else {
+        return;
+    };
+    let token = text.trim();
+    if token.len() == text.len() || token.is_empty() {
+        return;
+    }
+    // The token's type lives in a crate confgate does not name; its deserializer builds it.
+    let trimmed =
+        serde_json::from_value::<kube::config::AuthInfo>(serde_json::json!({"token": token}));
+    if let Ok(a) = trimmed {
+        auth.token = a.token;
+        auth.token_file = None;
+    }
+}
+
 /// A one-line explanation of an API error, naming the RBAC rule a 403 calls for.
 pub fn explain(e: &kube::Error, rule: &str) -> String {
     match e {
@@ -274,6 +318,38 @@ pub fn explain(e: &kube::Error, rule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_file_ending_in_a_newline_is_trimmed_as_kubectl_does() {
+        use kube::config::AuthInfo;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("token");
+        let file = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            AuthInfo {
+                token_file: Some(path.display().to_string()),
+                ..AuthInfo::default()
+            }
+        };
+        let mut auth = file("abc.def\n");
+        trim_token_file(&mut auth);
+        assert_eq!(auth.token_file, None);
+        let token = auth.token.expect("the trimmed token");
+        let json = serde_json::to_value(AuthInfo {
+            token: Some(token),
+            ..AuthInfo::default()
+        })
+        .unwrap();
+        assert_eq!(json["token"], "abc.def");
+        // A clean file stays a file, which kube re-reads as it rotates.
+        let mut auth = file("abc.def");
+        trim_token_file(&mut auth);
+        assert_eq!(
+            auth.token_file.as_deref(),
+            Some(&*path.display().to_string())
+        );
+        assert!(auth.token.is_none());
+    }
 
     #[test]
     fn source_spec_parses_and_names_the_problem() {

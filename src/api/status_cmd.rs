@@ -40,6 +40,20 @@ pub enum Error {
         name: String,
         why: String,
     },
+    /// Nothing to judge: neither a failure of the pods nor a success.
+    #[error("no pods in namespace {namespace}{}: nothing to compare", selector.as_ref().map(|s| format!(" match -l {s}")).unwrap_or_default())]
+    NoPods {
+        namespace: String,
+        selector: Option<String>,
+    },
+}
+
+impl Error {
+    /// The API server could not be reached, or refused or failed the request (not a problem of the
+    /// pods, nor of how the command was called).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::ListPods { .. } | Error::ConfigMap { .. })
+    }
 }
 
 /// One pod as its sidecar reported it.
@@ -239,7 +253,7 @@ impl Fleet {
                     self.namespace,
                     short(&h.to_string())
                 ),
-                None => format!("configmap {}/{name}: not found\n", self.namespace),
+                None => format!("no such ConfigMap {}/{name}\n", self.namespace),
             });
         }
         out
@@ -279,7 +293,11 @@ impl Fleet {
                     // Observe mode: what runs is the active config, which it does not accept.
                     Some((false, reason)) => format!("running {}: {}", version(r), kebab(reason)),
                     _ => match &self.configmap {
-                        Some((_, None)) => format!("running {}: no such ConfigMap", version(r)),
+                        Some((name, None)) => format!(
+                            "running {}: no such ConfigMap {}/{name}",
+                            version(r),
+                            self.namespace
+                        ),
                         _ => format!("running {}: not yet the ConfigMap's content", version(r)),
                     },
                 },
@@ -312,10 +330,17 @@ impl Fleet {
     }
 }
 
-/// `confgate status` with the user's kubeconfig.
+/// `confgate status` with the user's kubeconfig; an empty selection is [`Error::NoPods`].
 pub async fn run(args: &Query) -> Result<Fleet, Error> {
-    let client = Client::try_default().await.map_err(Error::Client)?;
-    fleet(client, args).await
+    let client = super::client().await.map_err(Error::Client)?;
+    let fleet = fleet(client, args).await?;
+    if fleet.rows.is_empty() {
+        return Err(Error::NoPods {
+            namespace: fleet.namespace,
+            selector: args.selector.clone(),
+        });
+    }
+    Ok(fleet)
 }
 
 #[cfg(test)]
@@ -389,7 +414,7 @@ mod tests {
         };
         assert_eq!(
             gone.summary(),
-            "0/1 on the expected config, 1 running 2.5.0: no such ConfigMap"
+            "0/1 on the expected config, 1 running 2.5.0: no such ConfigMap prod/app"
         );
     }
 }

@@ -217,7 +217,9 @@ impl Pipeline {
                     Count::Candidate(v) => m.candidate(v),
                     Count::Promoted(at) => m.promoted(at.as_millisecond() as f64 / 1000.0),
                     Count::PromotionFailed => m.promotion_failed(),
-                    Count::WatchErrors(n) => (0..n).for_each(|_| m.watch_error()),
+                    Count::WatchErrors(n) => {
+                        (0..n).for_each(|_| m.watch_error(crate::metrics::WatchSource::Files))
+                    }
                 }
             }
             Action::Log(note) => logs::log(

@@ -15,9 +15,9 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::json;
 
-use crate::common::{Gate, write_version};
+use crate::common::{Gate, poll, write_version};
+use crate::confgate;
 use crate::server::{Cluster, client, cluster, runtime};
-use crate::{confgate, poll};
 
 const POD: &str = "component-0";
 const ACCEPTS: &str = ">=2.4.0, <3.0.0";
