@@ -212,6 +212,8 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     })?;
     let rt = runtime()?;
     rt.block_on(async move {
+        #[cfg(feature = "api")]
+        crate::api::check_credentials(&choice).await?;
         let listener = listen(args.listen).await?;
         let addr = listener.local_addr().unwrap_or(args.listen);
         info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = %promote_to_text(&args.paths), "confgate started");

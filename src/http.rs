@@ -92,18 +92,29 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     Ok(config)
 }
 
+/// Why a request failed, with the cause the innermost error names: hyper's outer errors say only
+/// "client error (Connect)" and "tcp connect error", the operating system says "Connection refused".
+fn failure(e: &hyper_util::client::legacy::Error, authority: &str) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    if e.is_connect() {
+        format!("cannot connect to {authority}: {cause}")
+    } else if std::ptr::addr_eq(cause, e) {
+        e.to_string()
+    } else {
+        format!("{e}: {cause}")
+    }
+}
+
 /// GETs `url` over plain HTTP: the status code and the body as text.
 pub(crate) async fn get(url: &str) -> Result<(u16, String), String> {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Empty<Bytes>>();
     let uri: hyper::Uri = url.parse().map_err(|e| format!("{e}"))?;
-    let resp = client.get(uri).await.map_err(|e| {
-        use std::error::Error as _;
-        match e.source() {
-            Some(s) => format!("{e}: {s}"),
-            None => e.to_string(),
-        }
-    })?;
+    let authority = uri.authority().map(ToString::to_string).unwrap_or_default();
+    let resp = client.get(uri).await.map_err(|e| failure(&e, &authority))?;
     let code = resp.status().as_u16();
     let body = resp
         .into_body()

@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            let e = confgate::cli::without_far_suggestions(e);
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
@@ -31,20 +32,15 @@ fn main() -> ExitCode {
         _ => (LogFormat::Text, false),
     };
     init_tracing(format);
-    let single = match &cli.command {
-        Command::Run(a) => Some(&a.gate),
-        Command::Wait(a) => Some(&a.gate),
+    let ranges = match &cli.command {
+        Command::Run(a) => a.gate.judge.ranges.len(),
+        Command::Wait(a) => a.gate.judge.ranges.len(),
         #[cfg(feature = "policy")]
-        Command::Policy(a) => Some(&a.gate),
-        _ => None,
+        Command::Policy(a) => a.gate.judge.ranges.len(),
+        _ => 0,
     };
-    if let Some(g) = single
-        && g.judge.ranges.len() > 1
-    {
-        eprintln!(
-            "confgate: --accepts is given {} times; only check takes several ranges",
-            g.judge.ranges.len()
-        );
+    if ranges > 1 {
+        eprintln!("confgate: --accepts is given {ranges} times; only check takes several ranges");
         return ExitCode::from(EXIT_USAGE);
     }
     let result = match cli.command {

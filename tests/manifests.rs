@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser as _;
 use confgate::annotations::Annotations;
-use confgate::cli::{Cli, Command, GateArgs, PathArgs};
+use confgate::cli::{Cli, Command, PathArgs};
+use confgate::settings::Raw;
 use confgate::settings::{Reload, Settings};
 use confgate::snapshot::Observed;
 use confgate::verdict::Verdict;
@@ -224,7 +225,7 @@ fn check_pod(
         let Some((paths, gate, listen_port, running)) = parse_confgate(&at, c, report) else {
             continue;
         };
-        let base = match Settings::from_raw(&gate.raw()) {
+        let base = match Settings::from_raw(&gate) {
             Ok(s) => s,
             Err(e) => {
                 report.problem(format!("{at}: bad settings in args: {e}"));
@@ -256,7 +257,7 @@ fn parse_confgate(
     at: &str,
     c: &Value,
     report: &mut Report,
-) -> Option<(PathArgs, GateArgs, Option<u16>, bool)> {
+) -> Option<(PathArgs, Raw, Option<u16>, bool)> {
     let command = strings(c.get("command"));
     if !(command.is_empty() || command == [BINARY]) {
         report.problem(format!(
@@ -275,8 +276,8 @@ fn parse_confgate(
         .collect();
     match Cli::try_parse_from(&argv) {
         Ok(cli) => match cli.command {
-            Command::Run(a) => Some((a.paths, a.gate, Some(a.listen.port()), true)),
-            Command::Wait(a) => Some((a.paths, a.gate, None, false)),
+            Command::Run(a) => Some((a.paths, a.gate.raw(), Some(a.listen.port()), true)),
+            Command::Wait(a) => Some((a.paths, a.gate.raw(), None, false)),
             other => {
                 report.problem(format!("{at}: a container must run or wait, not {other:?}"));
                 None

@@ -53,8 +53,56 @@ pub const ENV_POD_UID: &str = "POD_UID";
 /// Why API mode could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot build a Kubernetes client: {0}")]
+    #[error("{}", credentials_problem(.0))]
     Client(#[source] kube::Error),
+}
+
+/// Why no Kubernetes client could be built, in one line: kube's own error nests the in-cluster attempt
+/// and the kubeconfig attempt, each with its sources, in one paragraph. Outside a cluster the kubeconfig
+/// is what the operator can fix, so it is named first.
+pub fn credentials_problem(e: &kube::Error) -> String {
+    use kube::config::KubeconfigError as K;
+    use std::error::Error as _;
+    let kubeconfig = match e {
+        kube::Error::InferConfig(infer) => infer.source().and_then(|s| s.downcast_ref::<K>()),
+        kube::Error::InferKubeconfig(k) => Some(k),
+        _ => None,
+    };
+    let Some(k) = kubeconfig else {
+        return format!("cannot build a Kubernetes client: {e}");
+    };
+    let problem = match k {
+        K::FindPath => "no kubeconfig found (set KUBECONFIG, or create ~/.kube/config)".to_owned(),
+        K::ReadConfig(io, path) => format!(
+            "cannot read the kubeconfig {}: {}",
+            path.display(),
+            io.kind()
+        ),
+        K::Parse(yaml) => format!(
+            "the kubeconfig is not valid YAML ({})",
+            yaml.to_string().lines().next().unwrap_or_default()
+        ),
+        other => format!("the kubeconfig: {other}"),
+    };
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    if in_cluster {
+        format!(
+            "no usable Kubernetes credentials: the pod's service account could not be used, and {problem}"
+        )
+    } else {
+        format!("no usable Kubernetes credentials: not in a cluster, and {problem}")
+    }
+}
+
+/// Whether API mode's credentials are there, before anything starts: a missing or broken kubeconfig
+/// is a usage error said once, not a failure after `confgate started`.
+pub async fn check_credentials(spec: &Result<SourceSpec, String>) -> Result<(), Error> {
+    if matches!(spec, Ok(SourceSpec::ConfigMap(_) | SourceSpec::Secret(_))) {
+        kube::Config::infer()
+            .await
+            .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
+    }
+    Ok(())
 }
 
 /// A ConfigMap or Secret named by namespace and name.

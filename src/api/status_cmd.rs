@@ -30,7 +30,7 @@ pub struct Query {
 /// Why the fleet could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot build a Kubernetes client from the kubeconfig: {0}")]
+    #[error("{}", super::credentials_problem(.0))]
     Client(#[source] kube::Error),
     #[error("cannot list pods in {namespace}: {why}")]
     ListPods { namespace: String, why: String },
