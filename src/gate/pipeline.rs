@@ -324,16 +324,19 @@ impl Pipeline {
             let target = self.gate.settings().reload.clone();
             self.reloads
                 .set_confirm(self.gate.settings().confirm.clone());
-            match o.kind {
-                reload::Kind::Reload => {
-                    info!(reload_target = %target, sha = %o.sha.short(), "reload requested")
-                }
-                reload::Kind::Startup { .. } => {
-                    info!(reload_target = %target, sha = %o.sha.short(), "start-up check requested: does the component run the first config?")
-                }
-            }
+            let sha = o.sha.short();
+            // The request first: the worker's thread sends it while this one writes the log line
+            // (a write to stderr, which can block on a slow log pipe).
             self.reloads
                 .request_promoted_at(o.kind, &target, o.sha, o.version, o.promoted_at);
+            match o.kind {
+                reload::Kind::Reload => {
+                    info!(reload_target = %target, sha, "reload requested")
+                }
+                reload::Kind::Startup { .. } => {
+                    info!(reload_target = %target, sha, "start-up check requested: does the component run the first config?")
+                }
+            }
         }
     }
 
