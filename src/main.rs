@@ -27,7 +27,10 @@ fn main() -> ExitCode {
         Command::Wait(a) => (a.paths.log_format, true),
         _ => (LogFormat::Text, false),
     };
-    init_tracing(format);
+    // A probe logs nothing: it prints one line, and starts every few seconds in every pod.
+    if !matches!(cli.command, Command::Probe(_)) {
+        init_tracing(format);
+    }
     let single = match &cli.command {
         Command::Run(a) => Some(&a.gate),
         Command::Wait(a) => Some(&a.gate),
