@@ -1,6 +1,6 @@
 //! The fleet: N confgate sidecars in API mode against one ConfigMap on a real kube-apiserver (each
-//! with its own Pending pod), and what they cost as N grows: propagation from an apply to every
-//! sidecar promoted, API requests per sidecar per idle minute, Events and status patches per change,
+//! with its own Pending pod), and what they cost as N grows: propagation from a write of the
+//! ConfigMap (a patch from a connected client) to every sidecar promoted, API requests per sidecar per idle minute, Events and status patches per change,
 //! RSS per sidecar, and the API server's own CPU and memory. Volume mode's sidecars are measured
 //! beside them (RSS; the kubelet holds the watch, so they make no API request).
 //!
@@ -296,13 +296,24 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
     let idle_ticks = (cpu1 - cpu0).saturating_sub(bcpu1 - bcpu0);
 
     eprintln!("N={n}: {} changes...", o.changes);
+    // The change is written by a client already connected, so the clock starts at the write, not at
+    // a kubectl process starting up.
+    let rt = server::runtime();
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(rt.block_on(server::client(&c.admin)), &ns);
     let mut times = Vec::new();
     let (mut events, mut patches, mut change_ticks) = (0.0, 0.0, 0);
     for k in 0..o.changes {
         let version = format!("2.4.{}", k + 1);
         let (before, cpu_before) = (request_counts(c), common::cpu_ticks(apiserver));
+        let patch = json!({"data": {"config.yaml": format!("schemaVersion: {version}\ngreeting: hello\n")}});
         let t0 = jiff::Timestamp::now();
-        kubectl(c, &["apply", "-f", "-"], &configmap(&ns, &version));
+        rt.block_on(configmaps.patch(
+            CM,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        ))
+        .expect("patch the ConfigMap");
         for g in &gates {
             let s = g.wait_active(&version);
             let since: jiff::Timestamp = s["active"]["since"]
