@@ -38,13 +38,16 @@ struct Opts {
     updates: usize,
     idle: Duration,
     starts: usize,
+    /// Side-by-side rounds, and updates per round for each contestant.
+    rounds: usize,
+    per_round: usize,
     json: PathBuf,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: cargo bench --bench reaction -- [--quick] [--iterations N] [--big-iterations N] \
-         [--updates N] [--idle-secs N] [--starts N] [--json PATH]"
+         [--updates N] [--idle-secs N] [--starts N] [--rounds N] [--per-round N] [--json PATH]"
     );
     std::process::exit(64)
 }
@@ -68,6 +71,8 @@ fn opts() -> Opts {
         updates: if quick { 1000 } else { 10_000 },
         idle: Duration::from_secs(if quick { 5 } else { 60 }),
         starts: if quick { 5 } else { 20 },
+        rounds: if quick { 4 } else { 10 },
+        per_round: if quick { 10 } else { 30 },
         json: target_dir.join("confgate-bench.json"),
     };
     let mut it = args.iter();
@@ -84,6 +89,8 @@ fn opts() -> Opts {
             "--updates" => o.updates = num(),
             "--idle-secs" => o.idle = Duration::from_secs(num() as u64),
             "--starts" => o.starts = num(),
+            "--rounds" => o.rounds = num(),
+            "--per-round" => o.per_round = num(),
             "--json" => o.json = it.next().map(PathBuf::from).unwrap_or_else(|| usage()),
             _ => usage(),
         }
@@ -724,7 +731,7 @@ fn main() {
     if let Some(bin) = &baseline {
         rivals.push(Rival::confgate(bin, tmp.path()));
     }
-    let (rounds, per) = if o.quick { (4, 10) } else { (10, 30) };
+    let (rounds, per) = (o.rounds, o.per_round);
     eprintln!(
         "side by side with {} ({rounds} alternating rounds of {per})...",
         rivals
