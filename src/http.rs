@@ -205,7 +205,7 @@ mod tests {
         );
         assert_eq!(
             p(
-                "HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nwait\r\n2\r\ning\r\n0\r\n\r\n"
+                "HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nwait\r\n3\r\ning\r\n0\r\n\r\n"
             ),
             Some((503, "waiting".into()))
         );
