@@ -1,7 +1,6 @@
 //! The commands: wiring of the modules for `run`, `wait` and `probe`. `main` maps their results to exit codes.
 
 use std::future::Future;
-use std::time::Duration;
 
 use tracing::{info, warn};
 
@@ -419,23 +418,20 @@ pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
 pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
     let listen = std::env::var("CONFGATE_LISTEN").ok();
     let host_port = probe_addr(args.addr.as_deref(), listen.as_deref())?;
-    let rt = runtime()?;
     let url = format!("http://{host_port}{}", args.kind.path());
     let held = args.kind == crate::cli::ProbeKind::Ready;
-    let status_url = format!("http://{host_port}/status");
-    let got = rt.block_on(with_timeout(args.timeout, async {
-        let (code, body) = http::get(&url).await?;
+    let deadline = std::time::Instant::now() + args.timeout;
+    let got = http::get(&host_port, args.kind.path(), deadline).map(|(code, body)| {
         // Ready while holding back a newer config: say so, as the exec probe's one line.
         let holding = if held && (200..300).contains(&code) {
-            http::get(&status_url)
-                .await
+            http::get(&host_port, "/status", deadline)
                 .ok()
                 .and_then(|(_, s)| holding_line(&s))
         } else {
             None
         };
-        Ok((code, holding.map_or(body, |h| format!("{h}\n"))))
-    }));
+        (code, holding.map_or(body, |h| format!("{h}\n")))
+    });
     Ok(match got {
         Ok((code, body)) if (200..300).contains(&code) => {
             print!("{body}");
@@ -503,15 +499,6 @@ fn probe_addr(addr: Option<&str>, listen: Option<&str>) -> Result<String, Error>
     } else {
         Err(bad(given, "not HOST:PORT"))
     }
-}
-
-async fn with_timeout<T>(
-    d: Duration,
-    f: impl Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    tokio::time::timeout(d, f)
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {} ms", d.as_millis())))
 }
 
 #[cfg(test)]

@@ -580,7 +580,7 @@ fn sidecar(config: &str, opts: &Options, port: u16) -> Value {
         "readinessProbe": ready,
         "livenessProbe": live,
         "resources": {
-            "requests": {"cpu": "5m", "memory": "8Mi"},
+            "requests": {"cpu": "5m", "memory": "10Mi"},
             "limits": {"memory": "16Mi"},
         },
         "securityContext": {

@@ -32,7 +32,7 @@
 //! 5. The loop and the commands.
 //!    - [`gate`]: the decision loop tying the above together.
 //!    - [`check`]: offline verdicts for directories and manifests.
-//!    - [`policy`]: the admission policy for `confgate policy`.
+//!    - `policy` (cargo feature `policy`, off by default): the admission policy for `confgate policy`.
 //!    - [`inject`]: adds the sidecar to workload manifests.
 //!    - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!      condition and `confgate status`.

@@ -31,7 +31,10 @@ fn main() -> ExitCode {
         Command::Wait(a) => (a.paths.log_format, true),
         _ => (LogFormat::Text, false),
     };
-    init_tracing(format);
+    // A probe logs nothing: it prints one line, and starts every few seconds in every pod.
+    if !matches!(cli.command, Command::Probe(_)) {
+        init_tracing(format);
+    }
     let ranges = match &cli.command {
         Command::Run(a) => a.gate.judge.ranges.len(),
         Command::Wait(a) => a.gate.judge.ranges.len(),
@@ -166,18 +169,32 @@ fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CONFGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // `CONFGATE_LOG`: a level, or `target=level` directives (`info,confgate::reload=debug`); anything
+    // else is `info`. A target list rather than tracing's `EnvFilter`, which links a regular-expression
+    // engine for filters a sidecar's logs do not need.
+    let filter = std::env::var("CONFGATE_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+        });
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
+            .finish()
+            .with(filter)
             .init(),
-        LogFormat::Text => builder.with_ansi(false).fmt_fields(Logfmt).init(),
+        LogFormat::Text => builder
+            .with_ansi(false)
+            .fmt_fields(Logfmt)
+            .finish()
+            .with(filter)
+            .init(),
     }
 }
 

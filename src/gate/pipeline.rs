@@ -304,16 +304,19 @@ impl Pipeline {
     /// Sends a reload (or start-up check) to the worker, with the confirmation it carries.
     fn request(&mut self, r: ReloadRequest) {
         self.reloads.set_confirm(r.confirm);
-        match r.kind {
-            reload::Kind::Reload => {
-                info!(reload_target = %r.target, sha = %r.sha.short(), "reload requested")
-            }
-            reload::Kind::Startup { .. } => {
-                info!(reload_target = %r.target, sha = %r.sha.short(), "start-up check requested: does the component run the first config?")
-            }
-        }
+        let sha = r.sha.short();
+        // The request first: the worker's thread sends it while this one writes the log line (a
+        // write to stderr, which can block on a slow log pipe).
         self.reloads
             .request_promoted_at(r.kind, &r.target, r.sha, r.version, r.promoted_at);
+        match r.kind {
+            reload::Kind::Reload => {
+                info!(reload_target = %r.target, sha, "reload requested")
+            }
+            reload::Kind::Startup { .. } => {
+                info!(reload_target = %r.target, sha, "start-up check requested: does the component run the first config?")
+            }
+        }
     }
 
     /// Waits for input other than file events: the feed, the API source's view, the reload worker,

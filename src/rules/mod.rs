@@ -110,7 +110,8 @@ impl RuleSet {
             Ok(RuleSet { texts })
         } else {
             Err("content rules need confgate built with the `policy` cargo feature, and this build \
-                 has it off; use a default build or remove the rules"
+                 has it off; use the -policy image (ghcr.io/confgate/confgate:VERSION-policy), a build \
+                 with --features policy, or remove the rules"
                 .into())
         }
     }
