@@ -9,6 +9,7 @@ use crate::cli::{PathArgs, ProbeArgs, RunArgs, WaitArgs};
 use crate::gate;
 use crate::http;
 use crate::reload;
+use crate::rollout;
 use crate::server;
 use crate::settings::{self, Settings};
 use crate::state::Shared;
@@ -77,7 +78,24 @@ fn gate_config(p: &PathArgs) -> gate::Config {
         promote_to: p.promote_to.as_deref().map(abs),
         annotations: abs(&p.annotations),
         resync: p.resync_interval,
+        bucket: pod_bucket(),
     }
+}
+
+/// The environment variables naming this pod, in the order a rollout reads them: the UID from the
+/// downward API (`metadata.uid`), else the pod name (`metadata.name`, or the hostname the kubelet
+/// gives the container, which is the pod name unless the pod sets one).
+pub const POD_IDENTITY_ENV: [&str; 3] = ["POD_UID", "POD_NAME", "HOSTNAME"];
+
+/// This pod's place in a rollout, from the first of [`POD_IDENTITY_ENV`] that is set.
+fn pod_bucket() -> Option<rollout::Bucket> {
+    let (name, id) = POD_IDENTITY_ENV.iter().find_map(|name| {
+        let v = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+        Some((*name, v))
+    })?;
+    let bucket = rollout::Bucket::of(id.trim());
+    info!(from = name, bucket = %bucket, "rollout bucket");
+    Some(bucket)
 }
 
 fn check_paths(p: &PathArgs) -> Result<(), Error> {

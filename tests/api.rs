@@ -526,6 +526,7 @@ fn fed_gate(
         promote_to: Some(promoted.clone()),
         annotations: tmp.path().join("annotations"),
         resync: Duration::from_secs(30),
+        bucket: None,
     };
     let reloads = confgate::reload::spawn(shared.clone());
     tokio::spawn(gate::run_fed(

@@ -13,11 +13,11 @@ use super::{Action, Config, Error, Gate, Tell};
 use crate::annotations;
 use crate::promote::{Promoter, Switched};
 use crate::reload;
+use crate::rollout;
 use crate::settings::Settings;
 use crate::snapshot::{self, ContentHash, Observed};
 use crate::source::Changes;
-use crate::state::{Publisher, ReloadResult, ReloadView, Shared, SourceView};
-use crate::variants;
+use crate::state::{Publisher, ReloadResult, ReloadView, RolloutView, Shared, SourceView};
 use crate::verdict::{self, Verdict};
 
 /// After a failed promotion, when to try again.
@@ -91,6 +91,8 @@ pub struct Pipeline {
     annotations_existed: bool,
     /// Since when the annotations file that existed has been absent or unreadable, and why.
     annotations_missing: Option<(Instant, String)>,
+    /// The rollout in the newest config, as this pod sees it.
+    rollout: Option<RolloutView>,
 }
 
 /// A reload (or start-up check) requested and not yet done.
@@ -205,6 +207,7 @@ impl Pipeline {
             owed,
             annotations_existed,
             annotations_missing: None,
+            rollout: None,
         };
         // Stopped between recording a refusal and rolling back: the rollback is finished now (and
         // its reload requested).
@@ -364,11 +367,19 @@ impl Pipeline {
             Feed::Volume => None,
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
-        let (watch, settings, last) = (
+        let (watch, settings, last, bucket) = (
             self.cfg.watch.clone(),
             self.gate.settings().clone(),
             self.last.clone(),
+            self.cfg.bucket,
         );
+        // A candidate the component refused is held on this pod: the rollout falls back to stable.
+        let refused: Vec<ContentHash> = self
+            .gate
+            .rejected_record()
+            .iter()
+            .map(|(h, _)| *h)
+            .collect();
         let (id, choice) = off_loop(&self.shared, move || {
             let obs = fed.unwrap_or_else(|| snapshot::read(&watch));
             let id = seen(&obs);
@@ -376,17 +387,28 @@ impl Pipeline {
             if last.as_ref() == Some(&id) {
                 return (id, None);
             }
-            let choice = variants::choose(obs, &settings);
+            let choice = rollout::choose(obs, &settings, bucket, &refused);
             (id, Some(choice))
         })
         .await;
-        let choice = choice?;
+        let (choice, rollout) = choice?;
+        self.rollout = rollout;
         let (choice, action) = self.gate.decide(choice);
         // With variants, what is promoted (and hashed) is the chosen variant's set.
         let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         self.shared.metrics.candidate(j.verdict);
         let sha = obs.hash().map(|h| h.short()).unwrap_or_default();
         let judged = Judged {
+            track: self
+                .rollout
+                .as_ref()
+                .map(|r| r.track.as_str())
+                .unwrap_or_default(),
+            rollout: self
+                .rollout
+                .as_ref()
+                .and_then(|r| r.percent.clone())
+                .unwrap_or_default(),
             accepted: j.verdict == Verdict::Accepted,
             verdict: j.verdict.to_string(),
             version: j.version.clone().unwrap_or_default(),
@@ -495,8 +517,16 @@ impl Pipeline {
                 Changes::default()
             }
             Input::Reload(o) => {
+                let refused = matches!(o, reload::Outcome::Rejected { .. });
                 self.reload_outcome(o);
-                Changes::default()
+                // A rollout's candidate refused here is held on this pod from now on: judged again,
+                // the ConfigMap gives this pod its stable set.
+                if refused && self.rollout.is_some() {
+                    self.last = None;
+                    Changes::CONFIG
+                } else {
+                    Changes::default()
+                }
             }
             Input::Ping => {
                 self.shared.pong();
@@ -699,6 +729,7 @@ impl Pipeline {
         reload.requested = self.reloads.requested();
         let mut next = self.gate.status(reload);
         next.watch_error.clone_from(&self.watch_error);
+        next.rollout.clone_from(&self.rollout);
         next.source.clone_from(&self.source);
         self.publisher.publish(next);
     }
@@ -706,6 +737,9 @@ impl Pipeline {
 
 /// The "judged" log line of one decision, kept until the work it must not delay is done.
 struct Judged {
+    /// With a rollout: the track of what was judged, and the rollout's percentage; empty without.
+    track: &'static str,
+    rollout: String,
     accepted: bool,
     verdict: String,
     version: String,
@@ -723,12 +757,14 @@ impl Judged {
             variant,
             sha,
             reason,
+            track,
+            rollout,
             ..
         } = self;
         if self.accepted {
-            info!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
+            info!(verdict = %verdict, version, variant, track, rollout, sha, reason = %reason, "judged");
         } else {
-            warn!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
+            warn!(verdict = %verdict, version, variant, track, rollout, sha, reason = %reason, "judged");
         }
     }
 }
@@ -838,6 +874,7 @@ mod tests {
             promote_to: Some(promoted.clone()),
             annotations: tmp.path().join("podinfo/annotations"),
             resync: Duration::from_secs(30),
+            bucket: None,
         };
         let base = Settings::from_raw(&Raw {
             accepts: Some("^1".into()),
