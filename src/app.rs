@@ -398,13 +398,38 @@ pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
         configmap: args.configmap,
     };
     let rt = runtime()?;
+    if args.wait {
+        use crate::api::status_cmd::Waited;
+        let timeout = args.timeout;
+        let waited = rt.block_on(crate::api::status_cmd::wait(&query, timeout, |s| {
+            println!("{s}")
+        }))?;
+        return Ok(match waited {
+            Waited::Done(f) => {
+                print!("{}", f.table());
+                Outcome::Ok
+            }
+            Waited::Refused(why, f) => {
+                print!("{}", f.table());
+                Outcome::No(format!("refused: {why}"))
+            }
+            Waited::TimedOut(f) => {
+                print!("{}", f.table());
+                Outcome::No(format!(
+                    "timed out after {}: {}",
+                    humantime_like(timeout),
+                    f.summaries().replace('\n', "; ")
+                ))
+            }
+        });
+    }
     let fleet = rt.block_on(crate::api::status_cmd::run(&query))?;
     print!("{}", fleet.table());
     if fleet.all_match() {
-        println!("{}", fleet.summary());
+        println!("{}", fleet.summaries());
         Ok(Outcome::Ok)
     } else {
-        Ok(Outcome::No(fleet.summary()))
+        Ok(Outcome::No(fleet.summaries()))
     }
 }
 
@@ -505,6 +530,16 @@ async fn with_timeout<T>(
     tokio::time::timeout(d, f)
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} ms", d.as_millis())))
+}
+
+/// A timeout as the user would write it back: whole seconds, or milliseconds below one second.
+#[cfg(feature = "api")]
+fn humantime_like(d: Duration) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }
 
 #[cfg(test)]

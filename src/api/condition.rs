@@ -6,11 +6,14 @@
 //! The message is `version X sha256:…` (or `no accepted config`) for the active config, followed by
 //! `; newest version Y sha256:… is VERDICT: REASON` while the newest snapshot is not the active one.
 //! With the variants setting, a config names its variant key after the hash: `version X sha256:… from
-//! config.v2.yaml`.
+//! config.v2.yaml`. With a rollout in the ConfigMap, `; rollout 25% candidate` (the percentage and
+//! the track the pod's bucket assigns) comes before the newest part, followed by ` held CONFIG
+//! VERDICT` when the candidate is held on that pod (outside its range, or refused by the component).
 
 use std::fmt;
 use std::str::FromStr;
 
+use crate::state::Track;
 use crate::verdict::Verdict;
 
 /// A config as a condition message or Event note names it: `version X sha256:…`, with `-` for a
@@ -155,6 +158,74 @@ pub struct Newest {
     pub reason: String,
 }
 
+/// A rollout as a pod reports it: the percentage (`None`: no `confgate.rollout` key), the track its
+/// bucket assigns, and the candidate held on it with the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutPart {
+    pub percent: Option<String>,
+    pub assigned: Track,
+    pub held: Option<(Described, Verdict)>,
+}
+
+impl RolloutPart {
+    /// The track of what the pod runs: stable when the candidate is held on it.
+    pub fn track(&self) -> Track {
+        if self.held.is_some() {
+            Track::Stable
+        } else {
+            self.assigned
+        }
+    }
+}
+
+const HELD: &str = " held ";
+
+impl fmt::Display for RolloutPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}",
+            self.percent.as_deref().unwrap_or("-"),
+            self.assigned
+        )?;
+        if let Some((c, v)) = &self.held {
+            write!(f, "{HELD}{c} {v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for RolloutPart {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RolloutPart, String> {
+        let (head, held) = match s.split_once(HELD) {
+            Some((h, rest)) => {
+                let (c, v) = rest
+                    .rsplit_once(' ')
+                    .ok_or("expected a held config and its verdict")?;
+                (
+                    h,
+                    Some((c.parse()?, v.parse::<Verdict>().map_err(|e| e.to_string())?)),
+                )
+            }
+            None => (s, None),
+        };
+        let (percent, track) = head
+            .split_once(' ')
+            .ok_or("expected a percentage and a track")?;
+        let assigned = match track {
+            "stable" => Track::Stable,
+            "candidate" => Track::Candidate,
+            _ => return Err("expected the track stable or candidate".into()),
+        };
+        Ok(RolloutPart {
+            percent: (percent != "-").then(|| percent.to_owned()),
+            assigned,
+            held,
+        })
+    }
+}
+
 /// The whole condition message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConditionMessage {
@@ -162,9 +233,12 @@ pub struct ConditionMessage {
     pub active: Option<Described>,
     /// The config the component confirmed it runs, when known.
     pub applied: Option<Described>,
+    /// With a rollout in the ConfigMap: the pod's part in it.
+    pub rollout: Option<RolloutPart>,
     pub newest: Option<Newest>,
 }
 
+const ROLLOUT: &str = "; rollout ";
 const NO_ACCEPTED: &str = "no accepted config";
 const NEWEST: &str = "; newest ";
 const APPLIED: &str = "; applied ";
@@ -177,6 +251,9 @@ impl fmt::Display for ConditionMessage {
         }
         if let Some(a) = &self.applied {
             write!(f, "{APPLIED}{a}")?;
+        }
+        if let Some(r) = &self.rollout {
+            write!(f, "{ROLLOUT}{r}")?;
         }
         if let Some(n) = &self.newest {
             write!(f, "{NEWEST}{} is {}: {}", n.config, n.verdict, n.reason)?;
@@ -194,6 +271,10 @@ impl FromStr for ConditionMessage {
         let (head, newest) = match s.split_once(NEWEST) {
             Some((h, n)) => (h, Some(n)),
             None => (s, None),
+        };
+        let (head, rollout) = match head.split_once(ROLLOUT) {
+            Some((h, r)) => (h, r.parse::<RolloutPart>().ok()),
+            None => (head, None),
         };
         let (head, applied) = match head.split_once(APPLIED) {
             Some((h, a)) => (h, a.parse::<Described>().ok()),
@@ -216,6 +297,7 @@ impl FromStr for ConditionMessage {
         Ok(ConditionMessage {
             active,
             applied,
+            rollout,
             newest,
         })
     }
@@ -245,10 +327,20 @@ mod tests {
             active in proptest::option::of(described()),
             applied in proptest::option::of(described()),
             newest in proptest::option::of((described(), 0..Verdict::ALL.len(), any::<String>())),
+            rollout in proptest::option::of((
+                proptest::option::of("[0-9]{1,3}(\\.[0-9]{1,2})?%"),
+                any::<bool>(),
+                proptest::option::of((described(), 0..Verdict::ALL.len())),
+            )),
         ) {
             let m = ConditionMessage {
                 active,
                 applied,
+                rollout: rollout.map(|(percent, candidate, held)| RolloutPart {
+                    percent,
+                    assigned: if candidate { Track::Candidate } else { Track::Stable },
+                    held: held.map(|(c, v)| (c, Verdict::ALL[v])),
+                }),
                 newest: newest.map(|(config, v, reason)| Newest { config, verdict: Verdict::ALL[v], reason }),
             };
             prop_assert_eq!(m.to_string().parse::<ConditionMessage>(), Ok(m));
@@ -289,6 +381,7 @@ mod tests {
                     .from_variant(Some("config.v2.yaml")),
             ),
             applied: None,
+            rollout: None,
             newest: Some(Newest {
                 config: Described::new(Some("3.0.0"), Some("sha256:cd"))
                     .from_variant(Some("config.v3.yaml")),
@@ -307,6 +400,29 @@ mod tests {
             "version 2.5.0 sha256:ab from "
                 .parse::<Described>()
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn the_rollout_part_names_the_track_and_a_held_candidate() {
+        let text = "version 2.4.1 sha256:ab; applied version 2.4.1 sha256:ab; rollout 25% candidate held version 3.0.0 sha256:cd too-new";
+        let m: ConditionMessage = text.parse().unwrap();
+        let r = m.rollout.clone().unwrap();
+        assert_eq!(
+            (r.percent.as_deref(), r.assigned, r.track()),
+            (Some("25%"), Track::Candidate, Track::Stable)
+        );
+        assert_eq!(r.held.as_ref().unwrap().1, Verdict::TooNew);
+        assert_eq!(m.to_string(), text);
+        assert_eq!(m.applied.unwrap().version.as_deref(), Some("2.4.1"));
+        let m: ConditionMessage = "version 2.5.0 sha256:ef; rollout - stable".parse().unwrap();
+        assert_eq!(
+            m.rollout.unwrap(),
+            RolloutPart {
+                percent: None,
+                assigned: Track::Stable,
+                held: None
+            }
         );
     }
 

@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use super::condition::{ConditionMessage, Described, Newest, Reason};
+use super::condition::{ConditionMessage, Described, Newest, Reason, RolloutPart};
 use super::events::EventSink;
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
@@ -210,6 +210,16 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
             .applied
             .as_ref()
             .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
+        rollout: s.rollout.as_ref().map(|r| RolloutPart {
+            percent: r.percent.clone(),
+            assigned: r.assigned,
+            held: r.held.as_ref().map(|h| {
+                (
+                    described(h.version.as_deref(), h.sha256.as_deref()),
+                    h.verdict,
+                )
+            }),
+        }),
         newest: s.candidate.as_ref().map(|c| Newest {
             config: described(c.version.as_deref(), c.sha256.as_deref())
                 .from_variant(c.variant.as_deref()),

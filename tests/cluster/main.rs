@@ -14,6 +14,7 @@ mod common;
 mod api_mode;
 mod manifests;
 mod policy;
+mod rollout;
 mod secret;
 mod server;
 
