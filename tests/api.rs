@@ -1082,9 +1082,11 @@ fn status_summary_for_pods_behind_and_not_reporting() {
         condition: cond.map(|c| (c, "Accepted".to_owned())),
         current: cond.map(|c| (c, "Accepted".to_owned())),
         held: false,
+        held_sha256: None,
         version: v.map(str::to_owned),
         sha256: v.map(hash),
         applied: None,
+        rollout: None,
     };
     let fleet = status_cmd::Fleet {
         namespace: "prod".into(),
@@ -1097,6 +1099,7 @@ fn status_summary_for_pods_behind_and_not_reporting() {
             "app".into(),
             Some(ContentHash::of([("version", b"2.4.1".as_slice())])),
         )),
+        tracks: None,
     };
     assert_eq!(
         fleet.summary(),
