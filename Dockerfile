@@ -21,7 +21,7 @@ COPY examples ./examples
 # glibc linked statically (+crt-static): the final image has no libc. The Rust target is the build
 # machine's own, so a multi-platform build (linux/amd64, linux/arm64) builds natively on each platform.
 # Two cargo runs: building an example enables dev-dependencies, whose features would otherwise be
-# unified into confgate's own dependencies and make its binary larger (3.7 MB instead of 3.2 MB).
+# unified into confgate's own dependencies and make its binary larger (sizes: docs/performance.md).
 RUN target="$(uname -m)-unknown-linux-gnu" \
     && export RUSTFLAGS="-C target-feature=+crt-static" \
     && cargo build --release --locked --offline --target "$target" --bin confgate \

@@ -644,7 +644,7 @@ fn every_manifest_is_accepted_by_the_binary() {
     }
 }
 
-/// The patterns the README describes: a native sidecar with a startup probe, `wait` plus a regular
+/// The patterns docs/deploying.md describes: a native sidecar with a startup probe, `wait` plus a regular
 /// sidecar, and a signal reload.
 #[test]
 fn each_example_shows_its_pattern() {

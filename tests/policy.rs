@@ -4,7 +4,7 @@
 //! allows exactly what `confgate check`'s verdict accepts, and refuses with `check`'s reason.
 //!
 //! No API server runs here: what this proves is parity under the `cel` crate's reading of CEL, not
-//! cel-go's (see the README for what was and was not verified).
+//! cel-go's (see docs/admission.md for what was and was not verified).
 #![cfg(feature = "policy")]
 
 mod common;
@@ -319,7 +319,7 @@ fn assert_example_is_printed_by(args: &[&str], path: &str) {
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         committed,
-        "regenerate {path} with the command in its README section"
+        "regenerate {path} with the command in docs/admission.md"
     );
 }
 

@@ -1,5 +1,5 @@
-//! The async driver: waits for file events, the pipeline's inputs and timers, and runs the pipeline.
-//! Plain-directory edits are debounced here, and only here.
+//! The async driver: waits for file events, the pipeline's inputs and timers, and hands each to the
+//! pipeline as an [`Event`]. Plain-directory edits are debounced here, and only here.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::info;
 
+use super::machine::{Event, Files};
 use super::{Config, Error, Feed, Pipeline};
 use crate::reload;
 use crate::settings::Settings;
@@ -30,14 +31,14 @@ struct Debounce {
 }
 
 impl Debounce {
-    fn plain_event(&mut self) {
-        self.since.get_or_insert_with(Instant::now);
+    fn plain_event(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
     }
 
-    /// Whether the burst is over, given the time since its last event.
-    fn ready(&self, quiet_for: Duration) -> bool {
+    /// Whether the burst is over at `now`, given the time since its last event.
+    fn ready(&self, quiet_for: Duration, now: Instant) -> bool {
         self.since
-            .is_some_and(|t| quiet_for >= QUIET || t.elapsed() >= QUIET_MAX)
+            .is_some_and(|t| quiet_for >= QUIET || now.saturating_duration_since(t) >= QUIET_MAX)
     }
 
     fn pending(&self) -> bool {
@@ -49,17 +50,17 @@ impl Debounce {
     }
 
     /// When to look again while a burst is pending.
-    fn wake_at(&self, quiet_for: Duration) -> Option<Instant> {
+    fn wake_at(&self, quiet_for: Duration, now: Instant) -> Option<Instant> {
         let t = self.since?;
         Some(
-            Instant::now()
-                + QUIET
-                    .saturating_sub(quiet_for)
-                    .max(Duration::from_millis(5))
-                    .min(QUIET_MAX.saturating_sub(t.elapsed())),
+            now + QUIET
+                .saturating_sub(quiet_for)
+                .max(Duration::from_millis(5))
+                .min(QUIET_MAX.saturating_sub(now.saturating_duration_since(t))),
         )
     }
 }
+
 /// Runs the decision loop on snapshots from `feed` until `shutdown` completes.
 pub async fn run_fed(
     cfg: Config,
@@ -70,62 +71,73 @@ pub async fn run_fed(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
+    let resync = cfg.resync;
+    let absent = format!("{} is absent", cfg.watch.display());
+    // The API feed needs no volume; only the annotations dir is watched for it.
+    let volume = matches!(feed, Feed::Volume);
     let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads).await?;
-    let mut changes = Changes::ALL;
+    // The annotations were read by `open`, after the watches were in place: a change since is an event.
+    let mut changes = Changes::CONFIG;
     let mut debounce = Debounce::default();
     // The safety re-read is a deadline: liveness pings and other wake-ups must not postpone it.
-    let mut resync_at = Instant::now() + pipeline.resync();
+    let mut resync_at = Instant::now() + resync;
     tokio::pin!(shutdown);
     loop {
-        if changes.contains(Changes::ANNOTATIONS) && pipeline.annotations_changed().await {
-            changes |= Changes::CONFIG;
-        }
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
-            debounce.plain_event();
+            debounce.plain_event(Instant::now());
         }
-        if changes.contains(Changes::CONFIG) || debounce.ready(source.since_plain_event()) {
+        let files = Files {
+            annotations: changes.contains(Changes::ANNOTATIONS),
+            config: changes.contains(Changes::CONFIG)
+                || debounce.ready(source.since_plain_event(), Instant::now()),
+        };
+        if files.config {
             debounce.clear();
-            pipeline.process_reload_first().await;
         }
-        pipeline.watch_errors(source.take_errors());
-        // The API feed needs no volume; only the annotations dir is watched for it.
-        let watched = source.ensure_watches() || !pipeline.reads_volume();
-        pipeline.set_watch_error(match (&source.watch_error, watched) {
+        if files != Files::default() {
+            pipeline.handle(Event::Files(files)).await;
+        }
+        let watched = source.ensure_watches() || !volume;
+        let problem = match (&source.watch_error, watched) {
             (Some(e), _) => Some(e.clone()),
-            (None, false) => Some(format!("{} is absent", pipeline.watch_dir().display())),
+            (None, false) => Some(absent.clone()),
             (None, true) => None,
-        });
+        };
+        let errors = source.take_errors();
+        pipeline.handle(Event::Watch { errors, problem }).await;
         pipeline.publish();
         let mut wake = resync_at;
         if !watched {
             wake = wake.min(Instant::now() + ABSENT_POLL);
         }
-        if let Some(t) = debounce.wake_at(source.since_plain_event()) {
+        if let Some(t) = debounce.wake_at(source.since_plain_event(), Instant::now()) {
             wake = wake.min(t);
         }
-        if let Some(t) = pipeline.retry_at() {
-            wake = wake.min(t);
-        }
-        let recheck = pipeline.annotations_recheck_at();
-        if let Some(t) = recheck {
+        if let Some(t) = pipeline.wake_at() {
             wake = wake.min(t);
         }
         changes = tokio::select! {
             c = source.changed() => c,
-            input = pipeline.input() => pipeline.take(input),
+            input = pipeline.input() => {
+                if let Some(event) = input {
+                    pipeline.handle(event).await;
+                }
+                Changes::default()
+            }
             () = tokio::time::sleep_until(wake) => {
                 let now = Instant::now();
-                let retry = pipeline.retry_due();
                 if now >= resync_at || !watched {
-                    resync_at = now + pipeline.resync();
-                    pipeline.tidy();
-                    Changes::ALL
-                } else if recheck.is_some_and(|t| now >= t) {
-                    Changes::ANNOTATIONS | Changes::CONFIG
-                } else if debounce.pending() || retry {
-                    Changes::CONFIG
-                } else {
+                    resync_at = now + resync;
+                    debounce.clear();
+                    pipeline.handle(Event::Resync).await;
                     Changes::default()
+                } else {
+                    pipeline.handle(Event::Timer).await;
+                    if debounce.pending() {
+                        Changes::CONFIG
+                    } else {
+                        Changes::default()
+                    }
                 }
             }
             () = &mut shutdown => break,
@@ -133,4 +145,37 @@ pub async fn run_fed(
     }
     info!("decision loop stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_burst_is_read_once_quiet_or_at_most_a_second_after_it_began() {
+        let t0 = Instant::now();
+        let mut d = Debounce::default();
+        assert!(!d.pending() && !d.ready(QUIET, t0));
+        assert_eq!(d.wake_at(Duration::ZERO, t0), None);
+        d.plain_event(t0);
+        // More events of the same burst do not move its start.
+        d.plain_event(t0 + 50 * MS);
+        assert!(!d.ready(Duration::ZERO, t0 + 50 * MS));
+        assert_eq!(d.wake_at(Duration::ZERO, t0 + 50 * MS), Some(t0 + 150 * MS));
+        assert!(!d.ready(99 * MS, t0 + 149 * MS));
+        assert!(d.ready(QUIET, t0 + 150 * MS), "quiet for long enough");
+        // A burst that never goes quiet is read a second after it began.
+        assert_eq!(
+            d.wake_at(Duration::ZERO, t0 + 950 * MS),
+            Some(t0 + QUIET_MAX)
+        );
+        assert!(!d.ready(Duration::ZERO, t0 + 999 * MS));
+        assert!(d.ready(Duration::ZERO, t0 + QUIET_MAX));
+        // Never a busy loop: at least a few milliseconds between looks.
+        assert_eq!(d.wake_at(QUIET, t0 + 200 * MS), Some(t0 + 205 * MS));
+        d.clear();
+        assert!(!d.pending());
+    }
 }

@@ -1,16 +1,22 @@
-//! The decision loop: a pure state machine (`Gate`) that turns snapshots and settings into actions and
-//! a status; [`Pipeline`], one step of I/O around it; and the async driver ([`run_fed`]) that waits for
-//! file events, the feed, timers and liveness pings and hands them to the pipeline.
+//! The decision loop: a pure state machine (`Gate`) that takes one event at a time and answers
+//! with actions; [`Pipeline`], the I/O that carries them out; and the async driver ([`run_fed`])
+//! that waits for file events, the feed, timers and liveness pings and turns them into events.
 //!
 //! The loop is the only task that reads the config, promotes, requests reloads and publishes the
 //! status; one snapshot is judged, acted on and published before the next is read, so no ordering of
 //! events can promote a snapshot under settings other than those it was judged by.
 //!
-//! - `machine`: `Gate`, pure: decide, activate, readiness checks and their text.
-//! - `pipeline`: [`Pipeline`], [`Feed`] and `Input`: read, judge, promote, request a reload, publish.
+//! - `machine`: `Gate`, pure: every decision and every piece of the loop's state (the verdict
+//!   state, the annotations grace period, the reload owed), `Event` in, `Action`s out.
+//! - `pipeline`: [`Pipeline`]: carries out the actions (read, judge, promote, request a reload,
+//!   write markers, log, count) and publishes.
+//! - `feed`: [`Feed`], the inputs other than file events, and `off_loop`.
+//! - `logs`: the log line of each decision.
 //! - `driver`: [`run_fed`]: the waiting, including the one debounce of plain-directory edits.
 
 mod driver;
+mod feed;
+mod logs;
 mod machine;
 mod pipeline;
 
@@ -20,8 +26,8 @@ use std::time::Duration;
 use crate::{promote, rollout, source};
 
 pub use driver::run_fed;
-pub(crate) use machine::{Action, Gate, Tell};
-pub use pipeline::{Feed, Pipeline};
+pub use feed::Feed;
+pub use pipeline::Pipeline;
 
 /// Why the loop could not start.
 #[derive(Debug, thiserror::Error)]

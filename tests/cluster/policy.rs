@@ -277,7 +277,7 @@ fn generated_policies_allow_and_refuse_as_check_does() {
     });
 }
 
-/// The README's example: the committed gated-component policy refusing a ConfigMap of version 3.0.0,
+/// docs/admission.md's example: the committed gated-component policy refusing a ConfigMap of version 3.0.0,
 /// in the words `kubectl apply` prints.
 #[test]
 fn the_committed_example_refuses_as_the_readme_shows() {

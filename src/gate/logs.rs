@@ -1,0 +1,113 @@
+//! The log line of each [`Note`] the gate asks for: one line per decision, structured fields, no
+//! content.
+
+use std::path::Path;
+
+use tracing::{error, info, warn};
+
+use super::machine::{ANNOTATIONS_GRACE, Judged, Note};
+
+/// Where the lines name files: the annotations file, the watched dir and the promoted dir.
+pub(super) struct Places<'a> {
+    pub annotations: &'a Path,
+    pub watch: &'a Path,
+    pub promoted: Option<&'a Path>,
+}
+
+pub(super) fn log(note: &Note, at: &Places<'_>) {
+    let file = at.annotations.display();
+    match note {
+        Note::Judged(j) => judged(j),
+        Note::PromotionFailed {
+            error,
+            version,
+            sha,
+        } => error!(error = %error, version, sha, "promotion failed; previous config kept"),
+        Note::Promoted {
+            version,
+            variant,
+            sha,
+        } => {
+            if let Some(dir) = at.promoted {
+                info!(version, variant, sha, dir = %dir.display(), "promoted");
+            }
+        }
+        Note::Problem(p) => warn!(problem = %p, "settings problem"),
+        Note::ProblemCleared(p) => info!(problem = %p, "settings problem cleared"),
+        Note::AnnotationGone { setting, value } => {
+            info!(setting, value = %value, "annotation gone; the flag's value is back in force")
+        }
+        Note::AnnotationOverrides {
+            setting,
+            annotation,
+            value,
+            overrides,
+        } => {
+            info!(setting, annotation, value = %value, overrides = %overrides, "annotation overrides flag")
+        }
+        Note::SettingsChanged {
+            accepts,
+            mode,
+            reload,
+        } => {
+            info!(accepts = accepts.as_deref().unwrap_or("none"), mode = mode.as_str(), reload = %reload, "settings changed")
+        }
+        Note::AnnotationsBack => info!(file = %file, "annotations file back"),
+        Note::AnnotationsMissing { why } => {
+            info!(file = %file, error = %why, grace_ms = ANNOTATIONS_GRACE.as_millis() as u64, "annotations file not readable; keeping the settings in force, looking again")
+        }
+        Note::AnnotationsGone { changed } => {
+            warn!(file = %file, changed, "annotations file still absent; its settings no longer apply")
+        }
+        Note::NoLongerActive { sha } => {
+            warn!(sha = %sha, "the active config does not pass the settings now in force; no longer active")
+        }
+        Note::AppliedBase { sha, version } => {
+            info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "the config the component applied before the restart is the rollback base")
+        }
+        Note::OwedFromBefore { sha, version } => {
+            info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it")
+        }
+        Note::OwedRefused { sha } => {
+            info!(sha = %sha.short(), "the reload owed before the restart is of content the component refused; not sent")
+        }
+        Note::RefusedInPlace { sha } => {
+            warn!(sha = %sha.short(), "the promoted dir holds content the component refused before the restart; rolling back")
+        }
+        Note::NoBase { sha, reason } => {
+            warn!(sha = %sha.short(), reason, "rejected by the component; no applied config to roll back to")
+        }
+        Note::RolledBack {
+            sha,
+            reason,
+            to,
+            version,
+        } => {
+            warn!(sha = %sha.short(), reason, rolled_back_to = %to.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back")
+        }
+        Note::RollbackOther { sha } => {
+            error!(sha = %sha.short(), "rollback left other content in the promoted dir")
+        }
+        Note::RollbackFailed { sha, error } => {
+            error!(error = %error, sha = %sha.short(), "rollback failed")
+        }
+        Note::Watch(Some(e)) => warn!(error = %e, "watch not in place; polling"),
+        Note::Watch(None) => info!(dir = %at.watch.display(), "watching"),
+    }
+}
+
+fn judged(j: &Judged) {
+    let Judged {
+        verdict,
+        version,
+        variant,
+        sha,
+        reason,
+        ..
+    } = j;
+    if j.accepted {
+        info!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
+    } else {
+        warn!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
+    }
+}

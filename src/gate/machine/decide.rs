@@ -1,0 +1,290 @@
+//! The verdict state of [`Gate`]: the decision on each snapshot (promote, activate, nothing), what
+//! is active, on disk and applied, and the contents the component refused.
+
+use super::{Active, Decision, Gate, Modes, Newest, REJECTED_KEPT, Tell, modes};
+use crate::annotations::Annotations;
+use crate::settings::{Mode, Settings};
+use crate::snapshot::{ContentHash, Observed};
+use crate::variants::Choice;
+use crate::verdict::{Judgement, Verdict};
+
+impl Gate {
+    /// Applies the annotations file as read; `Err` is a file that could not be read or parsed, which keeps
+    /// the settings in force. Returns true when the settings in force changed.
+    pub(super) fn set_annotations(&mut self, ann: Result<Annotations, String>) -> bool {
+        match ann {
+            Ok(ann) => {
+                let r = Settings::with_annotations(&self.base, &self.settings, &ann);
+                let changed = r.settings != self.settings;
+                self.settings = r.settings;
+                self.problems = r.problems;
+                changed
+            }
+            Err(e) => {
+                self.problems = vec![e];
+                false
+            }
+        }
+    }
+
+    /// At start-up, what the promoted dir already holds (left by a previous run of this sidecar), with
+    /// its judgement under [`Gate::settings`]: the promoted dir holds the promoted set, with no variant
+    /// keys, so it is judged as it is ([`crate::verdict::judge`]).
+    pub(super) fn adopt_on_disk(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
+        self.on_disk = obs.hash().map(|h| (h, modes(obs)));
+        if let Observed::Config(_) = obs
+            && self.passes(obs, j)
+        {
+            self.activate(obs.hash(), modes(obs), j, None, since);
+        }
+    }
+
+    /// After a settings change, the active config (`obs`, as read back) judged again (`j`, by
+    /// [`crate::verdict::judge`] under [`Gate::settings`]), as a restart with these settings would: one that no
+    /// longer passes stops being active, so readiness follows the policy. `obs` of other content than
+    /// the active config is ignored. Returns true when the active config was dropped.
+    pub(super) fn rejudge_active(&mut self, obs: &Observed, j: &Judgement) -> bool {
+        let Some(a) = self.active.clone() else {
+            return false;
+        };
+        if obs.hash() != Some(a.hash) {
+            return false;
+        }
+        if self.passes(obs, j) {
+            self.activate(Some(a.hash), modes(obs), j, a.variant.clone(), a.since);
+            false
+        } else {
+            self.active = None;
+            true
+        }
+    }
+
+    /// Notes why the settings in force differ from what the annotations file now says (`None`: they
+    /// do not); shown in the settings check without failing it.
+    pub(super) fn set_annotations_note(&mut self, note: Option<String>) {
+        self.annotations_note = note;
+    }
+
+    fn passes(&self, obs: &Observed, j: &Judgement) -> bool {
+        j.verdict == Verdict::Accepted
+            || (self.settings.mode == Mode::Observe && matches!(obs, Observed::Config(_)))
+    }
+
+    /// Says what to do with the newest snapshot, given what [`crate::variants::choose`] made of it under
+    /// [`Gate::settings`]. The choice holds what to promote (with variants, the chosen variant's set,
+    /// not the read itself).
+    pub(super) fn decide(&mut self, mut choice: Choice) -> (Choice, Decision) {
+        let hash = choice.observed.hash();
+        if let Some(why) = hash.and_then(|h| self.rejection(h)) {
+            // Not offered to the component again: it said no to these very bytes.
+            choice.judgement.verdict = Verdict::RejectedByComponent;
+            choice.judgement.reason = why;
+            self.newest = Some(Newest {
+                hash,
+                modes: modes(&choice.observed),
+                judgement: choice.judgement.clone(),
+                variant: choice.variant.clone(),
+            });
+            return (choice, Decision::Nothing);
+        }
+        let (j, obs) = (&choice.judgement, &choice.observed);
+        let action = match hash {
+            Some(h) if self.passes(obs, j) => {
+                let m = modes(obs);
+                let in_place = if self.gate_only {
+                    self.active.as_ref().map(|a| a.hash) == Some(h)
+                } else {
+                    self.on_disk
+                        .as_ref()
+                        .is_some_and(|(oh, om)| *oh == h && *om == m)
+                };
+                if in_place {
+                    let same = self.active.as_ref().is_some_and(|a| {
+                        a.hash == h
+                            && a.verdict == j.verdict
+                            && self.active_modes == m
+                            && a.variant == choice.variant
+                    });
+                    if same {
+                        Decision::Nothing
+                    } else {
+                        Decision::Activate
+                    }
+                } else {
+                    // Nothing older was read before (gate-only: the component read the first config
+                    // itself at start; promoting: the promoted dir was empty), so the component, if
+                    // it runs yet, reads this one itself.
+                    let older = if self.gate_only {
+                        self.active.is_some()
+                    } else {
+                        self.on_disk.is_some()
+                    };
+                    Decision::Promote {
+                        tell: match (older, self.gate_only) {
+                            (true, _) => Tell::Reload,
+                            // Gate-only, the first config seen after every restart is "first": a
+                            // check there would reload on every restart.
+                            (false, true) => Tell::Nothing,
+                            (false, false) => Tell::StartupCheck,
+                        },
+                    }
+                }
+            }
+            _ => Decision::Nothing,
+        };
+        self.newest = Some(Newest {
+            hash,
+            modes: modes(obs),
+            judgement: j.clone(),
+            variant: choice.variant.clone(),
+        });
+        (choice, action)
+    }
+
+    /// Records that the newest snapshot is now in place.
+    pub(super) fn activated(&mut self, now: jiff::Timestamp) {
+        if let Some(n) = self.newest.clone() {
+            self.activate(n.hash, n.modes, &n.judgement, n.variant, now);
+        }
+    }
+
+    fn activate(
+        &mut self,
+        hash: Option<ContentHash>,
+        modes: Modes,
+        j: &Judgement,
+        variant: Option<String>,
+        since: jiff::Timestamp,
+    ) {
+        let Some(hash) = hash else { return };
+        let since = match &self.active {
+            Some(a) if a.hash == hash => a.since,
+            _ => since,
+        };
+        self.active = Some(Active {
+            hash,
+            version: j.version.clone(),
+            since,
+            verdict: j.verdict,
+            variant,
+        });
+        if !self.gate_only {
+            self.on_disk = Some((hash, modes.clone()));
+        }
+        self.active_modes = modes;
+        self.promote_error = None;
+        self.started = true;
+    }
+
+    fn rejection(&self, h: ContentHash) -> Option<String> {
+        self.rejected
+            .iter()
+            .find(|(r, _)| *r == h)
+            .map(|(_, why)| format!("the component rejected it: {why}"))
+    }
+
+    /// The component confirmed it runs `hash` (a reload of it succeeded, or it started on it). Returns
+    /// true when that is what the promoted dir holds, so its dir is to be kept as the rollback base.
+    pub(super) fn reloaded(&mut self, hash: ContentHash, now: jiff::Timestamp) -> bool {
+        let Some(a) = self.active.as_ref().filter(|a| a.hash == hash) else {
+            return false;
+        };
+        let since = match &self.applied {
+            Some(p) if p.hash == hash => p.since,
+            _ => now,
+        };
+        self.applied = Some(Active { since, ..a.clone() });
+        !self.gate_only && self.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)
+    }
+
+    /// At start-up, the config the component applied last, as kept in the promoted dir by a previous
+    /// run (`since`: when that was recorded). It is the rollback base again, as before the restart.
+    pub(super) fn adopt_applied(&mut self, obs: &Observed, j: &Judgement, since: jiff::Timestamp) {
+        let Some(hash) = obs.hash().filter(|h| !self.is_rejected(*h)) else {
+            return;
+        };
+        self.applied = Some(Active {
+            hash,
+            version: j.version.clone(),
+            since,
+            verdict: j.verdict,
+            variant: None,
+        });
+    }
+
+    /// At start-up, the contents the component refused, as recorded by a previous run (oldest first):
+    /// they are not offered to it again.
+    pub(super) fn adopt_rejected(&mut self, refused: Vec<(ContentHash, String)>) {
+        for (h, why) in refused {
+            self.remember_rejected(h, why);
+        }
+    }
+
+    /// The contents the component refused that are remembered, oldest first: what a restart must know.
+    pub(crate) fn rejected_record(&self) -> &[(ContentHash, String)] {
+        &self.rejected
+    }
+
+    /// Whether the component refused `hash` (then it is not offered to it again, not even by a reload
+    /// owed from before a restart).
+    pub(super) fn is_rejected(&self, hash: ContentHash) -> bool {
+        self.rejected.iter().any(|(h, _)| *h == hash)
+    }
+
+    /// At start-up: when the promoted dir holds content the component refused (a previous run stopped
+    /// between recording the refusal and rolling back) and an applied config is known, the refused
+    /// content and the applied config to roll back to.
+    pub(super) fn refused_in_place(&self) -> Option<(ContentHash, ContentHash)> {
+        let (on_disk, _) = self.on_disk.as_ref().filter(|_| !self.gate_only)?;
+        let base = self.applied.as_ref().map(|a| a.hash)?;
+        (self.is_rejected(*on_disk) && base != *on_disk).then_some((*on_disk, base))
+    }
+
+    fn remember_rejected(&mut self, hash: ContentHash, why: String) {
+        self.rejected.retain(|(h, _)| *h != hash);
+        if self.rejected.len() >= REJECTED_KEPT {
+            self.rejected.remove(0);
+        }
+        self.rejected.push((hash, why));
+    }
+
+    /// The component refused `hash`. Returns the applied config to roll back to, when the refused one
+    /// is what the promoted dir holds and an applied one is known.
+    pub(super) fn rejected_by_component(
+        &mut self,
+        hash: ContentHash,
+        why: &str,
+    ) -> Option<ContentHash> {
+        self.remember_rejected(hash, why.to_owned());
+        let reason = self.rejection(hash).unwrap_or_default();
+        if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
+            n.judgement.verdict = Verdict::RejectedByComponent;
+            n.judgement.reason = reason;
+        }
+        if self.applied.as_ref().is_some_and(|a| a.hash == hash) {
+            self.applied = None;
+        }
+        let base = self.applied.as_ref().map(|a| a.hash)?;
+        (!self.gate_only && self.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)).then_some(base)
+    }
+
+    /// The applied config is back in the promoted dir.
+    pub(super) fn rolled_back(&mut self) {
+        if let Some(a) = self.applied.clone() {
+            // The applied dir's modes are not tracked: an empty map makes a later same-content,
+            // other-modes snapshot a promotion rather than a no-op, which is the safe side.
+            self.on_disk = Some((a.hash, Modes::new()));
+            self.active_modes = Modes::new();
+            self.active = Some(a);
+        }
+    }
+
+    /// The applied config's version.
+    pub(super) fn applied_version(&self) -> Option<String> {
+        self.applied.as_ref().and_then(|a| a.version.clone())
+    }
+
+    pub(super) fn promotion_failed(&mut self, why: String) {
+        self.promote_error = Some(why);
+    }
+}

@@ -1,0 +1,498 @@
+//! [`Gate::handle`]: one event in, the actions it leads to out. Every state change of the loop
+//! happens here, at the time passed in.
+
+use tokio::time::Instant;
+
+use super::grace::Step;
+use super::reloads::Owed;
+use super::{
+    Action, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now, PROMOTE_RETRY,
+    Promotion, Rollback, Seen, Tell,
+};
+use crate::annotations::Annotations;
+use crate::reload::{BootTicks, Kind, Outcome};
+use crate::settings::{Reload, Settings};
+use crate::snapshot::{ContentHash, Observed};
+use crate::state::{ReloadView, Status};
+use crate::variants::Choice;
+use crate::verdict::Verdict;
+
+impl Gate {
+    /// Handles `event` at `now`; returns what to carry out, in order.
+    pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
+        let mut out = Vec::new();
+        match event {
+            Event::Start(read) => self.start(read, &mut out),
+            Event::Adopted(found) => self.adopted(*found, now, &mut out),
+            Event::Files(files) => self.files(files, &mut out),
+            Event::Resync => {
+                // What the retry would read is read now.
+                self.take_retry_due(now.at);
+                out.push(Action::Tidy);
+                self.files(Files::ALL, &mut out);
+            }
+            Event::Timer => {
+                let recheck = self.grace.take_due(now.at);
+                let retry = self.take_retry_due(now.at);
+                if recheck {
+                    self.files(Files::ALL, &mut out);
+                } else if retry {
+                    self.files(Files::CONFIG, &mut out);
+                }
+            }
+            Event::Annotations(read) => self.annotations(read, now, &mut out),
+            Event::Judged { seen, choice } => {
+                if let Some(choice) = choice {
+                    self.judged(seen, choice, now, &mut out);
+                }
+            }
+            Event::Rejudged(obs, j) => {
+                if self.rejudge_active(&obs, &j) {
+                    out.push(Action::Log(Note::NoLongerActive {
+                        sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
+                    }));
+                }
+            }
+            Event::Switched(r) => self.switched(r, now, &mut out),
+            Event::RolledBack(r) => self.rolled_back_to(r, &mut out),
+            Event::Reload(o) => self.reload_outcome(o, now, &mut out),
+            Event::Source(view) => self.source = view,
+            Event::Watch { errors, problem } => {
+                if errors > 0 {
+                    out.push(Action::Count(Count::WatchErrors(errors)));
+                }
+                if problem != self.watch_error {
+                    out.push(Action::Log(Note::Watch(problem.clone())));
+                    self.watch_error = problem;
+                }
+            }
+        }
+        out
+    }
+
+    /// The earliest deadline the gate waits for (the end of the annotations grace period, a
+    /// promotion's retry): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
+    /// now, is state with a deadline that joins this one, and is done on the timer.
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
+        [self.grace.recheck_at(), self.retry_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Whether a failed promotion's retry is due at `now`; it is then no longer pending.
+    fn take_retry_due(&mut self, now: Instant) -> bool {
+        let due = self.retry_at.is_some_and(|t| t <= now);
+        if due {
+            self.retry_at = None;
+        }
+        due
+    }
+
+    /// The status to publish; `requested` is the reload worker's count of requests.
+    pub(crate) fn published(&self, requested: u64) -> Status {
+        let mut reload: ReloadView = self.reloads.view().clone();
+        reload.target = self.settings.reload.to_string();
+        reload.requested = requested;
+        let mut s = self.status(reload);
+        s.watch_error.clone_from(&self.watch_error);
+        s.source.clone_from(&self.source);
+        s
+    }
+
+    fn start(&mut self, read: Result<Option<Annotations>, String>, out: &mut Vec<Action>) {
+        let before = self.settings.clone();
+        let ann = self.grace.first(read);
+        self.set_annotations(ann);
+        self.settings_notes(&before, &[], out);
+        if !self.gate_only {
+            out.push(Action::Adopt {
+                settings: Box::new(self.settings.clone()),
+            });
+        }
+    }
+
+    /// What a previous run left: what is on disk, what the component applied and refused, and a
+    /// reload it was owed.
+    fn adopted(&mut self, found: Found, now: Now, out: &mut Vec<Action>) {
+        let Found {
+            on_disk,
+            judgement,
+            refused,
+            applied,
+            owed,
+        } = found;
+        self.adopt_on_disk(&on_disk, &judgement, now.wall);
+        self.adopt_rejected(refused);
+        if let Some((applied, j, since)) = applied {
+            self.adopt_applied(&applied, &j, since.unwrap_or(now.wall));
+            if let Some(sha) = applied.hash() {
+                out.push(Action::Log(Note::AppliedBase {
+                    sha,
+                    version: self.applied_version(),
+                }));
+            }
+        }
+        // A reload owed by a previous run: the content is in place, the component was never told.
+        if let (Some(h), Some(o)) = (on_disk.hash(), owed)
+            && h == o
+        {
+            if self.is_rejected(h) {
+                // The refusal came after the marker was written; it is not sent again.
+                out.push(Action::Log(Note::OwedRefused { sha: h }));
+                out.push(Action::ClearReloadOwed {
+                    sha: h,
+                    refused: true,
+                });
+            } else {
+                out.push(Action::Log(Note::OwedFromBefore {
+                    sha: h,
+                    version: judgement.version.clone(),
+                }));
+                self.reloads.owe(Owed {
+                    kind: Kind::Reload,
+                    sha: h,
+                    version: judgement.version,
+                    // Every matching process: which ones started before the promotion is unknown now.
+                    promoted_at: None,
+                });
+            }
+        }
+        // Stopped between recording a refusal and rolling back: the rollback is finished now (and
+        // its reload requested).
+        if let Some((refused, base)) = self.refused_in_place() {
+            out.push(Action::Log(Note::RefusedInPlace { sha: refused }));
+            self.roll_back(refused, base, "refused before the restart".into(), out);
+        } else {
+            self.send_owed(out);
+        }
+    }
+
+    fn files(&mut self, files: Files, out: &mut Vec<Action>) {
+        if files.annotations {
+            self.config_wanted |= files.config;
+            out.push(Action::ReadAnnotations);
+        } else if files.config {
+            self.judge(out);
+        }
+    }
+
+    fn judge(&mut self, out: &mut Vec<Action>) {
+        out.push(Action::Judge {
+            settings: Box::new(self.settings.clone()),
+            unless: self.last.clone(),
+        });
+    }
+
+    fn annotations(
+        &mut self,
+        read: Result<Option<Annotations>, String>,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
+        let config = std::mem::take(&mut self.config_wanted);
+        let (annotations, note, lasting) = match self.grace.read(read, now.at) {
+            Step::Keep { began, why } => {
+                if began {
+                    out.push(Action::Log(Note::AnnotationsMissing { why }));
+                }
+                if config {
+                    self.judge(out);
+                }
+                return;
+            }
+            Step::Apply {
+                annotations,
+                note,
+                back,
+                lasting,
+            } => {
+                if back {
+                    out.push(Action::Log(Note::AnnotationsBack));
+                }
+                (annotations, note, lasting)
+            }
+        };
+        self.set_annotations_note(note);
+        let (before, before_problems) = (self.settings.clone(), self.problems.clone());
+        let changed = self.set_annotations(annotations);
+        self.settings_notes(&before, &before_problems, out);
+        if lasting {
+            out.push(Action::Log(Note::AnnotationsGone { changed }));
+        }
+        if changed {
+            let s = &self.settings;
+            out.push(Action::Log(Note::SettingsChanged {
+                accepts: s.accepts_text().map(str::to_owned),
+                mode: s.mode,
+                reload: s.reload.clone(),
+            }));
+            self.last = None;
+            // The active config judged again under them, as a restart would.
+            if !self.gate_only {
+                out.push(Action::RejudgeActive {
+                    settings: Box::new(self.settings.clone()),
+                });
+            }
+            // The owed request carries the target and the confirmation in force: a corrected one of
+            // either is used at once.
+            if (&self.settings.reload, &self.settings.confirm) != (&before.reload, &before.confirm)
+            {
+                self.send_owed(out);
+            }
+        }
+        if changed || config {
+            self.judge(out);
+        }
+    }
+
+    /// One line per settings problem that appeared or cleared, and per setting an annotation now
+    /// overrides (or, removed, gives back to the flag), so a typo'd annotation is never silent.
+    fn settings_notes(&self, before: &Settings, before_problems: &[String], out: &mut Vec<Action>) {
+        for p in &self.problems {
+            if !before_problems.contains(p) {
+                out.push(Action::Log(Note::Problem(p.clone())));
+            }
+        }
+        for p in before_problems {
+            if !self.problems.contains(p) {
+                out.push(Action::Log(Note::ProblemCleared(p.clone())));
+            }
+        }
+        let base = self.base.describe();
+        let new = self.settings.describe();
+        for ((b, o), n) in base.iter().zip(before.describe()).zip(new) {
+            if n.2 == o.2 {
+                continue;
+            }
+            out.push(Action::Log(if n.2 == b.2 {
+                Note::AnnotationGone {
+                    setting: n.0,
+                    value: n.2,
+                }
+            } else {
+                Note::AnnotationOverrides {
+                    setting: n.0,
+                    annotation: n.1,
+                    value: n.2,
+                    overrides: b.2.clone(),
+                }
+            }));
+        }
+    }
+
+    fn judged(&mut self, seen: Seen, choice: Choice, now: Now, out: &mut Vec<Action>) {
+        let (choice, decision) = self.decide(choice);
+        // With variants, what is promoted (and hashed) is the chosen variant's set.
+        let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
+        out.push(Action::Count(Count::Candidate(j.verdict)));
+        let judged = Judged {
+            accepted: j.verdict == Verdict::Accepted,
+            verdict: j.verdict,
+            version: j.version.clone().unwrap_or_default(),
+            variant: variant.unwrap_or_default(),
+            sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
+            reason: j.reason.to_string(),
+        };
+        self.last = Some(seen);
+        match (decision, obs) {
+            (Decision::Promote { tell }, Observed::Config(snapshot)) => {
+                let owe_reload = tell != Tell::Nothing && self.settings.reload != Reload::None;
+                self.promoting = Some(Promotion {
+                    judged,
+                    tell,
+                    sha: snapshot.hash(),
+                    version: j.version,
+                });
+                // With a reload owed, its marker is written before the switch, so a restart after
+                // it still reloads.
+                out.push(Action::Switch {
+                    snapshot,
+                    owe_reload,
+                });
+            }
+            (Decision::Activate, _) => {
+                out.push(Action::Log(Note::Judged(judged)));
+                self.activated(now.wall);
+            }
+            _ => out.push(Action::Log(Note::Judged(judged))),
+        }
+    }
+
+    fn switched(&mut self, r: Result<Option<BootTicks>, String>, now: Now, out: &mut Vec<Action>) {
+        let Some(p) = self.promoting.take() else {
+            return;
+        };
+        let promoted_at = match r {
+            Ok(t) => t,
+            Err(error) => {
+                let (version, sha) = (p.judged.version.clone(), p.judged.sha.clone());
+                out.push(Action::Log(Note::Judged(p.judged)));
+                out.push(Action::Log(Note::PromotionFailed {
+                    error: error.clone(),
+                    version,
+                    sha,
+                }));
+                out.push(Action::Count(Count::PromotionFailed));
+                self.promotion_failed(error);
+                self.retry_at = Some(now.at + PROMOTE_RETRY);
+                self.last = None;
+                return;
+            }
+        };
+        self.activated(now.wall);
+        // The one thing the component waits for comes first; the rest is bookkeeping.
+        if p.tell != Tell::Nothing {
+            self.reloads.owe(Owed {
+                kind: match p.tell {
+                    // `now` is after the switch: a load reported at or after it read this.
+                    Tell::StartupCheck => Kind::Startup { promoted: now.wall },
+                    _ => Kind::Reload,
+                },
+                sha: p.sha,
+                version: p.version,
+                promoted_at,
+            });
+            self.send_owed(out);
+            out.push(Action::Yield);
+        }
+        let (version, variant, sha) = (
+            p.judged.version.clone(),
+            p.judged.variant.clone(),
+            p.judged.sha.clone(),
+        );
+        out.push(Action::Log(Note::Judged(p.judged)));
+        if !self.gate_only {
+            out.push(Action::Log(Note::Promoted {
+                version,
+                variant,
+                sha,
+            }));
+        }
+        out.push(Action::Count(Count::Promoted(now.wall)));
+        if !self.gate_only {
+            out.push(Action::FinishSwitch);
+        }
+    }
+
+    /// Sends the owed reload (or start-up check), if any, to the target in force.
+    fn send_owed(&self, out: &mut Vec<Action>) {
+        if let Some(r) = self.reloads.request(&self.settings) {
+            out.push(Action::Reload(r));
+        }
+    }
+
+    fn reload_outcome(&mut self, o: Outcome, now: Now, out: &mut Vec<Action>) {
+        self.reloads.report(&o);
+        match o {
+            Outcome::Reloaded(sha) | Outcome::Nothing { sha256: sha, .. } => {
+                // Done: no longer owed, here or on disk.
+                self.reloads.drop(sha);
+                if !self.gate_only {
+                    out.push(Action::ClearReloadOwed {
+                        sha,
+                        refused: false,
+                    });
+                }
+                // The component runs it (with nothing to reload, whichever process runs or comes
+                // read it at start-up): its promoted dir is kept as the rollback base.
+                if self.reloaded(sha, now.wall) {
+                    out.push(Action::MarkApplied {
+                        sha,
+                        version: self.applied_version(),
+                    });
+                }
+            }
+            Outcome::Rejected { sha256, reason } => self.refused(sha256, reason, out),
+            Outcome::Attempting | Outcome::Failed(_) | Outcome::Waiting(_) => {}
+        }
+    }
+
+    /// The component refused `sha`: remember that on disk (a restart must not offer it again), drop
+    /// its owed reload, put back what it applied last, and tell it to load that again.
+    fn refused(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
+        let base = self.rejected_by_component(sha, &reason);
+        out.push(Action::Count(Count::Candidate(
+            Verdict::RejectedByComponent,
+        )));
+        // Recorded before the rollback: stopped in between, the next start finds the refused
+        // content in place and finishes the rollback, rather than offering it again.
+        if !self.gate_only {
+            out.push(Action::RecordRejected(self.rejected_record().to_vec()));
+        }
+        self.reloads.drop(sha);
+        if !self.gate_only {
+            out.push(Action::ClearReloadOwed { sha, refused: true });
+        }
+        match base.filter(|_| !self.gate_only) {
+            Some(base) => self.roll_back(sha, base, reason, out),
+            None => out.push(Action::Log(Note::NoBase { sha, reason })),
+        }
+    }
+
+    /// Asks to put `base`, the config the component applied last, back in place of `refused`.
+    fn roll_back(
+        &mut self,
+        refused: ContentHash,
+        base: ContentHash,
+        reason: String,
+        out: &mut Vec<Action>,
+    ) {
+        self.rolling_back = Some(Rollback {
+            refused,
+            base,
+            reason,
+        });
+        out.push(Action::RollBack);
+    }
+
+    /// The rollback's result: the applied config back in place, its reload owed like a
+    /// promotion's, until done.
+    fn rolled_back_to(
+        &mut self,
+        r: Result<(Option<ContentHash>, Option<BootTicks>), String>,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(Rollback {
+            refused,
+            base,
+            reason,
+        }) = self.rolling_back.take()
+        else {
+            return;
+        };
+        match r {
+            Ok((holds, promoted_at)) if holds == Some(base) => {
+                self.rolled_back();
+                let version = self.applied_version();
+                out.push(Action::Log(Note::RolledBack {
+                    sha: refused,
+                    reason,
+                    to: base,
+                    version: version.clone(),
+                }));
+                if self.settings.reload != Reload::None {
+                    out.push(Action::MarkReloadOwed(base));
+                }
+                self.reloads.owe(Owed {
+                    kind: Kind::Reload,
+                    sha: base,
+                    version,
+                    promoted_at,
+                });
+                self.send_owed(out);
+            }
+            Ok(_) => {
+                out.push(Action::Log(Note::RollbackOther { sha: refused }));
+                self.promotion_failed("rollback left other content in place".into());
+            }
+            Err(error) => {
+                self.promotion_failed(format!("rollback failed: {error}"));
+                out.push(Action::Log(Note::RollbackFailed {
+                    sha: refused,
+                    error,
+                }));
+            }
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The reload owed to the component: requested at a promotion or a rollback, sent again when the
+//! target or the confirmation in force changes, done when the worker reports it done (or the
+//! component refused that content); and the worker's reports as the status shows them.
+
+use crate::reload::{BootTicks, Kind, Outcome};
+use crate::settings::Settings;
+use crate::snapshot::ContentHash;
+use crate::state::{ReloadResult, ReloadView};
+
+use super::ReloadRequest;
+
+/// A reload (or start-up check) requested and not yet done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Owed {
+    pub(super) kind: Kind,
+    pub(super) sha: ContentHash,
+    pub(super) version: Option<String>,
+    /// When the promotion was made (`None`: unknown, as for a reload owed before a restart).
+    pub(super) promoted_at: Option<BootTicks>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct Reloads {
+    /// The newest request not yet done; a newer promotion replaces it, as the worker coalesces.
+    owed: Option<Owed>,
+    /// What the worker reported (target and count are filled in when publishing).
+    view: ReloadView,
+}
+
+impl Reloads {
+    /// Owes `o`, replacing an older request.
+    pub(super) fn owe(&mut self, o: Owed) {
+        self.owed = Some(o);
+    }
+
+    /// `sha` needs no reload any more (done, or refused); a request of other content stays owed.
+    pub(super) fn drop(&mut self, sha: ContentHash) {
+        if self.owed.as_ref().is_some_and(|o| o.sha == sha) {
+            self.owed = None;
+        }
+    }
+
+    /// The owed request, for the target and confirmation in `settings`.
+    pub(super) fn request(&self, settings: &Settings) -> Option<ReloadRequest> {
+        let o = self.owed.as_ref()?;
+        Some(ReloadRequest {
+            kind: o.kind,
+            target: settings.reload.clone(),
+            confirm: settings.confirm.clone(),
+            sha: o.sha,
+            version: o.version.clone(),
+            promoted_at: o.promoted_at,
+        })
+    }
+
+    #[cfg(test)]
+    pub(super) fn owed(&self) -> Option<&Owed> {
+        self.owed.as_ref()
+    }
+
+    /// Records the worker's report in the view. Whether the content is done with, applied or
+    /// refused is the caller's to act on.
+    pub(super) fn report(&mut self, o: &Outcome) {
+        let r = &mut self.view;
+        match o {
+            Outcome::Attempting => r.last_result = ReloadResult::Pending,
+            Outcome::Reloaded(h) => {
+                r.last_reload_successful = Some(true);
+                r.last_result = ReloadResult::Success;
+                r.last_error = None;
+                r.last_success_sha256 = Some(h.to_string());
+            }
+            Outcome::Failed(e) => {
+                r.last_reload_successful = Some(false);
+                r.last_result = ReloadResult::Failure;
+                r.last_error = Some(e.clone());
+            }
+            // A start-up check still looking for the component: pending, with what it waits for.
+            Outcome::Waiting(why) => {
+                r.last_result = ReloadResult::Pending;
+                r.last_error = Some(why.clone());
+            }
+            Outcome::Nothing { why, .. } => {
+                r.last_reload_successful = Some(true);
+                r.last_result = ReloadResult::NothingToReload;
+                r.last_error = Some(why.clone());
+            }
+            Outcome::Rejected { reason, .. } => {
+                r.last_reload_successful = Some(false);
+                r.last_result = ReloadResult::Rejected;
+                r.last_error = Some(reason.clone());
+            }
+        }
+    }
+
+    pub(super) fn view(&self) -> &ReloadView {
+        &self.view
+    }
+}

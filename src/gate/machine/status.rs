@@ -1,0 +1,142 @@
+//! The readiness of [`Gate`]: its checks, their text and the status it publishes.
+
+use super::{Gate, Newest};
+use crate::settings::{Mode, OnIncompatible};
+use crate::state::{
+    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, ReloadView, Status,
+};
+use crate::verdict::Verdict;
+
+impl Gate {
+    /// Whether the newest snapshot is the one in force.
+    fn newest_is_active(&self) -> bool {
+        match (&self.newest, &self.active) {
+            (Some(n), Some(a)) => {
+                n.hash == Some(a.hash)
+                    && (n.judgement.verdict == Verdict::Accepted
+                        || self.settings.mode == Mode::Observe)
+            }
+            (None, Some(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// The readiness checks, the verdict on readiness and the status (reload view left to the caller).
+    pub(super) fn status(&self, reload: ReloadView) -> Status {
+        let mut checks = Vec::with_capacity(4);
+        checks.push(Check {
+            name: CheckKind::Settings,
+            ok: self.problems.is_empty(),
+            message: match (self.problems.is_empty(), &self.annotations_note) {
+                (true, None) => "annotations valid".into(),
+                (true, Some(note)) => note.clone(),
+                (false, _) => self.problems.join("; "),
+            },
+        });
+        let newest_text = |n: &Newest| {
+            format!(
+                "newest config{} is {}: {}",
+                n.judgement
+                    .version
+                    .as_ref()
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default(),
+                n.judgement.verdict,
+                n.judgement.reason
+            )
+        };
+        checks.push(match (&self.active, &self.newest) {
+            (Some(a), _) => Check {
+                name: CheckKind::Config,
+                ok: true,
+                message: format!(
+                    "active {} ({})",
+                    a.version.as_deref().unwrap_or("unversioned config"),
+                    a.hash
+                ),
+            },
+            (None, Some(n)) => Check {
+                name: CheckKind::Config,
+                ok: false,
+                message: format!("no accepted config yet: {}", newest_text(n)),
+            },
+            (None, None) => Check {
+                name: CheckKind::Config,
+                ok: false,
+                message: "no config read yet".into(),
+            },
+        });
+        let current = self.newest_is_active();
+        if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
+            let held = a.version.as_deref().unwrap_or("the previous config");
+            checks.push(Check {
+                name: CheckKind::Newest,
+                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                message: format!("{}; holding {held}", newest_text(n)),
+            });
+        }
+        if let Some(e) = &self.promote_error {
+            checks.push(Check {
+                name: CheckKind::Promote,
+                ok: false,
+                message: format!("promotion failed, previous config kept: {e}"),
+            });
+        }
+        let failing = checks.iter().find(|c| !c.ok);
+        let observe = self.settings.mode == Mode::Observe;
+        let ready = observe || failing.is_none();
+        let stale = self.active.is_some() && !current;
+        let reason = match (failing, observe) {
+            (Some(c), false) => c.message.clone(),
+            (Some(c), true) => format!("observe mode (not enforced): {}", c.message),
+            (None, _) if stale => checks
+                .iter()
+                .find(|c| c.name == CheckKind::Newest)
+                .map(|c| c.message.clone())
+                .unwrap_or_default(),
+            (None, _) => "ok".into(),
+        };
+        let candidate = match (&self.newest, current) {
+            (Some(n), false) => Some(CandidateView {
+                version: n.judgement.version.clone(),
+                sha256: n.hash.map(|h| h.to_string()),
+                verdict: n.judgement.verdict,
+                reason: n.judgement.reason.clone(),
+                variant: n.variant.clone(),
+            }),
+            _ => None,
+        };
+        Status {
+            ready,
+            reason,
+            accepts: self.settings.accepts_text().map(str::to_owned),
+            stale,
+            active: self.active.as_ref().map(|a| ActiveView {
+                version: a.version.clone(),
+                sha256: a.hash.to_string(),
+                since: a.since.to_string(),
+                verdict: a.verdict,
+                variant: a.variant.clone(),
+            }),
+            candidate,
+            desired: self.newest.as_ref().map(|n| DesiredView {
+                version: n.judgement.version.clone(),
+                sha256: n.hash.map(|h| h.to_string()),
+                verdict: n.judgement.verdict,
+            }),
+            applied: self.applied.as_ref().map(|a| AppliedView {
+                version: a.version.clone(),
+                sha256: a.hash.to_string(),
+                since: a.since.to_string(),
+            }),
+            reload,
+            mode: self.settings.mode,
+            on_incompatible: self.settings.on_incompatible,
+            started: self.started,
+            checks,
+            watch_error: None,
+            rollout: None,
+            source: None,
+        }
+    }
+}

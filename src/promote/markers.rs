@@ -1,0 +1,228 @@
+//! The `..confgate_*` markers beside the promoted config: the reload owed, the link to the dir of
+//! the config the component applied (and the rollback to it), and the record of contents it refused.
+//! Each is replaced with one `rename`.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use super::{DATA_TMP, Error, Promoter, io_err, remove_file, top_level_names};
+use crate::snapshot::{self, ContentHash, DATA_LINK, Observed};
+
+/// The "reload owed" marker in the promoted dir; `..` keeps it out of every kubelet-layout reader.
+pub(crate) const RELOAD_OWED: &str = "..confgate_reload_owed";
+const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
+/// A link to the timestamped dir of the last config the component applied, kept for a rollback.
+pub(crate) const APPLIED: &str = "..confgate_applied";
+const APPLIED_TMP: &str = "..confgate_applied_tmp";
+/// The contents the component refused, newest last: one `sha256:HEX REASON` line each.
+pub(crate) const REJECTED: &str = "..confgate_rejected";
+pub(super) const REJECTED_TMP: &str = "..confgate_rejected_tmp";
+/// Bound on what is read of [`REJECTED`]: the gate keeps a handful of lines; anything past this is not
+/// a file this writer made.
+pub(super) const REJECTED_READ_MAX: u64 = 16 << 10;
+/// Bound on one reason kept in [`REJECTED`].
+pub(super) const REJECTED_REASON_MAX: usize = 512;
+
+/// The record of contents the component refused, as read at start-up.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Rejected {
+    /// Each refused content with the component's reason, oldest first.
+    pub(crate) entries: Vec<(ContentHash, String)>,
+    /// Why part or all of the record was ignored (a damaged or unreadable file), if it was.
+    pub(crate) ignored: Option<String>,
+}
+
+impl Promoter {
+    /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
+    /// and not yet cleared), as found at start-up.
+    pub(crate) fn reload_owed(&self) -> Option<ContentHash> {
+        let text = std::fs::read_to_string(self.dir.join(RELOAD_OWED)).ok()?;
+        parse_hash(text.trim())
+    }
+
+    /// Records durably that the component is owed a reload for `sha`.
+    pub(crate) fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
+        let tmp = self.dir.join(RELOAD_OWED_TMP);
+        std::fs::write(&tmp, format!("{}\n", sha.plain())).map_err(io_err("write", &tmp))?;
+        let path = self.dir.join(RELOAD_OWED);
+        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+    }
+
+    /// Clears the owed reload once the component was told about `sha`. An owed reload for another
+    /// (newer) config stays; `false` then.
+    pub(crate) fn clear_reload_owed(&self, sha: ContentHash) -> Result<bool, Error> {
+        match self.reload_owed() {
+            Some(owed) if owed != sha => Ok(false),
+            _ => remove_file(&self.dir.join(RELOAD_OWED)).map(|()| true),
+        }
+    }
+
+    /// The contents the component refused, as recorded by [`Promoter::record_rejected`]. A damaged
+    /// record is read as far as it makes sense: lines that are not a record are skipped and said so in
+    /// [`Rejected::ignored`], never an error.
+    pub(crate) fn rejected(&self) -> Rejected {
+        use std::io::Read;
+        let path = self.dir.join(REJECTED);
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&path)
+            .and_then(|f| f.take(REJECTED_READ_MAX + 1).read_to_end(&mut bytes));
+        match read {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Rejected::default(),
+            Err(e) => {
+                return Rejected {
+                    entries: Vec::new(),
+                    ignored: Some(format!("cannot read {}: {e}", path.display())),
+                };
+            }
+        }
+        let mut r = parse_rejected(&bytes[..bytes.len().min(REJECTED_READ_MAX as usize)]);
+        if bytes.len() as u64 > REJECTED_READ_MAX {
+            r.ignored = Some(format!(
+                "{} is over {REJECTED_READ_MAX} bytes; read up to there",
+                path.display()
+            ));
+        } else if let Some(why) = r.ignored.take() {
+            r.ignored = Some(format!("{}: {why}", path.display()));
+        }
+        r
+    }
+
+    /// Replaces the record of refused contents with `entries` (oldest first), with one `rename`.
+    pub(crate) fn record_rejected(&self, entries: &[(ContentHash, String)]) -> Result<(), Error> {
+        let mut text = String::new();
+        for (h, why) in entries {
+            // The plain form: a sealed one (a Secret's) is keyed per process and would not be
+            // recognised after a restart; this file sits beside the content itself anyway.
+            text.push_str(&format!("{} {}\n", h.plain(), reason_line(why)));
+        }
+        let tmp = self.dir.join(REJECTED_TMP);
+        std::fs::write(&tmp, text).map_err(io_err("write", &tmp))?;
+        let path = self.dir.join(REJECTED);
+        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+    }
+
+    /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
+    pub(crate) fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
+        let ts = self.applied_dir()?;
+        let since = std::fs::symlink_metadata(self.dir.join(APPLIED))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| jiff::Timestamp::try_from(t).ok());
+        Some((snapshot::read(&self.dir.join(ts)), since))
+    }
+
+    /// The timestamped dir [`APPLIED`] names, when it is one that exists.
+    pub(super) fn applied_dir(&self) -> Option<String> {
+        let t = std::fs::read_link(self.dir.join(APPLIED)).ok()?;
+        let name = t.to_str()?.to_owned();
+        (name.starts_with("..") && !name.contains('/') && self.dir.join(&name).is_dir())
+            .then_some(name)
+    }
+
+    /// Records that the component applied what `..data` points at now: that dir is kept, for
+    /// [`Promoter::roll_back`], when later promotions replace it. The dir it kept before goes.
+    pub(crate) fn mark_applied(&self) -> Result<(), Error> {
+        let data = self.dir.join(DATA_LINK);
+        let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
+        let tmp = self.dir.join(APPLIED_TMP);
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
+        let path = self.dir.join(APPLIED);
+        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))?;
+        if let Err(e) = self.clean() {
+            self.untidy.store(true, Ordering::Relaxed);
+            tracing::warn!(error = %e, dir = %self.dir.display(), "tidying the promoted dir failed; will retry");
+        }
+        Ok(())
+    }
+
+    /// Puts the last applied config back in place with one `rename` of `..data`, as a promotion
+    /// would (its key links first, then the switch, then the rejected dir and links removed), and
+    /// returns what the dir holds now. Nothing is copied: the applied config's dir was kept.
+    pub(crate) fn roll_back(&self) -> Result<Observed, Error> {
+        let Some(ts) = self.applied_dir() else {
+            return Err(Error::NoApplied {
+                path: self.dir.clone(),
+            });
+        };
+        let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
+        if old.as_deref().and_then(Path::to_str) != Some(ts.as_str()) {
+            let old_keys = match &old {
+                Some(o) => top_level_names(&self.dir.join(o)),
+                None => BTreeSet::new(),
+            };
+            let keys = top_level_names(&self.dir.join(&ts));
+            let mut linked = Vec::new();
+            if let Err(e) = self
+                .link_new(&keys, &mut linked)
+                .and_then(|()| self.swap(&ts))
+            {
+                let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
+                for link in &linked {
+                    let _ = std::fs::remove_file(link);
+                }
+                return Err(e);
+            }
+            let tidied = self
+                .unlink_vanished(&old_keys, &keys)
+                .and_then(|()| self.clean());
+            if let Err(e) = &tidied {
+                tracing::warn!(error = %e, dir = %self.dir.display(), "rolled back, but tidying the promoted dir failed; will retry");
+            }
+            self.untidy.store(tidied.is_err(), Ordering::Relaxed);
+        }
+        Ok(snapshot::read(&self.dir))
+    }
+}
+
+fn parse_hash(text: &str) -> Option<ContentHash> {
+    let hex = text.strip_prefix("sha256:")?;
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(ContentHash(out))
+}
+
+/// Reads a record of refused contents: `sha256:HEX REASON` lines. Lines that are not one are skipped
+/// and counted in the answer's `ignored`.
+fn parse_rejected(bytes: &[u8]) -> Rejected {
+    let text = String::from_utf8_lossy(bytes);
+    let mut r = Rejected::default();
+    let mut bad = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (hash, why) = line.split_once(' ').unwrap_or((line, ""));
+        match parse_hash(hash) {
+            Some(h) => {
+                r.entries.retain(|(seen, _)| *seen != h);
+                r.entries.push((h, reason_line(why)));
+            }
+            None => bad += 1,
+        }
+    }
+    if bad > 0 {
+        r.ignored = Some(format!(
+            "{bad} line(s) that are not a refused content's hash skipped"
+        ));
+    }
+    r
+}
+
+/// A reason as one bounded line: control characters (a newline would start a record) become spaces.
+fn reason_line(why: &str) -> String {
+    let mut out = String::new();
+    for c in why.trim().chars() {
+        if out.len() + c.len_utf8() > REJECTED_REASON_MAX {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}

@@ -1,0 +1,368 @@
+//! Promotion: the only writer of the promoted dir, in the kubelet's own layout.
+//!
+//! Order of a promotion: write every key (with its mode) into a new timestamped dir, add links for new
+//! top-level keys, link `..data_tmp` to it, `rename` it over `..data` (the one atomic switch), unlink
+//! vanished keys, remove the old dir. Unlike the kubelet's AtomicWriter, the links come before the
+//! switch: everything the new config needs exists before it goes live, so a full disk (or an inode
+//! limit) fails the promotion with the previous config whole, never a live config with a key link
+//! missing. A crash before the rename leaves the old config whole; after it, the new one.
+//! What is left to tidy after the switch (the old dir, stale links) is retried by `Promoter::tidy`,
+//! every later promotion, and [`Promoter::open`].
+//!
+//! A promotion is two calls, so that the component can be told before the tidying: `Promoter::switch`
+//! (write, link, switch: everything the new config needs) and `Promoter::finish` (unlink vanished
+//! keys, remove the old dir). Between them the old dir and the links of vanished keys are still there,
+//! as they are in a kubelet volume between its swap and its cleanup.
+//!
+//! "Reload owed" is a file in the promoted dir, `RELOAD_OWED`, holding the plain `sha256:` of the promoted
+//! config the component has not yet been told about. It is written before the switch, so a crash at any
+//! point after it still owes the reload at the next start-up.
+//!
+//! What the component did with earlier configs is kept beside it, for a restart: `APPLIED` links the
+//! dir of the last config it applied, and `REJECTED` lists the contents it refused (a handful of
+//! hashes, each with the component's reason). Every marker is a `..` name, which no reader of the
+//! kubelet's layout lists as a key, and each is replaced with one `rename`, so a crash leaves the old
+//! marker or the new one, never half of one.
+//!
+//! Files are not fsynced: the dir is a pod's `emptyDir`, and a process crash cannot lose page-cache
+//! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
+
+mod markers;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::snapshot::{self, DATA_LINK, Observed, Snapshot};
+
+pub(crate) use markers::{APPLIED, REJECTED, RELOAD_OWED};
+
+const DATA_TMP: &str = "..data_tmp";
+
+/// Why a promotion could not be made. The previous config is still whole in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} exists and is not a directory")]
+    NotADir { path: PathBuf },
+    #[error("no config the component applied is kept in {path}")]
+    NoApplied { path: PathBuf },
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A promotion that went live through [`Promoter::switch`]; what [`Promoter::finish`] tidies.
+#[derive(Debug)]
+#[must_use = "the old config is still in the promoted dir: pass this to Promoter::finish"]
+pub(crate) struct Switched {
+    old_keys: BTreeSet<String>,
+    new_keys: BTreeSet<String>,
+}
+
+/// Writes snapshots into the promoted dir.
+#[derive(Debug)]
+pub struct Promoter {
+    dir: PathBuf,
+    /// Set when tidying after a switch failed; cleared by a [`Promoter::tidy`] that finished.
+    untidy: AtomicBool,
+}
+
+impl Promoter {
+    /// Opens (creating if needed) the promoted dir, finishes or discards an interrupted promotion, and
+    /// returns what it holds now.
+    pub fn open(dir: &Path) -> Result<(Promoter, Observed), Error> {
+        match std::fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => {
+                return Err(Error::NotADir {
+                    path: dir.to_path_buf(),
+                });
+            }
+            Ok(_) => {}
+            Err(_) => std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .map_err(io_err("create", dir))?,
+        }
+        let p = Promoter {
+            dir: dir.to_path_buf(),
+            untidy: AtomicBool::new(false),
+        };
+        p.clean()?;
+        Ok((p, snapshot::read(dir)))
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether a promotion went live but left something to tidy (an old dir, a stale link): call
+    /// `Promoter::tidy` until this is false. Every promotion tidies too.
+    pub fn needs_tidy(&self) -> bool {
+        self.untidy.load(Ordering::Relaxed)
+    }
+
+    /// Removes what earlier promotions left behind and adds any key link missing. The live config is
+    /// never touched.
+    pub(crate) fn tidy(&self) -> Result<(), Error> {
+        let r = self.clean();
+        self.untidy.store(r.is_err(), Ordering::Relaxed);
+        if r.is_ok() {
+            tracing::info!(dir = %self.dir.display(), "promoted dir tidied");
+        }
+        r
+    }
+
+    /// Removes leftovers: `..data_tmp`, timestamped dirs `..data` does not point at, links to vanished keys,
+    /// and adds links that a crash after the swap left missing.
+    fn clean(&self) -> Result<(), Error> {
+        let current = std::fs::read_link(self.dir.join(DATA_LINK))
+            .ok()
+            .and_then(|t| t.to_str().map(str::to_owned));
+        let applied = self.applied_dir();
+        let keys = match &current {
+            Some(ts) => top_level_names(&self.dir.join(ts)),
+            None => BTreeSet::new(),
+        };
+        let entries = std::fs::read_dir(&self.dir).map_err(io_err("list", &self.dir))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if name == DATA_LINK
+                || name == RELOAD_OWED
+                || name == APPLIED
+                || name == REJECTED
+                || Some(&name) == current.as_ref()
+                || Some(&name) == applied.as_ref()
+            {
+                continue;
+            }
+            let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
+            if name.starts_with("..") {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_dir_all(&path)?;
+                } else {
+                    remove_file(&path)?;
+                }
+                continue;
+            }
+            // Only the links this writer makes are touched: a file someone else put here stays.
+            if is_link && is_key_link(&path, &name) && !keys.contains(&name) {
+                remove_file(&path)?;
+            }
+        }
+        for key in &keys {
+            self.link(key)?;
+        }
+        Ok(())
+    }
+
+    fn link(&self, top: &str) -> Result<(), Error> {
+        let link = self.dir.join(top);
+        let target = Path::new(DATA_LINK).join(top);
+        match std::fs::read_link(&link) {
+            Ok(t) if t == target => Ok(()),
+            Ok(_) => {
+                remove_file(&link)?;
+                std::os::unix::fs::symlink(&target, &link).map_err(io_err("link", &link))
+            }
+            Err(_) if std::fs::symlink_metadata(&link).is_ok() => Ok(()),
+            Err(_) => std::os::unix::fs::symlink(&target, &link).map_err(io_err("link", &link)),
+        }
+    }
+
+    /// Promotes `snap`. On error the previous config is still in place and whole, and the new
+    /// timestamped dir (if any) has been removed.
+    pub fn promote(&self, snap: &Snapshot) -> Result<(), Error> {
+        self.switch(snap, false).map(|s| self.finish(s))
+    }
+
+    /// The first half of a promotion: writes every key, links new keys, records the owed reload when
+    /// `owe_reload`, and switches `..data`. On `Ok` the new config is live and whole; pass the
+    /// [`Switched`] to [`Promoter::finish`] (after telling the component, which needs nothing it does).
+    /// On error the previous config is in place and whole, as with [`Promoter::promote`].
+    pub(crate) fn switch(&self, snap: &Snapshot, owe_reload: bool) -> Result<Switched, Error> {
+        let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
+        let old_keys = match &old {
+            Some(ts) => top_level_names(&self.dir.join(ts)),
+            None => BTreeSet::new(),
+        };
+        let new_keys: BTreeSet<String> = snap
+            .files()
+            .keys()
+            .map(|k| k.split('/').next().unwrap_or(k).to_owned())
+            .collect();
+        let owed_before = std::fs::read(self.dir.join(RELOAD_OWED)).ok();
+        let ts = self.new_timestamp_dir()?;
+        let ts_path = self.dir.join(&ts);
+        let mut linked = Vec::new();
+        let prepared = self
+            .fill(&ts_path, snap)
+            .and_then(|()| self.link_new(&new_keys, &mut linked))
+            .and_then(|()| {
+                if owe_reload {
+                    self.mark_reload_owed(snap.hash())
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = prepared.and_then(|()| self.swap(&ts)) {
+            let _ = std::fs::remove_dir_all(&ts_path);
+            let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
+            // Links to keys only the new config has would dangle under the old one.
+            for link in &linked {
+                let _ = std::fs::remove_file(link);
+            }
+            if owe_reload {
+                let _ = self.restore_owed(owed_before.as_deref());
+            }
+            return Err(e);
+        }
+        // Until `finish`, the old dir counts as untidy: a `switch` whose `Switched` is dropped still
+        // gets tidied (`tidy`, next promotion, `open`).
+        self.untidy.store(true, Ordering::Relaxed);
+        Ok(Switched { old_keys, new_keys })
+    }
+
+    /// The second half of a promotion: unlinks keys the new config dropped and removes the old dir.
+    /// The new config is live and whole already, so a failure here is not "previous config kept": it
+    /// is logged and retried ([`Promoter::tidy`], the next promotion, [`Promoter::open`]).
+    pub(crate) fn finish(&self, switched: Switched) {
+        let tidied = self
+            .unlink_vanished(&switched.old_keys, &switched.new_keys)
+            .and_then(|()| self.clean());
+        if let Err(e) = &tidied {
+            tracing::warn!(error = %e, dir = %self.dir.display(), "promoted, but tidying the promoted dir failed; will retry");
+        }
+        self.untidy.store(tidied.is_err(), Ordering::Relaxed);
+    }
+
+    /// Links every new top-level key before the switch; `linked` gets the links this call created.
+    fn link_new(&self, keys: &BTreeSet<String>, linked: &mut Vec<PathBuf>) -> Result<(), Error> {
+        for key in keys {
+            let link = self.dir.join(key);
+            if std::fs::symlink_metadata(&link).is_err() {
+                self.link(key)?;
+                linked.push(link);
+            } else {
+                self.link(key)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn unlink_vanished(
+        &self,
+        old_keys: &BTreeSet<String>,
+        new_keys: &BTreeSet<String>,
+    ) -> Result<(), Error> {
+        for key in old_keys.difference(new_keys) {
+            let link = self.dir.join(key);
+            if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+                remove_file(&link)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn restore_owed(&self, before: Option<&[u8]>) -> Result<(), Error> {
+        let path = self.dir.join(RELOAD_OWED);
+        match before {
+            None => remove_file(&path),
+            Some(b) => std::fs::write(&path, b).map_err(io_err("write", &path)),
+        }
+    }
+
+    fn fill(&self, ts_path: &Path, snap: &Snapshot) -> Result<(), Error> {
+        for (key, bytes) in snap.files() {
+            let path = ts_path.join(key);
+            if let Some(parent) = path.parent().filter(|p| *p != ts_path) {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(parent)
+                    .map_err(io_err("create", parent))?;
+            }
+            std::fs::write(&path, bytes).map_err(io_err("write", &path))?;
+            // Explicitly, not through the umask: a `defaultMode: 0755` script must stay executable
+            // and a 0400 key must not become world-readable.
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(snap.mode(key)))
+                .map_err(io_err("chmod", &path))?;
+        }
+        Ok(())
+    }
+
+    fn swap(&self, ts: &str) -> Result<(), Error> {
+        let tmp = self.dir.join(DATA_TMP);
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(ts, &tmp).map_err(io_err("link", &tmp))?;
+        let data = self.dir.join(DATA_LINK);
+        std::fs::rename(&tmp, &data).map_err(io_err("rename over", &data))
+    }
+
+    /// `..YYYY_MM_DD_HH_MM_SS.<random u32>`, as the kubelet names them.
+    fn new_timestamp_dir(&self) -> Result<String, Error> {
+        let now = jiff::Timestamp::now()
+            .strftime("..%Y_%m_%d_%H_%M_%S.")
+            .to_string();
+        loop {
+            let name = format!("{now}{}", fastrand::u32(..));
+            let path = self.dir.join(&name);
+            match std::fs::DirBuilder::new().mode(0o755).create(&path) {
+                Ok(()) => {
+                    // The umask may have narrowed the mode; the component may run as another user.
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                        .map_err(io_err("chmod", &path))?;
+                    return Ok(name);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io_err("create", &path)(e)),
+            }
+        }
+    }
+}
+
+fn is_key_link(path: &Path, name: &str) -> bool {
+    std::fs::read_link(path).is_ok_and(|t| t == Path::new(DATA_LINK).join(name))
+}
+
+fn top_level_names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with(".."))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn remove_file(path: &Path) -> Result<(), Error> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", path)(e)),
+        _ => Ok(()),
+    }
+}
+
+fn remove_dir_all(path: &Path) -> Result<(), Error> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", path)(e)),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,307 @@
+//! The promoted dir as a reader and a restart find it after each kind of promotion, failure and
+//! rollback.
+
+use super::markers::{REJECTED_READ_MAX, REJECTED_REASON_MAX, REJECTED_TMP, Rejected};
+use super::*;
+use std::collections::BTreeMap;
+
+fn snap(pairs: &[(&str, &str)]) -> Snapshot {
+    Snapshot::new(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn rolls_back_to_the_applied_dir_in_one_switch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    assert!(matches!(p.roll_back(), Err(Error::NoApplied { .. })));
+    let a = snap(&[("version", "1.0.0"), ("rules.yml", "good")]);
+    p.promote(&a).unwrap();
+    p.mark_applied().unwrap();
+    let b = snap(&[("version", "1.1.0"), ("extra.yml", "bad")]);
+    p.promote(&b).unwrap();
+    // The applied dir outlives the promotion that replaced it; nothing else is left.
+    let dirs = names(&dir)
+        .into_iter()
+        .filter(|n| n.starts_with("..2"))
+        .count();
+    assert_eq!(dirs, 2, "{:?}", names(&dir));
+    let now = p.roll_back().unwrap();
+    assert_eq!(now.hash(), Some(a.hash()));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("rules.yml")).unwrap(),
+        "good"
+    );
+    assert!(std::fs::symlink_metadata(dir.join("extra.yml")).is_err());
+    let dirs = names(&dir)
+        .into_iter()
+        .filter(|n| n.starts_with("..2"))
+        .count();
+    assert_eq!(dirs, 1, "{:?}", names(&dir));
+    // A restart of the component reads the rolled-back files; a later promotion keeps them.
+    p.promote(&b).unwrap();
+    assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash()));
+    let (_, reopened) = Promoter::open(&dir).unwrap();
+    assert_eq!(reopened.hash(), Some(a.hash()));
+}
+
+#[test]
+fn what_the_component_did_is_read_back_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    assert!(p.applied().is_none());
+    assert_eq!(p.rejected(), Rejected::default());
+    let a = snap(&[("version", "1.0.0"), ("sub/rules.yml", "good")]);
+    let b = snap(&[("version", "1.1.0")]);
+    p.promote(&a).unwrap();
+    p.mark_applied().unwrap();
+    p.promote(&b).unwrap();
+    let refused = vec![
+        (b.hash(), "POST u answered 500: bad\nrule\tx".to_owned()),
+        (snap(&[("v", "9")]).hash(), String::new()),
+    ];
+    p.record_rejected(&refused).unwrap();
+    // A crash while recording leaves a temporary file; a restart removes it and keeps the record.
+    std::fs::write(dir.join(REJECTED_TMP), "sha256:half").unwrap();
+    let (p, now) = Promoter::open(&dir).unwrap();
+    assert_eq!(now.hash(), Some(b.hash()));
+    assert!(!dir.join(REJECTED_TMP).exists());
+    let (applied, since) = p.applied().unwrap();
+    assert_eq!(applied.hash(), Some(a.hash()));
+    assert!(since.is_some());
+    let back = p.rejected();
+    assert_eq!(back.ignored, None);
+    // The reason is one line: a newline in it would have started a record.
+    assert_eq!(
+        back.entries,
+        [
+            (b.hash(), "POST u answered 500: bad rule x".to_owned()),
+            (refused[1].0, String::new())
+        ]
+    );
+    // The markers are not keys.
+    assert_eq!(snapshot::read(&dir), Observed::Config(b));
+}
+
+#[test]
+fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let good = snap(&[("version", "1.0.0")]).hash();
+    let mut text = b"garbage\nsha256:12ab\n\xff\xfe\x00\n".to_vec();
+    text.extend_from_slice(format!("{good} it said no\nsha256:{}\n", "g".repeat(64)).as_bytes());
+    std::fs::write(dir.join(REJECTED), &text).unwrap();
+    let r = p.rejected();
+    assert_eq!(r.entries, [(good, "it said no".to_owned())]);
+    let why = r.ignored.unwrap();
+    assert!(why.contains("4 line(s)"), "{why}");
+    // Too big to be ours: read up to the bound, said so.
+    let mut big = format!("{good} first\n").into_bytes();
+    big.resize(REJECTED_READ_MAX as usize * 4, b'x');
+    std::fs::write(dir.join(REJECTED), &big).unwrap();
+    let r = p.rejected();
+    assert_eq!(r.entries, [(good, "first".to_owned())]);
+    assert!(r.ignored.unwrap().contains("over"));
+    // Not a file at all.
+    std::fs::remove_file(dir.join(REJECTED)).unwrap();
+    std::fs::create_dir(dir.join(REJECTED)).unwrap();
+    let r = p.rejected();
+    assert!(r.entries.is_empty() && r.ignored.is_some(), "{r:?}");
+    // A long reason is cut.
+    std::fs::remove_dir(dir.join(REJECTED)).unwrap();
+    p.record_rejected(&[(good, "é".repeat(1000))]).unwrap();
+    let (_, why) = &p.rejected().entries[0];
+    assert!(why.len() <= REJECTED_REASON_MAX + '…'.len_utf8() && why.ends_with('…'));
+}
+
+#[test]
+fn promotes_in_kubelet_layout_and_unlinks_removed_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, now) = Promoter::open(&dir).unwrap();
+    assert!(matches!(now, Observed::Missing(_)));
+    let a = snap(&[("version", "1.0.0"), ("extra.txt", "x")]);
+    p.promote(&a).unwrap();
+    assert_eq!(snapshot::read(&dir), Observed::Config(a));
+    let listing = names(&dir);
+    assert_eq!(listing.len(), 4, "{listing:?}");
+    assert!(listing[0].starts_with("..20") && listing[1] == "..data");
+    assert_eq!(
+        std::fs::read_link(dir.join("extra.txt")).unwrap(),
+        Path::new("..data/extra.txt")
+    );
+    let b = snap(&[("version", "1.1.0"), ("sub/deep", "y")]);
+    p.promote(&b).unwrap();
+    assert_eq!(snapshot::read(&dir), Observed::Config(b));
+    let listing = names(&dir);
+    assert_eq!(listing.len(), 4, "{listing:?}");
+    assert!(listing.contains(&"sub".into()) && !listing.contains(&"extra.txt".into()));
+    assert_eq!(std::fs::read_to_string(dir.join("sub/deep")).unwrap(), "y");
+    let ts = std::fs::read_link(dir.join("..data")).unwrap();
+    let mode = std::fs::metadata(dir.join(ts))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
+}
+
+#[test]
+fn open_cleans_every_kind_of_leftover() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "1.0.0"), ("gone", "x")]);
+    p.promote(&a).unwrap();
+    // What a crash at each step could leave: a filled dir never swapped in, a dangling tmp link,
+    // a link to a key the live config no longer has, a missing link for a live key.
+    std::fs::create_dir(dir.join("..2026_01_01_00_00_00.1")).unwrap();
+    std::fs::write(dir.join("..2026_01_01_00_00_00.1/version"), "9.9.9").unwrap();
+    std::os::unix::fs::symlink("..2026_01_01_00_00_00.1", dir.join("..data_tmp")).unwrap();
+    std::os::unix::fs::symlink("..data/stale", dir.join("stale")).unwrap();
+    std::fs::remove_file(dir.join("gone")).unwrap();
+    std::fs::write(dir.join("not-ours"), "keep").unwrap();
+    let (_, now) = Promoter::open(&dir).unwrap();
+    assert_eq!(now, Observed::Config(a));
+    let listing = names(&dir);
+    assert_eq!(listing.len(), 5, "{listing:?}");
+    assert!(listing.contains(&"gone".into()) && listing.contains(&"not-ours".into()));
+    assert!(!listing.contains(&"stale".into()) && !listing.contains(&"..data_tmp".into()));
+}
+
+#[test]
+fn a_failed_write_leaves_the_previous_config_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "1.0.0")]);
+    p.promote(&a).unwrap();
+    // A key whose parent is a file cannot be written: the promotion fails midway.
+    let bad = snap(&[("version", "2.0.0"), ("x", "1"), ("x/y", "2")]);
+    assert!(p.promote(&bad).is_err());
+    assert_eq!(snapshot::read(&dir), Observed::Config(a));
+    assert_eq!(names(&dir).len(), 3, "{:?}", names(&dir));
+}
+
+#[test]
+fn refuses_a_file_as_the_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("file");
+    std::fs::write(&f, "").unwrap();
+    let err = Promoter::open(&f).unwrap_err().to_string();
+    assert!(err.contains("is not a directory"), "{err}");
+}
+
+#[test]
+fn key_modes_are_promoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let files: BTreeMap<String, Vec<u8>> = [
+        ("run.sh", "#!/bin/sh"),
+        ("secret", "s"),
+        ("sub/x", "y"),
+        ("version", "1"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+    .collect();
+    let modes = [("run.sh", 0o755), ("secret", 0o400), ("sub/x", 0o600)]
+        .iter()
+        .map(|(k, m)| ((*k).to_owned(), *m))
+        .collect();
+    let a = Snapshot::with_modes(files, modes);
+    p.promote(&a).unwrap();
+    let mode = |k: &str| std::fs::metadata(dir.join(k)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode("run.sh"), 0o755);
+    assert_eq!(mode("secret"), 0o400);
+    assert_eq!(mode("sub/x"), 0o600);
+    assert_eq!(mode("version"), 0o644);
+    // Read back, the promoted dir is the same snapshot, modes included.
+    assert_eq!(snapshot::read(&dir), Observed::Config(a));
+}
+
+#[test]
+fn reload_owed_is_recorded_before_the_switch_and_cleared_by_its_hash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    assert_eq!(p.reload_owed(), None);
+    let a = snap(&[("version", "1.0.0")]);
+    let b = snap(&[("version", "2.0.0")]);
+    p.switch(&a, true).map(|s| p.finish(s)).unwrap();
+    // A restart (a new `open`) finds it, and start-up cleaning keeps it.
+    let (p, _) = Promoter::open(&dir).unwrap();
+    assert_eq!(p.reload_owed(), Some(a.hash()));
+    p.switch(&b, true).map(|s| p.finish(s)).unwrap();
+    // A late success for the older config does not clear the newer debt.
+    assert!(!p.clear_reload_owed(a.hash()).unwrap());
+    assert_eq!(p.reload_owed(), Some(b.hash()));
+    assert!(p.clear_reload_owed(b.hash()).unwrap());
+    assert_eq!(p.reload_owed(), None);
+    // A failed promotion leaves the record as it was.
+    p.mark_reload_owed(b.hash()).unwrap();
+    let bad = snap(&[("version", "3.0.0"), ("x", "1"), ("x/y", "2")]);
+    assert!(p.switch(&bad, true).map(|s| p.finish(s)).is_err());
+    assert_eq!(p.reload_owed(), Some(b.hash()));
+    assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
+    // The marker is not a key, and a plain promotion keeps it.
+    p.promote(&a).unwrap();
+    assert_eq!(snapshot::read(&dir), Observed::Config(a));
+    assert_eq!(p.reload_owed(), Some(b.hash()));
+}
+
+#[test]
+fn switch_makes_the_new_config_live_and_finish_removes_the_old_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "1.0.0"), ("gone", "x")]);
+    p.promote(&a).unwrap();
+    let old = std::fs::read_link(dir.join("..data")).unwrap();
+    let b = snap(&[("version", "2.0.0"), ("new", "y")]);
+    let switched = p.switch(&b, false).unwrap();
+    // Live and whole before any tidying: what a reload requested now would read.
+    assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
+    assert_eq!(std::fs::read_to_string(dir.join("new")).unwrap(), "y");
+    assert!(dir.join(&old).is_dir(), "the old dir waits for finish");
+    assert!(p.needs_tidy());
+    p.finish(switched);
+    assert!(!dir.join(&old).exists());
+    assert!(std::fs::symlink_metadata(dir.join("gone")).is_err());
+    assert!(!p.needs_tidy());
+    assert_eq!(names(&dir).len(), 4, "{:?}", names(&dir));
+    assert_eq!(snapshot::read(&dir), Observed::Config(b));
+}
+
+#[test]
+fn leftovers_of_an_unfinished_tidy_go_at_the_next_promotion_or_tidy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    p.promote(&snap(&[("version", "1.0.0")])).unwrap();
+    // What a removal cut short leaves: an old dir half gone.
+    std::fs::create_dir_all(dir.join("..2026_01_01_00_00_00.7/sub")).unwrap();
+    p.promote(&snap(&[("version", "2.0.0")])).unwrap();
+    assert_eq!(names(&dir).len(), 3, "{:?}", names(&dir));
+    assert!(!p.needs_tidy());
+    std::fs::create_dir_all(dir.join("..2026_01_01_00_00_00.8")).unwrap();
+    p.tidy().unwrap();
+    assert_eq!(names(&dir).len(), 3, "{:?}", names(&dir));
+}
