@@ -285,7 +285,12 @@ async fn serve_and_decide(
     let reloads = reload::spawn_with(shared.clone(), client);
     let feed = feed(choice, &shared, stopped(stop_rx.clone())).await?;
     #[cfg(feature = "api")]
-    crate::api::spawn_pod_reporter(shared.clone(), stopped(stop_rx.clone())).await;
+    crate::api::spawn_pod_reporter(
+        args.pod_report == crate::cli::PodReport::Auto,
+        shared.clone(),
+        stopped(stop_rx.clone()),
+    )
+    .await;
     let mut decide = tokio::spawn(gate::run_fed(
         gate_config(&args.paths),
         feed,

@@ -244,6 +244,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Whether `run` reports to its own pod (Events, the pod conditions) through the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PodReport {
+    /// When POD_NAME and POD_NAMESPACE are set, with the mounted ServiceAccount token (or a kubeconfig).
+    Auto,
+    /// Never: no request to the API server about the pod.
+    Off,
+}
+
 /// What the watched content is: a Secret's content is never published, not even its plain hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Content {
@@ -310,6 +319,11 @@ pub struct RunArgs {
     /// PEM file of CA certificates trusted for https:// reload targets, besides the system roots
     #[arg(long, env = "CONFGATE_RELOAD_CA", value_name = "FILE")]
     pub reload_ca: Option<std::path::PathBuf>,
+    /// Report to the sidecar's own pod through the API server, in volume mode too: Events, the
+    /// conditions confgate.io/config-compatible and config-current, and their facts (auto: when
+    /// POD_NAME and POD_NAMESPACE are set; builds without the api feature never report)
+    #[arg(long, env = "CONFGATE_POD_REPORT", value_enum, default_value = "auto")]
+    pub pod_report: PodReport,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -57,7 +57,7 @@ pub struct CandidateView {
 }
 
 /// Which config of a rollout a pod runs: the stable keys, or the candidate's (`K.next` under `K`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Track {
     Stable,
@@ -145,6 +145,9 @@ pub struct ReloadView {
     /// Whether the last finished reload was applied (false: rejected, or not reached); kept while the
     /// next one is in flight.
     pub last_reload_successful: Option<bool>,
+    /// Attempts in a row that did not reach the component (`failure`), whatever content they carried;
+    /// back to 0 when one reaches it (applied, refused, or nothing to reload).
+    pub consecutive_failures: u32,
 }
 
 impl Default for ReloadView {
@@ -156,6 +159,7 @@ impl Default for ReloadView {
             last_success_sha256: None,
             requested: 0,
             last_reload_successful: None,
+            consecutive_failures: 0,
         }
     }
 }

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use confgate::api::condition::FACTS_ANNOTATION;
 use confgate::api::pod::{self, PodRef};
 use confgate::api::source;
 use confgate::api::status_cmd::{self, Query as StatusArgs};
@@ -678,6 +679,7 @@ async fn api_mode_chooses_the_variant_and_reports_it() {
     let pod = PodRef {
         namespace: "prod".into(),
         name: "web-0".into(),
+        uid: None,
     };
     let server = async {
         let (_, send) = expect(
@@ -773,6 +775,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     let pod = PodRef {
         namespace: "prod".into(),
         name: "web-0".into(),
+        uid: None,
     };
     let server = async {
         // Only the UID is needed: a metadata-only get, answered as the API server answers one.
@@ -854,9 +857,14 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
             );
         }
         let message = format!("version 2.4.1 {}", hash("2.4.1"));
+        let facts = format!(
+            r#"{{"active":{{"version":"2.4.1","sha256":"{}"}}}}"#,
+            hash("2.4.1")
+        );
         assert_eq!(
             patch,
-            json!({"status": {"conditions": [
+            json!({"metadata": {"annotations": {FACTS_ANNOTATION: facts}},
+                "status": {"conditions": [
                 {"type": "confgate.io/config-compatible", "status": "True",
                  "reason": "Accepted", "message": message},
                 {"type": "confgate.io/config-current", "status": "True",
@@ -1023,12 +1031,21 @@ async fn status_command_renders_the_fleet_from_conditions() {
             hash("2.4.1")
         ),
     ));
+    // The facts come from the annotation; the message is prose for people, not read.
+    let with_facts = |mut pod: Value, facts: Value| {
+        pod["metadata"]["annotations"] = json!({FACTS_ANNOTATION: facts.to_string()});
+        pod
+    };
+    let on_facts = json!({"active": {"version": "2.4.1", "sha256": hash("2.4.1")}});
+    let held_facts = json!({"active": {"version": "2.3.0", "sha256": hash("2.3.0")},
+        "newest": {"version": "2.4.1", "sha256": hash("2.4.1"), "verdict": "too-new",
+                   "reason": "2.4.1 is above every upper bound of ~2.3"}});
     let pods = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "400"}, "items": [
-        pod_json("web-0", true, on("2.4.1")),
-        pod_json("web-1", true, on("2.4.1")),
-        pod_json("web-2", true, held.clone()),
-        pod_json("web-3", true, on("2.4.1")),
-        pod_json("web-4", true, held),
+        with_facts(pod_json("web-0", true, on("2.4.1")), on_facts.clone()),
+        with_facts(pod_json("web-1", true, on("2.4.1")), on_facts.clone()),
+        with_facts(pod_json("web-2", true, held.clone()), held_facts.clone()),
+        with_facts(pod_json("web-3", true, on("2.4.1")), on_facts),
+        with_facts(pod_json("web-4", true, held), held_facts),
     ]});
     let server = async {
         let (_, send) = expect(

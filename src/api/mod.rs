@@ -4,9 +4,11 @@
 //! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
 //! - [`secret`]: one Secret watched the same way; its hashes are sealed (see `snapshot::seal`).
 //! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
-//!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod.
-//! - [`condition`]: those conditions' reason and message, formatted and parsed by one type.
-//! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
+//!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod, in API and volume
+//!   mode alike.
+//! - [`condition`]: those conditions' reason, and their facts: the message (prose) and the annotation
+//!   `status.confgate.io/facts` (JSON), both made from one value.
+//! - [`status_cmd`]: `confgate status`, the fleet view read from those conditions and that annotation.
 //!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
 //! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
@@ -41,6 +43,8 @@ pub const CURRENT_TYPE: &str = "confgate.io/config-current";
 /// Downward-API env vars naming the sidecar's pod.
 pub const ENV_POD_NAME: &str = "POD_NAME";
 pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
+/// The pod's UID from the downward API, so Events name this pod without a `get` on pods.
+pub const ENV_POD_UID: &str = "POD_UID";
 
 /// Why API mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -216,35 +220,41 @@ pub async fn feed(
     }
 }
 
-/// Starts Events and the pod condition when the pod is known (`POD_NAME`, `POD_NAMESPACE`) and a
-/// client can be built; otherwise says so once and goes on without them.
+/// Starts reporting to the sidecar's own pod (Events, the conditions, the facts annotation), in either
+/// mode, unless `enabled` is false (`--pod-report off`). It needs the pod's name and namespace
+/// (`POD_NAME`, `POD_NAMESPACE`) and credentials (a mounted ServiceAccount token, or a kubeconfig);
+/// without them it says so once and confgate goes on without reporting.
 pub async fn spawn_pod_reporter(
+    enabled: bool,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let (name, namespace) = (
-        std::env::var(ENV_POD_NAME).ok().filter(|s| !s.is_empty()),
-        std::env::var(ENV_POD_NAMESPACE)
-            .ok()
-            .filter(|s| !s.is_empty()),
-    );
-    let (Some(name), Some(namespace)) = (name, namespace) else {
+    if !enabled {
+        info!("--pod-report off: no Events and no pod conditions");
+        return;
+    }
+    let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+    let (Some(name), Some(namespace)) = (env(ENV_POD_NAME), env(ENV_POD_NAMESPACE)) else {
         info!(
-            "{ENV_POD_NAME}/{ENV_POD_NAMESPACE} not set; no Events and no pod condition (set them from the downward API)"
+            "{ENV_POD_NAME}/{ENV_POD_NAMESPACE} not set; no Events and no pod conditions (set them from the downward API)"
         );
         return;
     };
     let client = match kube::Client::try_default().await {
         Ok(c) => c,
         Err(e) => {
-            warn!(error = %e, "no Kubernetes client; no Events and no pod condition");
+            warn!(error = %e, "no Kubernetes credentials (no ServiceAccount token mounted, no kubeconfig); no Events and no pod conditions; --pod-report off (CONFGATE_POD_REPORT=off) says this is meant");
             return;
         }
     };
     let rx = shared.subscribe();
     tokio::spawn(pod::run(
         client,
-        pod::PodRef { namespace, name },
+        pod::PodRef {
+            namespace,
+            name,
+            uid: env(ENV_POD_UID),
+        },
         rx,
         shutdown,
     ));

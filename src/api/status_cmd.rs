@@ -1,6 +1,9 @@
 //! `confgate status`: the fleet view. Lists pods, reads the conditions `confgate.io/config-compatible`
-//! (ready) and `confgate.io/config-current` (the newest config in force) each sidecar wrote, and, given `--configmap`, compares each pod's active config with the ConfigMap's
-//! current content hash. Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap.
+//! (ready) and `confgate.io/config-current` (the newest config in force) each sidecar wrote, with
+//! their facts from the annotation `status.confgate.io/facts` (never from the prose message), and,
+//! given `--configmap`, compares each pod's active config with the ConfigMap's current content hash.
+//! Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap. The sidecar's source
+//! does not matter: a volume-mode sidecar reports the same.
 //!
 //! Mid-rollout each pod is compared with the set the ConfigMap assigns its track (the stable keys, or
 //! the candidate's), and a summary line counts the tracks. `--wait` polls until every pod has applied
@@ -12,7 +15,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::condition::{ConditionMessage, Reason, RolloutPart};
+use super::condition::{FACTS_ANNOTATION, Facts, Reason, RolloutPart};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::rollout::{self, Percent, Plan};
@@ -94,20 +97,23 @@ pub fn row(pod: &PodView) -> Row {
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let ours = conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
     let current = conditions.iter().find(|c| c.type_ == CURRENT_TYPE);
-    let message = ours
-        .and_then(|c| c.message.as_deref())
-        .and_then(|m| m.parse::<ConditionMessage>().ok());
-    let applied = message
+    let facts = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FACTS_ANNOTATION))
+        .and_then(|f| Facts::from_json(f));
+    let applied = facts
         .as_ref()
         .and_then(|m| m.applied.clone())
         .map(|a| (a.version, a.sha256));
-    let held = message.as_ref().is_some_and(|m| m.newest.is_some());
-    let held_sha256 = message
+    let held = facts.as_ref().is_some_and(|m| m.newest.is_some());
+    let held_sha256 = facts
         .as_ref()
         .and_then(|m| m.newest.as_ref())
         .and_then(|n| n.config.sha256.clone());
-    let rollout = message.as_ref().and_then(|m| m.rollout.clone());
-    let active = message.and_then(|m| m.active).unwrap_or_default();
+    let rollout = facts.as_ref().and_then(|m| m.rollout.clone());
+    let active = facts.and_then(|m| m.active).unwrap_or_default();
     let (version, sha256) = (active.version, active.sha256);
     Row {
         pod: pod.metadata.name.clone().unwrap_or_default(),
@@ -245,7 +251,12 @@ impl Fleet {
             Some(want) => sha == Some(&want),
             None => true,
         };
-        if let Some((c, v)) = r.rollout.as_ref().and_then(|p| p.held.as_ref()) {
+        if let Some((c, v)) = r
+            .rollout
+            .as_ref()
+            .and_then(|p| p.held.as_ref())
+            .map(|h| (&h.config, h.verdict))
+        {
             return current(c.sha256.as_ref())
                 .then(|| format!("pod {} holds the candidate {c}: {v}", r.pod));
         }
@@ -319,8 +330,8 @@ impl Fleet {
             .count();
         let mut refused: BTreeMap<String, usize> = BTreeMap::new();
         for (_, p) in &reporting {
-            if let Some((_, v)) = &p.held {
-                *refused.entry(v.to_string()).or_default() += 1;
+            if let Some(h) = &p.held {
+                *refused.entry(h.verdict.to_string()).or_default() += 1;
             }
         }
         let n_refused: usize = refused.values().sum();
@@ -623,11 +634,9 @@ mod tests {
             rollout: Some(RolloutPart {
                 percent: Some("25%".into()),
                 assigned,
-                held: held.map(|sha| {
-                    (
-                        super::super::condition::Described::new(Some("3.0.0"), Some(sha)),
-                        crate::verdict::Verdict::TooNew,
-                    )
+                held: held.map(|sha| super::super::condition::Held {
+                    config: super::super::condition::Described::new(Some("3.0.0"), Some(sha)),
+                    verdict: crate::verdict::Verdict::TooNew,
                 }),
             }),
         };

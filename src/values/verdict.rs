@@ -4,7 +4,9 @@
 use std::fmt;
 
 /// The outcome for one snapshot; serialised as [`Verdict::as_str`] names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Accepted,

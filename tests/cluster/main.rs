@@ -1,7 +1,8 @@
 //! confgate against a real kube-apiserver and etcd on loopback: the shipped manifests and `inject`'s
 //! output under server-side dry-run, the generated admission policies type-checked and enforced by the
-//! API server, and API mode (`run --source configmap:...`, Events, the pod condition, `status`) under
-//! the least-privilege RBAC of `manifests/rbac`.
+//! API server, API mode (`run --source configmap:...`, Events, the pod condition, `status`) under
+//! the least-privilege RBAC of `manifests/rbac`, and volume mode reporting to its pod under the Role
+//! of `manifests/native-sidecar/rbac.yaml`.
 //!
 //! The servers come from `ETCD_BIN` and `KUBE_APISERVER_BIN`; without them every test says on one line
 //! that the suite was skipped, and why, and passes. One API server serves every test of this binary
@@ -17,6 +18,7 @@ mod policy;
 mod rollout;
 mod secret;
 mod server;
+mod volume_mode;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
