@@ -8,6 +8,7 @@ use crate::cli::{PathArgs, ProbeArgs, RunArgs, WaitArgs};
 use crate::gate;
 use crate::http;
 use crate::reload;
+use crate::rollout;
 use crate::server;
 use crate::settings::{self, Settings};
 use crate::state::Shared;
@@ -94,7 +95,24 @@ fn gate_config(p: &PathArgs) -> gate::Config {
         promote_to: p.promote_to.as_deref().map(abs),
         annotations: abs(&p.annotations),
         resync: p.resync_interval,
+        bucket: pod_bucket(),
     }
+}
+
+/// The environment variables naming this pod, in the order a rollout reads them: the UID from the
+/// downward API (`metadata.uid`), else the pod name (`metadata.name`, or the hostname the kubelet
+/// gives the container, which is the pod name unless the pod sets one).
+pub const POD_IDENTITY_ENV: [&str; 3] = ["POD_UID", "POD_NAME", "HOSTNAME"];
+
+/// This pod's place in a rollout, from the first of [`POD_IDENTITY_ENV`] that is set.
+fn pod_bucket() -> Option<rollout::Bucket> {
+    let (name, id) = POD_IDENTITY_ENV.iter().find_map(|name| {
+        let v = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+        Some((*name, v))
+    })?;
+    let bucket = rollout::Bucket::of(id.trim());
+    info!(from = name, bucket = %bucket, "rollout bucket");
+    Some(bucket)
 }
 
 fn check_paths(p: &PathArgs) -> Result<(), Error> {
@@ -404,13 +422,38 @@ pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
         configmap: args.configmap,
     };
     let rt = runtime()?;
+    if args.wait {
+        use crate::api::status_cmd::Waited;
+        let timeout = args.timeout;
+        let waited = rt.block_on(crate::api::status_cmd::wait(&query, timeout, |s| {
+            println!("{s}")
+        }))?;
+        return Ok(match waited {
+            Waited::Done(f) => {
+                print!("{}", f.table());
+                Outcome::Ok
+            }
+            Waited::Refused(why, f) => {
+                print!("{}", f.table());
+                Outcome::No(format!("refused: {why}"))
+            }
+            Waited::TimedOut(f) => {
+                print!("{}", f.table());
+                Outcome::No(format!(
+                    "timed out after {}: {}",
+                    humantime_like(timeout),
+                    f.summaries().replace('\n', "; ")
+                ))
+            }
+        });
+    }
     let fleet = rt.block_on(crate::api::status_cmd::run(&query))?;
     print!("{}", fleet.table());
     if fleet.all_match() {
-        println!("{}", fleet.summary());
+        println!("{}", fleet.summaries());
         Ok(Outcome::Ok)
     } else {
-        Ok(Outcome::No(fleet.summary()))
+        Ok(Outcome::No(fleet.summaries()))
     }
 }
 
@@ -498,6 +541,16 @@ fn probe_addr(addr: Option<&str>, listen: Option<&str>) -> Result<String, Error>
         Ok(hp.to_owned())
     } else {
         Err(bad(given, "not HOST:PORT"))
+    }
+}
+
+/// A timeout as the user would write it back: whole seconds, or milliseconds below one second.
+#[cfg(feature = "api")]
+fn humantime_like(d: std::time::Duration) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 

@@ -472,9 +472,17 @@ pub struct StatusArgs {
     /// Label selector for the pods, e.g. app=webhook
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
-    /// Compare each pod's active config with this ConfigMap's current content
+    /// Compare each pod's active config with this ConfigMap's current content (mid-rollout: with the
+    /// track each pod is assigned)
     #[arg(long, value_name = "NAME")]
     pub configmap: Option<String>,
+    /// Wait until every selected pod has applied the config assigned to it (exit 0); exit 1 at the
+    /// first refusal (a pod holds back its config or the component rejected it) or at the timeout
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = duration, requires = "wait")]
+    pub timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Args)]

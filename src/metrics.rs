@@ -23,6 +23,8 @@ pub struct View<'a> {
     pub last_reload_successful: Option<bool>,
     /// The active variant's key, with the variants setting.
     pub variant: Option<&'a str>,
+    /// With a rollout in the ConfigMap: this pod's track, the percentage as shown and in hundredths.
+    pub rollout: Option<(&'a str, &'a str, u32)>,
 }
 
 /// Upper bounds of the reload-duration histogram, in seconds.
@@ -161,6 +163,25 @@ impl Metrics {
                 out,
                 "confgate_active_config_info{{version=\"{}\",sha256=\"{sha256}\"{variant}}} 1",
                 escape(version),
+            );
+        }
+        if let Some((track, percent, hundredths)) = s.rollout {
+            head(
+                &mut out,
+                "confgate_rollout_info",
+                "With a rollout in the ConfigMap: the track this pod runs (stable or candidate) and the rollout's percentage.",
+                "gauge",
+            );
+            let _ = writeln!(
+                out,
+                "confgate_rollout_info{{track=\"{track}\",percent=\"{}\"}} 1",
+                escape(percent)
+            );
+            gauge(
+                &mut out,
+                "confgate_rollout_candidate_ratio",
+                "With a rollout in the ConfigMap: the share of pods it puts on the candidate, 0 to 1.",
+                f64::from(hundredths) / 10_000.0,
             );
         }
         head(

@@ -629,6 +629,7 @@ fn fed_gate(
         promote_to: Some(promoted.clone()),
         annotations: tmp.path().join("annotations"),
         resync: Duration::from_secs(30),
+        bucket: None,
     };
     let reloads = confgate::reload::spawn(shared.clone());
     tokio::spawn(gate::run_fed(
@@ -1200,9 +1201,11 @@ fn status_summary_for_pods_behind_and_not_reporting() {
         condition: cond.map(|c| (c, "Accepted".to_owned())),
         current: cond.map(|c| (c, "Accepted".to_owned())),
         held: false,
+        held_sha256: None,
         version: v.map(str::to_owned),
         sha256: v.map(hash),
         applied: None,
+        rollout: None,
     };
     let fleet = status_cmd::Fleet {
         namespace: "prod".into(),
@@ -1215,6 +1218,7 @@ fn status_summary_for_pods_behind_and_not_reporting() {
             "app".into(),
             Some(ContentHash::of([("version", b"2.4.1".as_slice())])),
         )),
+        tracks: None,
     };
     assert_eq!(
         fleet.summary(),

@@ -341,12 +341,23 @@ fn check_mounts(
     match configmap {
         Some(cm) => match cms.get(cm) {
             Some(obs) => {
-                let j = confgate::variants::choose(obs.clone(), settings).judgement;
-                if j.verdict != Verdict::Accepted {
-                    report.problem(format!(
-                        "{at}: the sample ConfigMap {cm} is {}: {}",
-                        j.verdict, j.reason
-                    ));
+                // Judged as pods judge it: mid-rollout, each track (pods of both are among twenty),
+                // and a candidate held back on a pod is a problem of the sample too.
+                for i in 0..20 {
+                    let bucket = Some(confgate::rollout::Bucket::of(&format!("pod-{i}")));
+                    let (choice, view) =
+                        confgate::rollout::choose(obs.clone(), settings, bucket, &[]);
+                    let j = match view.as_ref().and_then(|v| v.held.as_ref()) {
+                        Some(h) => (h.verdict, format!("the candidate: {}", h.reason)),
+                        None => (choice.judgement.verdict, choice.judgement.reason),
+                    };
+                    if j.0 != Verdict::Accepted {
+                        report.problem(format!(
+                            "{at}: the sample ConfigMap {cm} is {}: {}",
+                            j.0, j.1
+                        ));
+                        break;
+                    }
                 }
             }
             None => report.problem(format!(
@@ -627,7 +638,7 @@ fn every_manifest_is_accepted_by_the_binary() {
     if examples.iter().any(|e| e.name == "component-example") {
         expected.push("component-example");
     }
-    expected.extend(["native-sidecar", "signal-reload", "variants"]);
+    expected.extend(["native-sidecar", "rollout", "signal-reload", "variants"]);
     assert_eq!(names, expected);
     for ex in &examples {
         let report = check_docs(&ex.docs);

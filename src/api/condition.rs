@@ -7,13 +7,16 @@
 //! `; applied …` when known, `; newest version Y sha256:… is VERDICT: REASON` while the newest snapshot
 //! is not the active one, and `; reload via TARGET failing: ERROR` while the reload keeps failing. With
 //! the variants setting, a config names its variant key after the hash: `version X sha256:… from
-//! config.v2.yaml`.
+//! config.v2.yaml`. With a rollout in the ConfigMap, `; rollout 25% candidate` (the percentage and the
+//! track the pod's bucket assigns) follows, with ` held CONFIG VERDICT` when the candidate is held on
+//! that pod (outside its range, or refused by the component).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::state::Track;
 use crate::verdict::Verdict;
 
 /// The pod annotation holding the [`Facts`] as JSON. Outside the `confgate.io/` prefix, which holds
@@ -150,6 +153,50 @@ pub struct ReloadFailing {
     pub error: String,
 }
 
+/// A rollout as a pod reports it: the percentage (`None`: no `confgate.rollout` key), the track its
+/// bucket assigns, and the candidate held on it with the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutPart {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<String>,
+    pub assigned: Track,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
+}
+
+/// A rollout's candidate held on a pod assigned to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub config: Described,
+    pub verdict: Verdict,
+}
+
+impl RolloutPart {
+    /// The track of what the pod runs: stable when the candidate is held on it.
+    pub fn track(&self) -> Track {
+        if self.held.is_some() {
+            Track::Stable
+        } else {
+            self.assigned
+        }
+    }
+}
+
+impl fmt::Display for RolloutPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}",
+            self.percent.as_deref().unwrap_or("-"),
+            self.assigned
+        )?;
+        if let Some(h) = &self.held {
+            write!(f, " held {} {}", h.config, h.verdict)?;
+        }
+        Ok(())
+    }
+}
+
 /// What both conditions say, as facts.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Facts {
@@ -163,6 +210,9 @@ pub struct Facts {
     pub newest: Option<Newest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reload_failing: Option<ReloadFailing>,
+    /// With a rollout in the ConfigMap: the pod's part in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutPart>,
 }
 
 impl Facts {
@@ -186,6 +236,9 @@ impl fmt::Display for Facts {
         }
         if let Some(a) = &self.applied {
             write!(f, "; applied {a}")?;
+        }
+        if let Some(r) = &self.rollout {
+            write!(f, "; rollout {r}")?;
         }
         if let Some(n) = &self.newest {
             write!(f, "; newest {} is {}: {}", n.config, n.verdict, n.reason)?;
@@ -222,12 +275,22 @@ mod tests {
             applied in proptest::option::of(described()),
             newest in proptest::option::of((described(), 0..Verdict::ALL.len(), any::<String>())),
             reload in proptest::option::of((any::<String>(), any::<String>())),
+            rollout in proptest::option::of((
+                proptest::option::of("[0-9]{1,3}(\\.[0-9]{1,2})?%"),
+                any::<bool>(),
+                proptest::option::of((described(), 0..Verdict::ALL.len())),
+            )),
         ) {
             let f = Facts {
                 active,
                 applied,
                 newest: newest.map(|(config, v, reason)| Newest { config, verdict: Verdict::ALL[v], reason }),
                 reload_failing: reload.map(|(target, error)| ReloadFailing { target, error }),
+                rollout: rollout.map(|(percent, candidate, held)| RolloutPart {
+                    percent,
+                    assigned: if candidate { Track::Candidate } else { Track::Stable },
+                    held: held.map(|(config, v)| Held { config, verdict: Verdict::ALL[v] }),
+                }),
             };
             prop_assert_eq!(Facts::from_json(&f.to_json()), Some(f));
         }
@@ -279,6 +342,7 @@ mod tests {
                 target: "http://127.0.0.1:8080/reload".into(),
                 error: "connection refused".into(),
             }),
+            rollout: None,
         };
         assert_eq!(
             f.to_string(),
@@ -292,5 +356,27 @@ mod tests {
         );
         assert_eq!(Facts::default().to_string(), "no accepted config");
         assert_eq!(Facts::default().to_json(), "{}");
+    }
+
+    #[test]
+    fn the_rollout_part_names_the_track_and_a_held_candidate() {
+        let f = Facts {
+            active: Some(Described::new(Some("2.4.1"), Some("sha256:ab"))),
+            rollout: Some(RolloutPart {
+                percent: Some("25%".into()),
+                assigned: Track::Candidate,
+                held: Some(Held {
+                    config: Described::new(Some("3.0.0"), Some("sha256:cd")),
+                    verdict: Verdict::TooNew,
+                }),
+            }),
+            ..Facts::default()
+        };
+        assert_eq!(
+            f.to_string(),
+            "version 2.4.1 sha256:ab; rollout 25% candidate held version 3.0.0 sha256:cd too-new"
+        );
+        assert_eq!(f.rollout.as_ref().unwrap().track(), Track::Stable);
+        assert_eq!(Facts::from_json(&f.to_json()), Some(f));
     }
 }

@@ -15,7 +15,9 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use super::condition::{Described, FACTS_ANNOTATION, Facts, Newest, Reason, ReloadFailing};
+use super::condition::{
+    Described, FACTS_ANNOTATION, Facts, Held, Newest, Reason, ReloadFailing, RolloutPart,
+};
 use super::events::EventSink;
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
@@ -186,6 +188,14 @@ pub fn facts(s: &Status) -> Option<Facts> {
         return None;
     }
     Some(Facts {
+        rollout: s.rollout.as_ref().map(|r| RolloutPart {
+            percent: r.percent.clone(),
+            assigned: r.assigned,
+            held: r.held.as_ref().map(|h| Held {
+                config: described(h.version.as_deref(), h.sha256.as_deref()),
+                verdict: h.verdict,
+            }),
+        }),
         active: s.active.as_ref().map(|a| {
             described(a.version.as_deref(), Some(&a.sha256)).from_variant(a.variant.as_deref())
         }),

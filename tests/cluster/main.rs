@@ -16,6 +16,7 @@ mod api_mode;
 mod manifests;
 mod policy;
 mod restart;
+mod rollout;
 mod secret;
 mod server;
 mod sidecar;
