@@ -1,8 +1,13 @@
 # syntax=docker/dockerfile:1
 # confgate's image: one static binary in an otherwise empty image, running as a non-root UID.
 #
-#   docker build -t ghcr.io/confgate/confgate:0.1.0 .
+#   docker build -t ghcr.io/confgate/confgate:0.1.0 .                          # default features
+#   docker build --target policy -t ghcr.io/confgate/confgate:0.1.0-policy .    # + CEL content rules
 #   docker build --target example-component -t ghcr.io/confgate/example-component:0.1.0 .
+#
+# The default image (volume and API mode, https reload targets) is what the manifests and `confgate
+# inject` use. The -policy image adds the `policy` feature: CEL content rules (--rule, confgate.io/rules)
+# and `confgate policy`, 1.2 MiB more; the default image refuses any rule, saying it needs this one.
 #
 # scripts/build-static.sh builds the same binary without Docker.
 
@@ -11,7 +16,7 @@ ARG RUST_VERSION=1.95
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 # Dependencies first, so source edits do not refetch them.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 RUN mkdir src examples && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
     && echo 'fn main() {}' > examples/component.rs \
     && cargo fetch --locked \
@@ -24,14 +29,16 @@ COPY examples ./examples
 # unified into confgate's own dependencies and make its binary larger (sizes: docs/performance.md).
 RUN target="$(uname -m)-unknown-linux-gnu" \
     && export RUSTFLAGS="-C target-feature=+crt-static" \
+    && cargo build --release --locked --offline --target "$target" --bin confgate --features policy \
+    && cp "target/$target/release/confgate" /confgate-policy \
     && cargo build --release --locked --offline --target "$target" --bin confgate \
     && cargo build --release --locked --offline --target "$target" --example component \
-    && for b in "target/$target/release/confgate" "target/$target/release/examples/component"; do \
+    && for b in "target/$target/release/confgate" "target/$target/release/examples/component" /confgate-policy; do \
          ldd "$b" 2>&1 | grep -Eq 'not a dynamic executable|statically linked' \
            || { echo "$b is not static" >&2; ldd "$b" >&2; exit 1; }; \
        done \
     && mkdir /out \
-    && cp "target/$target/release/confgate" "target/$target/release/examples/component" /out/ \
+    && cp "target/$target/release/confgate" "target/$target/release/examples/component" /confgate-policy /out/ \
     && /out/confgate --version
 
 # The example component of manifests/ (not part of a release).
@@ -41,12 +48,31 @@ USER 65532:65532
 ENTRYPOINT ["/component"]
 CMD ["/etc/component/config", "0.0.0.0:8080"]
 
+# confgate with CEL content rules and `confgate policy` (the `policy` feature): tag it VERSION-policy.
+FROM scratch AS policy
+LABEL org.opencontainers.image.title="confgate" \
+      org.opencontainers.image.description="Lets a component run only a ConfigMap version it accepts (with CEL content rules)" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /out/confgate-policy /confgate
+# glibc's allocator (linked in statically) keeps a freed 1 MiB config's buffers for reuse once its
+# adaptive mmap threshold has grown: fixed thresholds hand them back, and one arena is enough for a
+# loop, a judging thread and a reload thread. RSS after 1 MiB configs: 6.6 instead of 8.5 MiB.
+ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=1
+USER 65532:65532
+EXPOSE 9797
+ENTRYPOINT ["/confgate"]
+CMD ["run"]
+
 # The default target: confgate itself. No shell, no package manager, no libc; only the binary.
 FROM scratch
 LABEL org.opencontainers.image.title="confgate" \
       org.opencontainers.image.description="Lets a component run only a ConfigMap version it accepts" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/confgate /confgate
+# glibc's allocator (linked in statically) keeps a freed 1 MiB config's buffers for reuse once its
+# adaptive mmap threshold has grown: fixed thresholds hand them back, and one arena is enough for a
+# loop, a judging thread and a reload thread. RSS after 1 MiB configs: 6.6 instead of 8.5 MiB.
+ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=1
 USER 65532:65532
 EXPOSE 9797
 ENTRYPOINT ["/confgate"]

@@ -4,12 +4,29 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/floor.rs"]
+mod floor;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Gate, Sink, Volume};
+use common::{Gate, Sink, Volume};
 use serde_json::json;
+
+/// The binary measured: `CONFGATE_BIN`, else the one cargo built with this benchmark.
+fn bin() -> String {
+    std::env::var("CONFGATE_BIN")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| common::BIN.to_owned())
+}
+
+/// `BIN run ARGS`, logging to `log` at its default level; returns once it has bound its port.
+fn spawn_gate(bin: &str, args: &[&str], log: &Path) -> Gate {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("run").args(args).env_remove("CONFGATE_LOG");
+    Gate::from_command(cmd, log)
+}
 
 /// `snapshot::MAX_BYTES`: the ConfigMap size limit, counted over all values.
 const MAX_BYTES: usize = 1024 * 1024;
@@ -21,21 +38,29 @@ struct Opts {
     updates: usize,
     idle: Duration,
     starts: usize,
+    /// Side-by-side rounds, and updates per round for each contestant.
+    rounds: usize,
+    per_round: usize,
     json: PathBuf,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: cargo bench --bench reaction -- [--quick] [--iterations N] [--big-iterations N] \
-         [--updates N] [--idle-secs N] [--starts N] [--json PATH]"
+         [--updates N] [--idle-secs N] [--starts N] [--rounds N] [--per-round N] [--json PATH]"
     );
     std::process::exit(64)
 }
 
 fn opts() -> Opts {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, dir, port] = args.as_slice()
+        && flag == floor::FLAG
+    {
+        floor::main(Path::new(dir), port.parse().unwrap_or_else(|_| usage()));
+    }
     let quick = args.iter().any(|a| a == "--quick");
-    let target_dir = Path::new(BIN)
+    let target_dir = Path::new(common::BIN)
         .parent()
         .and_then(Path::parent)
         .unwrap_or(Path::new("."));
@@ -46,6 +71,8 @@ fn opts() -> Opts {
         updates: if quick { 1000 } else { 10_000 },
         idle: Duration::from_secs(if quick { 5 } else { 60 }),
         starts: if quick { 5 } else { 20 },
+        rounds: if quick { 4 } else { 10 },
+        per_round: if quick { 10 } else { 30 },
         json: target_dir.join("confgate-bench.json"),
     };
     let mut it = args.iter();
@@ -62,6 +89,8 @@ fn opts() -> Opts {
             "--updates" => o.updates = num(),
             "--idle-secs" => o.idle = Duration::from_secs(num() as u64),
             "--starts" => o.starts = num(),
+            "--rounds" => o.rounds = num(),
+            "--per-round" => o.per_round = num(),
             "--json" => o.json = it.next().map(PathBuf::from).unwrap_or_else(|| usage()),
             _ => usage(),
         }
@@ -74,6 +103,7 @@ fn opts() -> Opts {
 struct Stats {
     median: f64,
     p90: f64,
+    p99: f64,
     min: f64,
     max: f64,
     n: usize,
@@ -91,6 +121,7 @@ fn stats(mut xs: Vec<Duration>) -> Stats {
     Stats {
         median,
         p90: ms(xs[(n * 9 / 10).min(n - 1)]),
+        p99: ms(xs[(n * 99 / 100).min(n - 1)]),
         min: ms(xs[0]),
         max: ms(xs[n - 1]),
         n,
@@ -98,7 +129,7 @@ fn stats(mut xs: Vec<Duration>) -> Stats {
 }
 
 fn stats_json(s: Stats) -> serde_json::Value {
-    json!({"median_ms": s.median, "p90_ms": s.p90, "min_ms": s.min, "max_ms": s.max, "n": s.n})
+    json!({"median_ms": s.median, "p90_ms": s.p90, "p99_ms": s.p99, "min_ms": s.min, "max_ms": s.max, "n": s.n})
 }
 
 /// Builds the payload of one update from its version.
@@ -207,7 +238,8 @@ fn startup(n: usize, tmp: &Path) -> Vec<Duration> {
         let promote = base.join("promoted");
         let ann = base.join("podinfo/annotations");
         let t0 = Instant::now();
-        let cg = Gate::spawn(
+        let cg = spawn_gate(
+            &bin(),
             &[
                 "--watch",
                 vol.dir.to_str().unwrap(),
@@ -337,7 +369,8 @@ fn peak_memory(tmp: &Path) -> Vec<(&'static str, &'static str, u64)> {
         write(&vol, &shape.files);
         let promote = base.join("promoted");
         let ann = base.join("podinfo/annotations");
-        let cg = Gate::spawn(
+        let cg = spawn_gate(
+            &bin(),
             &[
                 "--watch",
                 vol.dir.to_str().unwrap(),
@@ -367,15 +400,82 @@ fn peak_memory(tmp: &Path) -> Vec<(&'static str, &'static str, u64)> {
     out
 }
 
-/// configmap-reload, run as its README says, against its own volume and sink.
-struct Peer {
-    child: std::process::Child,
+/// A reloader run side by side with confgate, on its own volume and sink.
+struct Rival {
+    name: &'static str,
+    key: &'static str,
+    process: Process,
     vol: Volume,
     sink: Sink,
+    seq: u64,
+    /// Its binary's size, when it has one of its own.
+    bytes: Option<u64>,
 }
 
-impl Peer {
-    fn spawn(bin: &str, tmp: &Path) -> Peer {
+impl Rival {
+    /// The physical floor ([`floor`]): inotify and a kept-alive POST, nothing else.
+    fn floor(tmp: &Path) -> Rival {
+        let vol = Volume::new(tmp.join("floor-incoming"));
+        write(&vol, &small("1.0.0"));
+        let sink = Sink::start(false);
+        let child = floor::spawn(&vol.dir, sink.port);
+        Rival {
+            name: "floor",
+            key: "floor",
+            process: Process::Child(child),
+            vol,
+            sink,
+            seq: 0,
+            bytes: None,
+        }
+    }
+
+    /// Another confgate build (a baseline to compare a change with), run as the measured one is.
+    fn confgate(bin: &str, tmp: &Path) -> Rival {
+        let base = tmp.join("baseline");
+        let vol = Volume::new(base.join("incoming"));
+        write(&vol, &small("1.0.0"));
+        let sink = Sink::start(false);
+        let (watch, promote, ann) = (
+            vol.dir.to_string_lossy().into_owned(),
+            base.join("promoted").to_string_lossy().into_owned(),
+            base.join("podinfo/annotations")
+                .to_string_lossy()
+                .into_owned(),
+        );
+        let url = sink.url();
+        let gate = spawn_gate(
+            bin,
+            &[
+                "--watch",
+                &watch,
+                "--promote-to",
+                &promote,
+                "--annotations",
+                &ann,
+                "--accepts",
+                ">=1.0.0, <2.0.0",
+                "--on-incompatible",
+                "unready",
+                "--reload",
+                &url,
+            ],
+            &base.join("confgate.log"),
+        );
+        gate.wait_status("the baseline's first config", |s| s["ready"] == true);
+        Rival {
+            name: "confgate baseline",
+            key: "baseline",
+            process: Process::Gate(gate),
+            vol,
+            sink,
+            seq: 0,
+            bytes: std::fs::metadata(bin).map(|m| m.len()).ok(),
+        }
+    }
+
+    /// configmap-reload, run as its README says.
+    fn configmap_reload(bin: &str, tmp: &Path) -> Rival {
         let vol = Volume::new(tmp.join("peer-incoming"));
         write(&vol, &small("1.0.0"));
         let sink = Sink::start(false);
@@ -396,15 +496,57 @@ impl Peer {
             assert!(Instant::now() < deadline, "configmap-reload did not start");
             std::thread::sleep(Duration::from_millis(5));
         }
-        Peer { child, vol, sink }
+        Rival {
+            name: "configmap-reload",
+            key: "configmap_reload",
+            process: Process::Child(child),
+            vol,
+            sink,
+            seq: 0,
+            bytes: std::fs::metadata(bin).map(|m| m.len()).ok(),
+        }
     }
 }
 
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// A rival's process: a plain child, killed when dropped, or a confgate (whose `Gate` does that).
+enum Process {
+    Child(std::process::Child),
+    Gate(Gate),
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        match self {
+            Process::Child(c) => c.id(),
+            Process::Gate(g) => g.pid(),
+        }
     }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Process::Child(c) = self {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The side-by-side rounds' result.
+struct SideBySide {
+    rounds: usize,
+    per: usize,
+    ours: Stats,
+    rss_kib: u64,
+    rivals: Vec<RivalResult>,
+}
+
+struct RivalResult {
+    name: &'static str,
+    key: &'static str,
+    stats: Stats,
+    rss_kib: u64,
+    bytes: Option<u64>,
 }
 
 /// One latency line of the report.
@@ -423,11 +565,13 @@ fn main() {
     report.insert("machine".into(), machine());
     report.insert("quick".into(), json!(o.quick));
     // `cargo bench --profile dev` (CI's smoke run, reusing the test build) measures a debug binary.
-    let release = Path::new(BIN)
+    let bin = bin();
+    let release = Path::new(&bin)
         .parent()
         .is_some_and(|d| d.ends_with("release"));
     report.insert("release".into(), json!(release));
-    let bin_size = std::fs::metadata(BIN).expect("binary").len();
+    let bin_size = std::fs::metadata(&bin).expect("binary").len();
+    report.insert("binary".into(), json!(bin));
     report.insert("binary_bytes".into(), json!(bin_size));
     let mut lines = Vec::new();
 
@@ -440,7 +584,8 @@ fn main() {
     let sink = Sink::start(false);
     let url = sink.url();
     write(&vol, &small("1.0.0"));
-    let cg = Gate::spawn(
+    let cg = spawn_gate(
+        &bin,
         &[
             "--watch",
             vol.dir.to_str().unwrap(),
@@ -559,9 +704,11 @@ fn main() {
     let (cpu1, (vol1, invol1)) = (common::cpu_ticks(pid), common::ctxt_switches(pid));
     let mem_idle_end = mem(pid);
     let idle_cpu_ms = (cpu1 - cpu0) * 10;
-    let wakeups = vol1 - vol0;
+    // Counted over the threads alive at each reading: a thread that ended meanwhile takes its count
+    // with it, so the difference is a lower bound, and never below zero.
+    let wakeups = vol1.saturating_sub(vol0);
 
-    // Side by side with configmap-reload: alternating rounds on one machine, 256-byte configs.
+    // Side by side with the floor (and configmap-reload when given): alternating rounds, 256-byte configs.
     let cmp_files = |v: &str| {
         let mut f = small(v);
         let used: usize = f.iter().map(|(k, b)| k.len() + b.len()).sum();
@@ -574,34 +721,55 @@ fn main() {
     let peer = std::env::var("CONFIGMAP_RELOAD_BIN")
         .ok()
         .filter(|b| !b.is_empty());
-    let comparison = peer.map(|bin| {
-        let peer = Peer::spawn(&bin, tmp.path());
-        let (rounds, per) = if o.quick { (2, 10) } else { (6, 10) };
-        eprintln!("side by side with configmap-reload ({rounds} rounds of {per})...");
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        let mut peer_seq = 0u64;
-        reload_latency(&vol, &sink, 5, &mut seq, &cmp_files);
-        reload_latency(&peer.vol, &peer.sink, 5, &mut peer_seq, &cmp_files);
-        for _ in 0..rounds {
-            ours.extend(reload_latency(&vol, &sink, per, &mut seq, &cmp_files));
-            theirs.extend(reload_latency(
-                &peer.vol,
-                &peer.sink,
-                per,
-                &mut peer_seq,
-                &cmp_files,
-            ));
+    let mut rivals = vec![Rival::floor(tmp.path())];
+    if let Some(bin) = &peer {
+        rivals.push(Rival::configmap_reload(bin, tmp.path()));
+    }
+    let baseline = std::env::var("CONFGATE_BASELINE_BIN")
+        .ok()
+        .filter(|b| !b.is_empty());
+    if let Some(bin) = &baseline {
+        rivals.push(Rival::confgate(bin, tmp.path()));
+    }
+    let (rounds, per) = (o.rounds, o.per_round);
+    eprintln!(
+        "side by side with {} ({rounds} alternating rounds of {per})...",
+        rivals
+            .iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    );
+    let mut ours = Vec::new();
+    let mut theirs = vec![Vec::new(); rivals.len()];
+    reload_latency(&vol, &sink, 5, &mut seq, &cmp_files);
+    for r in &mut rivals {
+        reload_latency(&r.vol, &r.sink, 5, &mut r.seq, &cmp_files);
+    }
+    for _ in 0..rounds {
+        ours.extend(reload_latency(&vol, &sink, per, &mut seq, &cmp_files));
+        for (r, t) in rivals.iter_mut().zip(&mut theirs) {
+            t.extend(reload_latency(&r.vol, &r.sink, per, &mut r.seq, &cmp_files));
         }
-        let peer_pid = peer.child.id();
-        let peer_bytes = std::fs::metadata(&bin).map_or(0, |m| m.len());
-        (
-            stats(ours),
-            stats(theirs),
-            common::status_kb(pid, "VmRSS"),
-            common::status_kb(peer_pid, "VmRSS"),
-            peer_bytes,
-        )
-    });
+    }
+    let side = SideBySide {
+        rounds,
+        per,
+        ours: stats(ours),
+        rss_kib: common::status_kb(pid, "VmRSS"),
+        rivals: rivals
+            .iter()
+            .zip(theirs)
+            .map(|(r, t)| RivalResult {
+                name: r.name,
+                key: r.key,
+                stats: stats(t),
+                rss_kib: common::status_kb(r.process.pid(), "VmRSS"),
+                bytes: r.bytes,
+            })
+            .collect(),
+    };
+    drop(rivals);
     drop(cg);
 
     eprintln!("peak memory for 1 MiB configs of each shape...");
@@ -669,7 +837,10 @@ fn main() {
     ));
     rows.push((
         format!("idle {} s: wake-ups", o.idle.as_secs()),
-        format!("{wakeups} voluntary, {} involuntary", invol1 - invol0),
+        format!(
+            "{wakeups} voluntary, {} involuntary",
+            invol1.saturating_sub(invol0)
+        ),
         format!("30 s re-hash: {}", o.idle.as_secs() / 30),
     ));
     rows.push((
@@ -688,37 +859,50 @@ fn main() {
         ));
     }
     let mut cmp_rows = Vec::new();
-    match &comparison {
-        Some((ours, theirs, rss, peer_rss, peer_bytes)) => {
+    for r in &side.rivals {
+        // The floor does strictly less than any reloader; configmap-reload about as little. A
+        // baseline build has no target: the ratio says what a change did.
+        let (limit, rss_limit) = match r.key {
+            "floor" => (Some(1.3), None),
+            "configmap_reload" => (Some(1.0), Some(0.5)),
+            _ => (None, None),
+        };
+        for (what, a, b) in [
+            ("median", side.ours.median, r.stats.median),
+            ("p99", side.ours.p99, r.stats.p99),
+        ] {
             cmp_rows.push((
-                format!("swap -> reload POST, median of {}", ours.n),
-                format!("{:.3} ms vs {:.3} ms", ours.median, theirs.median),
-                format!(
-                    "ratio {:.2} (<= 1.0: {})",
-                    ours.median / theirs.median,
-                    pass(ours.median <= theirs.median)
-                ),
-            ));
-            cmp_rows.push((
-                "RSS after the run".into(),
-                format!("{rss} KiB vs {peer_rss} KiB"),
-                format!(
-                    "ratio {:.2} (<= 0.5: {})",
-                    *rss as f64 / *peer_rss as f64,
-                    pass(*rss * 2 <= *peer_rss)
-                ),
-            ));
-            cmp_rows.push((
-                "binary size".into(),
-                format!("{bin_size} vs {peer_bytes} bytes"),
-                format!("ratio {:.2}", bin_size as f64 / *peer_bytes as f64),
+                format!("vs {}: swap -> POST {what} of {}", r.name, side.ours.n),
+                format!("{a:.3} ms vs {b:.3} ms"),
+                match limit {
+                    Some(l) => format!("ratio {:.2} (<= {l}: {})", a / b, pass(a <= b * l)),
+                    None => format!("ratio {:.2}", a / b),
+                },
             ));
         }
-        None => cmp_rows.push((
+        let rss_ratio = side.rss_kib as f64 / r.rss_kib as f64;
+        cmp_rows.push((
+            format!("vs {}: RSS after the run", r.name),
+            format!("{} KiB vs {} KiB", side.rss_kib, r.rss_kib),
+            match rss_limit {
+                Some(l) => format!("ratio {rss_ratio:.2} (<= {l}: {})", pass(rss_ratio <= l)),
+                None => format!("ratio {rss_ratio:.2}"),
+            },
+        ));
+        if let Some(bytes) = r.bytes {
+            cmp_rows.push((
+                format!("vs {}: binary size", r.name),
+                format!("{bin_size} vs {bytes} bytes"),
+                format!("ratio {:.2}", bin_size as f64 / bytes as f64),
+            ));
+        }
+    }
+    if peer.is_none() {
+        cmp_rows.push((
             "configmap-reload".into(),
-            "skipped the comparison (set CONFIGMAP_RELOAD_BIN to its binary)".into(),
+            "skipped (set CONFIGMAP_RELOAD_BIN to its binary)".into(),
             String::new(),
-        )),
+        ));
     }
 
     let m = &report["machine"];
@@ -731,7 +915,7 @@ fn main() {
     );
     if !release {
         println!(
-            "binary {BIN}: not a release build, so these figures say only that the benchmark runs"
+            "binary {bin}: not a release build, so these figures say only that the benchmark runs"
         );
     }
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
@@ -743,7 +927,10 @@ fn main() {
     for (title, table) in [
         ("peak memory, one 1 MiB config", &peak_rows),
         (
-            "confgate vs configmap-reload, alternating rounds",
+            &format!(
+                "side by side, {} alternating rounds of {} updates, 256-byte configs",
+                side.rounds, side.per
+            ),
             &cmp_rows,
         ),
     ] {
@@ -761,19 +948,22 @@ fn main() {
             .map(|(k, _, v)| (k.to_string(), json!(v)))
             .collect(),
     );
-    report.insert(
-        "configmap_reload".into(),
-        match &comparison {
-            Some((ours, theirs, rss, peer_rss, peer_bytes)) => json!({
-                "reload_confgate": stats_json(*ours),
-                "reload_configmap_reload": stats_json(*theirs),
-                "rss_kib_confgate": rss,
-                "rss_kib_configmap_reload": peer_rss,
-                "binary_bytes_configmap_reload": peer_bytes,
-            }),
-            None => json!("skipped"),
-        },
-    );
+    let mut sbs = serde_json::Map::new();
+    sbs.insert("rounds".into(), json!(side.rounds));
+    sbs.insert("per_round".into(), json!(side.per));
+    sbs.insert("confgate".into(), stats_json(side.ours));
+    sbs.insert("rss_kib_confgate".into(), json!(side.rss_kib));
+    for r in &side.rivals {
+        sbs.insert(r.key.into(), stats_json(r.stats));
+        sbs.insert(format!("rss_kib_{}", r.key), json!(r.rss_kib));
+        if let Some(b) = r.bytes {
+            sbs.insert(format!("binary_bytes_{}", r.key), json!(b));
+        }
+    }
+    if peer.is_none() {
+        sbs.insert("configmap_reload".into(), json!("skipped"));
+    }
+    report.insert("side_by_side".into(), serde_json::Value::Object(sbs));
 
     let latency: serde_json::Map<String, serde_json::Value> = lines
         .iter()
@@ -802,7 +992,7 @@ fn main() {
             "seconds": o.idle.as_secs(),
             "cpu_ms": idle_cpu_ms,
             "voluntary_switches": wakeups,
-            "involuntary_switches": invol1 - invol0,
+            "involuntary_switches": invol1.saturating_sub(invol0),
         }),
     );
     let text = serde_json::to_string_pretty(&serde_json::Value::Object(report)).expect("json");

@@ -1,10 +1,12 @@
 //! A local demo of confgate's main job that drives the real `confgate` binary, no cluster needed: a
 //! kubelet-style ConfigMap volume and a downward-API annotations file in a temp dir, a tiny component that
 //! reloads on POST, and a walk through a blocked start, an accepted config reaching the component, a
-//! too-new config held back, a compatible update reloaded, and a skew-safe upgrade with schema 2 and 3
-//! side by side in one ConfigMap (variants). Probe output is printed as `kubectl describe pod` shows it.
+//! too-new config held back, a compatible update reloaded, an update the component refuses and its
+//! rollback (with the `/metrics` lines and the log line that show it), and a skew-safe upgrade with schema
+//! 2 and 3 side by side in one ConfigMap (variants). A failing probe is printed as `kubectl describe pod`
+//! shows it.
 //!
-//! Run: `cargo run --example demo` (it builds the binary first if needed).
+//! Run: `cargo run --example demo` (it builds the binary first when the sources are newer).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -23,7 +25,12 @@ const VARIANTS: &str = "config.v*.yaml -> config.yaml";
 const ACCEPTS_V3: &str = ">=3.0.0, <4.0.0";
 
 fn config(version: &str) -> Snapshot {
-    let yaml = format!("schemaVersion: \"{version}\"\ngreeting: hello\n");
+    with_greeting(version, "hello")
+}
+
+/// A config the demo component refuses when `greeting` is `refuse`.
+fn with_greeting(version: &str, greeting: &str) -> Snapshot {
+    let yaml = format!("schemaVersion: \"{version}\"\ngreeting: {greeting}\n");
     Snapshot::new(BTreeMap::from([(
         "config.yaml".to_owned(),
         yaml.into_bytes(),
@@ -71,6 +78,10 @@ fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
     let exe = std::env::current_exe()?;
     // target/<profile>/examples/demo -> target/<profile>/confgate
     let profile_dir = exe.parent().and_then(Path::parent).ok_or("no target dir")?;
+    let bin = profile_dir.join("confgate");
+    if fresh(&bin) {
+        return Ok(bin);
+    }
     let mut build = Command::new(cargo);
     // With the example too, so dependencies keep the features this build gave them and nothing recompiles.
     build.args([
@@ -105,7 +116,41 @@ fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
     if !build.status()?.success() {
         return Err("cargo build --bin confgate failed".into());
     }
-    Ok(profile_dir.join("confgate"))
+    Ok(bin)
+}
+
+/// Whether `bin` is newer than every source it is built from: then a re-run starts at once, without
+/// asking cargo (whose nested build can take a minute to find nothing to do).
+fn fresh(bin: &Path) -> bool {
+    fn newest(path: &Path) -> Option<std::time::SystemTime> {
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_dir() {
+            return meta.modified().ok();
+        }
+        std::fs::read_dir(path)
+            .ok()?
+            .flatten()
+            .filter_map(|e| newest(&e.path()))
+            .max()
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(built) = std::fs::metadata(bin).and_then(|m| m.modified()).ok() else {
+        return false;
+    };
+    ["src", "Cargo.toml", "Cargo.lock"]
+        .iter()
+        .all(|p| newest(&root.join(p)).is_some_and(|t| t < built))
+}
+
+/// An output line without the demo's temp dir, and each 64-hex hash cut to its first 12 digits.
+fn tidy(line: &str, tmp: &Path) -> String {
+    let mut out = line.replace(&format!("{}/", tmp.display()), "");
+    while let Some(i) = out.find("sha256:").filter(|i| {
+        out[i + 7..].len() >= 64 && out[i + 7..i + 71].chars().all(|c| c.is_ascii_hexdigit())
+    }) {
+        out.replace_range(i + 19..i + 71, "…");
+    }
+    out
 }
 
 /// `confgate probe KIND`: (passed, output), as the kubelet runs it.
@@ -129,7 +174,8 @@ fn describe(bin: &Path, kind: &str, addr: &str) {
         "Readiness"
     };
     if ok {
-        println!("   {name} probe passed: {out}");
+        // The kubelet shows nothing for a passing probe; what an operator would ask for instead.
+        println!("   $ kubectl exec POD -c confgate -- /confgate probe {kind}\n     {out}");
     } else {
         println!(
             "   kubectl describe pod: Warning  Unhealthy  kubelet  {name} probe failed: {out}"
@@ -180,17 +226,26 @@ fn component(active: PathBuf) -> std::io::Result<(u16, mpsc::Receiver<String>)> 
                     break;
                 }
             }
-            let _ = conn
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            let runs = match snapshot::read(&active) {
-                snapshot::Observed::Config(c) => String::from_utf8_lossy(&c.files()["config.yaml"])
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned(),
-                _ => "nothing".into(),
+            let text = match snapshot::read(&active) {
+                snapshot::Observed::Config(c) => {
+                    String::from_utf8_lossy(&c.files()["config.yaml"]).into_owned()
+                }
+                _ => String::new(),
             };
-            let _ = tx.send(runs);
+            let runs = text.lines().next().unwrap_or("nothing").to_owned();
+            // Like a real component, it refuses a config it cannot apply, with its own one-line reason.
+            let refused = text.contains("greeting: refuse");
+            let answer: &[u8] = if refused {
+                b"HTTP/1.1 422 Unprocessable Entity\r\ncontent-length: 30\r\nconnection: close\r\n\r\nunknown greeting; keeping mine"
+            } else {
+                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            };
+            let _ = conn.write_all(answer);
+            let _ = tx.send(if refused {
+                format!("refused {runs}")
+            } else {
+                runs
+            });
         }
     });
     Ok((port, rx))
@@ -210,12 +265,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     annotations(&podinfo, ACCEPTS, component_port, false)?;
     // confgate's promoter follows the kubelet's AtomicWriter steps, so it doubles as the kubelet here.
     let (kubelet, _) = Promoter::open(&incoming)?;
-    println!("confgate demo: the component accepts {ACCEPTS}; version from {VERSION_FROM}");
-    println!(
-        "binary: {}\nwork dir: {}\n",
-        bin.display(),
-        tmp.path().display()
-    );
+    println!("confgate demo: the component accepts {ACCEPTS}; version from {VERSION_FROM}\n");
 
     println!("1. The ConfigMap already holds 3.0.0 when the pod starts");
     kubelet.promote(&config("3.0.0"))?;
@@ -253,7 +303,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     describe(&bin, "startup", &addr);
     println!("   the component container does not start: the native sidecar has not started\n");
 
-    println!("2. The ConfigMap is rolled back to 2.4.1");
+    println!("2. The ConfigMap is corrected to 2.4.1");
     kubelet.promote(&config("2.4.1"))?;
     until("the first promotion", || probe(&bin, "startup", &addr).0);
     describe(&bin, "startup", &addr);
@@ -281,7 +331,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if accepted {
             let runs = reloads.recv_timeout(Duration::from_secs(10))?;
             println!("   reload reached the component: it now runs `{runs}`");
-            describe(&bin, "startup", &addr);
         } else {
             let mut status = serde_json::Value::Null;
             until("the hold", || {
@@ -289,8 +338,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 status["candidate"]["version"] == version
             });
             println!(
-                "   held: /status says stale={}, active {}, candidate {} {}",
-                status["stale"],
+                "   held: /status says stale {}, active {}, candidate {} {}",
+                if status["stale"] == true { "yes" } else { "no" },
                 status["active"]["version"].as_str().unwrap_or("-"),
                 status["candidate"]["verdict"].as_str().unwrap_or("-"),
                 status["candidate"]["version"].as_str().unwrap_or("-"),
@@ -299,6 +348,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         describe(&bin, "ready", &addr);
         println!();
     }
+    refusal(&kubelet, &addr, &reloads, &log)?;
     upgrade(
         &bin,
         &addr,
@@ -316,7 +366,70 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Step 5, the upgrade procedure: v3 added beside v2, the component upgraded (its range with it), every
+/// `GET PATH`, the body, over a plain socket.
+fn get(addr: &str, path: &str) -> Option<String> {
+    let mut conn = std::net::TcpStream::connect(addr).ok()?;
+    conn.write_all(
+        format!("GET {path} HTTP/1.1\r\nhost: confgate\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut text).ok()?;
+    Some(text.split_once("\r\n\r\n")?.1.to_owned())
+}
+
+/// Step 5: a config confgate accepts but the component refuses, rolled back to the one it runs.
+fn refusal(
+    kubelet: &Promoter,
+    addr: &str,
+    reloads: &mpsc::Receiver<String>,
+    log: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    println!("5. A compatible 2.6.0 arrives that the component cannot apply");
+    kubelet.promote(&with_greeting("2.6.0", "refuse"))?;
+    let refused = reloads.recv_timeout(Duration::from_secs(10))?;
+    println!("   the component answers the reload of it 422 (it {refused})");
+    let runs = reloads.recv_timeout(Duration::from_secs(10))?;
+    let mut status = serde_json::Value::Null;
+    until("the rollback reported", || {
+        status = get_status(addr).unwrap_or_default();
+        status["applied"]["version"] == "2.5.0" && status["candidate"]["version"] == "2.6.0"
+    });
+    println!(
+        "   rolled back: the promoted dir holds 2.5.0 again, reloaded, and the component runs `{runs}`"
+    );
+    println!(
+        "   /status: active {}, applied {}, candidate {} {}: {}",
+        status["active"]["version"].as_str().unwrap_or("-"),
+        status["applied"]["version"].as_str().unwrap_or("-"),
+        status["candidate"]["verdict"].as_str().unwrap_or("-"),
+        status["candidate"]["version"].as_str().unwrap_or("-"),
+        status["candidate"]["reason"].as_str().unwrap_or("-"),
+    );
+    let metrics = get(addr, "/metrics").unwrap_or_default();
+    println!("   /metrics:");
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("confgate_applied_config_info")
+            || l.starts_with("confgate_candidates_total{verdict=\"rejected-by-component\"}")
+            || l.starts_with("confgate_reloads_total")
+            || l.starts_with("confgate_last_reload_successful")
+    }) {
+        println!("     {}", tidy(line, Path::new("/nonexistent")));
+    }
+    println!("     (the last reload, the rollback's, was applied: the gauge is 1 again)");
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    if let Some(line) = text.lines().find(|l| l.contains("rolled back")) {
+        // Without the timestamp.
+        let line = line
+            .split_once(' ')
+            .map_or(line, |(_, rest)| rest.trim_start());
+        println!("   log: {line}");
+    }
+    println!();
+    Ok(())
+}
+
+/// Step 6, the upgrade procedure: v3 added beside v2, the component upgraded (its range with it), every
 /// pod on v3, v2 removed; `confgate check` per range says when each step is safe.
 fn upgrade(
     bin: &Path,
@@ -347,6 +460,7 @@ fn upgrade(
             cmd.args(["--accepts", r]);
         }
         let out = cmd.arg(incoming).output()?;
+        let tmp = incoming.parent().unwrap_or(incoming);
         let args: Vec<String> = ranges.iter().map(|r| format!("--accepts '{r}'")).collect();
         println!(
             "   $ confgate check {} ... (exit {})",
@@ -354,12 +468,12 @@ fn upgrade(
             out.status.code().unwrap_or(-1)
         );
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            println!("     {line}");
+            println!("     {}", tidy(line, tmp));
         }
         Ok(())
     };
     println!(
-        "5. A skew-safe upgrade to schema 3: the ConfigMap carries v2 and v3 side by side ({VARIANTS})"
+        "6. A skew-safe upgrade to schema 3: the ConfigMap carries v2 and v3 side by side ({VARIANTS})"
     );
     annotations(podinfo, ACCEPTS, component_port, true)?;
     kubelet.promote(&variants(&["2.5.0", "3.0.0"]))?;
@@ -369,9 +483,9 @@ fn upgrade(
         status["active"]["variant"] == "config.v2.yaml"
     });
     println!(
-        "   this (old) pod runs {}, not stale: {}",
+        "   this (old) pod runs {}, stale: {}",
         active(&status),
-        status["stale"]
+        if status["stale"] == true { "yes" } else { "no" }
     );
     check(&[ACCEPTS, ACCEPTS_V3])?;
 
@@ -396,7 +510,7 @@ fn upgrade(
     println!(
         "   untouched: {}, stale: {}",
         active(&status),
-        status["stale"]
+        if status["stale"] == true { "yes" } else { "no" }
     );
     check(&[ACCEPTS, ACCEPTS_V3])?;
     println!("   (exit 1: no variant serves {ACCEPTS} any more, so no old pod may remain)\n");

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the same static confgate binary the Dockerfile puts in its image, checks it is static, prints its size.
 #
-# Usage: scripts/build-static.sh [--with-example]
+# Usage: scripts/build-static.sh [--with-example] [--policy]
 #   --with-example  also build examples/component.rs the same way (the image's example component)
+#   --policy        the -policy image's binary: the default features plus CEL content rules
 # Honours CARGO_TARGET_DIR. Prints the binary's path on the last line of stdout.
 set -euo pipefail
 
@@ -12,13 +13,18 @@ arch="$(uname -m)"
 target="${arch}-unknown-linux-gnu"
 target_dir="${CARGO_TARGET_DIR:-target}"
 extra=()
-if [[ "${1:-}" == "--with-example" ]]; then
-    extra=(--example component)
-fi
+features=()
+for arg in "$@"; do
+    case "$arg" in
+        --with-example) extra=(--example component) ;;
+        --policy) features=(--features policy) ;;
+        *) echo "build-static: unknown argument $arg (--with-example, --policy)" >&2; exit 64 ;;
+    esac
+done
 
 # glibc linked statically: the image is FROM scratch, so there is no libc to load at run time.
 export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
-cargo build --release --locked --target "$target" --bin confgate >&2
+cargo build --release --locked --target "$target" --bin confgate "${features[@]}" >&2
 # Separately: an example pulls in dev-dependencies, whose features would be unified into confgate's.
 if [[ ${#extra[@]} -gt 0 ]]; then
     cargo build --release --locked --target "$target" "${extra[@]}" >&2

@@ -1,7 +1,6 @@
 //! The commands: wiring of the modules for `run`, `wait` and `probe`. `main` maps their results to exit codes.
 
 use std::future::Future;
-use std::time::Duration;
 
 use tracing::{info, warn};
 
@@ -9,6 +8,7 @@ use crate::cli::{PathArgs, ProbeArgs, RunArgs, WaitArgs};
 use crate::gate;
 use crate::http;
 use crate::reload;
+use crate::rollout;
 use crate::server;
 use crate::settings::{self, Settings};
 use crate::state::Shared;
@@ -52,6 +52,24 @@ impl Error {
             _ => false,
         }
     }
+
+    /// `confgate status` could not read the fleet from the API server (exit 69).
+    pub fn is_unavailable(&self) -> bool {
+        #[cfg(feature = "api")]
+        if let Error::Status(e) = self {
+            return e.is_unavailable();
+        }
+        false
+    }
+
+    /// `confgate status` selected no pods (exit 66).
+    pub fn is_nothing_selected(&self) -> bool {
+        #[cfg(feature = "api")]
+        if let Error::Status(crate::api::status_cmd::Error::NoPods { .. }) = self {
+            return true;
+        }
+        false
+    }
 }
 
 /// A command's outcome when it did not fail: success, or "not accepted / not ready / timed out".
@@ -77,7 +95,24 @@ fn gate_config(p: &PathArgs) -> gate::Config {
         promote_to: p.promote_to.as_deref().map(abs),
         annotations: abs(&p.annotations),
         resync: p.resync_interval,
+        bucket: pod_bucket(),
     }
+}
+
+/// The environment variables naming this pod, in the order a rollout reads them: the UID from the
+/// downward API (`metadata.uid`), else the pod name (`metadata.name`, or the hostname the kubelet
+/// gives the container, which is the pod name unless the pod sets one).
+pub const POD_IDENTITY_ENV: [&str; 3] = ["POD_UID", "POD_NAME", "HOSTNAME"];
+
+/// This pod's place in a rollout, from the first of [`POD_IDENTITY_ENV`] that is set.
+fn pod_bucket() -> Option<rollout::Bucket> {
+    let (name, id) = POD_IDENTITY_ENV.iter().find_map(|name| {
+        let v = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+        Some((*name, v))
+    })?;
+    let bucket = rollout::Bucket::of(id.trim());
+    info!(from = name, bucket = %bucket, "rollout bucket");
+    Some(bucket)
 }
 
 fn check_paths(p: &PathArgs) -> Result<(), Error> {
@@ -194,6 +229,8 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     })?;
     let rt = runtime()?;
     rt.block_on(async move {
+        #[cfg(feature = "api")]
+        crate::api::check_credentials(&choice).await?;
         let listener = listen(args.listen).await?;
         let addr = listener.local_addr().unwrap_or(args.listen);
         info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = %promote_to_text(&args.paths), "confgate started");
@@ -209,7 +246,7 @@ fn promote_to_text(p: &PathArgs) -> String {
 }
 
 /// At start-up: each gate setting in force and where it came from, and gate-only mode said plainly.
-fn log_start(gate: &crate::cli::GateArgs, paths: &PathArgs) {
+fn log_start<const CMD: crate::cli::For>(gate: &crate::cli::GateArgs<CMD>, paths: &PathArgs) {
     let ann = crate::annotations::read_file(&paths.annotations).unwrap_or_default();
     let base = Settings::from_raw(&gate.raw()).unwrap_or_default();
     let in_force = Settings::with_annotations(&base, &base, &ann).settings;
@@ -267,7 +304,12 @@ async fn serve_and_decide(
     let reloads = reload::spawn_with(shared.clone(), client);
     let feed = feed(choice, &shared, stopped(stop_rx.clone())).await?;
     #[cfg(feature = "api")]
-    crate::api::spawn_pod_reporter(shared.clone(), stopped(stop_rx.clone())).await;
+    crate::api::spawn_pod_reporter(
+        args.pod_report == crate::cli::PodReport::Auto,
+        shared.clone(),
+        stopped(stop_rx.clone()),
+    )
+    .await;
     let mut decide = tokio::spawn(gate::run_fed(
         gate_config(&args.paths),
         feed,
@@ -380,13 +422,38 @@ pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
         configmap: args.configmap,
     };
     let rt = runtime()?;
+    if args.wait {
+        use crate::api::status_cmd::Waited;
+        let timeout = args.timeout;
+        let waited = rt.block_on(crate::api::status_cmd::wait(&query, timeout, |s| {
+            println!("{s}")
+        }))?;
+        return Ok(match waited {
+            Waited::Done(f) => {
+                print!("{}", f.table());
+                Outcome::Ok
+            }
+            Waited::Refused(why, f) => {
+                print!("{}", f.table());
+                Outcome::No(format!("refused: {why}"))
+            }
+            Waited::TimedOut(f) => {
+                print!("{}", f.table());
+                Outcome::No(format!(
+                    "timed out after {}: {}",
+                    humantime_like(timeout),
+                    f.summaries().replace('\n', "; ")
+                ))
+            }
+        });
+    }
     let fleet = rt.block_on(crate::api::status_cmd::run(&query))?;
     print!("{}", fleet.table());
     if fleet.all_match() {
-        println!("{}", fleet.summary());
+        println!("{}", fleet.summaries());
         Ok(Outcome::Ok)
     } else {
-        Ok(Outcome::No(fleet.summary()))
+        Ok(Outcome::No(fleet.summaries()))
     }
 }
 
@@ -394,23 +461,20 @@ pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
 pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
     let listen = std::env::var("CONFGATE_LISTEN").ok();
     let host_port = probe_addr(args.addr.as_deref(), listen.as_deref())?;
-    let rt = runtime()?;
     let url = format!("http://{host_port}{}", args.kind.path());
     let held = args.kind == crate::cli::ProbeKind::Ready;
-    let status_url = format!("http://{host_port}/status");
-    let got = rt.block_on(with_timeout(args.timeout, async {
-        let (code, body) = http::get(&url).await?;
+    let deadline = std::time::Instant::now() + args.timeout;
+    let got = http::get(&host_port, args.kind.path(), deadline).map(|(code, body)| {
         // Ready while holding back a newer config: say so, as the exec probe's one line.
         let holding = if held && (200..300).contains(&code) {
-            http::get(&status_url)
-                .await
+            http::get(&host_port, "/status", deadline)
                 .ok()
                 .and_then(|(_, s)| holding_line(&s))
         } else {
             None
         };
-        Ok((code, holding.map_or(body, |h| format!("{h}\n"))))
-    }));
+        (code, holding.map_or(body, |h| format!("{h}\n")))
+    });
     Ok(match got {
         Ok((code, body)) if (200..300).contains(&code) => {
             print!("{body}");
@@ -470,13 +534,14 @@ fn probe_addr(addr: Option<&str>, listen: Option<&str>) -> Result<String, Error>
     }
 }
 
-async fn with_timeout<T>(
-    d: Duration,
-    f: impl Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    tokio::time::timeout(d, f)
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {} ms", d.as_millis())))
+/// A timeout as the user would write it back: whole seconds, or milliseconds below one second.
+#[cfg(feature = "api")]
+fn humantime_like(d: std::time::Duration) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Command line: flags with their environment fallbacks (clap applies flag > env), one struct per command.
 //!
 //! The gate settings' flags are not written here: [`JudgeArgs`] and [`ActArgs`] make them from the
-//! declarations in [`crate::settings`], so a new setting reaches every command that takes its kind.
+//! declarations in [`crate::settings`], so a new setting reaches every command that takes its kind. Each
+//! command's help lists only the settings it reads ([`For`]), tagged with their annotation only where the
+//! command reads annotations.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,10 +12,15 @@ use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand,
 
 use crate::settings::{Given, Raw, Repeat, SETTINGS, Setting};
 
+/// The log filter, for every command's help: it is read from the environment only.
+const LOG_HELP: &str = "Environment:\n  CONFGATE_LOG  The log filter, in tracing's env-filter syntax: \
+                        info (the default), debug, or per module, e.g. confgate=debug,kube=warn";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "confgate",
     version,
+    after_help = LOG_HELP,
     about = "Lets a component run only a ConfigMap version it accepts",
     long_about = "Watches a mounted ConfigMap, checks its schema version against the semver range the \
                   component accepts, promotes accepted configs atomically into the component's dir and \
@@ -27,8 +34,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the sidecar: watch, decide, promote, reload, serve probes.
+    #[command(after_help = LOG_HELP)]
     Run(RunArgs),
     /// Exit 0 once an accepted config is in place (for classic init containers), 1 on timeout.
+    #[command(after_help = LOG_HELP)]
     Wait(WaitArgs),
     /// Offline verdict for ConfigMap directories or manifests (YAML or JSON); exit 0 only if all are accepted.
     Check(CheckArgs),
@@ -44,17 +53,57 @@ pub enum Command {
     Inject(InjectArgs),
 }
 
-/// Every gate setting, for `run`, `wait` and `policy`: those that decide a verdict and those that act on
-/// it, each flag made from its declaration in [`crate::settings`].
-#[derive(Debug, Clone, Default, Args)]
-pub struct GateArgs {
-    #[command(flatten)]
-    pub judge: JudgeArgs,
-    #[command(flatten)]
-    pub act: ActArgs,
+/// Which command a set of setting flags is for: what it reads decides which flags it has and what their
+/// help says. A `u8` because const generic parameters cannot be enums on the supported Rust.
+pub type For = u8;
+/// `run`: every gate setting, also read from the pod's annotations.
+pub const RUN: For = 0;
+/// `wait`: what decides a verdict, and `mode` (observe promotes anything); it sends no reload, so no
+/// `reload` or `confirm`, and `on-incompatible` changes readiness, which it does not serve.
+pub const WAIT: For = 1;
+/// `check`: what decides a verdict, several ranges, no annotations.
+pub const CHECK: For = 2;
+/// `policy`: what decides a verdict, and `mode` (observe warns instead of denying); no annotations.
+pub const POLICY: For = 3;
+
+/// Whether the command also reads its settings from the pod's annotations (so its help names them).
+const fn annotated(cmd: For) -> bool {
+    matches!(cmd, RUN | WAIT)
 }
 
-impl GateArgs {
+/// Whether the command takes the setting.
+fn takes(cmd: For, s: &Setting) -> bool {
+    s.judging || cmd == RUN || (matches!(cmd, WAIT | POLICY) && s.flag == MODE_FLAG)
+}
+
+/// The one acting setting `wait` and `policy` read.
+const MODE_FLAG: &str = "mode";
+
+/// A setting's help for the command: `policy` compiles a version source into CEL, which has no JSON or
+/// YAML parser, so it takes `file:` sources only, and its `mode` chooses the policy's action.
+fn help_for(cmd: For, s: &Setting) -> String {
+    match (cmd, s.flag) {
+        (POLICY, "version-from") => {
+            "Where the version is: file:KEY, a key holding only the version (the API server's CEL cannot \
+             read a JSON or YAML document)"
+                .to_owned()
+        }
+        (POLICY, MODE_FLAG) => "enforce (deny), or observe (warn and audit only)".to_owned(),
+        _ => s.help.to_owned(),
+    }
+}
+
+/// The gate settings command `CMD` takes: those that decide a verdict and those that act on it, each
+/// flag made from its declaration in [`crate::settings`].
+#[derive(Debug, Clone, Default, Args)]
+pub struct GateArgs<const CMD: For = RUN> {
+    #[command(flatten)]
+    pub judge: JudgeArgs<CMD>,
+    #[command(flatten)]
+    pub act: ActArgs<CMD>,
+}
+
+impl<const CMD: For> GateArgs<CMD> {
     /// The raw settings with the last `--accepts`; commands other than `check` refuse several.
     pub fn raw(&self) -> Raw {
         let mut raw = self.judge.raw();
@@ -75,10 +124,9 @@ impl GateArgs {
     }
 }
 
-/// The gate settings that decide a verdict, which `check` takes too. `ANNOTATED`: whether the command
-/// also reads them from pod annotations, as its help then says; `check` does not.
+/// The gate settings that decide a verdict, which every command that judges takes.
 #[derive(Debug, Clone, Default)]
-pub struct JudgeArgs<const ANNOTATED: bool = true> {
+pub struct JudgeArgs<const CMD: For = RUN> {
     /// Each `--accepts` given, in order; only `check` takes several.
     pub ranges: Vec<String>,
     /// With the last of `ranges`.
@@ -87,7 +135,7 @@ pub struct JudgeArgs<const ANNOTATED: bool = true> {
     from: Vec<(&'static str, Given)>,
 }
 
-impl<const ANNOTATED: bool> JudgeArgs<ANNOTATED> {
+impl<const CMD: For> JudgeArgs<CMD> {
     /// The raw settings with the last `--accepts`.
     pub fn raw(&self) -> Raw {
         self.raw.clone()
@@ -112,25 +160,25 @@ impl<const ANNOTATED: bool> JudgeArgs<ANNOTATED> {
     }
 }
 
-/// The gate settings that act on a verdict (reload, readiness, mode); `check` has none of them.
+/// The gate settings that act on a verdict (reload, readiness, mode), those of them command `CMD` reads.
 #[derive(Debug, Clone, Default)]
-pub struct ActArgs {
+pub struct ActArgs<const CMD: For = RUN> {
     raw: Raw,
     from: Vec<(&'static str, Given)>,
 }
 
-impl<const ANNOTATED: bool> Args for JudgeArgs<ANNOTATED> {
+impl<const CMD: For> Args for JudgeArgs<CMD> {
     fn augment_args(cmd: clap::Command) -> clap::Command {
-        setting_args(cmd, true, ANNOTATED)
+        setting_args(cmd, true, CMD)
     }
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
     }
 }
 
-impl<const ANNOTATED: bool> FromArgMatches for JudgeArgs<ANNOTATED> {
+impl<const CMD: For> FromArgMatches for JudgeArgs<CMD> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let (raw, ranges, from) = given(m, true);
+        let (raw, ranges, from) = given(m, true, CMD);
         Ok(JudgeArgs { ranges, raw, from })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -139,18 +187,18 @@ impl<const ANNOTATED: bool> FromArgMatches for JudgeArgs<ANNOTATED> {
     }
 }
 
-impl Args for ActArgs {
+impl<const CMD: For> Args for ActArgs<CMD> {
     fn augment_args(cmd: clap::Command) -> clap::Command {
-        setting_args(cmd, false, true)
+        setting_args(cmd, false, CMD)
     }
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
     }
 }
 
-impl FromArgMatches for ActArgs {
+impl<const CMD: For> FromArgMatches for ActArgs<CMD> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let (raw, _, from) = given(m, false);
+        let (raw, _, from) = given(m, false, CMD);
         Ok(ActArgs { raw, from })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -159,16 +207,20 @@ impl FromArgMatches for ActArgs {
     }
 }
 
-/// Adds a flag, with its environment variable, for each gate setting whose `judging` is `judging`.
-/// None has a clap default: an absent flag must stay absent, so that an annotation, then the
-/// setting's own default, applies and the start-up log can say where a value came from.
-fn setting_args(mut cmd: clap::Command, judging: bool, annotated: bool) -> clap::Command {
-    for s in SETTINGS.iter().filter(|s| s.judging == judging) {
-        let mut help = s.help.to_owned();
-        if s.repeat == Repeat::PerRange && !annotated {
+/// Adds a flag, with its environment variable, for each gate setting whose `judging` is `judging` and
+/// which command `for_` takes. None has a clap default: an absent flag must stay absent, so that an
+/// annotation, then the setting's own default, applies and the start-up log can say where a value came
+/// from.
+fn setting_args(mut cmd: clap::Command, judging: bool, for_: For) -> clap::Command {
+    for s in SETTINGS
+        .iter()
+        .filter(|s| s.judging == judging && takes(for_, s))
+    {
+        let mut help = help_for(for_, s);
+        if s.repeat == Repeat::PerRange && for_ == CHECK {
             help.push_str("; repeat it to see, per range, which variant would run");
         }
-        if annotated {
+        if annotated(for_) {
             help.push_str(&format!(" [annotation {}]", s.annotation));
         }
         if let Some(default) = s.default_text() {
@@ -206,13 +258,20 @@ fn setting_args(mut cmd: clap::Command, judging: bool, annotated: bool) -> clap:
     cmd
 }
 
-/// The raw values of the gate settings whose `judging` is `judging`, and every value of the one
-/// repeated per range.
-fn given(m: &ArgMatches, judging: bool) -> (Raw, Vec<String>, Vec<(&'static str, Given)>) {
+/// The raw values of the gate settings whose `judging` is `judging` (those command `for_` takes), every
+/// value of the one repeated per range, and where clap found each given.
+fn given(
+    m: &ArgMatches,
+    judging: bool,
+    for_: For,
+) -> (Raw, Vec<String>, Vec<(&'static str, Given)>) {
     let mut raw = Raw::default();
     let mut ranges = Vec::new();
     let mut from = Vec::new();
-    for s in SETTINGS.iter().filter(|s| s.judging == judging) {
+    for s in SETTINGS
+        .iter()
+        .filter(|s| s.judging == judging && takes(for_, s))
+    {
         let file_flag = match s.repeat {
             Repeat::Lines { file_flag, .. } => Some(file_flag),
             Repeat::Once | Repeat::PerRange => None,
@@ -278,6 +337,15 @@ fn read_lines_file(path: &str, flag: &str) -> Result<String, String> {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// Whether `run` reports to its own pod (Events, the pod conditions) through the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PodReport {
+    /// When POD_NAME and POD_NAMESPACE are set, with the mounted ServiceAccount token (or a kubeconfig).
+    Auto,
+    /// Never: no request to the API server about the pod.
+    Off,
 }
 
 /// What the watched content is: a Secret's content is never published, not even its plain hash.
@@ -346,6 +414,11 @@ pub struct RunArgs {
     /// PEM file of CA certificates trusted for https:// reload targets, besides the system roots
     #[arg(long, env = "CONFGATE_RELOAD_CA", value_name = "FILE")]
     pub reload_ca: Option<std::path::PathBuf>,
+    /// Report to the sidecar's own pod through the API server, in volume mode too: Events, the
+    /// conditions confgate.io/config-compatible and config-current, and their facts (auto: when
+    /// POD_NAME and POD_NAMESPACE are set; builds without the api feature never report)
+    #[arg(long, env = "CONFGATE_POD_REPORT", value_enum, default_value = "auto")]
+    pub pod_report: PodReport,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -353,7 +426,7 @@ pub struct WaitArgs {
     #[command(flatten)]
     pub paths: PathArgs,
     #[command(flatten)]
-    pub gate: GateArgs,
+    pub gate: GateArgs<WAIT>,
     /// Give up after this long (exit 1 with the reason)
     #[arg(long, value_name = "DUR", default_value = "5m", value_parser = duration)]
     pub timeout: std::time::Duration,
@@ -363,7 +436,7 @@ pub struct WaitArgs {
 pub struct CheckArgs {
     /// The settings that decide a verdict; `check` reads no annotations.
     #[command(flatten)]
-    pub gate: JudgeArgs<false>,
+    pub gate: JudgeArgs<CHECK>,
     /// Judge only the ConfigMaps with this name (repeatable); directories are always judged
     #[arg(long = "name", value_name = "NAME")]
     pub names: Vec<String>,
@@ -378,7 +451,7 @@ pub struct PolicyArgs {
     /// The same --accepts, --version-from (file:KEY only), --require, --rule and --rules-file;
     /// --mode observe gives [Warn, Audit]
     #[command(flatten)]
-    pub gate: GateArgs,
+    pub gate: GateArgs<POLICY>,
     /// Namespace of the guarded ConfigMap
     #[arg(long, value_name = "NS")]
     pub namespace: String,
@@ -439,9 +512,17 @@ pub struct StatusArgs {
     /// Label selector for the pods, e.g. app=webhook
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
-    /// Compare each pod's active config with this ConfigMap's current content
+    /// Compare each pod's active config with this ConfigMap's current content (mid-rollout: with the
+    /// track each pod is assigned)
     #[arg(long, value_name = "NAME")]
     pub configmap: Option<String>,
+    /// Wait until every selected pod has applied the config assigned to it (exit 0); exit 1 at the
+    /// first refusal (a pod holds back its config or the component rejected it) or at the timeout
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = duration, requires = "wait")]
+    pub timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -457,6 +538,52 @@ pub struct InjectArgs {
     pub volume: Option<String>,
 }
 
+/// A usage error as clap made it, without a suggestion that is not near what was typed: clap suggests
+/// the flag most similar by Jaro similarity over 0.7, which pairs unrelated names (`--frobnicate` with
+/// `--on-incompatible`). A suggestion is kept when it is at most a third of the typed name's edits away
+/// (at least two: a transposed pair), as `--acept` for `--accepts` or `--relaod` for `--reload` are.
+pub fn without_far_suggestions(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return e;
+    }
+    let (Some(ContextValue::String(typed)), Some(ContextValue::String(suggested))) = (
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::SuggestedArg),
+    ) else {
+        return e;
+    };
+    let typed = typed.split('=').next().unwrap_or(typed);
+    let (a, b) = (
+        typed.trim_start_matches('-'),
+        suggested.trim_start_matches('-'),
+    );
+    if edits(a, b) > (a.chars().count() / 3).max(2) {
+        e.remove(ContextKind::SuggestedArg);
+        // The usage line clap made shows the suggested flag as if it were required.
+        e.remove(ContextKind::Usage);
+    }
+    e
+}
+
+/// The Levenshtein distance between two names.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(prev + usize::from(ca != *cb));
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 fn duration(s: &str) -> Result<std::time::Duration, String> {
     crate::values::parse_duration(s)
 }
@@ -464,6 +591,15 @@ fn duration(s: &str) -> Result<std::time::Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edits_count_insertions_deletions_and_substitutions() {
+        assert_eq!(edits("accepts", "accepts"), 0);
+        assert_eq!(edits("acept", "accepts"), 2);
+        assert_eq!(edits("relaod", "reload"), 2);
+        assert_eq!(edits("", "mode"), 4);
+        assert!(edits("frobnicate", "on-incompatible") > 5);
+    }
 
     /// `run` takes every gate setting as its flag, with its environment variable.
     #[test]

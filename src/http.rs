@@ -1,11 +1,11 @@
 //! Outgoing HTTP: the client that reload POSTs and `confirm`'s metric reads go through (with its TLS
-//! roots), and the plain GET of `confgate probe`. Knows nothing of settings or status.
+//! roots), and the plain blocking GET of `confgate probe`. Knows nothing of settings or status.
 
 #[cfg(feature = "tls")]
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -92,24 +92,129 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     Ok(config)
 }
 
-/// GETs `url` over plain HTTP: the status code and the body as text.
-pub(crate) async fn get(url: &str) -> Result<(u16, String), String> {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
-    let uri: hyper::Uri = url.parse().map_err(|e| format!("{e}"))?;
-    let resp = client.get(uri).await.map_err(|e| {
-        use std::error::Error as _;
-        match e.source() {
-            Some(s) => format!("{e}: {s}"),
-            None => e.to_string(),
+/// The most of an answer `get` reads: every endpoint's answer is bounded far below it.
+const GET_MAX: usize = 1024 * 1024;
+
+/// GETs `path` from `host_port` over plain HTTP/1.1, blocking, all within `deadline`: the status
+/// code and the body as text. `confgate probe`'s one request, run every few seconds in every pod, so
+/// it is a connect, a write and a read on one socket: no async runtime, no pool, no TLS.
+pub(crate) fn get(
+    host_port: &str,
+    path: &str,
+    deadline: std::time::Instant,
+) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    let left = || {
+        deadline
+            .checked_duration_since(std::time::Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| "no answer in time".to_owned())
+    };
+    let addrs = std::net::ToSocketAddrs::to_socket_addrs(host_port)
+        .map_err(|e| format!("cannot resolve {host_port}: {e}"))?;
+    let mut last = format!("{host_port} resolves to no address");
+    let mut conn = None;
+    for a in addrs {
+        match std::net::TcpStream::connect_timeout(&a, left()?) {
+            Ok(s) => {
+                conn = Some(s);
+                break;
+            }
+            Err(e) => last = format!("cannot connect to {a}: {e}"),
         }
-    })?;
-    let code = resp.status().as_u16();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+    }
+    let mut s = conn.ok_or(last)?;
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            "no answer in time".to_owned()
+        }
+        _ => e.to_string(),
+    };
+    s.set_write_timeout(Some(left()?)).map_err(io)?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host_port}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(io)?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        s.set_read_timeout(Some(left()?)).map_err(io)?;
+        match s.read(&mut chunk).map_err(io)? {
+            0 => break,
+            n if buf.len() + n > GET_MAX => return Err("answer too large".into()),
+            n => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    parse_answer(&buf).ok_or_else(|| "not an HTTP/1.1 answer".to_owned())
+}
+
+/// The status code and body of a complete HTTP/1.x answer (its connection closed after it).
+fn parse_answer(raw: &[u8]) -> Option<(u16, String)> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&raw[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let code = lines
+        .next()?
+        .strip_prefix("HTTP/1.")?
+        .get(2..5)?
+        .parse()
+        .ok()?;
+    let mut chunked = false;
+    let mut length = None;
+    for l in lines {
+        let (k, v) = l.split_once(':')?;
+        let v = v.trim();
+        if k.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = v.eq_ignore_ascii_case("chunked");
+        } else if k.eq_ignore_ascii_case("content-length") {
+            length = Some(v.parse::<usize>().ok()?);
+        }
+    }
+    let rest = &raw[end + 4..];
+    let body = if chunked {
+        let mut out = Vec::new();
+        let mut at = rest;
+        loop {
+            let nl = at.windows(2).position(|w| w == b"\r\n")?;
+            let size = std::str::from_utf8(&at[..nl]).ok()?;
+            let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(at.get(nl + 2..nl + 2 + size)?);
+            at = at.get(nl + 4 + size..)?;
+        }
+        out
+    } else {
+        rest.get(..length.unwrap_or(rest.len()))?.to_vec()
+    };
+    Some((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_answer;
+
+    #[test]
+    fn answers_with_a_length_chunks_or_neither() {
+        let p = |s: &str| parse_answer(s.as_bytes());
+        assert_eq!(
+            p("HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nok\n"),
+            Some((200, "ok\n".into()))
+        );
+        assert_eq!(
+            p(
+                "HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nwait\r\n3\r\ning\r\n0\r\n\r\n"
+            ),
+            Some((503, "waiting".into()))
+        );
+        assert_eq!(
+            p("HTTP/1.0 204 No Content\r\n\r\n"),
+            Some((204, String::new()))
+        );
+        // Cut short: the length promises more than came.
+        assert_eq!(p("HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nok"), None);
+        assert_eq!(p("SSH-2.0-OpenSSH\r\n\r\n"), None);
+    }
 }

@@ -42,6 +42,10 @@ pub enum Error {
     TooManyDocuments { path: String },
     #[error("{workload}: {problem}")]
     Workload { workload: String, problem: String },
+    #[error(
+        "--image {image:?}: {problem}; expected an image reference such as registry.example/confgate:0.1.0"
+    )]
+    Image { image: String, problem: String },
     #[error("cannot write YAML: {0}")]
     Write(String),
 }
@@ -137,10 +141,12 @@ fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result
     let Some(template) = pod_template(doc, &kind) else {
         return Ok(());
     };
-    let accepts = template
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(ACCEPTS))
-        .is_some();
+    let annotations = template.pointer("/metadata/annotations");
+    check_annotations(annotations).map_err(|problem| Error::Workload {
+        workload: workload.clone(),
+        problem,
+    })?;
+    let accepts = annotations.and_then(|a| a.get(ACCEPTS)).is_some();
     if !accepts {
         out.push(Outcome {
             workload,
@@ -164,6 +170,128 @@ fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result
         injected: o.is_some(),
         why: o.unwrap_or_else(|| format!("already has a {CONTAINER} container")),
     });
+    Ok(())
+}
+
+/// The pod's `confgate.io/` annotations, checked as the sidecar will read them (and as `check` does): a
+/// misspelled or bad one would leave the injected sidecar never ready, or a typo in `accepts` skip the
+/// workload in silence.
+fn check_annotations(annotations: Option<&Value>) -> Result<(), String> {
+    let Some(map) = annotations.and_then(Value::as_object) else {
+        return Ok(());
+    };
+    let mut ours = crate::annotations::Annotations::new();
+    for (k, v) in map.iter().filter(|(k, _)| k.starts_with("confgate.io/")) {
+        let Some(v) = v.as_str() else {
+            return Err(format!(
+                "annotation {k} is {}, not a string; quote it",
+                shape(v)
+            ));
+        };
+        ours.insert(k.clone(), v.to_owned());
+    }
+    if ours.is_empty() {
+        return Ok(());
+    }
+    let defaults = crate::settings::Settings::default();
+    let resolved = crate::settings::Settings::with_annotations(&defaults, &defaults, &ours);
+    if resolved.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "bad confgate.io/ annotations on its pods: {}",
+            resolved.problems.join("; ")
+        ))
+    }
+}
+
+/// Whether `image` is an image reference the kubelet can pull: `[HOST[:PORT]/]PATH[:TAG][@DIGEST]`, as
+/// the distribution reference grammar has it. The pod would otherwise be accepted and never start.
+pub fn check_image(image: &str) -> Result<(), String> {
+    if image.is_empty() {
+        return Err("empty".into());
+    }
+    if let Some(c) = image.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("holds {c:?}"));
+    }
+    let (rest, digest) = match image.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (image, None),
+    };
+    if let Some(d) = digest {
+        let (alg, hex) = d.split_once(':').ok_or("a digest is ALGORITHM:HEX")?;
+        let alg_ok = !alg.is_empty()
+            && alg.split(['+', '.', '_', '-']).all(|p| {
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            });
+        if !alg_ok
+            || hex.len() < 32
+            || !hex
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "=_-".contains(c))
+        {
+            return Err(format!(
+                "the digest {d:?} is not ALGORITHM:HEX (e.g. sha256: and 64 hex digits)"
+            ));
+        }
+    }
+    // A tag follows the last `:` that comes after the last `/` (a colon before it is a port).
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[last_slash..].rfind(':') {
+        Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(t) = tag {
+        let ok = (1..=128).contains(&t.len())
+            && t.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !ok {
+            return Err(format!(
+                "the tag {t:?} is not 1 to 128 letters, digits, '_', '.' or '-' (not starting with '.' or '-')"
+            ));
+        }
+    }
+    let mut parts: Vec<&str> = name.split('/').collect();
+    // The first part is a registry when it looks like a host: a dot, a port, or localhost.
+    if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
+        let host = parts.remove(0);
+        let (h, port) = host
+            .split_once(':')
+            .map_or((host, None), |(h, p)| (h, Some(p)));
+        let host_ok = !h.is_empty()
+            && h.split('.').all(|l| {
+                !l.is_empty()
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            });
+        if !host_ok || port.is_some_and(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()))
+        {
+            return Err(format!("the registry {host:?} is not HOST or HOST:PORT"));
+        }
+    }
+    for p in &parts {
+        // Lower-case letters and digits, separated by one `.` or `_`, two `_`, or any number of `-`.
+        let ok = !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+            && p.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && p.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && !p.contains("..")
+            && !p.contains("._")
+            && !p.contains("_.")
+            && !p.contains("___");
+        if !ok {
+            return Err(format!(
+                "the name part {p:?} is not lower-case letters and digits separated by '.', '_', '__' or '-'"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -227,11 +355,22 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         .and_then(Value::as_array_mut)
         .expect("config_volume found the volumes");
     for v in volumes.iter_mut() {
-        if v.get("name").and_then(Value::as_str) == Some(config.as_str())
-            && let Some(cm) = v.get_mut("configMap").and_then(Value::as_object_mut)
-        {
-            // A missing ConfigMap becomes the verdict "missing" instead of a pod stuck in ContainerCreating.
+        if v.get("name").and_then(Value::as_str) != Some(config.as_str()) {
+            continue;
+        }
+        // A missing ConfigMap becomes the verdict "missing" instead of a pod stuck in ContainerCreating.
+        if let Some(cm) = v.get_mut("configMap").and_then(Value::as_object_mut) {
             cm.insert("optional".into(), true.into());
+        }
+        for s in v
+            .pointer_mut("/projected/sources")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(cm) = s.get_mut("configMap").and_then(Value::as_object_mut) {
+                cm.insert("optional".into(), true.into());
+            }
         }
     }
     for (name, v) in [
@@ -308,19 +447,71 @@ fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, St
         Some(other) => return Err(format!("volumes is {}, not a list", shape(other))),
     };
     let mut cms: Vec<&str> = Vec::new();
+    // Projected volumes with a ConfigMap source and a source of another kind: why each cannot be gated.
+    let mut mixed: Vec<(&str, String)> = Vec::new();
     for (i, v) in volumes.iter().enumerate() {
+        let name = v.get("name").and_then(Value::as_str);
+        let which = || name.map_or_else(|| format!("volumes[{i}]"), |n| format!("volume {n}"));
+        if let Some(sources) = v.pointer("/projected/sources").and_then(Value::as_array) {
+            let kinds: Vec<&str> = sources
+                .iter()
+                .filter_map(|s| s.as_object()?.keys().next().map(String::as_str))
+                .collect();
+            if !kinds.contains(&"configMap") {
+                continue;
+            }
+            if let Some(s) = sources
+                .iter()
+                .find(|s| s.get("configMap").is_some_and(|c| !c.is_object()))
+            {
+                return Err(format!(
+                    "{}: a projected configMap source is {}, not a mapping",
+                    which(),
+                    shape(&s["configMap"])
+                ));
+            }
+            let others: Vec<&str> = kinds
+                .iter()
+                .copied()
+                .filter(|k| *k != "configMap")
+                .collect();
+            if others.is_empty() {
+                cms.extend(name);
+            } else if let Some(n) = name {
+                mixed.push((
+                    n,
+                    format!(
+                        "volume {n} projects a ConfigMap together with {}: confgate would judge and \
+                         promote them as one config, and the component would read a copy of the rest \
+                         that changes only when the config does; give the ConfigMap a volume of its own",
+                        others.join(", ")
+                    ),
+                ));
+            }
+            continue;
+        }
         let Some(cm) = v.get("configMap") else {
             continue;
         };
-        let name = v.get("name").and_then(Value::as_str);
         if !cm.is_object() {
-            let which = name.map_or_else(|| format!("volumes[{i}]"), |n| format!("volume {n}"));
             return Err(format!(
-                "{which}: configMap is {}, not a mapping (expected configMap: {{name: CONFIGMAP}})",
+                "{}: configMap is {}, not a mapping (expected configMap: {{name: CONFIGMAP}})",
+                which(),
                 shape(cm)
             ));
         }
         cms.extend(name);
+    }
+    if let Some(want) = &opts.volume
+        && let Some((_, why)) = mixed.iter().find(|(n, _)| n == want)
+    {
+        return Err(why.clone());
+    }
+    if opts.volume.is_none()
+        && cms.is_empty()
+        && let [(_, why)] = mixed.as_slice()
+    {
+        return Err(why.clone());
     }
     match (&opts.volume, cms.as_slice()) {
         (Some(want), _) if cms.contains(&want.as_str()) => Ok(want.clone()),
@@ -389,7 +580,7 @@ fn sidecar(config: &str, opts: &Options, port: u16) -> Value {
         "readinessProbe": ready,
         "livenessProbe": live,
         "resources": {
-            "requests": {"cpu": "5m", "memory": "8Mi"},
+            "requests": {"cpu": "5m", "memory": "10Mi"},
             "limits": {"memory": "16Mi"},
         },
         "securityContext": {
@@ -416,6 +607,10 @@ fn sidecar(config: &str, opts: &Options, port: u16) -> Value {
 
 /// Reads each path (`-` is standard input; none means standard input), injects, and renders.
 pub fn run(paths: &[std::path::PathBuf], opts: &Options) -> Result<(String, Vec<Outcome>), Error> {
+    check_image(&opts.image).map_err(|problem| Error::Image {
+        image: opts.image.clone(),
+        problem,
+    })?;
     let stdin = [std::path::PathBuf::from("-")];
     let paths = if paths.is_empty() { &stdin[..] } else { paths };
     let mut docs = Vec::new();

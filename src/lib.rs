@@ -20,6 +20,8 @@
 //! 3. The pure core.
 //!    - [`verdict`]: version extraction, semver range, required keys. No I/O.
 //!    - [`variants`]: the one choice among several versions of the config file in one ConfigMap.
+//!    - [`rollout`]: a config rolled out to a share of the fleet (`K.next`, `confgate.rollout`), each
+//!      pod's track from its bucket.
 //!    - `workloads`: the ConfigMaps the annotated workloads in a manifest stream read, so `check`
 //!      judges each with its workload's settings.
 //! 4. I/O at the edges.
@@ -32,7 +34,7 @@
 //! 5. The loop and the commands.
 //!    - [`gate`]: the decision loop tying the above together.
 //!    - [`check`]: offline verdicts for directories and manifests.
-//!    - [`policy`]: the admission policy for `confgate policy`.
+//!    - `policy` (cargo feature `policy`, off by default): the admission policy for `confgate policy`.
 //!    - [`inject`]: adds the sidecar to workload manifests.
 //!    - `api` (feature `api`, on by default): the ConfigMap source over the API, Events, the pod
 //!      condition and `confgate status`.
@@ -66,6 +68,7 @@ pub(crate) mod metrics;
 pub mod policy;
 pub mod promote;
 pub mod reload;
+pub mod rollout;
 pub mod rules;
 pub mod server;
 pub mod settings;

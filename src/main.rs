@@ -8,16 +8,20 @@ use confgate::cli::{Cli, Command, LogFormat};
 use confgate::settings::Settings;
 use confgate::{check, settings};
 
-/// Exit codes, as documented: success, not accepted/ready, bad usage or setting, internal error.
+/// Exit codes, as documented: success, not accepted/ready, bad usage or setting, nothing selected
+/// (`status`), the API server unavailable (`status`), internal error.
 const EXIT_OK: u8 = 0;
 const EXIT_NO: u8 = 1;
 const EXIT_USAGE: u8 = 64;
+const EXIT_NOINPUT: u8 = 66;
+const EXIT_UNAVAILABLE: u8 = 69;
 const EXIT_INTERNAL: u8 = 70;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            let e = confgate::cli::without_far_suggestions(e);
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
@@ -27,21 +31,19 @@ fn main() -> ExitCode {
         Command::Wait(a) => (a.paths.log_format, true),
         _ => (LogFormat::Text, false),
     };
-    init_tracing(format);
-    let single = match &cli.command {
-        Command::Run(a) => Some(&a.gate),
-        Command::Wait(a) => Some(&a.gate),
+    // A probe logs nothing: it prints one line, and starts every few seconds in every pod.
+    if !matches!(cli.command, Command::Probe(_)) {
+        init_tracing(format);
+    }
+    let ranges = match &cli.command {
+        Command::Run(a) => a.gate.judge.ranges.len(),
+        Command::Wait(a) => a.gate.judge.ranges.len(),
         #[cfg(feature = "policy")]
-        Command::Policy(a) => Some(&a.gate),
-        _ => None,
+        Command::Policy(a) => a.gate.judge.ranges.len(),
+        _ => 0,
     };
-    if let Some(g) = single
-        && g.judge.ranges.len() > 1
-    {
-        eprintln!(
-            "confgate: --accepts is given {} times; only check takes several ranges",
-            g.judge.ranges.len()
-        );
+    if ranges > 1 {
+        eprintln!("confgate: --accepts is given {ranges} times; only check takes several ranges");
         return ExitCode::from(EXIT_USAGE);
     }
     let result = match cli.command {
@@ -71,6 +73,10 @@ fn main() -> ExitCode {
             }
             ExitCode::from(if e.is_usage() {
                 EXIT_USAGE
+            } else if e.is_nothing_selected() {
+                EXIT_NOINPUT
+            } else if e.is_unavailable() {
+                EXIT_UNAVAILABLE
             } else {
                 EXIT_INTERNAL
             })
@@ -163,18 +169,32 @@ fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CONFGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // `CONFGATE_LOG`: a level, or `target=level` directives (`info,confgate::reload=debug`); anything
+    // else is `info`. A target list rather than tracing's `EnvFilter`, which links a regular-expression
+    // engine for filters a sidecar's logs do not need.
+    let filter = std::env::var("CONFGATE_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+        });
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
+            .finish()
+            .with(filter)
             .init(),
-        LogFormat::Text => builder.with_ansi(false).fmt_fields(Logfmt).init(),
+        LogFormat::Text => builder
+            .with_ansi(false)
+            .fmt_fields(Logfmt)
+            .finish()
+            .with(filter)
+            .init(),
     }
 }
 

@@ -24,10 +24,21 @@ pub struct View<'a> {
     pub last_reload_successful: Option<bool>,
     /// The active variant's key, with the variants setting.
     pub variant: Option<&'a str>,
+    /// With a rollout in the ConfigMap: this pod's track, the percentage as shown and in hundredths.
+    pub rollout: Option<(&'a str, &'a str, u32)>,
 }
 
 /// Upper bounds of the reload-duration histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+/// Which watch an error came from: `confgate_watch_errors_total`'s `source` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchSource {
+    /// The file watch on the volume and the annotations.
+    Files,
+    /// The API source's lists and watches.
+    Api,
+}
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -36,7 +47,8 @@ pub struct Metrics {
     promotion_failures: AtomicU64,
     reload_success: AtomicU64,
     reload_failure: AtomicU64,
-    watch_errors: AtomicU64,
+    watch_errors_files: AtomicU64,
+    watch_errors_api: AtomicU64,
     /// Unix seconds of the last promotion, as f64 bits.
     last_promotion: AtomicU64,
     histogram: Mutex<Histogram>,
@@ -83,8 +95,12 @@ impl Metrics {
         self.promotion_failures.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn watch_error(&self) {
-        self.watch_errors.fetch_add(1, Ordering::Relaxed);
+    pub fn watch_error(&self, source: WatchSource) {
+        match source {
+            WatchSource::Files => &self.watch_errors_files,
+            WatchSource::Api => &self.watch_errors_api,
+        }
+        .fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn reload(&self, ok: bool, seconds: f64) {
@@ -150,6 +166,25 @@ impl Metrics {
                 escape(version),
             );
         }
+        if let Some((track, percent, hundredths)) = s.rollout {
+            head(
+                &mut out,
+                "confgate_rollout_info",
+                "With a rollout in the ConfigMap: the track this pod runs (stable or candidate) and the rollout's percentage.",
+                "gauge",
+            );
+            let _ = writeln!(
+                out,
+                "confgate_rollout_info{{track=\"{track}\",percent=\"{}\"}} 1",
+                escape(percent)
+            );
+            gauge(
+                &mut out,
+                "confgate_rollout_candidate_ratio",
+                "With a rollout in the ConfigMap: the share of pods it puts on the candidate, 0 to 1.",
+                f64::from(hundredths) / 10_000.0,
+            );
+        }
         head(
             &mut out,
             "confgate_applied_config_info",
@@ -196,12 +231,22 @@ impl Metrics {
             "Promotions that failed; the previous config stayed whole.",
             &self.promotion_failures,
         );
-        counter(
+        head(
             &mut out,
             "confgate_watch_errors_total",
-            "Errors or overflows reported by the file watch, and failures of the ConfigMap watch in API mode.",
-            &self.watch_errors,
+            "Watch errors, by source: files (the file watch's errors and overflows) or api (failed lists and watches of the API source).",
+            "counter",
         );
+        for (source, n) in [
+            ("files", &self.watch_errors_files),
+            ("api", &self.watch_errors_api),
+        ] {
+            let _ = writeln!(
+                out,
+                "confgate_watch_errors_total{{source=\"{source}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         head(
             &mut out,
             "confgate_reloads_total",

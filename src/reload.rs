@@ -266,7 +266,9 @@ pub fn spawn(shared: Arc<Shared>) -> Handle {
     }
 }
 
-/// Starts the worker with this client.
+/// Starts the worker with this client, on the current runtime. Not on a thread of its own: measured
+/// side by side on a loaded machine, waking another thread for each POST cost more (median 0.80
+/// against 0.56 ms, p99 15 against 1.1 ms) than the loop's bookkeeping the POST waits for here.
 pub fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
     let (tx, rx) = watch::channel(None);
     // Unbounded: at most three outcomes per attempt, and attempts are spaced by backoff.

@@ -57,6 +57,61 @@ pub struct CandidateView {
     pub variant: Option<String>,
 }
 
+/// Which config of a rollout a pod runs: the stable keys, or the candidate's (`K.next` under `K`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Track {
+    Stable,
+    Candidate,
+}
+
+impl Track {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Track::Stable => "stable",
+            Track::Candidate => "candidate",
+        }
+    }
+}
+
+impl std::fmt::Display for Track {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A rollout as this pod sees it: the ConfigMap holds `.next` keys or `confgate.rollout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutView {
+    /// The percentage of pods on the candidate (`25%`); `None` when `confgate.rollout` is absent.
+    pub percent: Option<String>,
+    /// The same share in hundredths of a percent (0 when absent), for the metrics.
+    #[serde(skip)]
+    pub hundredths: u32,
+    /// This pod's bucket (`12.34%`): on the candidate when below the percentage. `None` without a
+    /// pod identity.
+    pub bucket: Option<String>,
+    /// The track the bucket gives this pod.
+    pub assigned: Track,
+    /// The track of what this pod promotes: stable when the candidate is held on it.
+    pub track: Track,
+    /// The keys the candidate changes, listed (bounded).
+    pub keys: String,
+    /// The candidate held on this pod (outside its range, invalid, or refused by the component).
+    pub held: Option<RolloutHeld>,
+    /// The assignment in words.
+    pub reason: String,
+}
+
+/// A candidate held back on a pod assigned to it, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutHeld {
+    pub version: Option<String>,
+    pub sha256: Option<String>,
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
 /// The last outcome of reload signalling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -91,6 +146,9 @@ pub struct ReloadView {
     /// Whether the last finished reload was applied (false: rejected, or not reached); kept while the
     /// next one is in flight.
     pub last_reload_successful: Option<bool>,
+    /// Attempts in a row that did not reach the component (`failure`), whatever content they carried;
+    /// back to 0 when one reaches it (applied, refused, or nothing to reload).
+    pub consecutive_failures: u32,
 }
 
 impl Default for ReloadView {
@@ -102,6 +160,7 @@ impl Default for ReloadView {
             last_success_sha256: None,
             requested: 0,
             last_reload_successful: None,
+            consecutive_failures: 0,
         }
     }
 }
@@ -167,6 +226,8 @@ pub struct Status {
     pub checks: Vec<Check>,
     /// Why the config dir is not being watched (confgate then polls every second), if it is not.
     pub watch_error: Option<String>,
+    /// The rollout in the newest config, as this pod sees it (none without rollout keys).
+    pub rollout: Option<RolloutView>,
     /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::to_json`]),
     /// since its health depends on the time it is read at.
     #[serde(skip)]
@@ -190,6 +251,7 @@ impl Default for Status {
             started: false,
             checks: Vec::new(),
             watch_error: None,
+            rollout: None,
             source: None,
         }
     }
@@ -278,6 +340,13 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
                 .map(|a| (a.version.as_deref().unwrap_or(""), &a.sha256)),
             last_reload_successful: s.reload.last_reload_successful,
             variant: s.active.as_ref().and_then(|a| a.variant.as_deref()),
+            rollout: s.rollout.as_ref().map(|r| {
+                (
+                    r.track.as_str(),
+                    r.percent.as_deref().unwrap_or("0%"),
+                    r.hundredths,
+                )
+            }),
         }
     }
 }
@@ -285,7 +354,7 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
 /// The API source's view of the object it watches (API mode only). Never holds content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceView {
-    /// `configmap`.
+    /// `configmap` or `secret`.
     pub kind: &'static str,
     pub namespace: String,
     pub name: String,
@@ -294,6 +363,8 @@ pub struct SourceView {
     /// The object was deleted and created again (a new UID) since confgate first saw it.
     pub recreated: bool,
     pub previous_uid: Option<String>,
+    /// The watch runs from a list made since the last error: only then is what it shows current.
+    pub watching: bool,
     pub last_error: Option<String>,
     /// First error of the current run of failures, with its wall-clock time.
     pub failing_since: Option<(Instant, jiff::Timestamp)>,
@@ -336,7 +407,7 @@ impl SourceView {
             "recreated": self.recreated,
             "previous_uid": self.previous_uid,
             "watch": {
-                "healthy": failing.is_none(),
+                "healthy": self.watching,
                 "failing_since": failing.and(self.failing_since.map(|(_, t)| t.to_string())),
                 "last_error": self.last_error,
             },

@@ -9,6 +9,9 @@
 //! - a pod without one (not injected yet): its only ConfigMap volume, the one `confgate inject` would
 //!   gate; with several, none is judged and a warning says why.
 //!
+//! A projected volume with a `serviceAccountToken` source holds API credentials, not a config: it is
+//! never read as one (its ConfigMap is `kube-root-ca.crt`).
+//!
 //! A volume's ConfigMap is in the pod's namespace, so only a ConfigMap of that namespace (both absent,
 //! or equal as written) is matched.
 
@@ -150,6 +153,14 @@ fn volumes(spec: &Value) -> BTreeMap<String, Volume> {
             (vec![cm], 1)
         } else if let Some(p) = v.get("projected") {
             let sources: Vec<&Value> = seq(p.get("sources")).collect();
+            // The API credentials (as the ServiceAccount admission plugin adds them, or a token
+            // mounted into one container): its ConfigMap is the cluster's CA, never a config.
+            if sources
+                .iter()
+                .any(|s| s.get("serviceAccountToken").is_some())
+            {
+                continue;
+            }
             let n = sources.len();
             (
                 sources
@@ -485,6 +496,22 @@ spec:
         // An empty subPath is the whole volume.
         let text = INJECTED.replace("mountPath: /scripts}", "mountPath: /scripts, subPath: ''}");
         assert!(one(&text).warnings.is_empty());
+    }
+
+    #[test]
+    fn a_projected_service_account_token_is_not_a_config() {
+        let text = INJECTED
+            .replace(
+                "- {name: podinfo, mountPath: /etc/podinfo}",
+                "- {name: podinfo, mountPath: /etc/podinfo}\n        - {name: token, mountPath: /var/run/secrets/kubernetes.io/serviceaccount}",
+            )
+            .replace(
+                "- {name: podinfo, downwardAPI: {items: []}}",
+                "- {name: podinfo, downwardAPI: {items: []}}\n      - {name: token, projected: {sources: [{serviceAccountToken: {path: token}}, {configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}}]}}",
+            );
+        let w = one(&text);
+        assert_eq!(mounts(&w), [(Some("prod"), "app-config", Some("incoming"))]);
+        assert!(w.warnings.is_empty(), "{:?}", w.warnings);
     }
 
     #[test]

@@ -7,12 +7,13 @@ mod common;
 
 use std::time::Duration;
 
+use confgate::api::condition::FACTS_ANNOTATION;
 use confgate::api::pod::{self, PodRef};
 use confgate::api::source;
 use confgate::api::status_cmd::{self, Query as StatusArgs};
 use confgate::api::{CONDITION_TYPE, CURRENT_TYPE, Target};
 use confgate::snapshot::{ContentHash, Observed, PrintedHash};
-use confgate::state::{ActiveView, CandidateView, ReloadResult, Shared, Status};
+use confgate::state::{ActiveView, CandidateView, ReloadResult, Shared, SourceView, Status};
 use confgate::verdict::Verdict;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
@@ -123,6 +124,17 @@ async fn expect(
     (req, send)
 }
 
+/// Waits for the next request and checks that it lists ConfigMap `prod/app` (no watch).
+async fn expect_list(m: &mut Mock) -> SendResponse<Response<Body>> {
+    let (req, send) = expect(m, Method::GET, CM_PATH, LIST_PARAMS).await;
+    let query = req.uri().query().unwrap_or_default();
+    assert!(
+        !query.contains("watch=true"),
+        "a watch, not a list: {query}"
+    );
+    send
+}
+
 fn respond(send: SendResponse<Response<Body>>, code: StatusCode, body: &Value) {
     send.send_response(
         Response::builder()
@@ -228,6 +240,33 @@ fn status_error(code: u16, reason: &str, message: &str) -> Value {
            "message": message, "reason": reason, "code": code})
 }
 
+/// The API source for ConfigMap `prod/app`, spawned as `confgate run --source configmap:prod/app`
+/// spawns it: its snapshots and its view.
+fn spawn_source(
+    client: kube::Client,
+    shared: std::sync::Arc<Shared>,
+) -> (
+    watch::Receiver<Option<Observed>>,
+    watch::Receiver<Option<SourceView>>,
+) {
+    let (snapshots, rx) = watch::channel(None);
+    let (view, view_rx) = watch::channel(None);
+    let target = Target {
+        namespace: "prod".into(),
+        name: "app".into(),
+    };
+    tokio::spawn(source::run(
+        client,
+        source::Kind::ConfigMap,
+        target,
+        source::Outputs { snapshots, view },
+        shared,
+        Duration::from_secs(60),
+        std::future::pending(),
+    ));
+    (rx, view_rx)
+}
+
 /// Waits until the newest snapshot satisfies `f`.
 async fn settled(
     rx: &mut watch::Receiver<Option<Observed>>,
@@ -267,26 +306,7 @@ const CM_PATH: &str = "/api/v1/namespaces/prod/configmaps";
 async fn configmap_watch_follows_the_object_through_its_life() {
     let (client, mut h) = mock(SIDECAR_ROLE);
     let shared = Shared::new();
-    let (tx, mut rx) = watch::channel(None);
-    let (view_tx, view_rx) = watch::channel(None);
-    let (_stop_tx, stop_rx) = watch::channel(false);
-    let stop = async move {
-        let mut rx = stop_rx;
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let target = Target {
-        namespace: "prod".into(),
-        name: "app".into(),
-    };
-    tokio::spawn(source::run(
-        client,
-        target,
-        tx,
-        view_tx,
-        shared.clone(),
-        Duration::from_secs(60),
-        stop,
-    ));
+    let (mut rx, view_rx) = spawn_source(client, shared.clone());
 
     // Initial list.
     let (_, send) = expect(&mut h, Method::GET, CM_PATH, LIST_PARAMS).await;
@@ -342,7 +362,18 @@ async fn configmap_watch_follows_the_object_through_its_life() {
             "too old resource version: 150 (180)")}),
         ],
     );
-    let (_, send) = expect(&mut h, Method::GET, CM_PATH, LIST_PARAMS).await;
+    let gone = tokio::time::Instant::now();
+    let send = expect_list(&mut h).await;
+    assert!(
+        gone.elapsed() < Duration::from_millis(100),
+        "a 410 re-lists at once, not after a backoff: {:?}",
+        gone.elapsed()
+    );
+    assert_eq!(
+        view_rx.borrow().as_ref().unwrap().to_json()["watch"]["healthy"],
+        false,
+        "not healthy before the new list is in"
+    );
     respond(
         send,
         StatusCode::OK,
@@ -426,14 +457,15 @@ async fn configmap_watch_follows_the_object_through_its_life() {
     assert!(view.stuck().is_none(), "not stuck yet: {view:?}");
     let metrics = shared.metrics.render(&Status::default());
     assert!(
-        metrics.contains("confgate_watch_errors_total 1\n"),
+        metrics.contains("confgate_watch_errors_total{source=\"api\"} 1\n")
+            && metrics.contains("confgate_watch_errors_total{source=\"files\"} 0\n"),
         "a 410 is not counted, the 403 is: {metrics}"
     );
 
-    // Still refused a minute later: /livez's reason.
+    // Still refused a minute later (every attempt a new list): /livez's reason.
     let start = tokio::time::Instant::now();
     while start.elapsed() < Duration::from_secs(70) {
-        let (_, send) = expect(&mut h, Method::GET, CM_PATH, &params).await;
+        let send = expect_list(&mut h).await;
         respond(
             send,
             StatusCode::FORBIDDEN,
@@ -451,26 +483,111 @@ async fn configmap_watch_follows_the_object_through_its_life() {
     );
 }
 
+/// The API server goes away and comes back. While nothing answers, a new list is tried at least
+/// every 5 s; the errors a server answers as it starts are retried from 0.8 s; the watch is not
+/// healthy until a list made after the errors is in. A successful list resets the backoff.
+#[tokio::test(start_paused = true)]
+async fn the_watch_is_back_within_seconds_of_the_api_server() {
+    let (client, mut h) = mock(SIDECAR_ROLE);
+    let shared = Shared::new();
+    let (mut rx, view_rx) = spawn_source(client, shared.clone());
+    let healthy = || view_rx.borrow().as_ref().unwrap().to_json()["watch"]["healthy"] == true;
+    let send = expect_list(&mut h).await;
+    respond(
+        send,
+        StatusCode::OK,
+        &list("100", &[configmap("uid-1", "100", "2.4.1")]),
+    );
+    settled(&mut rx, "the listed 2.4.1", |o| {
+        version_of(o).as_deref() == Some("2.4.1")
+    })
+    .await;
+    let mut params = WATCH_PARAMS.to_vec();
+    params.push("resourceVersion=100");
+    let (_, send) = expect(&mut h, Method::GET, CM_PATH, &params).await;
+    assert!(healthy());
+    // Gone: the connection is refused for a minute.
+    send.send_error(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+    let down = tokio::time::Instant::now();
+    let mut last = down;
+    let mut gaps = Vec::new();
+    while down.elapsed() < Duration::from_secs(60) {
+        let send = expect_list(&mut h).await;
+        gaps.push(last.elapsed());
+        last = tokio::time::Instant::now();
+        assert!(!healthy(), "healthy while nothing answers");
+        send.send_error(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+    }
+    assert!(
+        gaps.iter().all(|g| *g <= Duration::from_secs(5)) && gaps.len() >= 12,
+        "at most 5 s between attempts while nothing answers: {gaps:?}"
+    );
+    // Back, still starting: it answers 503 twice, then lists.
+    let mut send = expect_list(&mut h).await;
+    assert!(last.elapsed() <= Duration::from_secs(5));
+    for limit in [800, 1600] {
+        respond(
+            send,
+            StatusCode::SERVICE_UNAVAILABLE,
+            &status_error(503, "ServiceUnavailable", "starting"),
+        );
+        last = tokio::time::Instant::now();
+        send = expect_list(&mut h).await;
+        let gap = last.elapsed();
+        assert!(
+            gap <= Duration::from_millis(limit) && gap >= Duration::from_millis(limit / 2),
+            "an answered error waits {limit} ms or down to half of it: {gap:?}"
+        );
+        assert!(!healthy());
+    }
+    respond(
+        send,
+        StatusCode::OK,
+        &list("300", &[configmap("uid-1", "250", "2.5.0")]),
+    );
+    settled(&mut rx, "the 2.5.0 listed after the return", |o| {
+        version_of(o).as_deref() == Some("2.5.0")
+    })
+    .await;
+    assert!(healthy(), "healthy from the fresh list");
+    assert_eq!(
+        view_rx
+            .borrow()
+            .as_ref()
+            .unwrap()
+            .resource_version
+            .as_deref(),
+        Some("250")
+    );
+    // The list reset the backoff: a later error waits 0.8 s again.
+    let mut params = WATCH_PARAMS.to_vec();
+    params.push("resourceVersion=300");
+    let (_, send) = expect(&mut h, Method::GET, CM_PATH, &params).await;
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    respond(
+        send,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &status_error(500, "InternalError", "etcd"),
+    );
+    let failed = tokio::time::Instant::now();
+    let _send = expect_list(&mut h).await;
+    assert!(
+        failed.elapsed() <= Duration::from_millis(800),
+        "{:?}",
+        failed.elapsed()
+    );
+    let metrics = shared.metrics.render(&Status::default());
+    assert!(
+        !metrics.contains("confgate_watch_errors_total{source=\"api\"} 0\n"),
+        "{metrics}"
+    );
+}
+
 /// A ConfigMap that is absent at the first list is missing; one over 1 MiB is broken with the reason.
 #[tokio::test(start_paused = true)]
 async fn absent_and_oversized_configmaps() {
     let (client, mut h) = mock(SIDECAR_ROLE);
-    let shared = Shared::new();
-    let (tx, mut rx) = watch::channel(None);
-    let target = Target {
-        namespace: "prod".into(),
-        name: "app".into(),
-    };
-    let (view_tx, _view_rx) = watch::channel(None);
-    tokio::spawn(source::run(
-        client,
-        target,
-        tx,
-        view_tx,
-        shared,
-        Duration::from_secs(60),
-        std::future::pending(),
-    ));
+    let (mut rx, _view_rx) = spawn_source(client, Shared::new());
     let (_, send) = expect(&mut h, Method::GET, CM_PATH, LIST_PARAMS).await;
     respond(send, StatusCode::OK, &list("7", &[]));
     settled(
@@ -506,26 +623,13 @@ fn fed_gate(
     let tmp = tempfile::tempdir().unwrap();
     let promoted = tmp.path().join("promoted");
     let shared = Shared::new();
-    let (tx, rx) = watch::channel(None);
-    let (view_tx, view_rx) = watch::channel(None);
-    let target = Target {
-        namespace: "prod".into(),
-        name: "app".into(),
-    };
-    tokio::spawn(source::run(
-        client,
-        target,
-        tx,
-        view_tx,
-        shared.clone(),
-        Duration::from_secs(60),
-        std::future::pending(),
-    ));
+    let (rx, view_rx) = spawn_source(client, shared.clone());
     let cfg = gate::Config {
         watch: tmp.path().join("no-volume"),
         promote_to: Some(promoted.clone()),
         annotations: tmp.path().join("annotations"),
         resync: Duration::from_secs(30),
+        bucket: None,
     };
     let reloads = confgate::reload::spawn(shared.clone());
     tokio::spawn(gate::run_fed(
@@ -677,6 +781,7 @@ async fn api_mode_chooses_the_variant_and_reports_it() {
     let pod = PodRef {
         namespace: "prod".into(),
         name: "web-0".into(),
+        uid: None,
     };
     let server = async {
         let (_, send) = expect(
@@ -772,6 +877,7 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     let pod = PodRef {
         namespace: "prod".into(),
         name: "web-0".into(),
+        uid: None,
     };
     let server = async {
         // Only the UID is needed: a metadata-only get, answered as the API server answers one.
@@ -853,9 +959,14 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
             );
         }
         let message = format!("version 2.4.1 {}", hash("2.4.1"));
+        let facts = format!(
+            r#"{{"active":{{"version":"2.4.1","sha256":"{}"}}}}"#,
+            hash("2.4.1")
+        );
         assert_eq!(
             patch,
-            json!({"status": {"conditions": [
+            json!({"metadata": {"annotations": {FACTS_ANNOTATION: facts}},
+                "status": {"conditions": [
                 {"type": "confgate.io/config-compatible", "status": "True",
                  "reason": "Accepted", "message": message},
                 {"type": "confgate.io/config-current", "status": "True",
@@ -1022,12 +1133,21 @@ async fn status_command_renders_the_fleet_from_conditions() {
             hash("2.4.1")
         ),
     ));
+    // The facts come from the annotation; the message is prose for people, not read.
+    let with_facts = |mut pod: Value, facts: Value| {
+        pod["metadata"]["annotations"] = json!({FACTS_ANNOTATION: facts.to_string()});
+        pod
+    };
+    let on_facts = json!({"active": {"version": "2.4.1", "sha256": hash("2.4.1")}});
+    let held_facts = json!({"active": {"version": "2.3.0", "sha256": hash("2.3.0")},
+        "newest": {"version": "2.4.1", "sha256": hash("2.4.1"), "verdict": "too-new",
+                   "reason": "2.4.1 is above every upper bound of ~2.3"}});
     let pods = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "400"}, "items": [
-        pod_json("web-0", true, on("2.4.1")),
-        pod_json("web-1", true, on("2.4.1")),
-        pod_json("web-2", true, held.clone()),
-        pod_json("web-3", true, on("2.4.1")),
-        pod_json("web-4", true, held),
+        with_facts(pod_json("web-0", true, on("2.4.1")), on_facts.clone()),
+        with_facts(pod_json("web-1", true, on("2.4.1")), on_facts.clone()),
+        with_facts(pod_json("web-2", true, held.clone()), held_facts.clone()),
+        with_facts(pod_json("web-3", true, on("2.4.1")), on_facts),
+        with_facts(pod_json("web-4", true, held), held_facts),
     ]});
     let server = async {
         let (_, send) = expect(
@@ -1081,9 +1201,11 @@ fn status_summary_for_pods_behind_and_not_reporting() {
         condition: cond.map(|c| (c, "Accepted".to_owned())),
         current: cond.map(|c| (c, "Accepted".to_owned())),
         held: None,
+        held_sha256: None,
         version: v.map(str::to_owned),
         sha256: v.map(|v| hash(v).to_string()),
         applied: None,
+        rollout: None,
     };
     let fleet = status_cmd::Fleet {
         namespace: "prod".into(),
@@ -1096,6 +1218,7 @@ fn status_summary_for_pods_behind_and_not_reporting() {
             "app".into(),
             Some(ContentHash::of([("version", b"2.4.1".as_slice())])),
         )),
+        tracks: None,
     };
     assert_eq!(
         fleet.summary(),

@@ -1,6 +1,7 @@
 //! The `confgate run` process in API mode against a stand-in API server on loopback: the real binary
 //! reads a kubeconfig, lists and watches the ConfigMap, promotes it, posts an Event and patches its
-//! pod's condition. The stand-in answers with the shapes the API server sends.
+//! pod's condition. The stand-in answers with the shapes the API server sends. In volume mode with no
+//! credentials, it says so once and gates as ever.
 #![cfg(feature = "api")]
 
 mod common;
@@ -88,13 +89,17 @@ async fn handle(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible>
             reply(200, cm)
         }
         ("GET", "/api/v1/namespaces/prod/pods") => {
-            // The pod as the API server would now show it: with the condition the sidecar patched.
+            // The pod as the API server would now show it: with the conditions and the facts
+            // annotation the sidecar patched.
             let patched = seen.lock().unwrap().iter().rev().find_map(|(w, b)| {
                 w.starts_with("PATCH /api/v1/namespaces/prod/pods/web-0/status")
-                    .then(|| b["status"]["conditions"].clone())
+                    .then(|| b.clone())
             });
             let mut p = pod();
-            p["status"]["conditions"] = patched.unwrap_or(json!([]));
+            if let Some(b) = patched {
+                p["status"]["conditions"] = b["status"]["conditions"].clone();
+                p["metadata"]["annotations"] = b["metadata"]["annotations"].clone();
+            }
             p.as_object_mut().unwrap().remove("kind");
             p.as_object_mut().unwrap().remove("apiVersion");
             reply(
@@ -292,5 +297,46 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
     assert_eq!(
         std::fs::read_to_string(fresh.join("version")).unwrap(),
         "2.4.1"
+    );
+}
+
+/// Volume mode in a pod without a ServiceAccount token (`automountServiceAccountToken: false`): the
+/// in-cluster environment is there, the token is not. confgate says once that it cannot report, and
+/// gates as ever: the log line does not repeat with later status changes, and nothing fails.
+#[test]
+fn volume_mode_without_a_token_says_so_once_and_gates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let incoming = tmp.path().join("incoming");
+    common::write_version(&incoming, "2.4.1");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"));
+    cmd.args(["run", "--accepts", "^2.4"])
+        .arg("--watch")
+        .arg(&incoming)
+        .arg("--promote-to")
+        .arg(tmp.path().join("promoted"))
+        .arg("--annotations")
+        .arg(tmp.path().join("no-annotations"))
+        .env("POD_NAME", "web-0")
+        .env("POD_NAMESPACE", "prod")
+        // What the kubelet sets in every container; the token file it would mount is absent.
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", "1")
+        .env("HOME", tmp.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("CONFGATE_POD_REPORT");
+    let mut gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
+    gate.wait_active("2.4.1");
+    common::write_version(&incoming, "2.5.0");
+    gate.wait_active("2.5.0");
+    common::write_version(&incoming, "3.0.0");
+    let status = gate.wait_candidate(Some("3.0.0"), "too-new");
+    assert_eq!(status["ready"], true, "{status}");
+    assert_eq!(status["active"]["version"], "2.5.0", "{status}");
+    assert!(gate.alive());
+    let log = gate.log_text();
+    assert_eq!(
+        log.matches("no Kubernetes credentials").count(),
+        1,
+        "said once: {log}"
     );
 }

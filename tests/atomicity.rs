@@ -181,6 +181,7 @@ proptest! {
             promote_to: Some(d.promoted()),
             annotations: d.podinfo().join("annotations"),
             resync: std::time::Duration::from_secs(30),
+            bucket: None,
         };
         let shared = confgate::state::Shared::new();
         // The pipeline judges on the runtime's blocking pool, as the sidecar does.

@@ -622,7 +622,11 @@ fn shipped_manifests_are_judged_by_their_workloads_without_flags() {
         assert_eq!(run.lines[0].version, "2.4.1", "{dir}");
         assert!(run.stderr.is_empty(), "{dir}: {}", run.stderr);
         // The same hash as flags spelling out the annotations give for the ConfigMap alone.
-        let cm = text.split("\n---\n").next().unwrap();
+        // Kustomize puts the native sidecar's ServiceAccount and Role before it.
+        let cm = text
+            .split("\n---\n")
+            .find(|d| d.contains("\nkind: ConfigMap\n"))
+            .unwrap();
         let mut flags = vec![
             "--accepts",
             ACCEPTS,

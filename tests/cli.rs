@@ -22,13 +22,25 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn help_marks_annotation_settings_and_check_lists_only_its_own() {
-    for cmd in ["run", "wait"] {
-        let help = text(&run(&[cmd, "--help"]).stdout);
-        for ann in confgate::settings::known_annotations() {
-            assert!(
-                help.contains(&format!("[annotation {ann}]")),
-                "{ann} not marked in {cmd}:\n{help}"
-            );
+    let help = text(&run(&["run", "--help"]).stdout);
+    for ann in confgate::settings::known_annotations() {
+        assert!(
+            help.contains(&format!("[annotation {ann}]")),
+            "{ann} not marked in run:\n{help}"
+        );
+    }
+    // `wait` judges and promotes; it sends no reload and serves no readiness.
+    let wait = text(&run(&["wait", "--help"]).stdout);
+    for s in confgate::settings::SETTINGS {
+        let used = s.judging || s.flag == "mode";
+        assert_eq!(
+            wait.contains(&format!("--{} ", s.flag)),
+            used,
+            "--{} in wait's help:\n{wait}",
+            s.flag
+        );
+        if used {
+            assert!(wait.contains(&format!("[annotation {}]", s.annotation)));
         }
     }
     let check = text(&run(&["check", "--help"]).stdout);
@@ -123,6 +135,9 @@ fn a_missing_kubeconfig_is_a_usage_error_said_once() {
     let err = text(&out.stderr);
     assert!(err.contains("kubeconfig"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    // Said once, not kube's nested paragraph of both attempts.
+    assert!(!err.contains("failed to infer config"), "{err}");
+    assert!(err.contains("no-such-kubeconfig"), "{err}");
 }
 
 #[test]
@@ -144,4 +159,112 @@ fn check_selects_configmaps_by_name() {
     let typo = run(&["check", "--accepts", "^2", "--name", "ap", f]);
     assert_eq!(typo.status.code(), Some(64));
     assert!(text(&typo.stderr).contains("no ConfigMap named ap"));
+}
+
+/// `policy` reads no annotations and acts on nothing but its own output: its help lists what it
+/// compiles into the policy, untagged, and the version sources CEL can read.
+#[cfg(feature = "policy")]
+#[test]
+fn policy_help_lists_only_what_policy_reads() {
+    let help = text(&run(&["policy", "--help"]).stdout);
+    assert!(!help.contains("[annotation"), "{help}");
+    for unused in ["--reload", "--on-incompatible", "--confirm"] {
+        assert!(!help.contains(unused), "{unused} listed:\n{help}");
+    }
+    for used in [
+        "--accepts",
+        "--version-from",
+        "--require",
+        "--rule ",
+        "--rules-file",
+        "--mode",
+    ] {
+        assert!(help.contains(used), "{used} missing:\n{help}");
+    }
+    assert!(!help.contains("json:") && !help.contains("yaml:"), "{help}");
+    assert!(help.contains("file:KEY"), "{help}");
+    // What the help says is what the command does: the flags it no longer lists are refused.
+    let out = run(&[
+        "policy",
+        "--namespace",
+        "ns",
+        "--name",
+        "cm",
+        "--reload",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(64));
+}
+
+/// The log filter is an environment variable only; every command's help says so.
+#[test]
+fn help_names_the_log_filter() {
+    for args in [&["--help"][..], &["run", "--help"], &["wait", "--help"]] {
+        let help = text(&run(args).stdout);
+        assert!(help.contains("CONFGATE_LOG "), "{args:?}:\n{help}");
+    }
+}
+
+/// An unknown flag gets a suggestion only when one is near it.
+#[test]
+fn an_unknown_flag_is_suggested_only_a_near_one() {
+    let out = run(&["run", "--frobnicate"]);
+    assert_eq!(out.status.code(), Some(64));
+    let err = text(&out.stderr);
+    assert!(err.contains("--frobnicate"), "{err}");
+    assert!(!err.contains("similar argument"), "{err}");
+    assert!(!err.contains("--on-incompatible"), "{err}");
+    let out = run(&["check", "--acepts", "^1", "."]);
+    assert_eq!(out.status.code(), Some(64));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("similar argument exists: '--accepts'"),
+        "{err}"
+    );
+}
+
+/// The probe says why it could not ask: the address and the operating system's reason.
+#[test]
+fn a_probe_that_cannot_connect_says_where_and_why() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let out = run(&["probe", "ready", "--addr", &addr]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(&format!("cannot connect to {addr}")),
+        "{said}"
+    );
+    assert!(said.to_lowercase().contains("connection refused"), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+}
+
+/// API mode without credentials stops before it starts, with one line that names the kubeconfig.
+#[cfg(feature = "api")]
+#[test]
+fn api_mode_without_credentials_stops_before_starting_with_one_line() {
+    let d = Dirs::new();
+    let kubeconfig = d.root.path().join("no-such-kubeconfig");
+    let out = Command::new(BIN)
+        .args(["run", "--source", "configmap:ns/cm", "--accepts", "^1"])
+        .args(["--listen", "127.0.0.1:0", "--watch"])
+        .arg(d.watch())
+        .arg("--promote-to")
+        .arg(d.promoted())
+        .env_clear()
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", d.root.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(!err.contains("confgate started"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&kubeconfig.display().to_string()), "{err}");
+    assert!(!err.contains("failed to infer config"), "{err}");
 }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use confgate::state::{ActiveView, AppliedView, Shared, Status};
+use confgate::state::{ActiveView, AppliedView, RolloutView, Shared, Status, Track};
 use confgate::verdict::Verdict;
 
 fn root() -> &'static Path {
@@ -126,6 +126,17 @@ fn rendered_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
         ..Status::default()
     };
     status.reload.last_reload_successful = Some(true);
+    // Mid-rollout, on the candidate.
+    status.rollout = Some(RolloutView {
+        percent: Some("25%".into()),
+        hundredths: 2500,
+        bucket: Some("3.1%".into()),
+        assigned: Track::Candidate,
+        track: Track::Candidate,
+        keys: "config.yaml".into(),
+        held: None,
+        reason: "bucket 3.1% is below 25%: on the candidate".into(),
+    });
     let text = Shared::new().metrics.render(&status);
     let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
     for line in text.lines() {

@@ -519,3 +519,264 @@ fn the_component_builds_and_validates() {
     assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
     validate(&yaml);
 }
+
+/// Workloads of every kind `inject` handles, as their owners write them for the Component: labelled, the
+/// ConfigMap as volume `confgate-incoming`.
+const LABELLED: &str = r#"apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+  labels: {confgate.io/inject: enabled}
+spec:
+  schedule: "0 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        metadata:
+          annotations: {confgate.io/accepts: "^2.4"}
+        spec:
+          restartPolicy: OnFailure
+          containers:
+            - name: report
+              image: example/report:1
+              volumeMounts: [{name: confgate-active, mountPath: /etc/report, readOnly: true}]
+          volumes:
+            - name: confgate-incoming
+              configMap: {name: report-config}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: once
+  labels: {confgate.io/inject: enabled}
+  annotations: {confgate.io/accepts: "^2.4"}
+spec:
+  containers:
+    - name: once
+      image: example/once:1
+      volumeMounts: [{name: confgate-active, mountPath: /etc/once, readOnly: true}]
+  volumes:
+    - name: confgate-incoming
+      configMap: {name: once-config}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: rs
+  labels: {confgate.io/inject: enabled}
+spec:
+  selector:
+    matchLabels: {app: rs}
+  template:
+    metadata:
+      labels: {app: rs}
+      annotations: {confgate.io/accepts: "^2.4"}
+    spec:
+      containers:
+        - name: rs
+          image: example/rs:1
+          volumeMounts: [{name: confgate-active, mountPath: /etc/rs, readOnly: true}]
+      volumes:
+        - name: confgate-incoming
+          configMap: {name: rs-config}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: unlabelled
+spec:
+  schedule: "0 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+            - name: c
+              image: example/c:1
+"#;
+
+/// The Component covers every kind `inject` covers, CronJobs and bare Pods included, with the same
+/// sidecar; a workload without the label is left alone.
+#[test]
+fn the_component_covers_every_kind_inject_does() {
+    let Some(kubectl) = common::tool("kubectl") else {
+        return;
+    };
+    // kustomize takes a component by a relative path only: a copy of it beside the workloads.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("component")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/component/kustomization.yaml"),
+        dir.path().join("component/kustomization.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("workloads.yaml"), LABELLED).unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [workloads.yaml]\ncomponents: [component]\n",
+    )
+    .unwrap();
+    let out = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let got = docs(&yaml);
+    // inject's sidecar, for the volume the Component's convention names.
+    let (_, injected, _) = inject(&[], BARE);
+    let mut theirs =
+        find(&docs(&injected), "Deployment", "web")["spec"]["template"]["spec"]["initContainers"]
+            [0]
+        .clone();
+    theirs["volumeMounts"][0]["name"] = "confgate-incoming".into();
+    let specs = [
+        &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        &find(&got, "Pod", "once")["spec"],
+        &find(&got, "ReplicaSet", "rs")["spec"]["template"]["spec"],
+    ];
+    for spec in specs {
+        assert_eq!(spec["initContainers"][0], theirs, "{spec}");
+        assert_eq!(
+            names(&spec["volumes"]),
+            ["confgate-incoming", "confgate-active", "confgate-podinfo"]
+        );
+        assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
+    }
+    // Not labelled: untouched, and no pod template grafted onto the CronJob's spec.
+    let unlabelled = &find(&got, "CronJob", "unlabelled")["spec"];
+    assert!(unlabelled.get("template").is_none(), "{unlabelled}");
+    assert!(
+        unlabelled["jobTemplate"]["spec"]["template"]["spec"]
+            .get("initContainers")
+            .is_none()
+    );
+    let report = &find(&got, "CronJob", "report")["spec"];
+    assert!(report.get("template").is_none(), "{report}");
+    validate(&yaml);
+}
+
+/// A misspelled or bad `confgate.io/` annotation is refused as `check` refuses it (exit 64, naming the
+/// workload and the annotation), not passed to a sidecar that would never be ready; a typo in the
+/// `accepts` annotation itself does not skip the workload in silence.
+#[test]
+fn inject_refuses_bad_and_unknown_annotations_as_check_does() {
+    let typo = BARE.replace(
+        "        confgate.io/version-from:",
+        "        confgate.io/relaod: \"http://127.0.0.1:8080/reload\"\n        confgate.io/version-from:",
+    );
+    let (code, out, err) = inject(&[], &typo);
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("deployment/web") && err.contains("unknown annotation confgate.io/relaod"),
+        "{err}"
+    );
+    // check says the same of the same stream.
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(["check", "-"]);
+    let checked = common::output_with_stdin(cmd, &typo);
+    assert_eq!(checked.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&checked.stderr).contains("confgate.io/relaod"));
+
+    let missing_s = BARE.replace(
+        "confgate.io/accepts: \">=2.4.0",
+        "confgate.io/accept: \">=2.4.0",
+    );
+    let (code, _, err) = inject(&[], &missing_s);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("unknown annotation confgate.io/accept;"),
+        "{err}"
+    );
+
+    let bad = BARE.replace("\">=2.4.0, <3.0.0\"", "\"not a range\"");
+    let (code, _, err) = inject(&[], &bad);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("deployment/web") && err.contains("confgate.io/accepts"),
+        "{err}"
+    );
+}
+
+/// `--image` must be an image reference the kubelet can pull.
+#[test]
+fn inject_refuses_an_image_that_is_no_reference() {
+    for image in [
+        "",
+        "not a valid image!!",
+        "Upper/Case:1",
+        "registry.example/confgate:",
+        "x@sha256:abc",
+    ] {
+        let (code, out, err) = inject(&["--image", image], BARE);
+        assert_eq!(code, 64, "--image {image:?}: {err}");
+        assert!(out.is_empty());
+        assert!(err.contains("--image"), "{err}");
+    }
+    for image in [
+        "confgate",
+        "registry.example/confgate:0.1.0",
+        "localhost:5000/team/confgate:v1.2_rc-1",
+        "ghcr.io/confgate/confgate@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    ] {
+        let (code, _, err) = inject(&["--image", image], BARE);
+        assert_eq!(code, 0, "--image {image:?}: {err}");
+    }
+}
+
+/// A projected volume of ConfigMaps is gated like a ConfigMap volume; one that projects a ConfigMap
+/// with a source of another kind is refused, saying why.
+#[test]
+fn inject_gates_a_projected_config_map_volume() {
+    // The Deployment's volume (the first), not the CronJob's.
+    let projected = BARE.replacen(
+        "        - name: config\n          configMap: {name: web-config}\n",
+        "        - name: config\n          projected:\n            sources:\n              - configMap: {name: web-config}\n              - configMap: {name: web-extra}\n",
+        1,
+    );
+    let (code, out, err) = inject(&[], &projected);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("deployment/web injected: gates volume config"),
+        "{err}"
+    );
+    let got = docs(&out);
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["initContainers"][0]["volumeMounts"][0]["name"],
+        "config"
+    );
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"][0]["name"],
+        "confgate-active"
+    );
+    for s in spec["volumes"][0]["projected"]["sources"]
+        .as_array()
+        .unwrap()
+    {
+        assert_eq!(s["configMap"]["optional"], true, "{s}");
+    }
+    validate(&out);
+
+    let mixed = BARE.replacen(
+        "        - name: config\n          configMap: {name: web-config}\n",
+        "        - name: config\n          projected:\n            sources:\n              - configMap: {name: web-config}\n              - secret: {name: web-tls}\n",
+        1,
+    );
+    let (code, out, err) = inject(&[], &mixed);
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("volume config projects a ConfigMap together with secret")
+            && err.contains("give the ConfigMap a volume of its own"),
+        "{err}"
+    );
+}

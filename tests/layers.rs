@@ -24,7 +24,10 @@ const FLOORS: &[(&str, &[&str])] = &[
         ],
     ),
     ("settings and status", &["settings", "metrics", "state"]),
-    ("the pure core", &["verdict", "variants", "workloads"]),
+    (
+        "the pure core",
+        &["verdict", "variants", "rollout", "workloads"],
+    ),
     (
         "I/O at the edges",
         &["http", "source", "promote", "confirm", "reload", "server"],

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser as _;
 use confgate::annotations::Annotations;
-use confgate::cli::{Cli, Command, GateArgs, PathArgs};
+use confgate::cli::{Cli, Command, PathArgs};
+use confgate::settings::Raw;
 use confgate::settings::{Reload, Settings};
 use confgate::snapshot::Observed;
 use confgate::verdict::Verdict;
@@ -224,7 +225,7 @@ fn check_pod(
         let Some((paths, gate, listen_port, running)) = parse_confgate(&at, c, report) else {
             continue;
         };
-        let base = match Settings::from_raw(&gate.raw()) {
+        let base = match Settings::from_raw(&gate) {
             Ok(s) => s,
             Err(e) => {
                 report.problem(format!("{at}: bad settings in args: {e}"));
@@ -256,7 +257,7 @@ fn parse_confgate(
     at: &str,
     c: &Value,
     report: &mut Report,
-) -> Option<(PathArgs, GateArgs, Option<u16>, bool)> {
+) -> Option<(PathArgs, Raw, Option<u16>, bool)> {
     let command = strings(c.get("command"));
     if !(command.is_empty() || command == [BINARY]) {
         report.problem(format!(
@@ -275,8 +276,8 @@ fn parse_confgate(
         .collect();
     match Cli::try_parse_from(&argv) {
         Ok(cli) => match cli.command {
-            Command::Run(a) => Some((a.paths, a.gate, Some(a.listen.port()), true)),
-            Command::Wait(a) => Some((a.paths, a.gate, None, false)),
+            Command::Run(a) => Some((a.paths, a.gate.raw(), Some(a.listen.port()), true)),
+            Command::Wait(a) => Some((a.paths, a.gate.raw(), None, false)),
             other => {
                 report.problem(format!("{at}: a container must run or wait, not {other:?}"));
                 None
@@ -340,12 +341,23 @@ fn check_mounts(
     match configmap {
         Some(cm) => match cms.get(cm) {
             Some(obs) => {
-                let j = confgate::variants::choose(obs.clone(), settings).judgement;
-                if j.verdict != Verdict::Accepted {
-                    report.problem(format!(
-                        "{at}: the sample ConfigMap {cm} is {}: {}",
-                        j.verdict, j.reason
-                    ));
+                // Judged as pods judge it: mid-rollout, each track (pods of both are among twenty),
+                // and a candidate held back on a pod is a problem of the sample too.
+                for i in 0..20 {
+                    let bucket = Some(confgate::rollout::Bucket::of(&format!("pod-{i}")));
+                    let (choice, view) =
+                        confgate::rollout::choose(obs.clone(), settings, bucket, &[]);
+                    let j = match view.as_ref().and_then(|v| v.held.as_ref()) {
+                        Some(h) => (h.verdict, format!("the candidate: {}", h.reason)),
+                        None => (choice.judgement.verdict, choice.judgement.reason),
+                    };
+                    if j.0 != Verdict::Accepted {
+                        report.problem(format!(
+                            "{at}: the sample ConfigMap {cm} is {}: {}",
+                            j.0, j.1
+                        ));
+                        break;
+                    }
                 }
             }
             None => report.problem(format!(
@@ -626,7 +638,7 @@ fn every_manifest_is_accepted_by_the_binary() {
     if examples.iter().any(|e| e.name == "component-example") {
         expected.push("component-example");
     }
-    expected.extend(["native-sidecar", "signal-reload", "variants"]);
+    expected.extend(["native-sidecar", "rollout", "signal-reload", "variants"]);
     assert_eq!(names, expected);
     for ex in &examples {
         let report = check_docs(&ex.docs);

@@ -754,6 +754,29 @@ fn unusual_characters_in_a_rule_survive_every_reader() {
     }
 }
 
+/// A policy generated with `--variants` used to ignore the setting and guard a `version` key a
+/// variants ConfigMap does not have; it is refused, saying why.
+#[test]
+fn variants_are_refused_with_exit_64_not_ignored() {
+    let out = Command::new(BIN)
+        .args(["policy", "--namespace", NS, "--name", NAME])
+        .args([
+            "--accepts",
+            "^2",
+            "--variants",
+            "config.v*.yaml -> config.yaml",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("--variants config.v*.yaml -> config.yaml cannot be checked at admission"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no policy printed");
+}
+
 #[test]
 fn json_and_yaml_version_sources_are_refused_with_exit_64() {
     for from in ["json:c.json#/v", "yaml:c.yaml#/schema/version"] {

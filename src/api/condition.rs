@@ -1,31 +1,41 @@
-//! The reason and message of the conditions `confgate.io/config-compatible` and
-//! `confgate.io/config-current` (both carry the same message): written by the sidecar
-//! ([`super::pod`]) and read back by `confgate status` ([`super::status_cmd`]), so one type formats
-//! and parses each.
+//! What the conditions `confgate.io/config-compatible` and `confgate.io/config-current` say, in two
+//! forms made from one [`Facts`] value: the condition message, prose for `kubectl describe pod`
+//! ([`Display`](fmt::Display)), and the annotation [`FACTS_ANNOTATION`], the same facts as JSON
+//! (serde), which `confgate status` reads. Nothing reads the message back.
 //!
-//! The message is `version X sha256:…` (or `no accepted config`) for the active config, followed by
-//! `; newest version Y sha256:… is VERDICT: REASON` while the newest snapshot is not the active one.
-//! With the variants setting, a config names its variant key after the hash: `version X sha256:… from
-//! config.v2.yaml`.
+//! The message is `version X sha256:…` (or `no accepted config`) for the active config, then
+//! `; applied …` when known, `; newest version Y sha256:… is VERDICT: REASON` while the newest snapshot
+//! is not the active one, and `; reload via TARGET failing: ERROR` while the reload keeps failing. With
+//! the variants setting, a config names its variant key after the hash: `version X sha256:… from
+//! config.v2.yaml`. With a rollout in the ConfigMap, `; rollout 25% candidate` (the percentage and the
+//! track the pod's bucket assigns) follows, with ` held CONFIG VERDICT` when the candidate is held on
+//! that pod (outside its range, or refused by the component).
 
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
+use crate::state::Track;
 use crate::verdict::Verdict;
+
+/// The pod annotation holding the [`Facts`] as JSON. Outside the `confgate.io/` prefix, which holds
+/// the settings confgate reads from the same pod's annotations (an unknown key there is a problem).
+pub const FACTS_ANNOTATION: &str = "status.confgate.io/facts";
 
 /// A config as a condition message or Event note names it: `version X sha256:…`, with `-` for a
 /// part that is unknown, or just `config` when all are (missing, unreadable); ` from KEY` follows
 /// when a variant was chosen.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Described {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// The variant key the config was promoted from (with the variants setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
 }
-
-/// Between the hash and the variant key: neither a hash nor a key holds a space.
-const FROM: &str = " from ";
 
 impl Described {
     pub fn new(version: Option<&str>, sha256: Option<&str>) -> Described {
@@ -57,7 +67,7 @@ impl fmt::Display for Described {
                     sha.as_deref().unwrap_or("-")
                 )?;
                 match variant {
-                    Some(k) => write!(f, "{FROM}{k}"),
+                    Some(k) => write!(f, " from {k}"),
                     None => Ok(()),
                 }
             }
@@ -65,49 +75,17 @@ impl fmt::Display for Described {
     }
 }
 
-impl FromStr for Described {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Described, String> {
-        if s == "config" {
-            return Ok(Described::default());
-        }
-        let rest = s
-            .strip_prefix("version ")
-            .ok_or("expected `version X sha256:…` or `config`")?;
-        let (version, rest) = rest
-            .split_once(' ')
-            .ok_or("expected a version and a hash")?;
-        let (sha, variant) = match rest.split_once(FROM) {
-            Some((sha, k)) if !k.is_empty() && !k.contains(' ') => (sha, Some(k.to_owned())),
-            Some(_) => return Err("expected one variant key after `from`".into()),
-            None => (rest, None),
-        };
-        let part = |p: &str| (p != "-").then(|| p.to_owned());
-        let sha256 = part(sha);
-        // `hmac-sha256:` is a Secret's sealed hash (see `snapshot::seal`).
-        if sha256
-            .as_deref()
-            .is_some_and(|h| !h.starts_with("sha256:") && !h.starts_with("hmac-sha256:"))
-        {
-            return Err("the hash does not start with sha256: or hmac-sha256:".into());
-        }
-        Ok(Described {
-            version: part(version),
-            sha256,
-            variant,
-        })
-    }
-}
-
 /// A condition's reason: the verdict in CamelCase, `NotPromoted` when an accepted config could not
 /// be put in place, `Observed` for a replica ready in observe mode on a config it does not accept,
-/// `NotReady` for a replica not ready for another reason (its settings).
+/// `NotReady` for a replica not ready for another reason (its settings), `ReloadFailing` while the
+/// component has not taken the promoted config because its reload keeps failing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     Verdict(Verdict),
     NotPromoted,
     Observed,
     NotReady,
+    ReloadFailing,
 }
 
 impl Reason {
@@ -118,6 +96,7 @@ impl Reason {
             Reason::NotPromoted => "not-promoted",
             Reason::Observed => "observed",
             Reason::NotReady => "not-ready",
+            Reason::ReloadFailing => "reload-failing",
         }
     }
 }
@@ -129,14 +108,22 @@ impl fmt::Display for Reason {
             Reason::NotPromoted => f.write_str("NotPromoted"),
             Reason::Observed => f.write_str("Observed"),
             Reason::NotReady => f.write_str("NotReady"),
+            Reason::ReloadFailing => f.write_str("ReloadFailing"),
         }
     }
 }
 
+/// A condition's reason is a one-word machine-readable value (Kubernetes' API conventions), so it is
+/// read back; the message is not.
 impl FromStr for Reason {
     type Err = String;
     fn from_str(s: &str) -> Result<Reason, String> {
-        for r in [Reason::NotPromoted, Reason::Observed, Reason::NotReady] {
+        for r in [
+            Reason::NotPromoted,
+            Reason::Observed,
+            Reason::NotReady,
+            Reason::ReloadFailing,
+        ] {
             if s == r.to_string() {
                 return Ok(r);
             }
@@ -148,76 +135,118 @@ impl FromStr for Reason {
 }
 
 /// The newest snapshot while it is not the active one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Newest {
+    #[serde(flatten)]
     pub config: Described,
     pub verdict: Verdict,
+    /// Bounded, and never content (see `listing`).
     pub reason: String,
 }
 
-/// The whole condition message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConditionMessage {
-    /// `None`: no config has been accepted yet.
-    pub active: Option<Described>,
-    /// The config the component confirmed it runs, when known.
-    pub applied: Option<Described>,
-    pub newest: Option<Newest>,
+/// The reload of the promoted config keeps failing (it did not reach the component).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadFailing {
+    /// The reload target, as `/status` shows it.
+    pub target: String,
+    /// The last attempt's error.
+    pub error: String,
 }
 
-const NO_ACCEPTED: &str = "no accepted config";
-const NEWEST: &str = "; newest ";
-const APPLIED: &str = "; applied ";
+/// A rollout as a pod reports it: the percentage (`None`: no `confgate.rollout` key), the track its
+/// bucket assigns, and the candidate held on it with the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutPart {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<String>,
+    pub assigned: Track,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
+}
 
-impl fmt::Display for ConditionMessage {
+/// A rollout's candidate held on a pod assigned to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub config: Described,
+    pub verdict: Verdict,
+}
+
+impl RolloutPart {
+    /// The track of what the pod runs: stable when the candidate is held on it.
+    pub fn track(&self) -> Track {
+        if self.held.is_some() {
+            Track::Stable
+        } else {
+            self.assigned
+        }
+    }
+}
+
+impl fmt::Display for RolloutPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.active {
-            Some(a) => write!(f, "{a}")?,
-            None => f.write_str(NO_ACCEPTED)?,
-        }
-        if let Some(a) = &self.applied {
-            write!(f, "{APPLIED}{a}")?;
-        }
-        if let Some(n) = &self.newest {
-            write!(f, "{NEWEST}{} is {}: {}", n.config, n.verdict, n.reason)?;
+        write!(
+            f,
+            "{} {}",
+            self.percent.as_deref().unwrap_or("-"),
+            self.assigned
+        )?;
+        if let Some(h) = &self.held {
+            write!(f, " held {} {}", h.config, h.verdict)?;
         }
         Ok(())
     }
 }
 
-impl FromStr for ConditionMessage {
-    type Err = String;
-    /// Parses what [`Display`](fmt::Display) writes. The newest part is read from the first
-    /// `; newest ` on, so a reason may hold anything; a message cut short by the length limit
-    /// still gives its active part.
-    fn from_str(s: &str) -> Result<ConditionMessage, String> {
-        let (head, newest) = match s.split_once(NEWEST) {
-            Some((h, n)) => (h, Some(n)),
-            None => (s, None),
-        };
-        let (head, applied) = match head.split_once(APPLIED) {
-            Some((h, a)) => (h, a.parse::<Described>().ok()),
-            None => (head, None),
-        };
-        let active = if head == NO_ACCEPTED {
-            None
-        } else {
-            Some(head.parse::<Described>()?)
-        };
-        let newest = newest.and_then(|n| {
-            let (config, rest) = n.split_once(" is ")?;
-            let (verdict, reason) = rest.split_once(": ")?;
-            Some(Newest {
-                config: config.parse().ok()?,
-                verdict: verdict.parse().ok()?,
-                reason: reason.to_owned(),
-            })
-        });
-        Ok(ConditionMessage {
-            active,
-            applied,
-            newest,
-        })
+/// What both conditions say, as facts.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Facts {
+    /// `None`: no config has been accepted yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<Described>,
+    /// The config the component confirmed it runs, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Described>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<Newest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload_failing: Option<ReloadFailing>,
+    /// With a rollout in the ConfigMap: the pod's part in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutPart>,
+}
+
+impl Facts {
+    /// The annotation's value.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The facts in an annotation's value; `None` for anything else.
+    pub fn from_json(s: &str) -> Option<Facts> {
+        serde_json::from_str(s).ok()
+    }
+}
+
+/// The condition message.
+impl fmt::Display for Facts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.active {
+            Some(a) => write!(f, "{a}")?,
+            None => f.write_str("no accepted config")?,
+        }
+        if let Some(a) = &self.applied {
+            write!(f, "; applied {a}")?;
+        }
+        if let Some(r) = &self.rollout {
+            write!(f, "; rollout {r}")?;
+        }
+        if let Some(n) = &self.newest {
+            write!(f, "; newest {} is {}: {}", n.config, n.verdict, n.reason)?;
+        }
+        if let Some(r) = &self.reload_failing {
+            write!(f, "; reload via {} failing: {}", r.target, r.error)?;
+        }
+        Ok(())
     }
 }
 
@@ -241,22 +270,34 @@ mod tests {
 
     proptest! {
         #[test]
-        fn message_round_trips(
+        fn facts_round_trip_through_the_annotation(
             active in proptest::option::of(described()),
             applied in proptest::option::of(described()),
             newest in proptest::option::of((described(), 0..Verdict::ALL.len(), any::<String>())),
+            reload in proptest::option::of((any::<String>(), any::<String>())),
+            rollout in proptest::option::of((
+                proptest::option::of("[0-9]{1,3}(\\.[0-9]{1,2})?%"),
+                any::<bool>(),
+                proptest::option::of((described(), 0..Verdict::ALL.len())),
+            )),
         ) {
-            let m = ConditionMessage {
+            let f = Facts {
                 active,
                 applied,
                 newest: newest.map(|(config, v, reason)| Newest { config, verdict: Verdict::ALL[v], reason }),
+                reload_failing: reload.map(|(target, error)| ReloadFailing { target, error }),
+                rollout: rollout.map(|(percent, candidate, held)| RolloutPart {
+                    percent,
+                    assigned: if candidate { Track::Candidate } else { Track::Stable },
+                    held: held.map(|(config, v)| Held { config, verdict: Verdict::ALL[v] }),
+                }),
             };
-            prop_assert_eq!(m.to_string().parse::<ConditionMessage>(), Ok(m));
+            prop_assert_eq!(Facts::from_json(&f.to_json()), Some(f));
         }
 
         #[test]
         fn any_text_parses_or_fails_without_panicking(s in any::<String>()) {
-            let _ = s.parse::<ConditionMessage>();
+            let _ = Facts::from_json(&s);
             let _ = s.parse::<Reason>();
         }
     }
@@ -279,11 +320,13 @@ mod tests {
         assert_eq!(Reason::NotPromoted.as_kebab(), "not-promoted");
         assert_eq!("Observed".parse::<Reason>(), Ok(Reason::Observed));
         assert_eq!("NotReady".parse::<Reason>(), Ok(Reason::NotReady));
+        assert_eq!("ReloadFailing".parse::<Reason>(), Ok(Reason::ReloadFailing));
+        assert_eq!(Reason::ReloadFailing.as_kebab(), "reload-failing");
     }
 
     #[test]
-    fn the_variant_follows_the_hash() {
-        let m = ConditionMessage {
+    fn the_message_and_the_annotation_say_the_same() {
+        let f = Facts {
             active: Some(
                 Described::new(Some("2.5.0"), Some("sha256:ab"))
                     .from_variant(Some("config.v2.yaml")),
@@ -295,27 +338,45 @@ mod tests {
                 verdict: Verdict::TooNew,
                 reason: "no variant is accepted by ^2: config.v3.yaml 3.0.0 too-new".into(),
             }),
+            reload_failing: Some(ReloadFailing {
+                target: "http://127.0.0.1:8080/reload".into(),
+                error: "connection refused".into(),
+            }),
+            rollout: None,
         };
-        let text = "version 2.5.0 sha256:ab from config.v2.yaml; newest version 3.0.0 sha256:cd from \
-                    config.v3.yaml is too-new: no variant is accepted by ^2: config.v3.yaml 3.0.0 too-new";
-        assert_eq!(m.to_string(), text);
-        assert_eq!(text.parse::<ConditionMessage>(), Ok(m));
-        // A message written before variants were named still reads.
-        let old: ConditionMessage = "version 2.5.0 sha256:ab".parse().unwrap();
-        assert_eq!(old.active.unwrap().variant, None);
-        assert!(
-            "version 2.5.0 sha256:ab from "
-                .parse::<Described>()
-                .is_err()
+        assert_eq!(
+            f.to_string(),
+            "version 2.5.0 sha256:ab from config.v2.yaml; newest version 3.0.0 sha256:cd from \
+             config.v3.yaml is too-new: no variant is accepted by ^2: config.v3.yaml 3.0.0 too-new; \
+             reload via http://127.0.0.1:8080/reload failing: connection refused"
         );
+        assert_eq!(
+            f.to_json(),
+            r#"{"active":{"version":"2.5.0","sha256":"sha256:ab","variant":"config.v2.yaml"},"newest":{"version":"3.0.0","sha256":"sha256:cd","variant":"config.v3.yaml","verdict":"too-new","reason":"no variant is accepted by ^2: config.v3.yaml 3.0.0 too-new"},"reload_failing":{"target":"http://127.0.0.1:8080/reload","error":"connection refused"}}"#
+        );
+        assert_eq!(Facts::default().to_string(), "no accepted config");
+        assert_eq!(Facts::default().to_json(), "{}");
     }
 
     #[test]
-    fn multibyte_hash_is_no_panic() {
-        let m: ConditionMessage = "version 2.4.1 sha256:ééééééééééééé".parse().unwrap();
+    fn the_rollout_part_names_the_track_and_a_held_candidate() {
+        let f = Facts {
+            active: Some(Described::new(Some("2.4.1"), Some("sha256:ab"))),
+            rollout: Some(RolloutPart {
+                percent: Some("25%".into()),
+                assigned: Track::Candidate,
+                held: Some(Held {
+                    config: Described::new(Some("3.0.0"), Some("sha256:cd")),
+                    verdict: Verdict::TooNew,
+                }),
+            }),
+            ..Facts::default()
+        };
         assert_eq!(
-            m.active.unwrap().sha256.as_deref(),
-            Some("sha256:ééééééééééééé")
+            f.to_string(),
+            "version 2.4.1 sha256:ab; rollout 25% candidate held version 3.0.0 sha256:cd too-new"
         );
+        assert_eq!(f.rollout.as_ref().unwrap().track(), Track::Stable);
+        assert_eq!(Facts::from_json(&f.to_json()), Some(f));
     }
 }

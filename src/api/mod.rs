@@ -1,17 +1,23 @@
 //! API mode: the Kubernetes API as a config source and as a place to report, behind the `api` feature.
 //!
-//! - [`source`]: one ConfigMap watched through the API, fed to the same decision loop as the volume.
+//! - [`source`]: one ConfigMap or Secret watched through the API, fed to the same decision loop as
+//!   the volume.
+//! - [`backoff`]: how long the source waits before it lists again after an error.
 //! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
-//! - [`secret`]: one Secret watched the same way; its hashes are sealed (see `snapshot::seal`).
+//! - [`secret`]: a Secret's events as the source reads them; its hashes are sealed (see
+//!   `snapshot::seal`).
 //! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
-//!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod.
-//! - [`condition`]: those conditions' reason and message, formatted and parsed by one type.
-//! - [`status_cmd`]: `confgate status`, the fleet view read back from those conditions.
+//!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod, in API and volume
+//!   mode alike.
+//! - [`condition`]: those conditions' reason, and their facts: the message (prose) and the annotation
+//!   `status.confgate.io/facts` (JSON), both made from one value.
+//! - [`status_cmd`]: `confgate status`, the fleet view read from those conditions and that annotation.
 //!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
 //! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
 //! binary against a real kube-apiserver (when one is at hand).
 
+pub mod backoff;
 pub mod condition;
 pub mod events;
 pub mod pod;
@@ -41,12 +47,62 @@ pub const CURRENT_TYPE: &str = "confgate.io/config-current";
 /// Downward-API env vars naming the sidecar's pod.
 pub const ENV_POD_NAME: &str = "POD_NAME";
 pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
+/// The pod's UID from the downward API, so Events name this pod without a `get` on pods.
+pub const ENV_POD_UID: &str = "POD_UID";
 
 /// Why API mode could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot build a Kubernetes client: {0}")]
+    #[error("{}", credentials_problem(.0))]
     Client(#[source] kube::Error),
+}
+
+/// Why no Kubernetes client could be built, in one line: kube's own error nests the in-cluster attempt
+/// and the kubeconfig attempt, each with its sources, in one paragraph. Outside a cluster the kubeconfig
+/// is what the operator can fix, so it is named first.
+pub fn credentials_problem(e: &kube::Error) -> String {
+    use kube::config::KubeconfigError as K;
+    use std::error::Error as _;
+    let kubeconfig = match e {
+        kube::Error::InferConfig(infer) => infer.source().and_then(|s| s.downcast_ref::<K>()),
+        kube::Error::InferKubeconfig(k) => Some(k),
+        _ => None,
+    };
+    let Some(k) = kubeconfig else {
+        return format!("cannot build a Kubernetes client: {e}");
+    };
+    let problem = match k {
+        K::FindPath => "no kubeconfig found (set KUBECONFIG, or create ~/.kube/config)".to_owned(),
+        K::ReadConfig(io, path) => format!(
+            "cannot read the kubeconfig {}: {}",
+            path.display(),
+            io.kind()
+        ),
+        K::Parse(yaml) => format!(
+            "the kubeconfig is not valid YAML ({})",
+            yaml.to_string().lines().next().unwrap_or_default()
+        ),
+        other => format!("the kubeconfig: {other}"),
+    };
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    if in_cluster {
+        format!(
+            "no usable Kubernetes credentials: the pod's service account could not be used, and {problem}"
+        )
+    } else {
+        format!("no usable Kubernetes credentials: not in a cluster, and {problem}")
+    }
+}
+
+/// Whether API mode's credentials are there, before anything starts: a missing or broken kubeconfig
+/// is a usage error said once, not a failure after `confgate started`.
+pub async fn check_credentials(spec: &Result<SourceSpec, String>) -> Result<(), Error> {
+    if matches!(spec, Ok(SourceSpec::ConfigMap(_) | SourceSpec::Secret(_))) {
+        kube::Config::infer()
+            .await
+            .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
+    }
+    Ok(())
 }
 
 /// A ConfigMap or Secret named by namespace and name.
@@ -182,72 +238,118 @@ pub async fn feed(
             Ok(Feed::Channel { snapshots, source })
         }
         Ok(SourceSpec::ConfigMap(target)) => {
-            let client = kube::Client::try_default().await.map_err(Error::Client)?;
-            info!(configmap = %target, "watching the ConfigMap through the API");
-            let (tx, snapshots) = tokio::sync::watch::channel(None);
-            let (view, source) = tokio::sync::watch::channel(None);
-            tokio::spawn(source::run(
-                client,
-                target,
-                tx,
-                view,
-                shared,
-                source::STUCK_AFTER,
-                shutdown,
-            ));
-            Ok(Feed::Channel { snapshots, source })
+            Ok(watch(source::Kind::ConfigMap, target, shared, shutdown).await?)
         }
         Ok(SourceSpec::Secret(target)) => {
-            let client = kube::Client::try_default().await.map_err(Error::Client)?;
-            info!(secret = %target, "watching the Secret through the API");
-            let (tx, snapshots) = tokio::sync::watch::channel(None);
-            let (view, source) = tokio::sync::watch::channel(None);
-            tokio::spawn(secret::run(
-                client,
-                target,
-                tx,
-                view,
-                shared,
-                source::STUCK_AFTER,
-                shutdown,
-            ));
-            Ok(Feed::Channel { snapshots, source })
+            Ok(watch(source::Kind::Secret, target, shared, shutdown).await?)
         }
     }
 }
 
-/// Starts Events and the pod condition when the pod is known (`POD_NAME`, `POD_NAMESPACE`) and a
-/// client can be built; otherwise says so once and goes on without them.
+/// Spawns the watch of one object, feeding the decision loop.
+async fn watch(
+    kind: source::Kind,
+    target: Target,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Feed, Error> {
+    let client = client().await.map_err(Error::Client)?;
+    info!(source = %target, kind = kind.as_str(), "watching the {} through the API", kind.title());
+    let (snapshots_tx, snapshots) = tokio::sync::watch::channel(None);
+    let (view, source) = tokio::sync::watch::channel(None);
+    let out = source::Outputs {
+        snapshots: snapshots_tx,
+        view,
+    };
+    tokio::spawn(source::run(
+        client,
+        kind,
+        target,
+        out,
+        shared,
+        source::STUCK_AFTER,
+        shutdown,
+    ));
+    Ok(Feed::Channel { snapshots, source })
+}
+
+/// Starts reporting to the sidecar's own pod (Events, the conditions, the facts annotation), in either
+/// mode, unless `enabled` is false (`--pod-report off`). It needs the pod's name and namespace
+/// (`POD_NAME`, `POD_NAMESPACE`) and credentials (a mounted ServiceAccount token, or a kubeconfig);
+/// without them it says so once and confgate goes on without reporting.
 pub async fn spawn_pod_reporter(
+    enabled: bool,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let (name, namespace) = (
-        std::env::var(ENV_POD_NAME).ok().filter(|s| !s.is_empty()),
-        std::env::var(ENV_POD_NAMESPACE)
-            .ok()
-            .filter(|s| !s.is_empty()),
-    );
-    let (Some(name), Some(namespace)) = (name, namespace) else {
+    if !enabled {
+        info!("--pod-report off: no Events and no pod conditions");
+        return;
+    }
+    let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+    let (Some(name), Some(namespace)) = (env(ENV_POD_NAME), env(ENV_POD_NAMESPACE)) else {
         info!(
-            "{ENV_POD_NAME}/{ENV_POD_NAMESPACE} not set; no Events and no pod condition (set them from the downward API)"
+            "{ENV_POD_NAME}/{ENV_POD_NAMESPACE} not set; no Events and no pod conditions (set them from the downward API)"
         );
         return;
     };
-    let client = match kube::Client::try_default().await {
+    let client = match client().await {
         Ok(c) => c,
         Err(e) => {
-            warn!(error = %e, "no Kubernetes client; no Events and no pod condition");
+            warn!(error = %e, "no Kubernetes credentials (no ServiceAccount token mounted, no kubeconfig); no Events and no pod conditions; --pod-report off (CONFGATE_POD_REPORT=off) says this is meant");
             return;
         }
     };
     let rx = shared.subscribe();
     tokio::spawn(pod::run(
         client,
-        pod::PodRef { namespace, name },
+        pod::PodRef {
+            namespace,
+            name,
+            uid: env(ENV_POD_UID),
+        },
         rx,
         shutdown,
     ));
+}
+
+/// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the in-cluster config.
+///
+/// A token file is read as kubectl reads it: whitespace around the token (a trailing newline) is
+/// not part of it. kube keeps the file's text as it is and re-reads it every minute; a file that
+/// needs trimming is read here once, as the token.
+pub async fn client() -> Result<kube::Client, kube::Error> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    trim_token_file(&mut config.auth_info);
+    kube::Client::try_from(config)
+}
+
+/// Replaces a `tokenFile` whose text has whitespace around the token by the trimmed token.
+fn trim_token_file(auth: &mut kube::config::AuthInfo) {
+    if auth.token.is_some() {
+        return;
+    }
+    // A file that cannot be read is left for kube to report, naming it.
+    let Some(text) = auth
+        .token_file
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+    else {
+        return;
+    };
+    let token = text.trim();
+    if token.len() == text.len() || token.is_empty() {
+        return;
+    }
+    // The token's type lives in a crate confgate does not name; its deserializer builds it.
+    let trimmed =
+        serde_json::from_value::<kube::config::AuthInfo>(serde_json::json!({"token": token}));
+    if let Ok(a) = trimmed {
+        auth.token = a.token;
+        auth.token_file = None;
+    }
 }
 
 /// A one-line explanation of an API error, naming the RBAC rule a 403 calls for.
@@ -264,6 +366,38 @@ pub fn explain(e: &kube::Error, rule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_file_ending_in_a_newline_is_trimmed_as_kubectl_does() {
+        use kube::config::AuthInfo;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("token");
+        let file = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            AuthInfo {
+                token_file: Some(path.display().to_string()),
+                ..AuthInfo::default()
+            }
+        };
+        let mut auth = file("abc.def\n");
+        trim_token_file(&mut auth);
+        assert_eq!(auth.token_file, None);
+        let token = auth.token.expect("the trimmed token");
+        let json = serde_json::to_value(AuthInfo {
+            token: Some(token),
+            ..AuthInfo::default()
+        })
+        .unwrap();
+        assert_eq!(json["token"], "abc.def");
+        // A clean file stays a file, which kube re-reads as it rotates.
+        let mut auth = file("abc.def");
+        trim_token_file(&mut auth);
+        assert_eq!(
+            auth.token_file.as_deref(),
+            Some(&*path.display().to_string())
+        );
+        assert!(auth.token.is_none());
+    }
 
     #[test]
     fn source_spec_parses_and_names_the_problem() {

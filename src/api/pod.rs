@@ -15,7 +15,9 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use super::condition::{ConditionMessage, Described, Newest, Reason};
+use super::condition::{
+    Described, FACTS_ANNOTATION, Facts, Held, Newest, Reason, ReloadFailing, RolloutPart,
+};
 use super::events::EventSink;
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
@@ -23,8 +25,11 @@ use crate::snapshot::PrintedHash;
 use crate::state::{Holding, ReloadResult, Status};
 use crate::verdict::Verdict;
 
-/// After a failed condition patch, when to try again.
+/// After a failed condition patch, when to try again; doubled after each failure up to
+/// [`PATCH_RETRY_MAX`], so a Role that lacks the rule costs the API server a request every few
+/// minutes, not every 30 s.
 const PATCH_RETRY: Duration = Duration::from_secs(30);
+const PATCH_RETRY_MAX: Duration = Duration::from_secs(300);
 /// The API server's limit on an Event note.
 const NOTE_MAX: usize = 1024;
 
@@ -33,6 +38,8 @@ const NOTE_MAX: usize = 1024;
 pub struct PodRef {
     pub namespace: String,
     pub name: String,
+    /// From the downward API (`POD_UID`); without it the reporter reads it once (`get` on pods).
+    pub uid: Option<String>,
 }
 
 /// One Event to publish, before it meets the Recorder.
@@ -171,39 +178,25 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     out
 }
 
-/// The conditions for a status, none before anything was read: `confgate.io/config-compatible`
-/// first, then `confgate.io/config-current`.
-///
-/// `config-compatible` is what `readinessGates` reads, so its status is exactly `/readyz`'s (a replica
-/// holding an older config under `hold`, or observing under `--mode observe`, stays ready).
-/// `config-current` is True when the newest config is the one in force and accepted; its reason is
-/// the newest config's verdict (`TooNew` while one is held). Both carry the same message: the active
-/// config (`version X sha256:...`, or `no accepted config`), which `confgate status` reads back, and a
-/// newest config that is not active after `; newest`.
-pub fn conditions(s: &Status) -> Vec<Condition> {
-    let newest = match (&s.candidate, &s.active) {
-        (Some(c), _) => c.verdict,
-        (None, Some(a)) => a.verdict,
-        (None, None) => return Vec::new(),
-    };
-    let current = s.candidate.is_none() && newest == Verdict::Accepted;
-    let current_reason = match &s.candidate {
-        // Accepted but not in place: the promotion failed.
-        Some(c) if c.verdict == Verdict::Accepted => Reason::NotPromoted,
-        _ => Reason::Verdict(newest),
-    };
-    let active_accepted = s
-        .active
-        .as_ref()
-        .is_some_and(|a| a.verdict == Verdict::Accepted);
-    let compatible_reason = match (s.ready, active_accepted) {
-        (true, true) => Reason::Verdict(Verdict::Accepted),
-        // Ready only because observe mode does not enforce.
-        (true, false) => Reason::Observed,
-        (false, _) if current_reason != Reason::Verdict(Verdict::Accepted) => current_reason,
-        (false, _) => Reason::NotReady,
-    };
-    let message = ConditionMessage {
+/// Failed reload attempts in a row after which `config-current` says the reload is failing: one
+/// failure retried at once (a component restarting) does not flap the condition.
+pub const RELOAD_FAILING_AFTER: u32 = 3;
+
+/// The facts both conditions and the annotation [`FACTS_ANNOTATION`] carry; none before anything
+/// was read.
+pub fn facts(s: &Status) -> Option<Facts> {
+    if s.active.is_none() && s.candidate.is_none() {
+        return None;
+    }
+    Some(Facts {
+        rollout: s.rollout.as_ref().map(|r| RolloutPart {
+            percent: r.percent.clone(),
+            assigned: r.assigned,
+            held: r.held.as_ref().map(|h| Held {
+                config: Described::new(h.version.as_deref(), h.sha256.as_deref()),
+                verdict: h.verdict,
+            }),
+        }),
         active: s.active.as_ref().map(|a| {
             described(a.version.as_deref(), Some(&a.sha256)).from_variant(a.variant.as_deref())
         }),
@@ -217,8 +210,62 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
             verdict: c.verdict,
             reason: c.reason.clone(),
         }),
+        reload_failing: (s.reload.consecutive_failures >= RELOAD_FAILING_AFTER).then(|| {
+            ReloadFailing {
+                target: s.reload.target.clone(),
+                error: s
+                    .reload
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "unknown error".into()),
+            }
+        }),
+    })
+}
+
+/// The conditions for a status, none before anything was read: `confgate.io/config-compatible`
+/// first, then `confgate.io/config-current`.
+///
+/// `config-compatible` is what `readinessGates` reads, so its status is exactly `/readyz`'s (a replica
+/// holding an older config under `hold`, or observing under `--mode observe`, stays ready; so does
+/// one whose reload keeps failing, since the component still runs the config it had).
+/// `config-current` is True when the newest config is the one in force, accepted, and taken by the
+/// component; its reason is the newest config's verdict (`TooNew` while one is held), or
+/// `ReloadFailing` when the reload of an accepted newest config keeps failing. Both carry the same
+/// message, the [`Facts`] in prose.
+pub fn conditions(s: &Status) -> Vec<Condition> {
+    let Some(facts) = facts(s) else {
+        return Vec::new();
     };
-    let message = truncate(message.to_string(), NOTE_MAX);
+    let newest = match (&s.candidate, &s.active) {
+        (Some(c), _) => c.verdict,
+        (None, Some(a)) => a.verdict,
+        (None, None) => return Vec::new(),
+    };
+    let verdict_reason = match &s.candidate {
+        // Accepted but not in place: the promotion failed.
+        Some(c) if c.verdict == Verdict::Accepted => Reason::NotPromoted,
+        _ => Reason::Verdict(newest),
+    };
+    let current_reason = match verdict_reason {
+        Reason::Verdict(Verdict::Accepted) if facts.reload_failing.is_some() => {
+            Reason::ReloadFailing
+        }
+        other => other,
+    };
+    let current = current_reason == Reason::Verdict(Verdict::Accepted);
+    let active_accepted = s
+        .active
+        .as_ref()
+        .is_some_and(|a| a.verdict == Verdict::Accepted);
+    let compatible_reason = match (s.ready, active_accepted) {
+        (true, true) => Reason::Verdict(Verdict::Accepted),
+        // Ready only because observe mode does not enforce.
+        (true, false) => Reason::Observed,
+        (false, _) if verdict_reason != Reason::Verdict(Verdict::Accepted) => verdict_reason,
+        (false, _) => Reason::NotReady,
+    };
+    let message = truncate(facts.to_string(), NOTE_MAX);
     vec![
         Condition {
             type_: CONDITION_TYPE,
@@ -235,9 +282,10 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
     ]
 }
 
-/// The strategic merge patch for the conditions, each with its last transition time; `conditions`
-/// merges on `type`, so other conditions stay.
-pub fn condition_patch(cs: &[(Condition, jiff::Timestamp)]) -> serde_json::Value {
+/// The strategic merge patch for the conditions, each with its last transition time, and the facts
+/// annotation. `conditions` merges on `type`, so other conditions stay, and `annotations` on the key,
+/// so other annotations stay; the pods/status subresource takes both (it keeps the spec as it is).
+pub fn condition_patch(cs: &[(Condition, jiff::Timestamp)], facts: &str) -> serde_json::Value {
     let conditions: Vec<serde_json::Value> = cs
         .iter()
         .map(|(c, since)| {
@@ -250,7 +298,10 @@ pub fn condition_patch(cs: &[(Condition, jiff::Timestamp)]) -> serde_json::Value
             })
         })
         .collect();
-    serde_json::json!({ "status": { "conditions": conditions } })
+    serde_json::json!({
+        "metadata": { "annotations": { FACTS_ANNOTATION: facts } },
+        "status": { "conditions": conditions },
+    })
 }
 
 /// Publishes Events and patches the condition on `pod`; state kept between changes.
@@ -259,20 +310,26 @@ pub struct PodReporter {
     pod: PodRef,
     events: EventSink,
     sent: Vec<Condition>,
+    /// The facts annotation last written.
+    sent_facts: String,
     /// Per condition type, its status and when it last changed.
     transition: Vec<(&'static str, bool, jiff::Timestamp)>,
     last_error: Option<String>,
 }
 
-/// The reporter for `pod`: reads the pod's UID (best effort) so Events point at this incarnation.
+/// The reporter for `pod`: Events point at this incarnation of it through its UID, given or read
+/// once (best effort).
 pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
     let pods: Api<PodView> = Api::namespaced(client.clone(), &pod.namespace);
-    let uid = match pods.get_metadata(&pod.name).await {
-        Ok(p) => p.metadata.uid,
-        Err(e) => {
-            warn!(pod = %pod.name, error = %explain(&e, "get on pods"), "cannot read the pod; Events will not carry its UID");
-            None
-        }
+    let uid = match &pod.uid {
+        Some(uid) => Some(uid.clone()),
+        None => match pods.get_metadata(&pod.name).await {
+            Ok(p) => p.metadata.uid,
+            Err(e) => {
+                warn!(pod = %pod.name, error = %explain(&e, "get on pods"), "cannot read the pod; Events will not carry its UID (set POD_UID from the downward API)");
+                None
+            }
+        },
     };
     let reference = ObjectReference {
         api_version: Some("v1".into()),
@@ -288,6 +345,7 @@ pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
         pod,
         events,
         sent: Vec::new(),
+        sent_facts: String::new(),
         transition: Vec::new(),
         last_error: None,
     }
@@ -309,7 +367,8 @@ impl PodReporter {
 
     async fn patch(&mut self, s: &Status) -> bool {
         let cs = conditions(s);
-        if cs.is_empty() || self.sent == cs {
+        let facts = facts(s).map(|f| f.to_json()).unwrap_or_default();
+        if cs.is_empty() || (&self.sent, &self.sent_facts) == (&cs, &facts) {
             return true;
         }
         let now = jiff::Timestamp::now();
@@ -324,7 +383,7 @@ impl PodReporter {
                 (c.clone(), since)
             })
             .collect();
-        let body = condition_patch(&timed);
+        let body = condition_patch(&timed, &facts);
         match self
             .pods
             .patch_status(
@@ -346,6 +405,7 @@ impl PodReporter {
                     .map(|(c, since)| (c.type_, c.status, *since))
                     .collect();
                 self.sent = cs;
+                self.sent_facts = facts;
                 true
             }
             Err(e) => {
@@ -377,14 +437,18 @@ pub async fn run(
         () = &mut shutdown => return,
     };
     let mut prev = Status::default();
+    let mut retry = PATCH_RETRY;
     loop {
         let next = rx.borrow_and_update().clone();
         // With `prev == next` (a retry) no Event repeats; only the condition patch is tried again.
         let patched = r.report(&prev, &next).await;
         prev = next;
+        if patched {
+            retry = PATCH_RETRY;
+        }
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(PATCH_RETRY), if !patched => {}
+            () = tokio::time::sleep(retry), if !patched => retry = (retry * 2).min(PATCH_RETRY_MAX),
             () = &mut shutdown => return,
         }
     }
@@ -514,7 +578,7 @@ mod tests {
                 "version 2.5.0 sha256:abababababababababababababababababababababababababababababababab from config.v2.yaml"
             )
         );
-        let m: ConditionMessage = c.message.parse().unwrap();
+        let m = facts(&s).unwrap();
         assert_eq!(m.active.unwrap().variant.as_deref(), Some("config.v2.yaml"));
     }
 
@@ -566,8 +630,56 @@ mod tests {
             (c.status, c.reason.as_str()),
             (false, "RejectedByComponent")
         );
-        let m: ConditionMessage = c.message.parse().unwrap();
+        let m = facts(&next).unwrap();
         assert_eq!(m.applied.unwrap().version.as_deref(), Some("2.0.0"));
         assert_eq!(m.newest.unwrap().verdict, Verdict::RejectedByComponent);
+    }
+
+    #[test]
+    fn a_reload_that_keeps_failing_shows_in_config_current_not_in_readiness() {
+        let mut s = Status {
+            ready: true,
+            active: Some(ActiveView {
+                version: Some("2.5.0".into()),
+                sha256: hash(0xab),
+                since: jiff::Timestamp::UNIX_EPOCH,
+                verdict: Verdict::Accepted,
+                variant: None,
+            }),
+            ..Status::default()
+        };
+        s.reload.target = "http://127.0.0.1:8080/reload".into();
+        s.reload.last_error = Some("connection refused".into());
+        s.reload.consecutive_failures = RELOAD_FAILING_AFTER - 1;
+        assert!(
+            condition(&s).unwrap().status,
+            "one retry more is not yet failing"
+        );
+        s.reload.consecutive_failures = RELOAD_FAILING_AFTER;
+        assert_eq!(compatible(&s), (true, "Accepted".into()));
+        let c = condition(&s).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "ReloadFailing"));
+        assert_eq!(
+            c.message,
+            format!(
+                "version 2.5.0 {}; reload via http://127.0.0.1:8080/reload failing: connection refused",
+                hash(0xab)
+            )
+        );
+        let f = facts(&s).unwrap().reload_failing.unwrap();
+        assert_eq!(f.error, "connection refused");
+        // A held config says why the newest is not in force, before the reload does.
+        s.candidate = Some(CandidateView {
+            version: Some("3.0.0".into()),
+            sha256: Some(hash(0xcd)),
+            verdict: Verdict::TooNew,
+            reason: "too new".into(),
+            variant: None,
+        });
+        assert_eq!(condition(&s).unwrap().reason, "TooNew");
+        // Not ready for its settings while the reload fails: readiness does not blame the reload.
+        s.candidate = None;
+        s.ready = false;
+        assert_eq!(compatible(&s), (false, "NotReady".into()));
     }
 }

@@ -7,21 +7,8 @@
 //! health the same way. Hashes of the content are printed sealed (`snapshot::seal`, set at start-up for
 //! a `secret:` source), never as the plain `sha256:`, and content never leaves the process.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
-
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
-use kube::{Api, Client};
-use tokio::sync::watch;
-
-use super::Target;
-use super::source::{self, Kind, Tracker};
-use crate::snapshot::Observed;
-use crate::state::{Shared, SourceView};
 
 /// The Secret as the tracker reads objects: metadata kept, `data` as `binaryData`.
 pub fn as_configmap(secret: Secret) -> ConfigMap {
@@ -32,7 +19,8 @@ pub fn as_configmap(secret: Secret) -> ConfigMap {
     }
 }
 
-fn event(ev: watcher::Event<Secret>) -> watcher::Event<ConfigMap> {
+/// A Secret watch's event as the tracker reads it.
+pub(crate) fn event(ev: watcher::Event<Secret>) -> watcher::Event<ConfigMap> {
     match ev {
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitApply(s) => watcher::Event::InitApply(as_configmap(s)),
@@ -42,29 +30,12 @@ fn event(ev: watcher::Event<Secret>) -> watcher::Event<ConfigMap> {
     }
 }
 
-/// Watches the Secret `target` until `shutdown`, with the field selector `metadata.name=NAME` that
-/// RBAC `resourceNames` requires for list and watch.
-pub async fn run(
-    client: Client,
-    target: Target,
-    tx: watch::Sender<Option<Observed>>,
-    view: watch::Sender<Option<SourceView>>,
-    shared: Arc<Shared>,
-    stuck_after: Duration,
-    shutdown: impl Future<Output = ()>,
-) {
-    let api: Api<Secret> = Api::namespaced(client, &target.namespace);
-    let fields = format!("metadata.name={}", target.name);
-    let stream = watcher(api, watcher::Config::default().fields(&fields))
-        .default_backoff()
-        .map(|item| item.map(event));
-    let tracker = Tracker::of_kind(Kind::Secret, target, stuck_after);
-    source::drive(stream, tracker, tx, view, shared, shutdown).await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Target;
+    use crate::api::source::{self, Kind, Tracker};
+    use crate::snapshot::Observed;
     use k8s_openapi::ByteString;
 
     fn secret(data: &[(&str, &[u8])]) -> Secret {

@@ -1,26 +1,29 @@
-//! The ConfigMap source: a watch on one object through the API, turned into the same [`Observed`]
-//! snapshots the volume gives, so the decision loop judges both alike.
+//! The API source: a watch on one ConfigMap or Secret, turned into the same [`Observed`] snapshots
+//! the volume gives, so the decision loop judges both alike.
 //!
-//! The watch lists with the field selector `metadata.name=NAME` (what RBAC `resourceNames` requires
-//! for list and watch), then watches from the list's resourceVersion. kube's watcher re-lists after a
-//! `410 Gone`, and `default_backoff` spaces reconnects (0.8 s doubling to 30 s). Errors do not end the
-//! stream; they are reported, and a run of them longer than [`STUCK_AFTER`] shows in `/livez`.
+//! Each watch lists with the field selector `metadata.name=NAME` (what RBAC `resourceNames` requires
+//! for list and watch), then watches from the list's resourceVersion. After any error the watch is
+//! dropped and a new one lists again, after the wait [`Backoff`] gives (none after a `410 Gone`), so
+//! the watch is called healthy only while it runs from a list made since the last error. Errors do
+//! not end the source; they are reported, and a run of them longer than [`STUCK_AFTER`] shows in
+//! `/livez`.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::WatchStreamExt as _;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::backoff::{Backoff, Failure};
 use super::{Target, explain};
 use crate::configmap::{self, Keys};
+use crate::metrics::WatchSource;
 use crate::snapshot::Observed;
 use crate::state::{Shared, SourceView};
 
@@ -52,14 +55,16 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn as_str(self) -> &'static str {
+    /// As `/status` and the log lines name it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Kind::ConfigMap => "configmap",
             Kind::Secret => "secret",
         }
     }
 
-    fn title(self) -> &'static str {
+    /// As messages name it.
+    pub fn title(self) -> &'static str {
         match self {
             Kind::ConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
@@ -95,6 +100,7 @@ impl Tracker {
                 resource_version: None,
                 recreated: false,
                 previous_uid: None,
+                watching: false,
                 last_error: None,
                 failing_since: None,
                 last_error_at: None,
@@ -119,16 +125,20 @@ impl Tracker {
         match ev {
             watcher::Event::Init => {
                 self.listed = None;
+                self.view.watching = false;
                 None
             }
             watcher::Event::InitApply(cm) => {
                 self.listed = Some(cm);
                 None
             }
-            watcher::Event::InitDone => match self.listed.take() {
-                Some(cm) => Some(self.apply(&cm)),
-                None => Some(self.gone("does not exist")),
-            },
+            watcher::Event::InitDone => {
+                self.view.watching = true;
+                match self.listed.take() {
+                    Some(cm) => Some(self.apply(&cm)),
+                    None => Some(self.gone("does not exist")),
+                }
+            }
             watcher::Event::Apply(cm) => Some(self.apply(&cm)),
             watcher::Event::Delete(cm) => {
                 self.view.resource_version = cm.metadata.resource_version.clone();
@@ -142,7 +152,7 @@ impl Tracker {
         if let (Some(old), Some(new)) = (&self.view.uid, &uid)
             && old != new
         {
-            warn!(configmap = %self.target, old_uid = %old, new_uid = %new, "the {} was recreated (new UID)", self.kind.title());
+            warn!(source = %self.target, kind = self.kind.as_str(), old_uid = %old, new_uid = %new, "the {} was recreated (new UID)", self.kind.title());
             self.view.recreated = true;
             self.view.previous_uid = Some(old.clone());
         }
@@ -154,21 +164,21 @@ impl Tracker {
     }
 
     fn gone(&self, what: &str) -> Observed {
-        info!(configmap = %self.target, "the {} {what}", self.kind.title());
+        info!(source = %self.target, kind = self.kind.as_str(), "the {} {what}", self.kind.title());
         Observed::Missing(format!("{} {} {what}", self.kind.title(), self.target))
     }
 
-    /// A watcher error: a `410 Gone` is the normal end of a watch window (kube lists again); anything
-    /// else starts or continues a run of failures. Returns whether it was a failure.
-    pub fn error(&mut self, e: &watcher::Error) -> bool {
-        if let watcher::Error::WatchError(s) = e
-            && s.code == 410
-        {
-            info!(configmap = %self.target, "watch expired (410 Gone); listing again");
-            return false;
+    /// A watcher error, after which the watch lists again: a `410 Gone` is the normal end of a watch
+    /// window; anything else starts or continues a run of failures. Says what the error was.
+    pub fn error(&mut self, e: &watcher::Error) -> Failure {
+        self.view.watching = false;
+        let failure = classify(e);
+        if failure == Failure::Gone {
+            info!(source = %self.target, kind = self.kind.as_str(), "watch expired (410 Gone); listing again");
+            return failure;
         }
         let why = self.describe(e);
-        warn!(configmap = %self.target, error = %why, "{} watch failed; retrying with backoff", self.kind.title());
+        warn!(source = %self.target, kind = self.kind.as_str(), error = %why, "{} watch failed; retrying with backoff", self.kind.title());
         let now = Instant::now();
         let ended = self
             .view
@@ -179,7 +189,7 @@ impl Tracker {
         }
         self.view.last_error_at = Some(now);
         self.view.last_error = Some(why);
-        true
+        failure
     }
 
     /// The error as a user can act on it; a 403 names the Role rule that is missing.
@@ -202,63 +212,126 @@ impl Tracker {
     }
 }
 
-/// Watches `target` until `shutdown`, sending each settled snapshot to `tx` and the source's view to
-/// `view`, both for the decision loop; failures are counted in `shared`'s metrics.
+/// Whether the API server answered the failed request, and whether it said `410 Gone`.
+fn classify(e: &watcher::Error) -> Failure {
+    let status = match e {
+        watcher::Error::WatchError(s) => Some(s.code),
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => match k {
+            kube::Error::Api(s) => Some(s.code),
+            _ => None,
+        },
+        // The server answered, with something kube could not use.
+        _ => Some(0),
+    };
+    match status {
+        Some(410) => Failure::Gone,
+        Some(_) => Failure::Answered,
+        None => Failure::Unanswered,
+    }
+}
+
+/// The channels the source feeds the decision loop through.
+pub struct Outputs {
+    /// Each settled snapshot.
+    pub snapshots: watch::Sender<Option<Observed>>,
+    /// The source's view (identity, recreation, health).
+    pub view: watch::Sender<Option<SourceView>>,
+}
+
+/// Watches the `kind` object `target` until `shutdown`, sending each settled snapshot and the
+/// source's view to the decision loop; failures are counted in `shared`'s metrics.
 pub async fn run(
     client: Client,
+    kind: Kind,
     target: Target,
-    tx: watch::Sender<Option<Observed>>,
-    view: watch::Sender<Option<SourceView>>,
+    out: Outputs,
     shared: Arc<Shared>,
     stuck_after: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
-    let api: Api<ConfigMap> = Api::namespaced(client, &target.namespace);
     let fields = format!("metadata.name={}", target.name);
-    let stream = watcher(api, watcher::Config::default().fields(&fields)).default_backoff();
-    let tracker = Tracker::new(target, stuck_after);
-    drive(stream, tracker, tx, view, shared, shutdown).await;
+    let config = watcher::Config::default().fields(&fields);
+    let tracker = Tracker::of_kind(kind, target.clone(), stuck_after);
+    match kind {
+        Kind::ConfigMap => {
+            let api: Api<ConfigMap> = Api::namespaced(client, &target.namespace);
+            let watch = || watcher(api.clone(), config.clone());
+            drive(watch, tracker, out, shared, shutdown).await;
+        }
+        Kind::Secret => {
+            let api: Api<Secret> = Api::namespaced(client, &target.namespace);
+            let watch =
+                || watcher(api.clone(), config.clone()).map(|item| item.map(super::secret::event));
+            drive(watch, tracker, out, shared, shutdown).await;
+        }
+    }
 }
 
-/// Feeds a watch's events through `tracker` until `shutdown` or the end of the stream.
-pub(crate) async fn drive(
-    stream: impl futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>>,
+/// Feeds the events of the watches `watch` makes through `tracker` until `shutdown`: a new watch
+/// (which lists first) after each error, once the backoff's wait is over.
+pub(crate) async fn drive<S>(
+    mut watch: impl FnMut() -> S,
     mut tracker: Tracker,
-    tx: watch::Sender<Option<Observed>>,
-    view: watch::Sender<Option<SourceView>>,
+    out: Outputs,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()>,
-) {
-    view.send_replace(Some(tracker.view().clone()));
-    tokio::pin!(stream);
-    tokio::pin!(shutdown);
-    loop {
-        let item = tokio::select! {
-            item = stream.next() => item,
-            () = &mut shutdown => return,
-        };
-        match item {
-            Some(Ok(ev)) => {
-                if let Some(obs) = tracker.event(ev) {
-                    tx.send_if_modified(|cur| {
-                        let same = cur.as_ref().is_some_and(|c| c.same_as(&obs));
-                        *cur = Some(obs);
-                        !same
-                    });
-                }
-            }
-            Some(Err(e)) => {
-                if tracker.error(&e) {
-                    shared.metrics.watch_error();
-                }
-            }
-            None => return,
-        }
-        view.send_if_modified(|v| {
+) where
+    S: futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>>,
+{
+    let publish = |tracker: &Tracker| {
+        out.view.send_if_modified(|v| {
             let same = v.as_ref() == Some(tracker.view());
             *v = Some(tracker.view().clone());
             !same
         });
+    };
+    publish(&tracker);
+    tokio::pin!(shutdown);
+    let mut backoff = Backoff::default();
+    loop {
+        let stream = watch();
+        tokio::pin!(stream);
+        let wait = loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                () = &mut shutdown => return,
+            };
+            match item {
+                Some(Ok(ev)) => {
+                    let listed = matches!(ev, watcher::Event::InitDone);
+                    if matches!(ev, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
+                        backoff.watched();
+                    }
+                    if let Some(obs) = tracker.event(ev) {
+                        out.snapshots.send_if_modified(|cur| {
+                            let same = cur.as_ref().is_some_and(|c| c.same_as(&obs));
+                            *cur = Some(obs);
+                            !same
+                        });
+                    }
+                    if listed {
+                        backoff.listed(Instant::now());
+                    }
+                    publish(&tracker);
+                }
+                Some(Err(e)) => {
+                    let failure = tracker.error(&e);
+                    if failure != Failure::Gone {
+                        shared.metrics.watch_error(WatchSource::Api);
+                    }
+                    break backoff.failed(failure, Instant::now(), fastrand::f64());
+                }
+                // kube's watcher does not end; should it, start again as after an error.
+                None => break backoff.failed(Failure::Answered, Instant::now(), fastrand::f64()),
+            }
+        };
+        publish(&tracker);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = &mut shutdown => return,
+        }
     }
 }
 

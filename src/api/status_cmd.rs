@@ -1,6 +1,13 @@
 //! `confgate status`: the fleet view. Lists pods, reads the conditions `confgate.io/config-compatible`
-//! (ready) and `confgate.io/config-current` (the newest config in force) each sidecar wrote, and, given `--configmap`, compares each pod's active config with the ConfigMap's
-//! current content hash. Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap.
+//! (ready) and `confgate.io/config-current` (the newest config in force) each sidecar wrote, with
+//! their facts from the annotation `status.confgate.io/facts` (never from the prose message), and,
+//! given `--configmap`, compares each pod's active config with the ConfigMap's current content hash.
+//! Uses the user's kubeconfig; needs only list on pods and get on the ConfigMap. The sidecar's source
+//! does not matter: a volume-mode sidecar reports the same.
+//!
+//! Mid-rollout each pod is compared with the set the ConfigMap assigns its track (the stable keys, or
+//! the candidate's), and a summary line counts the tracks. `--wait` polls until every pod has applied
+//! what it is assigned, and stops at the first refusal.
 
 use std::collections::BTreeMap;
 
@@ -8,11 +15,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::condition::{ConditionMessage, Reason};
+use super::condition::{FACTS_ANNOTATION, Facts, Reason, RolloutPart};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
+use crate::rollout::{self, Percent, Plan};
 use crate::snapshot::{ContentHash, Snapshot};
-use crate::state::Holding;
+use crate::state::{Holding, Track};
 
 /// Which pods `confgate status` reads, and the ConfigMap it compares them with.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,7 +36,7 @@ pub struct Query {
 /// Why the fleet could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot build a Kubernetes client from the kubeconfig: {0}")]
+    #[error("{}", super::credentials_problem(.0))]
     Client(#[source] kube::Error),
     #[error("cannot list pods in {namespace}: {why}")]
     ListPods { namespace: String, why: String },
@@ -38,6 +46,20 @@ pub enum Error {
         name: String,
         why: String,
     },
+    /// Nothing to judge: neither a failure of the pods nor a success.
+    #[error("no pods in namespace {namespace}{}: nothing to compare", selector.as_ref().map(|s| format!(" match -l {s}")).unwrap_or_default())]
+    NoPods {
+        namespace: String,
+        selector: Option<String>,
+    },
+}
+
+impl Error {
+    /// The API server could not be reached, or refused or failed the request (not a problem of the
+    /// pods, nor of how the command was called).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::ListPods { .. } | Error::ConfigMap { .. })
+    }
 }
 
 /// One pod as its sidecar reported it.
@@ -51,10 +73,24 @@ pub struct Row {
     pub current: Option<(bool, String)>,
     /// The newer config held back while the active one stays, when one is.
     pub held: Option<Holding>,
+    /// The hash of the config held back, when it is known.
+    pub held_sha256: Option<String>,
     pub version: Option<String>,
     pub sha256: Option<String>,
     /// What the component confirmed it runs (version, hash), when the sidecar knows.
     pub applied: Option<(Option<String>, Option<String>)>,
+    /// With a rollout in the ConfigMap: the pod's part in it, as its sidecar reported it.
+    pub rollout: Option<RolloutPart>,
+}
+
+/// The two tracks of a ConfigMap mid-rollout, as `--configmap` reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracks {
+    pub percent: Option<Percent>,
+    /// The keys the candidate changes, listed.
+    pub keys: String,
+    pub stable: ContentHash,
+    pub candidate: ContentHash,
 }
 
 /// The pods and, with `--configmap`, the ConfigMap's current hash (`None` when it does not exist).
@@ -63,6 +99,8 @@ pub struct Fleet {
     pub namespace: String,
     pub rows: Vec<Row>,
     pub configmap: Option<(String, Option<ContentHash>)>,
+    /// With `--configmap` naming a ConfigMap mid-rollout: its tracks.
+    pub tracks: Option<Tracks>,
 }
 
 /// What a pod's status says.
@@ -73,18 +111,26 @@ pub fn row(pod: &PodView) -> Row {
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let ours = conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
     let current = conditions.iter().find(|c| c.type_ == CURRENT_TYPE);
-    let message = ours
-        .and_then(|c| c.message.as_deref())
-        .and_then(|m| m.parse::<ConditionMessage>().ok());
-    let applied = message
+    let facts = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FACTS_ANNOTATION))
+        .and_then(|f| Facts::from_json(f));
+    let applied = facts
         .as_ref()
         .and_then(|m| m.applied.clone())
         .map(|a| (a.version, a.sha256));
-    let active = message
+    let held_sha256 = facts
+        .as_ref()
+        .and_then(|m| m.newest.as_ref())
+        .and_then(|n| n.config.sha256.clone());
+    let rollout = facts.as_ref().and_then(|m| m.rollout.clone());
+    let active = facts
         .as_ref()
         .and_then(|m| m.active.clone())
         .unwrap_or_default();
-    let held = message.and_then(|m| m.newest).map(|n| Holding {
+    let held = facts.and_then(|m| m.newest).map(|n| Holding {
         held: active.version.clone(),
         newest: n.config.version,
         verdict: n.verdict,
@@ -97,9 +143,11 @@ pub fn row(pod: &PodView) -> Row {
         condition: ours.map(|c| (c.status == "True", c.reason.clone().unwrap_or_default())),
         current: current.map(|c| (c.status == "True", c.reason.clone().unwrap_or_default())),
         held,
+        held_sha256,
         version,
         sha256,
         applied,
+        rollout,
     }
 }
 
@@ -120,6 +168,7 @@ pub async fn fleet(client: Client, args: &Query) -> Result<Fleet, Error> {
     })?;
     let mut rows: Vec<Row> = list.items.iter().map(row).collect();
     rows.sort_by(|a, b| a.pod.cmp(&b.pod));
+    let mut tracks = None;
     let configmap = match &args.configmap {
         None => None,
         Some(name) => {
@@ -129,17 +178,34 @@ pub async fn fleet(client: Client, args: &Query) -> Result<Fleet, Error> {
                 name: name.clone(),
                 why: explain(&e, "get on configmaps"),
             })?;
-            let hash = cm
+            let snap = cm
                 .as_ref()
                 .and_then(|cm| super::source::files(cm).ok())
-                .map(|f| Snapshot::new(f.into_map()).hash());
-            Some((name.clone(), hash))
+                .map(|f| Snapshot::new(f.into_map()));
+            tracks = snap.as_ref().and_then(tracks_of);
+            Some((name.clone(), snap.map(|s| s.hash())))
         }
     };
     Ok(Fleet {
         namespace,
         rows,
         configmap,
+        tracks,
+    })
+}
+
+/// The tracks of a ConfigMap that holds a rollout (`None` without one, or when it cannot be read:
+/// the pods say why).
+fn tracks_of(snap: &Snapshot) -> Option<Tracks> {
+    let plan = Plan::read(snap, None).ok()??;
+    let split = rollout::split(snap.clone());
+    Some(Tracks {
+        percent: plan.percent,
+        keys: crate::listing::listed(&plan.keys, None, |out, k| {
+            out.push_str(&crate::listing::name(k))
+        }),
+        stable: split.stable.hash(),
+        candidate: split.candidate().hash(),
     })
 }
 
@@ -166,12 +232,156 @@ impl Fleet {
         let compatible = matches!(r.condition, Some((true, _)))
             && !matches!(r.current, Some((false, _)))
             && !Self::not_applied(r);
-        match &self.configmap {
-            None => compatible,
-            Some((_, hash)) => {
-                compatible && hash.is_some_and(|h| r.sha256.as_deref() == Some(&h.to_string()))
+        let expected = match (&self.tracks, &r.rollout) {
+            (Some(t), Some(part)) => Some(match part.assigned {
+                Track::Candidate => t.candidate,
+                Track::Stable => t.stable,
+            }),
+            // The pod has not seen the rollout yet (or its confgate does not know rollouts).
+            (Some(_), None) => return false,
+            (None, _) => self
+                .configmap
+                .as_ref()
+                .map(|(_, h)| h.unwrap_or(ContentHash([0; 32]))),
+        };
+        let sha_ok = match (&self.configmap, expected) {
+            (None, _) | (_, None) => true,
+            (Some((_, None)), _) => false,
+            (Some(_), Some(h)) => r.sha256.as_deref() == Some(&h.to_string()),
+        };
+        compatible && sha_ok && self.refusal(r).is_none()
+    }
+
+    /// The content the ConfigMap assigns a pod, with `--configmap`: its track's set mid-rollout.
+    fn assigned(&self, r: &Row) -> Option<String> {
+        let (_, hash) = self.configmap.as_ref()?;
+        let h = match (&self.tracks, r.rollout.as_ref().map(|p| p.assigned)) {
+            (Some(t), Some(Track::Candidate)) => t.candidate,
+            (Some(t), _) => t.stable,
+            (None, _) => (*hash)?,
+        };
+        Some(h.to_string())
+    }
+
+    /// Why a pod will not run what it is assigned without a change: it holds its rollout's
+    /// candidate back (outside its range, or refused by the component), or holds back the newest
+    /// config for a verdict (too-new, rejected-by-component...). With `--configmap`, only a refusal
+    /// of the ConfigMap's current content counts: a condition not yet updated after an edit is no
+    /// refusal.
+    fn refusal(&self, r: &Row) -> Option<String> {
+        let current = |sha: Option<&String>| match self.assigned(r) {
+            Some(want) => sha == Some(&want),
+            None => true,
+        };
+        if let Some((c, v)) = r
+            .rollout
+            .as_ref()
+            .and_then(|p| p.held.as_ref())
+            .map(|h| (&h.config, h.verdict))
+        {
+            return current(c.sha256.as_ref())
+                .then(|| format!("pod {} holds the candidate {c}: {v}", r.pod));
+        }
+        if r.held.is_none() || !current(r.held_sha256.as_ref()) {
+            return None;
+        }
+        match &r.current {
+            Some((false, reason)) => {
+                match reason.parse::<Reason>() {
+                    Ok(Reason::Verdict(v)) if v != crate::verdict::Verdict::Accepted => Some(
+                        format!("pod {} holds back the newest config: {}", r.pod, v.as_str()),
+                    ),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The first refusal among the pods, in pod order.
+    pub fn first_refusal(&self) -> Option<String> {
+        self.rows.iter().find_map(|r| self.refusal(r))
+    }
+
+    /// `rollout 25% of config.yaml: 3/12 pods on the candidate 2.5.0 (3 applied), 9/12 on stable
+    /// 2.4.1, 0 refused`, when a pod reports a rollout.
+    pub fn rollout_summary(&self) -> Option<String> {
+        let reporting: Vec<(&Row, &RolloutPart)> = self
+            .rows
+            .iter()
+            .filter_map(|r| Some((r, r.rollout.as_ref()?)))
+            .collect();
+        let first = reporting.first()?;
+        let total = self.rows.len();
+        let percent = match &self.tracks {
+            Some(t) => t.percent.map(|p| p.to_string()),
+            None => first.1.percent.clone(),
+        };
+        let of = self
+            .tracks
+            .as_ref()
+            .map(|t| format!(" of {}", t.keys))
+            .unwrap_or_default();
+        let most = |rows: &[&Row]| {
+            let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+            for r in rows {
+                *count
+                    .entry(r.version.as_deref().unwrap_or("-"))
+                    .or_default() += 1;
+            }
+            let mut v: Vec<(&str, usize)> = count.into_iter().collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            v.iter()
+                .map(|(k, _)| (*k).to_owned())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        };
+        let on = |t: Track| -> Vec<&Row> {
+            reporting
+                .iter()
+                .filter(|(_, p)| p.held.is_none() && p.track() == t)
+                .map(|(r, _)| *r)
+                .collect()
+        };
+        let (cand, stable) = (on(Track::Candidate), on(Track::Stable));
+        let applied = cand
+            .iter()
+            .filter(
+                |r| matches!(&r.applied, Some((_, Some(sha))) if r.sha256.as_deref() == Some(sha)),
+            )
+            .count();
+        let mut refused: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, p) in &reporting {
+            if let Some(h) = &p.held {
+                *refused.entry(h.verdict.to_string()).or_default() += 1;
             }
         }
+        let n_refused: usize = refused.values().sum();
+        let mut line = format!(
+            "rollout {}{of}: {}/{total} pods on the candidate{} ({applied} applied), {}/{total} on stable{}, {n_refused} refused",
+            percent.as_deref().unwrap_or("(no confgate.rollout key)"),
+            cand.len(),
+            if cand.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", most(&cand))
+            },
+            stable.len(),
+            if stable.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", most(&stable))
+            },
+        );
+        if n_refused > 0 {
+            let detail: Vec<String> = refused.iter().map(|(v, n)| format!("{n} {v}")).collect();
+            line.push_str(&format!(" ({})", detail.join(", ")));
+        }
+        let silent = total - reporting.len();
+        if silent > 0 {
+            line.push_str(&format!(", {silent} not reporting the rollout"));
+        }
+        Some(line)
     }
 
     /// The sidecar knows what the component runs, and it is not the promoted config.
@@ -185,9 +395,17 @@ impl Fleet {
         !self.rows.is_empty() && self.rows.iter().all(|r| self.matches(r))
     }
 
-    /// The table and the summary line.
+    /// The table and the summary line (and the rollout's, mid-rollout).
     pub fn render(&self) -> String {
         format!("{}{}\n", self.table(), self.summary())
+    }
+
+    /// The summary line, preceded by the rollout's line when pods report one.
+    pub fn summaries(&self) -> String {
+        match self.rollout_summary() {
+            Some(r) => format!("{r}\n{}", self.summary()),
+            None => self.summary(),
+        }
     }
 
     /// One line per pod, then the ConfigMap's hash when asked for.
@@ -242,7 +460,7 @@ impl Fleet {
                     self.namespace,
                     short(&h.to_string())
                 ),
-                None => format!("configmap {}/{name}: not found\n", self.namespace),
+                None => format!("no such ConfigMap {}/{name}\n", self.namespace),
             });
         }
         out
@@ -282,7 +500,11 @@ impl Fleet {
                         format!("running {}: {}", version(r), kebab(reason))
                     }
                     (_, _) => match &self.configmap {
-                        Some((_, None)) => format!("running {}: no such ConfigMap", version(r)),
+                        Some((name, None)) => format!(
+                            "running {}: no such ConfigMap {}/{name}",
+                            version(r),
+                            self.namespace
+                        ),
                         _ => format!("running {}: not yet the ConfigMap's content", version(r)),
                     },
                 },
@@ -318,10 +540,71 @@ impl Fleet {
     }
 }
 
-/// `confgate status` with the user's kubeconfig.
+/// `confgate status` with the user's kubeconfig; an empty selection is [`Error::NoPods`].
 pub async fn run(args: &Query) -> Result<Fleet, Error> {
+    let client = super::client().await.map_err(Error::Client)?;
+    let fleet = fleet(client, args).await?;
+    if fleet.rows.is_empty() {
+        return Err(Error::NoPods {
+            namespace: fleet.namespace,
+            selector: args.selector.clone(),
+        });
+    }
+    Ok(fleet)
+}
+
+/// How `confgate status --wait` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// Every selected pod applied what it is assigned.
+    Done(Fleet),
+    /// A pod refused its config: why, and the fleet as last read.
+    Refused(String, Fleet),
+    /// The timeout came first.
+    TimedOut(Fleet),
+}
+
+/// How often `--wait` reads the fleet again.
+const WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `confgate status --wait`: reads the fleet until every pod matches, a pod refuses, or `timeout`
+/// passes. `progress` gets each summary that differs from the last. A failed read is retried until
+/// the timeout (the API server may be restarting under a pipeline), then returned.
+pub async fn wait(
+    args: &Query,
+    timeout: std::time::Duration,
+    mut progress: impl FnMut(&str),
+) -> Result<Waited, Error> {
     let client = Client::try_default().await.map_err(Error::Client)?;
-    fleet(client, args).await
+    let end = tokio::time::Instant::now() + timeout;
+    let mut last = String::new();
+    loop {
+        let read = fleet(client.clone(), args).await;
+        let expired = tokio::time::Instant::now() >= end;
+        let f = match read {
+            Ok(f) => f,
+            Err(e) if expired => return Err(e),
+            Err(_) => {
+                tokio::time::sleep(WAIT_POLL).await;
+                continue;
+            }
+        };
+        let summary = f.summaries();
+        if summary != last {
+            progress(&summary);
+            last = summary;
+        }
+        if f.all_match() {
+            return Ok(Waited::Done(f));
+        }
+        if let Some(why) = f.first_refusal() {
+            return Ok(Waited::Refused(why, f));
+        }
+        if expired {
+            return Ok(Waited::TimedOut(f));
+        }
+        tokio::time::sleep(WAIT_POLL.min(end - tokio::time::Instant::now())).await;
+    }
 }
 
 #[cfg(test)]
@@ -343,17 +626,20 @@ mod tests {
             condition: Some((true, "Accepted".into())),
             current: Some((true, "Accepted".into())),
             held: None,
+            held_sha256: None,
             version: Some("2.1.0".into()),
             sha256: Some("sha256:210".into()),
             applied: Some((
                 Some(applied.into()),
                 Some(format!("sha256:{}", applied.replace('.', ""))),
             )),
+            rollout: None,
         };
         let fleet = Fleet {
             namespace: "prod".into(),
             rows: vec![row("a", "2.1.0"), row("b", "2.0.0")],
             configmap: None,
+            tracks: None,
         };
         assert_eq!(
             fleet.summary(),
@@ -361,6 +647,71 @@ mod tests {
         );
         assert!(fleet.table().lines().nth(2).unwrap().ends_with("2.0.0"));
         assert!(!fleet.all_match());
+    }
+
+    /// Mid-rollout the summary counts the tracks, and only a refusal of the ConfigMap's current
+    /// content ends a wait: a condition not yet updated after an edit is no refusal.
+    #[test]
+    fn a_rollout_is_summarised_and_only_a_current_refusal_counts() {
+        use crate::state::Track;
+        let row = |pod: &str, version: &str, assigned: Track, held: Option<&str>| Row {
+            pod: pod.into(),
+            ready: true,
+            condition: Some((true, "Accepted".into())),
+            current: Some((true, "Accepted".into())),
+            held: None,
+            held_sha256: None,
+            version: Some(version.into()),
+            sha256: Some(format!("sha256:{}", version.replace('.', ""))),
+            applied: Some((
+                Some(version.into()),
+                Some(format!("sha256:{}", version.replace('.', ""))),
+            )),
+            rollout: Some(RolloutPart {
+                percent: Some("25%".into()),
+                assigned,
+                held: held.map(|sha| super::super::condition::Held {
+                    config: super::super::condition::Described::new(Some("3.0.0"), Some(sha)),
+                    verdict: crate::verdict::Verdict::TooNew,
+                }),
+            }),
+        };
+        let mut fleet = Fleet {
+            namespace: "prod".into(),
+            rows: vec![
+                row("a", "2.5.0", Track::Candidate, None),
+                row("b", "2.4.1", Track::Stable, None),
+                row("c", "2.4.1", Track::Stable, None),
+                row("d", "2.4.1", Track::Candidate, Some("sha256:old")),
+            ],
+            configmap: None,
+            tracks: None,
+        };
+        assert_eq!(
+            fleet.rollout_summary().unwrap(),
+            "rollout 25%: 1/4 pods on the candidate 2.5.0 (1 applied), 2/4 on stable 2.4.1, 1 refused (1 too-new)"
+        );
+        assert!(
+            fleet
+                .first_refusal()
+                .unwrap()
+                .starts_with("pod d holds the candidate version 3.0.0")
+        );
+        // With the ConfigMap read, a refusal of content it no longer holds is not one.
+        fleet.configmap = Some(("app".into(), Some(ContentHash([1; 32]))));
+        fleet.tracks = Some(Tracks {
+            percent: Percent::parse("25%").ok(),
+            keys: "config.yaml".into(),
+            stable: ContentHash([2; 32]),
+            candidate: ContentHash([3; 32]),
+        });
+        assert_eq!(fleet.first_refusal(), None);
+        assert!(
+            fleet
+                .rollout_summary()
+                .unwrap()
+                .starts_with("rollout 25% of config.yaml: ")
+        );
     }
 
     #[test]
@@ -376,9 +727,11 @@ mod tests {
                 verdict: crate::verdict::Verdict::TooNew,
                 reason: None,
             }),
+            held_sha256: None,
             version: Some("2.5.0".into()),
             sha256: Some("sha256:250".into()),
             applied: None,
+            rollout: None,
         };
         let fleet = Fleet {
             namespace: "prod".into(),
@@ -387,6 +740,7 @@ mod tests {
                 row("b", (false, "TooNew"), false),
             ],
             configmap: None,
+            tracks: None,
         };
         assert_eq!(
             fleet.summary(),
@@ -400,7 +754,7 @@ mod tests {
         };
         assert_eq!(
             gone.summary(),
-            "0/1 on the expected config, 1 running 2.5.0: no such ConfigMap"
+            "0/1 on the expected config, 1 running 2.5.0: no such ConfigMap prod/app"
         );
     }
 }

@@ -23,7 +23,7 @@ mod pipeline;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{promote, source};
+use crate::{promote, rollout, source};
 
 pub use driver::run_fed;
 pub use feed::Feed;
@@ -49,4 +49,7 @@ pub struct Config {
     pub annotations: PathBuf,
     /// Safety re-read of everything, in case an event was lost.
     pub resync: Duration,
+    /// This pod's place in a rollout (from `POD_UID`, else the pod name); `None`: unknown, so a
+    /// rollout leaves it on stable.
+    pub bucket: Option<rollout::Bucket>,
 }

@@ -14,10 +14,11 @@ use super::{Config, Error, Feed};
 use crate::annotations;
 use crate::promote::{Promoter, Switched};
 use crate::reload::{self, BootTicks};
+use crate::rollout;
 use crate::settings::Settings;
+use crate::snapshot::ContentHash;
 use crate::snapshot::{self, Observed};
-use crate::state::{Publisher, Shared};
-use crate::variants;
+use crate::state::{Publisher, RolloutView, Shared};
 use crate::verdict;
 
 /// The loop's I/O around the `Gate`, without the waiting: `run_fed` drives it from file events;
@@ -35,6 +36,11 @@ pub struct Pipeline {
     reloads: reload::Handle,
     /// A promotion's switch, until the gate says to finish it.
     switched: Option<Switched>,
+    /// The rollout in the newest config, as this pod sees it (shown in the status).
+    rollout: Option<RolloutView>,
+    /// Judge the next read even if it is what was last judged: the component refused a rollout's
+    /// candidate, which the same ConfigMap now holds back on this pod.
+    rejudge: bool,
 }
 
 impl Pipeline {
@@ -68,6 +74,8 @@ impl Pipeline {
             publisher,
             reloads,
             switched: None,
+            rollout: None,
+            rejudge: false,
         };
         p.handle(Event::Start(read)).await;
         p.publish();
@@ -98,7 +106,13 @@ impl Pipeline {
     /// Hands `event` to the gate and carries out what it answers, depth first: an action's own
     /// answer is handled before the next action.
     pub(crate) async fn handle(&mut self, event: Event) {
+        let refused = matches!(event, Event::Reload(reload::Outcome::Rejected { .. }));
         self.run(event, |_| {}).await;
+        // A rollout's candidate refused here: the same ConfigMap now gives this pod its stable set.
+        if refused && self.rollout.is_some() {
+            self.rejudge = true;
+            self.run(Event::Files(Files::CONFIG), |_| {}).await;
+        }
     }
 
     /// [`Pipeline::handle`], calling `at_yield` where a promotion lets the reload worker go first.
@@ -217,7 +231,9 @@ impl Pipeline {
                     Count::Candidate(v) => m.candidate(v),
                     Count::Promoted(at) => m.promoted(at.as_millisecond() as f64 / 1000.0),
                     Count::PromotionFailed => m.promotion_failed(),
-                    Count::WatchErrors(n) => (0..n).for_each(|_| m.watch_error()),
+                    Count::WatchErrors(n) => {
+                        (0..n).for_each(|_| m.watch_error(crate::metrics::WatchSource::Files))
+                    }
                 }
             }
             Action::Log(note) => logs::log(
@@ -284,7 +300,15 @@ impl Pipeline {
             Feed::Volume => None,
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
-        let watch = self.cfg.watch.clone();
+        let (watch, bucket) = (self.cfg.watch.clone(), self.cfg.bucket);
+        let unless = unless.filter(|_| !std::mem::take(&mut self.rejudge));
+        // A candidate the component refused is held on this pod: the rollout falls back to stable.
+        let refused: Vec<ContentHash> = self
+            .gate
+            .rejected_record()
+            .iter()
+            .map(|(h, _)| *h)
+            .collect();
         let (seen, choice) = off_loop(&self.shared, move || {
             let obs = fed.unwrap_or_else(|| snapshot::read(&watch));
             let seen = Seen::of(&obs);
@@ -292,26 +316,60 @@ impl Pipeline {
             if unless.as_ref() == Some(&seen) {
                 return (seen, None);
             }
-            let choice = variants::choose(obs, &settings);
+            let choice = rollout::choose(obs, &settings, bucket, &refused);
             (seen, Some(choice))
         })
         .await;
+        let choice = choice.map(|(choice, view)| {
+            self.rollout_seen(view);
+            choice
+        });
         Some(Event::Judged { seen, choice })
+    }
+
+    /// Keeps the rollout as this pod now sees it, with a log line when that changes.
+    fn rollout_seen(&mut self, view: Option<RolloutView>) {
+        if view != self.rollout {
+            match &view {
+                Some(r) => {
+                    let held = r.held.as_ref();
+                    info!(
+                        percent = r.percent.as_deref().unwrap_or(""),
+                        bucket = r.bucket.as_deref().unwrap_or(""),
+                        assigned = r.assigned.as_str(),
+                        track = r.track.as_str(),
+                        keys = %r.keys,
+                        held_verdict = held.map(|h| h.verdict.as_str()).unwrap_or(""),
+                        held_version = held.and_then(|h| h.version.as_deref()).unwrap_or(""),
+                        reason = %r.reason,
+                        "rollout"
+                    )
+                }
+                None if self.rollout.is_some() => {
+                    info!("rollout over: no rollout key in the config")
+                }
+                None => {}
+            }
+        }
+        self.rollout = view;
     }
 
     /// Sends a reload (or start-up check) to the worker, with the confirmation it carries.
     fn request(&mut self, r: ReloadRequest) {
         self.reloads.set_confirm(r.confirm);
-        match r.kind {
-            reload::Kind::Reload => {
-                info!(reload_target = %r.target, sha = %r.sha.short(), "reload requested")
-            }
-            reload::Kind::Startup { .. } => {
-                info!(reload_target = %r.target, sha = %r.sha.short(), "start-up check requested: does the component run the first config?")
-            }
-        }
+        let sha = r.sha.short();
+        // The request first: the worker's thread sends it while this one writes the log line (a
+        // write to stderr, which can block on a slow log pipe).
         self.reloads
             .request_promoted_at(r.kind, &r.target, r.sha, r.version, r.promoted_at);
+        match r.kind {
+            reload::Kind::Reload => {
+                info!(reload_target = %r.target, sha, "reload requested")
+            }
+            reload::Kind::Startup { .. } => {
+                info!(reload_target = %r.target, sha, "start-up check requested: does the component run the first config?")
+            }
+        }
     }
 
     /// Waits for input other than file events: the feed, the API source's view, the reload worker,
@@ -345,8 +403,9 @@ impl Pipeline {
 
     /// Publishes the status for the server, `wait`, metrics and the pod reporter.
     pub(crate) fn publish(&self) {
-        self.publisher
-            .publish(self.gate.published(self.reloads.requested()));
+        let mut status = self.gate.published(self.reloads.requested());
+        status.rollout.clone_from(&self.rollout);
+        self.publisher.publish(status);
     }
 }
 
@@ -383,6 +442,7 @@ mod tests {
             promote_to: Some(promoted.clone()),
             annotations: tmp.path().join("podinfo/annotations"),
             resync: Duration::from_secs(30),
+            bucket: None,
         };
         let base = Settings::from_raw(&Raw {
             accepts: Some("^1".into()),

@@ -59,6 +59,13 @@ pub enum Error {
     },
     #[error("the policy would check nothing but deletion: give --accepts, --require or --rule")]
     Nothing,
+    #[error(
+        "--variants {0} cannot be checked at admission: the policy would judge the keys as they are \
+         stored, where each variant has a name of its own and the promoted name is absent. Generate the \
+         policy without --variants and with only what holds for the stored keys (e.g. --require of keys \
+         every variant shares), or leave the variants to the sidecar and `confgate check`"
+    )]
+    Variants(String),
 }
 
 /// What to generate the policy for.
@@ -139,6 +146,9 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     check_name("namespace", req.namespace)?;
     check_name("name", req.name)?;
     let s = req.settings;
+    if let Some(v) = &s.variants {
+        return Err(Error::Variants(v.to_string()));
+    }
     let version = match (&s.accepts, &s.version_from) {
         (None, _) => None,
         (Some(a), VersionFrom::File { key }) => Some((a, key.as_str())),

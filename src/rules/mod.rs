@@ -110,7 +110,8 @@ impl RuleSet {
             Ok(RuleSet { texts })
         } else {
             Err("content rules need confgate built with the `policy` cargo feature, and this build \
-                 has it off; use a default build or remove the rules"
+                 has it off; use the -policy image (ghcr.io/confgate/confgate:VERSION-policy), a build \
+                 with --features policy, or remove the rules"
                 .into())
         }
     }
@@ -266,15 +267,7 @@ impl Rule {
         if text.is_empty() {
             return Err(invalid("the rule is empty".into()));
         }
-        let program = Program::compile(text).map_err(|e| {
-            invalid(
-                e.to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or("parse error")
-                    .to_owned(),
-            )
-        })?;
+        let program = Program::compile(text).map_err(|e| invalid(parse_problem(&e.to_string())))?;
         // Whether a bound exists does not depend on the config: any one tells.
         let one = HashMap::from([("k".to_owned(), Value::String(Arc::new("v".into())))]);
         let inputs = cost::Inputs::of(&one, &HashMap::new());
@@ -287,6 +280,46 @@ impl Rule {
             text: text.to_owned(),
             program,
         })
+    }
+}
+
+#[cfg(feature = "policy")]
+/// What is wrong with a rule, from the parser's errors (`ERROR: <input>:LINE:COLUMN: MESSAGE`, one per
+/// line), in the operator's terms: where, and the first message that describes the text. The parser
+/// also reports its own state (``Incomplete `IndexContext`!``), which says nothing to an operator; such
+/// a message alone means the expression ended early.
+fn parse_problem(errors: &str) -> String {
+    let parsed: Vec<(&str, &str)> = errors
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("ERROR: <input>:")?;
+            let mut parts = rest.splitn(3, ':');
+            let (line, column, message) = (parts.next()?, parts.next()?, parts.next()?);
+            let at = if line == "1" {
+                column
+            } else {
+                rest.split(": ").next()?
+            };
+            Some((at, message.trim()))
+        })
+        .collect();
+    let internal = |m: &str| m.starts_with("Incomplete `") || m.contains("Context`");
+    let place = |at: &str| {
+        if at.contains(':') {
+            format!("line {}", at.replace(':', ", column "))
+        } else {
+            format!("column {at}")
+        }
+    };
+    match parsed.iter().find(|(_, m)| !internal(m)) {
+        Some((at, message)) => format!("at {}: {message}", place(at)),
+        None => match parsed.first() {
+            Some((at, _)) => format!(
+                "incomplete expression from {} (an unclosed bracket, parenthesis or quote?)",
+                place(at)
+            ),
+            None => "not an expression".to_owned(),
+        },
     }
 }
 
@@ -421,6 +454,30 @@ mod tests {
         let bin: BTreeMap<String, Vec<u8>> = [("blob".to_owned(), vec![0xff, 0, 1])].into();
         let err = evaluate(&rules, &data(&[]), &bin).unwrap_err();
         assert_eq!((err.index, err.why), (2, Why::NotBool));
+    }
+
+    /// The parser's own state never reaches an operator: an unclosed bracket is said as such, and a
+    /// syntax error keeps its position and the parser's description of the text.
+    #[test]
+    fn parse_errors_are_said_without_parser_internals() {
+        for rule in ["data['x", "data[", "size(data"] {
+            let err = Rule::compile(1, rule).unwrap_err().to_string();
+            assert!(!err.contains("Context"), "{err}");
+            assert!(!err.contains("<input>") && !err.contains("ERROR:"), "{err}");
+            assert!(err.contains("column"), "{err}");
+        }
+        let err = Rule::compile(1, "data['x").unwrap_err().to_string();
+        assert!(err.contains("at column 6: Syntax error"), "{err}");
+        // When the parser says nothing but its own state, the expression ended early.
+        let only_internal = parse_problem("ERROR: <input>:1:1: Incomplete `IndexContext`!");
+        assert!(only_internal.contains("unclosed"), "{only_internal}");
+        assert!(!only_internal.contains("Context"), "{only_internal}");
+        let err = Rule::compile(1, "data.(").unwrap_err().to_string();
+        assert!(err.contains("at column 6: "), "{err}");
+        assert_eq!(
+            parse_problem("ERROR: <input>:2:3: oops"),
+            "at line 2, column 3: oops"
+        );
     }
 
     #[test]

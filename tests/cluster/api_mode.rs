@@ -4,189 +4,52 @@
 //! Events; `confgate status` reads the fleet as the `status-reader` Role allows. No kubelet runs, so
 //! the pod stays Pending and the sidecar runs beside the test, reporting on that pod object.
 
-use std::path::Path;
-use std::time::Duration;
-
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use crate::common::Gate;
-use crate::server::{Cluster, client, cluster, runtime};
-use crate::{confgate, poll};
+use crate::confgate;
+use crate::server::{Cluster, cluster};
+use crate::sidecar::{Sidecar, config, manifest, said};
 
 const CM: &str = "webhook-config";
-const POD: &str = "web-0";
-const ACCEPTS: &str = ">=2.4.0, <3.0.0";
-const VERSION_FROM: &str = "yaml:config.yaml#/schemaVersion";
-/// Generous: a loaded 2-core machine, a watch, a promotion, a patch.
-const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A shipped manifest moved to namespace `ns`, as the RBAC's header says to do.
-fn manifest(path: &str, ns: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
-        .unwrap()
-        .replace("webhook-system", ns)
+/// The RBAC of `manifests/rbac` (the sidecar's and the status reader's) and the shipped ConfigMap in
+/// namespace `ns`, and a sidecar watching that ConfigMap.
+pub fn start(c: &Cluster, ns: &str, args: &[&str]) -> Sidecar {
+    let manifests = [
+        "manifests/rbac/sidecar.yaml",
+        "manifests/rbac/status-reader.yaml",
+        "manifests/api-mode/configmap.yaml",
+    ];
+    Sidecar::start(
+        c,
+        ns,
+        &manifests,
+        &[],
+        &format!("configmap:{ns}/{CM}"),
+        args,
+    )
 }
 
-fn config(version: &str) -> String {
-    format!("schemaVersion: {version}\ngreeting: hello\n")
-}
-
-const COMPATIBLE: &str = "confgate.io/config-compatible";
-const CURRENT: &str = "confgate.io/config-current";
-
-fn condition(pod: &Pod, type_: &str) -> Option<PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
-}
-
-/// A condition's status and reason.
-fn said(c: &PodCondition) -> (&str, &str) {
-    (c.status.as_str(), c.reason.as_deref().unwrap_or(""))
-}
-
-/// The shipped RBAC and ConfigMap in namespace `ns`, a Pending pod `web-0` of the ServiceAccount
-/// `confgate`, and `confgate run` in API mode as that ServiceAccount, reporting on that pod.
-struct Sidecar {
-    ns: &'static str,
-    gate: Gate,
-    tmp: tempfile::TempDir,
-    rt: tokio::runtime::Runtime,
-    pods: Api<Pod>,
-    configmaps: Api<ConfigMap>,
-    events: Api<Event>,
-}
-
-impl Sidecar {
-    fn start(c: &Cluster, ns: &'static str) -> Sidecar {
-        Sidecar::start_with(c, ns, &[])
-    }
-
-    /// As [`Sidecar::start`], with more `confgate run` arguments.
-    fn start_with(c: &Cluster, ns: &'static str, args: &[&str]) -> Sidecar {
-        c.namespaces(&[ns]);
-        for path in [
-            "manifests/rbac/sidecar.yaml",
-            "manifests/rbac/status-reader.yaml",
-            "manifests/api-mode/configmap.yaml",
-        ] {
-            c.kubectl_ok(&["apply", "-f", "-"], &manifest(path, ns));
-        }
-        let pod = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": POD, "namespace": ns,
-                         "labels": {"app.kubernetes.io/name": "webhook"}},
-            "spec": {"serviceAccountName": "confgate",
-                     "readinessGates": [{"conditionType": "confgate.io/config-compatible"}],
-                     "containers": [{"name": "webhook", "image": "example/webhook:1"}]}});
-        c.kubectl_ok(&["apply", "-f", "-"], &pod.to_string());
-        let token = c.kubectl_ok(
-            &["create", "token", "confgate", "-n", ns, "--duration=1h"],
-            "",
-        );
-        let tmp = tempfile::tempdir().unwrap();
-        let kubeconfig = tmp.path().join("sidecar.kubeconfig");
-        c.kubeconfig(&kubeconfig, token.trim(), ns);
-
-        let mut cmd = c.confgate_tied();
-        cmd.args(["run", "--accepts", ACCEPTS, "--version-from", VERSION_FROM])
-            .args(["--source", &format!("configmap:{ns}/{CM}")])
-            .args(args)
-            .arg("--promote-to")
-            .arg(tmp.path().join("promoted"))
-            .arg("--watch")
-            .arg(tmp.path().join("no-volume"))
-            .arg("--annotations")
-            .arg(tmp.path().join("no-annotations"))
-            .env("KUBECONFIG", &kubeconfig)
-            .env("POD_NAME", POD)
-            .env("POD_NAMESPACE", ns);
-        let mut gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
-        gate.deadline = DEADLINE;
-
-        let rt = runtime();
-        let admin = rt.block_on(client(&c.admin));
-        Sidecar {
-            ns,
-            gate,
-            tmp,
-            rt,
-            pods: Api::namespaced(admin.clone(), ns),
-            configmaps: Api::namespaced(admin.clone(), ns),
-            events: Api::namespaced(admin, ns),
-        }
-    }
-
-    fn promoted_config(&self) -> Option<String> {
-        std::fs::read_to_string(self.tmp.path().join("promoted/config.yaml")).ok()
-    }
-
-    fn pod(&self) -> Pod {
-        self.rt.block_on(self.pods.get(POD)).unwrap()
-    }
-
-    /// Waits for `config-compatible` to satisfy `pred`.
-    fn wait_condition(&self, what: &str, pred: impl Fn(&PodCondition) -> bool) -> PodCondition {
-        self.wait_conditions(what, |c, _| pred(c)).0
-    }
-
-    /// Waits for `config-compatible` and `config-current` together to satisfy `pred`.
-    fn wait_conditions(
-        &self,
-        what: &str,
-        pred: impl Fn(&PodCondition, &PodCondition) -> bool,
-    ) -> (PodCondition, PodCondition) {
-        poll(what, DEADLINE, || {
-            let pod = self.pod();
-            let both = (condition(&pod, COMPATIBLE)?, condition(&pod, CURRENT)?);
-            pred(&both.0, &both.1).then_some(both)
-        })
-    }
-
-    /// The Events about the pod.
-    fn events(&self) -> Vec<Event> {
-        let list = self
-            .rt
-            .block_on(self.events.list(&ListParams::default()))
-            .unwrap();
-        list.items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
-            .collect()
-    }
-
-    fn wait_event(&self, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
-        poll(what, DEADLINE, || {
-            self.events().into_iter().find(|e| pred(e))
-        })
-    }
-
-    fn set_version(&self, version: &str) {
-        let patch = json!({"data": {"config.yaml": config(version)}});
-        self.rt
-            .block_on(
-                self.configmaps
-                    .patch(CM, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
-            .unwrap();
-    }
+/// Sets `config.yaml` of the sidecar's ConfigMap to version `version`.
+pub fn set_version(s: &Sidecar, version: &str) {
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.admin.clone(), &s.ns);
+    let patch = json!({"data": {"config.yaml": config(version)}});
+    s.rt.block_on(configmaps.patch(CM, &PatchParams::default(), &Patch::Merge(&patch)))
+        .unwrap();
 }
 
 #[test]
 fn run_as_the_least_privilege_service_account() {
     let Some(c) = cluster() else { return };
-    let s = Sidecar::start(c, "confgate-api");
+    let s = start(c, "confgate-api", &[]);
 
     // The shipped ConfigMap (2.4.1) is promoted and reported.
     s.gate.wait_active("2.4.1");
-    assert_eq!(s.promoted_config().unwrap(), shipped_config(s.ns));
+    assert_eq!(s.promoted("config.yaml").unwrap(), shipped_config(&s.ns));
     let accepted = s.wait_condition("the condition True/Accepted", |c| {
         c.status == "True" && c.reason.as_deref() == Some("Accepted")
     });
@@ -218,9 +81,9 @@ fn run_as_the_least_privilege_service_account() {
     );
 
     // A compatible change is promoted.
-    s.set_version("2.5.0");
+    set_version(&s, "2.5.0");
     s.gate.wait_active("2.5.0");
-    assert_eq!(s.promoted_config().unwrap(), config("2.5.0"));
+    assert_eq!(s.promoted("config.yaml").unwrap(), config("2.5.0"));
     s.wait_condition("the condition on 2.5.0", |c| {
         c.status == "True"
             && c.message
@@ -230,10 +93,10 @@ fn run_as_the_least_privilege_service_account() {
 
     // A too-new one is held: the promoted config stays, and the replica stays ready (`hold`), so the
     // readiness gate stays True; `config-current` and an Event say what is held and why.
-    s.set_version("3.0.0");
+    set_version(&s, "3.0.0");
     let status = s.gate.wait_candidate(Some("3.0.0"), "too-new");
     assert_eq!(status["ready"], true, "{status}");
-    assert_eq!(s.promoted_config().unwrap(), config("2.5.0"));
+    assert_eq!(s.promoted("config.yaml").unwrap(), config("2.5.0"));
     let (compatible, held) = s.wait_conditions("True/Accepted and current False/TooNew", |a, b| {
         said(a) == ("True", "Accepted") && said(b) == ("False", "TooNew")
     });
@@ -266,13 +129,14 @@ fn run_as_the_least_privilege_service_account() {
     );
 
     // `confgate status` as a member of the group the status-reader Role is bound to.
-    status_as_reader(c, &s);
+    status_while_holding(c, &s);
 
     // Deleted: missing, the last accepted config stays. Created again: a new UID, promoted.
-    s.rt.block_on(s.configmaps.delete(CM, &Default::default()))
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.admin.clone(), &s.ns);
+    s.rt.block_on(configmaps.delete(CM, &Default::default()))
         .unwrap();
     s.gate.wait_candidate(None, "missing");
-    assert_eq!(s.promoted_config().unwrap(), config("2.5.0"));
+    assert_eq!(s.promoted("config.yaml").unwrap(), config("2.5.0"));
     s.wait_conditions("True/Accepted and current False/Missing", |a, b| {
         said(a) == ("True", "Accepted") && said(b) == ("False", "Missing")
     });
@@ -290,10 +154,17 @@ fn run_as_the_least_privilege_service_account() {
             s.ns
         )
     );
+    // `confgate status` names the ConfigMap that is not there (exit 1: the pods do not run it).
+    let (code, stdout, stderr) = status_as_reader(c, &s, &["--configmap", CM]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("no such ConfigMap {}/{CM}\n", s.ns)),
+        "{stdout}"
+    );
     let old_uid = s.gate.status()["source"]["uid"].clone();
     c.kubectl_ok(
         &["apply", "-f", "-"],
-        &manifest("manifests/api-mode/configmap.yaml", s.ns),
+        &manifest("manifests/api-mode/configmap.yaml", &s.ns),
     );
     let status = s.gate.wait_active("2.4.1");
     assert_eq!(status["source"]["recreated"], true, "{status}");
@@ -313,24 +184,32 @@ fn run_as_the_least_privilege_service_account() {
     );
 }
 
-/// `confgate status` with the token of the group `manifests/rbac/status-reader.yaml` binds: the pod
-/// holds 2.5.0 while the ConfigMap says 3.0.0.
-fn status_as_reader(c: &Cluster, s: &Sidecar) {
+/// `confgate status ARGS` in the sidecar's namespace with the token of the group
+/// `manifests/rbac/status-reader.yaml` binds, read from a `tokenFile` that ends in a newline, as
+/// kubectl accepts it: exit code, stdout, stderr.
+fn status_as_reader(c: &Cluster, s: &Sidecar, args: &[&str]) -> (Option<i32>, String, String) {
     let reader = s.tmp.path().join("reader.kubeconfig");
-    c.kubeconfig(&reader, &c.reader_token, s.ns);
+    c.kubeconfig_with_token_file(&reader, &format!("{}\n", c.reader_token), &s.ns);
     let out = confgate()
-        .args(["status", "-n", s.ns, "-l", "app.kubernetes.io/name=webhook"])
-        .args(["--configmap", CM])
+        .args(["status", "-n", &s.ns])
+        .args(args)
         .env("KUBECONFIG", &reader)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    (out.status.code(), stdout, stderr)
+}
+
+/// The pod holds 2.5.0 while the ConfigMap says 3.0.0 (exit 1); a selection with no pod is neither a
+/// failure of the pods nor a success (exit 66).
+fn status_while_holding(c: &Cluster, s: &Sidecar) {
+    let (code, stdout, stderr) = status_as_reader(
+        c,
+        s,
+        &["-l", "app.kubernetes.io/name=webhook", "--configmap", CM],
     );
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
         stdout.contains("web-0  false  True/Accepted  False/TooNew  2.5.0"),
         "{stdout}"
@@ -338,6 +217,15 @@ fn status_as_reader(c: &Cluster, s: &Sidecar) {
     assert!(
         stdout.ends_with("0/1 on the expected config, 1 holding 2.5.0; 3.0.0 is too-new\n"),
         "{stdout}"
+    );
+    let (code, stdout, stderr) = status_as_reader(c, s, &["-l", "app.kubernetes.io/name=nothing"]);
+    assert_eq!(code, Some(66), "{stdout}{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "confgate: no pods in namespace {} match -l app.kubernetes.io/name=nothing: nothing to compare\n",
+            s.ns
+        )
     );
 }
 
@@ -361,12 +249,12 @@ fn the_readiness_condition_follows_readyz_under_every_policy_and_mode() {
             "Observed",
         ),
     ] {
-        let s = Sidecar::start_with(c, ns, &args);
+        let s = start(c, ns, &args);
         s.gate.wait_active("2.4.1");
         s.wait_conditions("both True/Accepted", |a, b| {
             said(a) == ("True", "Accepted") && said(b) == ("True", "Accepted")
         });
-        s.set_version("3.0.0");
+        set_version(&s, "3.0.0");
         let status = s.gate.wait_status("the too-new config judged", |st| {
             st["desired"]["version"] == "3.0.0"
         });
@@ -388,7 +276,7 @@ fn the_readiness_condition_follows_readyz_under_every_policy_and_mode() {
 #[test]
 fn each_promotion_has_an_event_naming_its_version() {
     let Some(c) = cluster() else { return };
-    let s = Sidecar::start(c, "confgate-api-events");
+    let s = start(c, "confgate-api-events", &[]);
     let starts = |e: &Event, v: &str| {
         e.note
             .as_deref()
@@ -406,7 +294,7 @@ fn each_promotion_has_an_event_naming_its_version() {
     ];
     for (i, (v, n)) in steps.into_iter().enumerate() {
         if i > 0 {
-            s.set_version(v);
+            set_version(&s, v);
         }
         s.gate.wait_active(v);
         s.wait_event(&format!("an Accepted Event naming {v}, count {n}"), |e| {
@@ -414,7 +302,7 @@ fn each_promotion_has_an_event_naming_its_version() {
         });
     }
     for v in ["3.0.0", "3.1.0"] {
-        s.set_version(v);
+        set_version(&s, v);
         s.gate.wait_candidate(Some(v), "too-new");
         s.wait_event(&format!("a Rejected Event naming {v}"), |e| {
             e.reason.as_deref() == Some("Rejected") && starts(e, v)

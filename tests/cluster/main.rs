@@ -1,7 +1,8 @@
 //! confgate against a real kube-apiserver and etcd on loopback: the shipped manifests and `inject`'s
 //! output under server-side dry-run, the generated admission policies type-checked and enforced by the
-//! API server, and API mode (`run --source configmap:...`, Events, the pod condition, `status`) under
-//! the least-privilege RBAC of `manifests/rbac`.
+//! API server, API mode (`run --source configmap:...`, Events, the pod condition, `status`) under
+//! the least-privilege RBAC of `manifests/rbac`, and volume mode reporting to its pod under the Role
+//! of `manifests/native-sidecar/rbac.yaml`.
 //!
 //! The servers come from `ETCD_BIN` and `KUBE_APISERVER_BIN`; without them every test says on one line
 //! that the suite was skipped, and why, and passes. One API server serves every test of this binary
@@ -14,12 +15,15 @@ mod common;
 mod api_mode;
 mod manifests;
 mod policy;
+mod restart;
+mod rollout;
 mod secret;
 mod server;
+mod sidecar;
+mod volume_mode;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use server::Cluster;
 
@@ -84,6 +88,14 @@ impl Cluster {
     pub fn kubeconfig(&self, path: &Path, token: &str, namespace: &str) {
         server::write_kubeconfig(path, &self.server, &self.ca, token, namespace);
     }
+
+    /// A kubeconfig at `path` whose `tokenFile` (beside it, `.token`) holds `text` as it is.
+    pub fn kubeconfig_with_token_file(&self, path: &Path, text: &str, namespace: &str) {
+        let file = path.with_extension("token");
+        std::fs::write(&file, text).unwrap();
+        let credential = format!("tokenFile: {}", file.display());
+        server::write_kubeconfig_for(path, &self.server, &self.ca, &credential, namespace);
+    }
 }
 
 /// The confgate binary with no gate setting or kubeconfig inherited from the environment.
@@ -101,20 +113,4 @@ fn clean(mut cmd: Command) -> Command {
         .env_remove("KUBERNETES_SERVICE_HOST")
         .stdin(Stdio::null());
     cmd
-}
-
-/// Looks at `f` every 100 ms until it returns `Some`, or panics naming `what` after `deadline`: for
-/// conditions that cost a request or a process per look (local ones use `common::wait_for`).
-pub fn poll<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }

@@ -14,8 +14,9 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::common::{self, poll};
+use crate::confgate;
 use crate::server::{Cluster, client, cluster, runtime};
-use crate::{common, confgate, poll};
 
 const NS: &str = "policy";
 const OTHER_NS: &str = "policy-other";

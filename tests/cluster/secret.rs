@@ -4,32 +4,21 @@
 //! `/metrics`, logs, the pod condition and pods/status, Events) shows a value or the content's plain
 //! `sha256:`.
 
-use std::path::Path;
-
 use confgate::snapshot::ContentHash;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, Secret};
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use crate::common::{Gate, get};
-use crate::poll;
-use crate::server::{client, cluster, runtime};
+use crate::common::{get, poll};
+use crate::server::cluster;
+use crate::sidecar::{COMPATIBLE, CURRENT, DEADLINE, Sidecar, condition};
 
 const NS: &str = "confgate-secret";
 const SECRET: &str = "webhook-credentials";
-const POD: &str = "web-0";
-const DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Low-entropy values, the kind a plain hash gives away.
 const OLD: &str = "pin-4821";
 const NEW: &str = "pin-9307";
-
-fn manifest(path: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
-        .unwrap()
-        .replace("webhook-system", NS)
-}
 
 fn config(version: &str) -> String {
     format!("schemaVersion: {version}\n")
@@ -41,38 +30,28 @@ fn plain_hex(version: &str, token: &str) -> String {
     h.to_string().strip_prefix("sha256:").unwrap().to_owned()
 }
 
-fn condition(pod: &Pod, type_: &str) -> Option<PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
-}
-
 #[test]
 fn a_secret_source_under_a_role_narrowed_to_it() {
     let Some(c) = cluster() else { return };
-    c.namespaces(&[NS]);
-    for path in [
-        "manifests/rbac/sidecar.yaml",
-        "manifests/rbac/secret-source.yaml",
-    ] {
-        c.kubectl_ok(&["apply", "-f", "-"], &manifest(path));
-    }
-    for (name, token) in [(SECRET, OLD), ("other", "not-for-confgate")] {
-        let s = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NS},
-            "stringData": {"config.yaml": config("2.4.1"), "token": token}});
-        c.kubectl_ok(&["apply", "-f", "-"], &s.to_string());
-    }
-    let pod = json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": POD, "namespace": NS},
-        "spec": {"serviceAccountName": "confgate",
-                 "readinessGates": [{"conditionType": "confgate.io/config-compatible"}],
-                 "containers": [{"name": "webhook", "image": "example/webhook:1"}]}});
-    c.kubectl_ok(&["apply", "-f", "-"], &pod.to_string());
+    let secrets: Vec<serde_json::Value> = [(SECRET, OLD), ("other", "not-for-confgate")]
+        .into_iter()
+        .map(|(name, token)| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": NS},
+                "stringData": {"config.yaml": config("2.4.1"), "token": token}})
+        })
+        .collect();
+    let sidecar = Sidecar::start(
+        c,
+        NS,
+        &[
+            "manifests/rbac/sidecar.yaml",
+            "manifests/rbac/secret-source.yaml",
+        ],
+        &secrets,
+        &format!("secret:{NS}/{SECRET}"),
+        &[],
+    );
 
     // The Role reaches this Secret and no other.
     let sa = format!("--as=system:serviceaccount:{NS}:confgate");
@@ -90,81 +69,36 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
         }
     }
 
-    let token = c.kubectl_ok(
-        &["create", "token", "confgate", "-n", NS, "--duration=1h"],
-        "",
-    );
-    let tmp = tempfile::tempdir().unwrap();
-    let kubeconfig = tmp.path().join("sidecar.kubeconfig");
-    c.kubeconfig(&kubeconfig, token.trim(), NS);
-    let mut cmd = c.confgate_tied();
-    cmd.args(["run", "--accepts", ">=2.4.0, <3.0.0"])
-        .args(["--version-from", "yaml:config.yaml#/schemaVersion"])
-        .args(["--source", &format!("secret:{NS}/{SECRET}")])
-        .arg("--promote-to")
-        .arg(tmp.path().join("promoted"))
-        .arg("--watch")
-        .arg(tmp.path().join("no-volume"))
-        .arg("--annotations")
-        .arg(tmp.path().join("no-annotations"))
-        .env("KUBECONFIG", &kubeconfig)
-        .env("POD_NAME", POD)
-        .env("POD_NAMESPACE", NS);
-    let mut gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
-    gate.deadline = DEADLINE;
-    let promoted = |key: &str| std::fs::read_to_string(tmp.path().join("promoted").join(key)).ok();
-
-    let rt = runtime();
-    let admin = rt.block_on(client(&c.admin));
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
-    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
-    let events: Api<Event> = Api::namespaced(admin, NS);
-    let wait_condition = |what: &str, type_: &str, pred: &dyn Fn(&PodCondition) -> bool| {
-        poll(what, DEADLINE, || {
-            condition(&rt.block_on(pods.get(POD)).unwrap(), type_).filter(|c| pred(c))
-        })
-    };
-    let our_events = || -> Vec<Event> {
-        rt.block_on(events.list(&ListParams::default()))
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
-            .collect()
-    };
+    let gate = &sidecar.gate;
+    let rt = &sidecar.rt;
+    let secrets: Api<Secret> = Api::namespaced(sidecar.admin.clone(), NS);
 
     // Promoted as it is, reported with a sealed hash.
     let s = gate.wait_active("2.4.1");
-    assert_eq!(promoted("token").as_deref(), Some(OLD));
+    assert_eq!(sidecar.promoted("token").as_deref(), Some(OLD));
     assert_eq!(s["source"]["kind"], "secret", "{s}");
-    wait_condition(
-        "the condition True/Accepted",
-        "confgate.io/config-compatible",
-        &|c| {
-            c.status == "True"
-                && c.message
-                    .as_deref()
-                    .is_some_and(|m| m.starts_with("version 2.4.1 hmac-sha256:"))
-        },
-    );
+    sidecar.wait_condition("the condition True/Accepted", |c| {
+        c.status == "True"
+            && c.message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("version 2.4.1 hmac-sha256:"))
+    });
 
     // A too-new one is held.
     let patch = json!({"stringData": {"config.yaml": config("3.0.0"), "token": NEW}});
     rt.block_on(secrets.patch(SECRET, &PatchParams::default(), &Patch::Merge(&patch)))
         .unwrap();
     gate.wait_candidate(Some("3.0.0"), "too-new");
-    assert_eq!(promoted("token").as_deref(), Some(OLD));
+    assert_eq!(sidecar.promoted("token").as_deref(), Some(OLD));
     // Held, not unready: the readiness condition stays True, the other says what is held.
-    wait_condition(
-        "config-current False/TooNew",
-        "confgate.io/config-current",
-        &|c| c.status == "False" && c.reason.as_deref() == Some("TooNew"),
-    );
-    let pod = rt.block_on(pods.get(POD)).unwrap();
-    let ready = condition(&pod, "confgate.io/config-compatible").unwrap();
+    sidecar.wait_condition_of("config-current False/TooNew", CURRENT, |c| {
+        c.status == "False" && c.reason.as_deref() == Some("TooNew")
+    });
+    let ready = condition(&sidecar.pod(), COMPATIBLE).unwrap();
     assert_eq!(ready.status, "True", "{ready:?}");
     poll("a Rejected Event", DEADLINE, || {
-        our_events()
+        sidecar
+            .events()
             .into_iter()
             .find(|e| e.reason.as_deref() == Some("Rejected"))
     });
@@ -175,9 +109,8 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
         seen.push_str(&get(gate.port, path).unwrap().1);
     }
     seen.push_str(&gate.log_text());
-    let pod = rt.block_on(pods.get(POD)).unwrap();
-    seen.push_str(&serde_json::to_string(&pod.status).unwrap());
-    seen.push_str(&serde_json::to_string(&our_events()).unwrap());
+    seen.push_str(&serde_json::to_string(&sidecar.pod().status).unwrap());
+    seen.push_str(&serde_json::to_string(&sidecar.events()).unwrap());
     assert!(seen.contains("hmac-sha256:"), "{seen}");
     for value in [OLD, NEW] {
         assert!(!seen.contains(value), "{value} is shown:\n{seen}");

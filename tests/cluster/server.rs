@@ -42,14 +42,42 @@ pub struct Cluster {
     pub version: String,
     pub kubectl: PathBuf,
     pub setpriv: PathBuf,
-    /// Kept so the processes are not reaped by anyone else; the kernel kills them at exit.
-    _children: Vec<Guard>,
+    /// etcd, kept so it is not reaped by anyone else; the kernel kills it at exit.
+    _etcd: Guard,
+    /// kube-apiserver (`None` while stopped) and how to start it again on the same port.
+    apiserver: Mutex<Option<Guard>>,
+    apiserver_cmd: (PathBuf, Vec<String>),
     /// The janitor's stdin: closed when the process ends, whereupon the janitor removes `dir`.
     _janitor: ChildStdin,
 }
 
+impl Cluster {
+    /// Stops kube-apiserver (SIGKILL, as a crash would); etcd and the data stay.
+    pub fn stop_apiserver(&self) {
+        drop(self.apiserver.lock().unwrap().take());
+    }
+
+    /// Starts kube-apiserver again with the same port, certificates, tokens and etcd, so every
+    /// kubeconfig and ServiceAccount token made before stays valid, and waits until it is ready.
+    pub fn start_apiserver(&self) {
+        let mut slot = self.apiserver.lock().unwrap();
+        assert!(slot.is_none(), "kube-apiserver is running");
+        let (bin, args) = &self.apiserver_cmd;
+        let log = self.dir.join("kube-apiserver.log");
+        let mut guard = server(&self.dir, &self.setpriv, bin, args, "kube-apiserver.log")
+            .unwrap_or_else(|e| panic!("{e}"));
+        match wait_ready(&mut guard, &self.admin, &log, &mut []) {
+            Ok(()) => *slot = Some(guard),
+            Err(Ready::PortTaken) => {
+                panic!("the port of {} was taken while it was stopped", self.server)
+            }
+            Err(Ready::Failed(why)) => panic!("restarting kube-apiserver: {why}"),
+        }
+    }
+}
+
 enum State {
-    Up(Cluster),
+    Up(Box<Cluster>),
     Skipped(String),
     Failed(String),
 }
@@ -70,6 +98,26 @@ pub fn cluster() -> Option<&'static Cluster> {
                 ))
             });
             Some(c)
+        }
+        State::Skipped(why) => {
+            say(&format!("real-API-server suite skipped: {why}"));
+            None
+        }
+        State::Failed(why) => panic!("starting etcd and kube-apiserver failed: {why}"),
+    }
+}
+
+/// A cluster of its own, for a test that stops and starts its API server; `None` (after saying why)
+/// when the suite is skipped.
+pub fn private_cluster() -> Option<Cluster> {
+    match start() {
+        State::Up(c) => {
+            say(&format!(
+                "a private kube-apiserver at {}, in {}",
+                c.server,
+                c.dir.display()
+            ));
+            Some(*c)
         }
         State::Skipped(why) => {
             say(&format!("real-API-server suite skipped: {why}"));
@@ -131,7 +179,7 @@ fn start() -> State {
         Err(why) => return State::Skipped(why),
     };
     match Start::new(setpriv).and_then(|s| s.run(&etcd, &apiserver, kubectl, &openssl)) {
-        Ok(c) => State::Up(c),
+        Ok(c) => State::Up(Box::new(c)),
         Err(why) => State::Failed(why),
     }
 }
@@ -204,17 +252,55 @@ fn token() -> String {
 
 /// Writes a kubeconfig for `server` trusting `ca`, authenticating with `token`.
 pub fn write_kubeconfig(path: &Path, server: &str, ca: &Path, token: &str, namespace: &str) {
+    write_kubeconfig_for(path, server, ca, &format!("token: {token}"), namespace);
+}
+
+/// Writes a kubeconfig whose user is `credential` (a line of its `user:` map).
+pub fn write_kubeconfig_for(
+    path: &Path,
+    server: &str,
+    ca: &Path,
+    credential: &str,
+    namespace: &str,
+) {
     std::fs::write(
         path,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    \
-             certificate-authority: {}\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n\
+             certificate-authority: {}\nusers:\n- name: user\n  user:\n    {credential}\ncontexts:\n\
              - name: test\n  context:\n    cluster: test\n    user: user\n    namespace: {namespace}\n\
              current-context: test\n",
             ca.display()
         ),
     )
     .expect("write kubeconfig");
+}
+
+/// A server process in `dir`: killed by the kernel when the test process ends, its output appended
+/// to `log`.
+fn server(
+    dir: &Path,
+    setpriv: &Path,
+    bin: &Path,
+    args: &[String],
+    log: &str,
+) -> Result<Guard, String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(log))
+        .map_err(|e| format!("{log}: {e}"))?;
+    let mut cmd = Command::new(setpriv);
+    cmd.args(["--pdeathsig", "KILL", "--"])
+        .arg(bin)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().map_err(|e| format!("{log}: {e}"))?)
+        .stderr(file);
+    spawn_kept(cmd)
+        .map(Guard)
+        .map_err(|e| format!("start {}: {e}", bin.display()))
 }
 
 /// A start in progress: its dir, and what must die if it fails.
@@ -253,20 +339,8 @@ impl Start {
         })
     }
 
-    /// A server process: killed by the kernel when the test process ends, its output in `log`.
     fn server(&self, bin: &Path, args: &[String], log: &str) -> Result<Guard, String> {
-        let file = std::fs::File::create(self.dir.join(log)).map_err(|e| format!("{log}: {e}"))?;
-        let mut cmd = Command::new(&self.setpriv);
-        cmd.args(["--pdeathsig", "KILL", "--"])
-            .arg(bin)
-            .args(args)
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().map_err(|e| format!("{log}: {e}"))?)
-            .stderr(file);
-        spawn_kept(cmd)
-            .map(Guard)
-            .map_err(|e| format!("start {}: {e}", bin.display()))
+        server(&self.dir, &self.setpriv, bin, args, log)
     }
 
     /// A CA, a serving certificate for 127.0.0.1 signed by it, and a service-account signing key.
@@ -343,13 +417,13 @@ impl Start {
         ]
         .map(String::from)
         .into();
-        let etcd_guard = self.server(etcd, &etcd_args, "etcd.log")?;
-        let mut children = vec![etcd_guard];
+        let mut etcd_guard = [self.server(etcd, &etcd_args, "etcd.log")?];
 
         let admin = self.dir.join("admin.kubeconfig");
         let ca = self.dir.join("ca.crt");
-        let (port, guard) = self.apiserver(apiserver, &admin, &ca, &admin_token, &mut children)?;
-        children.push(guard);
+        let (port, guard, args) =
+            self.apiserver(apiserver, &admin, &ca, &admin_token, &mut etcd_guard)?;
+        let [etcd_guard] = etcd_guard;
         let server = format!("https://127.0.0.1:{port}");
         let version = runtime().block_on(async {
             let client = client(&admin).await;
@@ -369,7 +443,9 @@ impl Start {
             version,
             kubectl,
             setpriv: self.setpriv,
-            _children: children,
+            _etcd: etcd_guard,
+            apiserver: Mutex::new(Some(guard)),
+            apiserver_cmd: (apiserver.to_owned(), args),
             _janitor: self.janitor,
         })
     }
@@ -383,7 +459,7 @@ impl Start {
         ca: &Path,
         admin_token: &str,
         children: &mut [Guard],
-    ) -> Result<(u16, Guard), String> {
+    ) -> Result<(u16, Guard, Vec<String>), String> {
         let (low, high) = ephemeral_range();
         let d = self.dir.display();
         let mut last = String::new();
@@ -421,9 +497,11 @@ impl Start {
                 "default",
             );
             let log = self.dir.join("kube-apiserver.log");
+            // A port taken is read from this attempt's log alone.
+            let _ = std::fs::remove_file(&log);
             let mut guard = self.server(bin, &args, "kube-apiserver.log")?;
             match wait_ready(&mut guard, admin, &log, children) {
-                Ok(()) => return Ok((port, guard)),
+                Ok(()) => return Ok((port, guard, args)),
                 Err(Ready::PortTaken) => {
                     last = format!("port {port} was taken");
                     continue;

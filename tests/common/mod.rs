@@ -25,7 +25,22 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
 /// Polls `f` every few milliseconds until it returns `Some`, or panics with `what` after `deadline`.
-pub fn wait_for<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, deadline: Duration, f: impl FnMut() -> Option<T>) -> T {
+    wait_every(what, deadline, Duration::from_millis(2), f)
+}
+
+/// [`wait_for`] looking every 100 ms: for conditions that cost a request or a process per look.
+pub fn poll<T>(what: &str, deadline: Duration, f: impl FnMut() -> Option<T>) -> T {
+    wait_every(what, deadline, Duration::from_millis(100), f)
+}
+
+/// Looks at `f` every `every` until it returns `Some`, or panics with `what` after `deadline`.
+pub fn wait_every<T>(
+    what: &str,
+    deadline: Duration,
+    every: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
     let end = Instant::now() + deadline;
     loop {
         if let Some(v) = f() {
@@ -35,7 +50,7 @@ pub fn wait_for<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option
             Instant::now() < end,
             "timed out after {deadline:?} waiting for {what}"
         );
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(every);
     }
 }
 

@@ -75,6 +75,9 @@ pub struct Sink {
     pub code: Arc<AtomicU16>,
     pub delay_ms: Arc<AtomicU64>,
     pub hits: Arc<Mutex<Vec<Hit>>>,
+    /// A version the component refuses (answered 500) when the promoted dir holds it; a sink
+    /// [`Sink::watching`] only.
+    pub refuse: Arc<Mutex<Option<String>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -87,6 +90,7 @@ struct Shared {
     code: Arc<AtomicU16>,
     delay_ms: Arc<AtomicU64>,
     hits: Arc<Mutex<Vec<Hit>>>,
+    refuse: Arc<Mutex<Option<String>>>,
     flapping: bool,
     promoted: Option<PathBuf>,
 }
@@ -113,6 +117,7 @@ impl Sink {
             code: Arc::new(AtomicU16::new(200)),
             delay_ms: Arc::new(AtomicU64::new(0)),
             hits: Arc::new(Mutex::new(Vec::new())),
+            refuse: Arc::new(Mutex::new(None)),
             flapping,
             promoted,
         };
@@ -136,6 +141,7 @@ impl Sink {
             code: shared.code,
             delay_ms: shared.delay_ms,
             hits: shared.hits,
+            refuse: shared.refuse,
             stop,
         }
     }
@@ -203,14 +209,20 @@ fn serve_sink(conn: TcpStream, sh: Shared) {
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        sh.hits.lock().unwrap().push((at, request_line, version));
+        sh.hits
+            .lock()
+            .unwrap()
+            .push((at, request_line, version.clone()));
         let n = sh.requests.fetch_add(1, Ordering::Relaxed);
         let fail = sh.flapping && n.is_multiple_of(2);
         if fail {
             sh.failures.fetch_add(1, Ordering::Relaxed);
         }
+        let refused = sh.refuse.lock().unwrap().as_deref() == Some(version.as_str());
         let code = if fail {
             503
+        } else if refused {
+            500
         } else {
             sh.code.load(Ordering::Relaxed)
         };

@@ -221,7 +221,7 @@ impl Gate {
     }
 
     /// The contents the component refused that are remembered, oldest first: what a restart must know.
-    pub(super) fn rejected_record(&self) -> &[(ContentHash, String)] {
+    pub(crate) fn rejected_record(&self) -> &[(ContentHash, String)] {
         &self.rejected
     }
 

@@ -65,12 +65,14 @@ impl Reloads {
         match o {
             Outcome::Attempting => r.last_result = ReloadResult::Pending,
             Outcome::Reloaded(h) => {
+                r.consecutive_failures = 0;
                 r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::Success;
                 r.last_error = None;
                 r.last_success_sha256 = Some(h.printed());
             }
             Outcome::Failed(e) => {
+                r.consecutive_failures = r.consecutive_failures.saturating_add(1);
                 r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Failure;
                 r.last_error = Some(e.clone());
@@ -81,11 +83,13 @@ impl Reloads {
                 r.last_error = Some(why.clone());
             }
             Outcome::Nothing { why, .. } => {
+                r.consecutive_failures = 0;
                 r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::NothingToReload;
                 r.last_error = Some(why.clone());
             }
             Outcome::Rejected { reason, .. } => {
+                r.consecutive_failures = 0;
                 r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Rejected;
                 r.last_error = Some(reason.clone());
@@ -95,5 +99,40 @@ impl Reloads {
 
     pub(super) fn view(&self) -> &ReloadView {
         &self.view
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_in_a_row_are_counted_until_an_attempt_reaches_the_component() {
+        let mut r = Reloads::default();
+        let h = ContentHash::of([("version", b"2.5.0".as_slice())]);
+        for _ in 0..3 {
+            r.report(&Outcome::Attempting);
+            r.report(&Outcome::Failed("connection refused".into()));
+        }
+        r.report(&Outcome::Attempting);
+        assert_eq!(
+            r.view().consecutive_failures,
+            3,
+            "an attempt in flight keeps the count"
+        );
+        r.report(&Outcome::Reloaded(h));
+        assert_eq!(r.view().consecutive_failures, 0);
+        r.report(&Outcome::Failed("timed out".into()));
+        r.report(&Outcome::Rejected {
+            sha256: h,
+            reason: "bad rule".into(),
+        });
+        assert_eq!(r.view().consecutive_failures, 0, "a refusal reached it");
+        r.report(&Outcome::Failed("timed out".into()));
+        r.report(&Outcome::Nothing {
+            sha256: h,
+            why: "no process".into(),
+        });
+        assert_eq!(r.view().consecutive_failures, 0);
     }
 }

@@ -141,6 +141,7 @@ impl Gate {
             started: self.started,
             checks,
             watch_error: None,
+            rollout: None,
             source: None,
         }
     }

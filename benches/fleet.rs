@@ -1,0 +1,501 @@
+//! The fleet: N confgate sidecars in API mode against one ConfigMap on a real kube-apiserver (each
+//! with its own Pending pod), and what they cost as N grows: propagation from a write of the
+//! ConfigMap (a patch from a connected client) to every sidecar promoted, API requests per sidecar per idle minute, Events and status patches per change,
+//! RSS per sidecar, and the API server's own CPU and memory. Volume mode's sidecars are measured
+//! beside them (RSS; the kubelet holds the watch, so they make no API request).
+//!
+//! `ETCD_BIN=… KUBE_APISERVER_BIN=… cargo bench --bench fleet [-- --sizes 10,50,100 --idle-secs 60
+//! --changes 3]`; without the two variables it says it skipped and exits 0. `CONFGATE_BIN` runs
+//! another confgate binary as the sidecars (a release build while the bench itself is a debug one).
+//! Prints a table and an ASCII chart, and writes JSON and an SVG chart to the target dir.
+
+#[path = "support/chart.rs"]
+mod chart;
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/cluster/server.rs"]
+#[allow(dead_code)]
+mod server;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::Gate;
+use serde_json::json;
+
+const CM: &str = "webhook-config";
+const ACCEPTS: &str = ">=2.4.0, <3.0.0";
+const VERSION_FROM: &str = "yaml:config.yaml#/schemaVersion";
+/// Generous: up to 100 sidecars starting, listing and promoting on a loaded 2-core machine.
+const DEADLINE: Duration = Duration::from_secs(180);
+
+struct Opts {
+    sizes: Vec<usize>,
+    idle: Duration,
+    changes: usize,
+    json: PathBuf,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: cargo bench --bench fleet -- [--sizes 10,50,100] [--idle-secs N] [--changes N] [--json PATH]"
+    );
+    std::process::exit(64)
+}
+
+fn opts() -> Opts {
+    let target_dir = Path::new(common::BIN)
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let mut o = Opts {
+        sizes: vec![10, 50, 100],
+        idle: Duration::from_secs(60),
+        changes: 3,
+        json: target_dir.join("confgate-fleet.json"),
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().unwrap_or_else(|| usage());
+        match a.as_str() {
+            "--bench" => {}
+            "--sizes" => {
+                o.sizes = val()
+                    .split(',')
+                    .map(|n| n.trim().parse().unwrap_or_else(|_| usage()))
+                    .collect()
+            }
+            "--idle-secs" => {
+                o.idle = Duration::from_secs(val().parse().unwrap_or_else(|_| usage()))
+            }
+            "--changes" => o.changes = val().parse().unwrap_or_else(|_| usage()),
+            "--json" => o.json = PathBuf::from(val()),
+            _ => usage(),
+        }
+    }
+    o
+}
+
+/// The sidecars' binary: `CONFGATE_BIN`, else the one cargo built with this bench.
+fn bin() -> String {
+    std::env::var("CONFGATE_BIN")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| common::BIN.to_owned())
+}
+
+/// `confgate run ARGS` with the sidecars' binary, listening on a port of the kernel's choosing.
+fn sidecar(args: &[&str], env: &[(&str, &str)], log: &Path) -> Gate {
+    let mut cmd = Command::new(bin());
+    cmd.arg("run")
+        .args(args)
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut g = Gate::from_command(cmd, log);
+    g.deadline = DEADLINE;
+    g
+}
+
+/// `kubectl` as the admin.
+fn kubectl(c: &server::Cluster, args: &[&str], stdin: &str) -> String {
+    let mut cmd = Command::new(&c.kubectl);
+    cmd.arg("--kubeconfig")
+        .arg(&c.admin)
+        .arg("--cache-dir")
+        .arg(c.dir.join("kubectl-cache"))
+        .args(args);
+    let out = common::output_with_stdin(cmd, stdin);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn configmap(ns: &str, version: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": CM, "namespace": ns},
+           "data": {"config.yaml": format!("schemaVersion: {version}\ngreeting: hello\n")}})
+    .to_string()
+}
+
+/// The request counts of `apiserver_request_total`, summed per `VERB resource[/subresource]`.
+type Counts = BTreeMap<String, f64>;
+
+fn request_counts(c: &server::Cluster) -> Counts {
+    let text = kubectl(c, &["get", "--raw", "/metrics"], "");
+    let mut out = Counts::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\""))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let sub = label("subresource");
+        let key = format!(
+            "{} {}{}",
+            label("verb"),
+            label("resource"),
+            if sub.is_empty() {
+                String::new()
+            } else {
+                format!("/{sub}")
+            }
+        );
+        *out.entry(key).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+fn delta(after: &Counts, before: &Counts) -> Counts {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v > 0.0)
+        .collect()
+}
+
+fn total(c: &Counts) -> f64 {
+    c.values().sum()
+}
+
+/// The pid of the process whose command line holds all of `needles`.
+fn find_pid(needles: &[&str]) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd);
+        (needles.iter().all(|n| cmd.contains(n)) && !cmd.contains("setpriv")).then_some(pid)
+    })
+}
+
+/// The value at quantile `q` (nearest rank) of a sample, in milliseconds.
+fn quantile(xs: &mut [f64], q: f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let i = ((xs.len() as f64 * q).ceil() as usize).clamp(1, xs.len()) - 1;
+    xs[i]
+}
+
+/// One fleet size's figures.
+#[derive(Debug, Default, Clone)]
+struct Row {
+    n: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    idle_per_sidecar_min: f64,
+    events_per_change: f64,
+    patches_per_change: f64,
+    rss_kib: f64,
+    apiserver_idle_cpu_ms_min: f64,
+    apiserver_change_cpu_ms: f64,
+    apiserver_rss_kib: u64,
+    etcd_rss_kib: u64,
+    volume_rss_kib: f64,
+    idle_by_request: Counts,
+}
+
+fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u32>) -> Row {
+    let ns = format!("fleet-{n}");
+    let rbac = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rbac/sidecar.yaml"),
+    )
+    .expect("manifests/rbac/sidecar.yaml")
+    .replace("webhook-system", &ns);
+    kubectl(c, &["create", "namespace", &ns], "");
+    kubectl(c, &["apply", "-f", "-"], &rbac);
+    kubectl(c, &["apply", "-f", "-"], &configmap(&ns, "2.4.0"));
+    let pods: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": format!("web-{i}"), "namespace": ns},
+                   "spec": {"serviceAccountName": "confgate",
+                            "readinessGates": [{"conditionType": "confgate.io/config-compatible"}],
+                            "containers": [{"name": "webhook", "image": "example/webhook:1"}]}})
+        })
+        .collect();
+    kubectl(
+        c,
+        &["apply", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "List", "items": pods}).to_string(),
+    );
+    let token = kubectl(
+        c,
+        &["create", "token", "confgate", "-n", &ns, "--duration=2h"],
+        "",
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tmp.path().join("kubeconfig");
+    server::write_kubeconfig(&kubeconfig, &c.server, &c.ca, token.trim(), &ns);
+
+    // What the API server does without this fleet, over the same window, is subtracted.
+    eprintln!("N={n}: baseline, {:?} without the fleet...", o.idle);
+    let (b0, bcpu0) = (request_counts(c), common::cpu_ticks(apiserver));
+    std::thread::sleep(o.idle);
+    let (b1, bcpu1) = (request_counts(c), common::cpu_ticks(apiserver));
+    let baseline = delta(&b1, &b0);
+
+    eprintln!("N={n}: starting {n} sidecars in API mode...");
+    let gates: Vec<Gate> = (0..n)
+        .map(|i| {
+            let dir = tmp.path().join(format!("s{i}"));
+            std::fs::create_dir_all(&dir).expect("sidecar dir");
+            let path = |p: &str| dir.join(p).to_string_lossy().into_owned();
+            let source = format!("configmap:{ns}/{CM}");
+            let (promoted, watch, ann) = (path("promoted"), path("no-volume"), path("no-ann"));
+            let args = [
+                "--accepts",
+                ACCEPTS,
+                "--version-from",
+                VERSION_FROM,
+                "--source",
+                &source,
+                "--promote-to",
+                &promoted,
+                "--watch",
+                &watch,
+                "--annotations",
+                &ann,
+            ];
+            let pod = format!("web-{i}");
+            let kc = kubeconfig.to_string_lossy();
+            let env = [
+                ("KUBECONFIG", &*kc),
+                ("POD_NAME", &pod),
+                ("POD_NAMESPACE", &ns),
+            ];
+            sidecar(&args, &env, &dir.join("confgate.log"))
+        })
+        .collect();
+    for g in &gates {
+        g.wait_active("2.4.0");
+    }
+    // Let start-up reporting (the first Events and conditions) finish before counting idle requests.
+    std::thread::sleep(Duration::from_secs(5));
+
+    eprintln!("N={n}: idle for {:?}...", o.idle);
+    let (i0, cpu0) = (request_counts(c), common::cpu_ticks(apiserver));
+    std::thread::sleep(o.idle);
+    let (i1, cpu1) = (request_counts(c), common::cpu_ticks(apiserver));
+    let idle = delta(&delta(&i1, &i0), &baseline);
+    let minutes = o.idle.as_secs_f64() / 60.0;
+    // The /metrics reads themselves are counted in both windows and cancel out.
+    let idle_ticks = (cpu1 - cpu0).saturating_sub(bcpu1 - bcpu0);
+
+    eprintln!("N={n}: {} changes...", o.changes);
+    // The change is written by a client already connected, so the clock starts at the write, not at
+    // a kubectl process starting up.
+    let rt = server::runtime();
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(rt.block_on(server::client(&c.admin)), &ns);
+    let mut times = Vec::new();
+    let (mut events, mut patches, mut change_ticks) = (0.0, 0.0, 0);
+    for k in 0..o.changes {
+        let version = format!("2.4.{}", k + 1);
+        let (before, cpu_before) = (request_counts(c), common::cpu_ticks(apiserver));
+        let patch = json!({"data": {"config.yaml": format!("schemaVersion: {version}\ngreeting: hello\n")}});
+        let t0 = jiff::Timestamp::now();
+        rt.block_on(configmaps.patch(
+            CM,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        ))
+        .expect("patch the ConfigMap");
+        for g in &gates {
+            let s = g.wait_active(&version);
+            let since: jiff::Timestamp = s["active"]["since"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .expect("active.since");
+            times.push(since.duration_since(t0).as_secs_f64() * 1e3);
+        }
+        // Reporting follows the promotion; give it time to reach the API server.
+        std::thread::sleep(Duration::from_secs(3));
+        let d = delta(&request_counts(c), &before);
+        events += d.get("POST events").copied().unwrap_or(0.0)
+            + d.get("PATCH events").copied().unwrap_or(0.0);
+        patches += d.get("PATCH pods/status").copied().unwrap_or(0.0);
+        change_ticks += common::cpu_ticks(apiserver) - cpu_before;
+    }
+    let changes = o.changes.max(1) as f64;
+    let rss: Vec<u64> = gates
+        .iter()
+        .map(|g| common::status_kb(g.pid(), "VmRSS"))
+        .collect();
+    let row = Row {
+        n,
+        p50_ms: quantile(&mut times, 0.5),
+        p99_ms: quantile(&mut times, 0.99),
+        idle_per_sidecar_min: total(&idle) / n as f64 / minutes,
+        events_per_change: events / changes,
+        patches_per_change: patches / changes,
+        rss_kib: rss.iter().sum::<u64>() as f64 / n as f64,
+        apiserver_idle_cpu_ms_min: idle_ticks as f64 * 10.0 / minutes,
+        apiserver_change_cpu_ms: change_ticks as f64 * 10.0 / changes,
+        apiserver_rss_kib: common::status_kb(apiserver, "VmRSS"),
+        etcd_rss_kib: etcd.map_or(0, |p| common::status_kb(p, "VmRSS")),
+        volume_rss_kib: 0.0,
+        idle_by_request: idle,
+    };
+    // No controller manager runs, so a deleted namespace would stay Terminating: it is left as it is.
+    drop(gates);
+    Row {
+        volume_rss_kib: volume_fleet(n, tmp.path()),
+        ..row
+    }
+}
+
+/// Mean RSS of `n` volume-mode sidecars after each promoted one kubelet-style update.
+fn volume_fleet(n: usize, tmp: &Path) -> f64 {
+    eprintln!("N={n}: {n} sidecars in volume mode...");
+    let vols: Vec<(common::Volume, Gate)> = (0..n)
+        .map(|i| {
+            let dir = tmp.join(format!("v{i}"));
+            let vol = common::Volume::new(dir.join("incoming"));
+            vol.write(&[("config.yaml", b"schemaVersion: 2.4.0\n")])
+                .expect("volume");
+            let path = |p: &str| dir.join(p).to_string_lossy().into_owned();
+            let (watch, promoted, ann) = (
+                vol.dir.to_string_lossy().into_owned(),
+                path("promoted"),
+                path("podinfo/annotations"),
+            );
+            let args = [
+                "--watch",
+                &watch,
+                "--promote-to",
+                &promoted,
+                "--annotations",
+                &ann,
+                "--accepts",
+                ACCEPTS,
+                "--version-from",
+                VERSION_FROM,
+            ];
+            let g = sidecar(&args, &[], &dir.join("confgate.log"));
+            (vol, g)
+        })
+        .collect();
+    for (vol, g) in &vols {
+        g.wait_active("2.4.0");
+        vol.write(&[("config.yaml", b"schemaVersion: 2.4.1\n")])
+            .expect("volume");
+    }
+    for (_, g) in &vols {
+        g.wait_active("2.4.1");
+    }
+    vols.iter()
+        .map(|(_, g)| common::status_kb(g.pid(), "VmRSS"))
+        .sum::<u64>() as f64
+        / n as f64
+}
+
+fn main() {
+    let o = opts();
+    let Some(c) = server::cluster() else {
+        println!("fleet bench skipped: set ETCD_BIN and KUBE_APISERVER_BIN");
+        return;
+    };
+    let dir = c.dir.to_string_lossy().into_owned();
+    let apiserver = find_pid(&["kube-apiserver", &dir]).expect("the kube-apiserver process");
+    let etcd = find_pid(&["etcd", "etcd-data"]);
+    let rss0 = common::status_kb(apiserver, "VmRSS");
+    let mut rows = Vec::new();
+    for &n in &o.sizes {
+        rows.push(fleet(c, n, &o, apiserver, etcd));
+    }
+
+    println!(
+        "\nconfgate fleet bench: kube-apiserver {}, {} change(s) per size, {} s idle windows; \
+         kube-apiserver RSS before any fleet {rss0} KiB",
+        c.version,
+        o.changes,
+        o.idle.as_secs()
+    );
+    println!(
+        "{:>4} | {:>9} | {:>9} | {:>12} | {:>9} | {:>9} | {:>9} | {:>10} | {:>10} | {:>9} | {:>9}",
+        "N",
+        "p50 ms",
+        "p99 ms",
+        "req/sc/min",
+        "events/ch",
+        "patch/ch",
+        "RSS/sc",
+        "api CPU/min",
+        "api CPU/ch",
+        "api RSS",
+        "vol RSS/sc"
+    );
+    for r in &rows {
+        println!(
+            "{:>4} | {:>9.0} | {:>9.0} | {:>12.2} | {:>9.1} | {:>9.1} | {:>6.1} MiB | {:>8.0} ms | {:>8.0} ms | {:>5.0} MiB | {:>5.1} MiB",
+            r.n,
+            r.p50_ms,
+            r.p99_ms,
+            r.idle_per_sidecar_min,
+            r.events_per_change,
+            r.patches_per_change,
+            r.rss_kib / 1024.0,
+            r.apiserver_idle_cpu_ms_min,
+            r.apiserver_change_cpu_ms,
+            r.apiserver_rss_kib as f64 / 1024.0,
+            r.volume_rss_kib / 1024.0
+        );
+    }
+    println!("reload spread: not measured (this build has no spread setting)");
+    let series = [
+        (
+            "p99 propagation, ms",
+            rows.iter().map(|r| (r.n, r.p99_ms)).collect::<Vec<_>>(),
+        ),
+        (
+            "kube-apiserver CPU per change, ms",
+            rows.iter()
+                .map(|r| (r.n, r.apiserver_change_cpu_ms))
+                .collect(),
+        ),
+    ];
+    for (title, points) in &series {
+        println!("\n{}", chart::ascii(title, points, 40));
+    }
+    let svg = o.json.with_extension("svg");
+    std::fs::write(&svg, chart::svg(&series)).expect("write the SVG chart");
+
+    let json_rows: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            json!({"n": r.n, "propagation_p50_ms": r.p50_ms, "propagation_p99_ms": r.p99_ms,
+                   "idle_requests_per_sidecar_per_min": r.idle_per_sidecar_min,
+                   "idle_requests_by_kind": r.idle_by_request,
+                   "events_per_change": r.events_per_change,
+                   "status_patches_per_change": r.patches_per_change,
+                   "rss_kib_per_sidecar": r.rss_kib,
+                   "apiserver_idle_cpu_ms_per_min": r.apiserver_idle_cpu_ms_min,
+                   "apiserver_cpu_ms_per_change": r.apiserver_change_cpu_ms,
+                   "apiserver_rss_kib": r.apiserver_rss_kib, "etcd_rss_kib": r.etcd_rss_kib,
+                   "volume_mode_rss_kib_per_sidecar": r.volume_rss_kib})
+        })
+        .collect();
+    let report = json!({"apiserver": c.version, "idle_secs": o.idle.as_secs(),
+                        "changes": o.changes, "apiserver_rss_kib_before": rss0,
+                        "spread": "not measured", "rows": json_rows});
+    std::fs::write(
+        &o.json,
+        serde_json::to_string_pretty(&report).expect("json"),
+    )
+    .expect("write JSON");
+    println!("\nJSON: {}\nSVG: {}", o.json.display(), svg.display());
+}

@@ -1,0 +1,348 @@
+//! The recommended deployment's reporting on a real API server: `confgate run` in volume mode (a
+//! kubelet-style volume, no ConfigMap access) with a token of the ServiceAccount that
+//! `manifests/native-sidecar/rbac.yaml` binds, reporting on a pod object created for it (no kubelet
+//! runs, so it stays Pending). A held config and a reload that keeps failing show in the conditions,
+//! the facts annotation and Events; `confgate status` reads the pod; `--pod-report off` makes no
+//! request.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use confgate::api::condition::{FACTS_ANNOTATION, Facts};
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+
+use crate::common::{Gate, poll, write_version};
+use crate::confgate;
+use crate::server::{Cluster, client, cluster, runtime};
+
+const POD: &str = "component-0";
+const ACCEPTS: &str = ">=2.4.0, <3.0.0";
+const COMPATIBLE: &str = "confgate.io/config-compatible";
+const CURRENT: &str = "confgate.io/config-current";
+/// Generous: a loaded 2-core machine, a file event, a promotion, a patch.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn manifest(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+/// A reload target that refuses every connection: a loopback port bound, then closed.
+fn refusing_target() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    format!("http://127.0.0.1:{port}/reload")
+}
+
+/// The shipped native-sidecar RBAC in namespace `ns`, a Pending pod of its ServiceAccount, and
+/// `confgate run` on a kubelet-style volume reporting on that pod as that ServiceAccount.
+struct Sidecar {
+    ns: &'static str,
+    gate: Gate,
+    tmp: tempfile::TempDir,
+    incoming: PathBuf,
+    rt: tokio::runtime::Runtime,
+    pods: Api<Pod>,
+    events: Api<Event>,
+}
+
+impl Sidecar {
+    fn start(c: &Cluster, ns: &'static str, args: &[&str], env: &[(&str, &str)]) -> Sidecar {
+        c.namespaces(&[ns]);
+        c.kubectl_ok(
+            &["apply", "-n", ns, "-f", "-"],
+            &manifest("manifests/native-sidecar/rbac.yaml"),
+        );
+        c.kubectl_ok(
+            &["apply", "-f", "-"],
+            &manifest("manifests/rbac/status-reader.yaml").replace("webhook-system", ns),
+        );
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": POD, "namespace": ns,
+                         "labels": {"app.kubernetes.io/name": "component"}},
+            "spec": {"serviceAccountName": "confgate",
+                     "containers": [{"name": "component", "image": "example/component:1"}]}});
+        c.kubectl_ok(&["apply", "-f", "-"], &pod.to_string());
+        let uid = c.kubectl_ok(
+            &[
+                "get",
+                "pod",
+                POD,
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ],
+            "",
+        );
+        let token = c.kubectl_ok(
+            &["create", "token", "confgate", "-n", ns, "--duration=1h"],
+            "",
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let kubeconfig = tmp.path().join("sidecar.kubeconfig");
+        c.kubeconfig(&kubeconfig, token.trim(), ns);
+        let incoming = tmp.path().join("incoming");
+        write_version(&incoming, "2.4.1");
+
+        let mut cmd = c.confgate_tied();
+        cmd.args(["run", "--accepts", ACCEPTS])
+            .args(args)
+            .arg("--watch")
+            .arg(&incoming)
+            .arg("--promote-to")
+            .arg(tmp.path().join("promoted"))
+            .arg("--annotations")
+            .arg(tmp.path().join("no-annotations"))
+            .env("KUBECONFIG", &kubeconfig)
+            .env("POD_NAME", POD)
+            .env("POD_NAMESPACE", ns)
+            .env("POD_UID", uid.trim())
+            .envs(env.iter().copied());
+        let mut gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
+        gate.deadline = DEADLINE;
+
+        let rt = runtime();
+        let admin = rt.block_on(client(&c.admin));
+        Sidecar {
+            ns,
+            gate,
+            tmp,
+            incoming,
+            rt,
+            pods: Api::namespaced(admin.clone(), ns),
+            events: Api::namespaced(admin, ns),
+        }
+    }
+
+    fn pod(&self) -> Pod {
+        self.rt.block_on(self.pods.get(POD)).unwrap()
+    }
+
+    /// Waits until the pod's two conditions and its facts satisfy `pred`.
+    fn wait_reported(
+        &self,
+        what: &str,
+        pred: impl Fn(&PodCondition, &PodCondition, &Facts) -> bool,
+    ) -> (PodCondition, PodCondition, Facts) {
+        poll(what, DEADLINE, || {
+            let pod = self.pod();
+            let got = (
+                condition(&pod, COMPATIBLE)?,
+                condition(&pod, CURRENT)?,
+                facts(&pod)?,
+            );
+            pred(&got.0, &got.1, &got.2).then_some(got)
+        })
+    }
+
+    /// The Events about the pod.
+    fn events(&self) -> Vec<Event> {
+        let list = self
+            .rt
+            .block_on(self.events.list(&ListParams::default()))
+            .unwrap();
+        list.items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
+            .collect()
+    }
+
+    fn wait_event(&self, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
+        poll(what, DEADLINE, || {
+            self.events().into_iter().find(|e| pred(e))
+        })
+    }
+
+    /// `confgate status` as a member of the group `status-reader.yaml` binds: its exit code and output.
+    fn status_as_reader(&self, c: &Cluster) -> (Option<i32>, String) {
+        let reader = self.tmp.path().join("reader.kubeconfig");
+        c.kubeconfig(&reader, &c.reader_token, self.ns);
+        let out = confgate()
+            .args([
+                "status",
+                "-n",
+                self.ns,
+                "-l",
+                "app.kubernetes.io/name=component",
+            ])
+            .env("KUBECONFIG", &reader)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// Nothing confgate asked for was refused: the narrowed Role sufficed.
+    fn assert_nothing_refused(&self) {
+        let log = self.gate.log_text();
+        assert!(
+            !log.contains("forbidden") && !log.contains("reporting to the pod failed"),
+            "{log}"
+        );
+    }
+}
+
+fn condition(pod: &Pod, type_: &str) -> Option<PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+}
+
+fn facts(pod: &Pod) -> Option<Facts> {
+    Facts::from_json(pod.metadata.annotations.as_ref()?.get(FACTS_ANNOTATION)?)
+}
+
+/// A condition's status and reason.
+fn said(c: &PodCondition) -> (&str, &str) {
+    (c.status.as_str(), c.reason.as_deref().unwrap_or(""))
+}
+
+/// A too-new config held under `hold`: the replica stays ready and the readiness condition True, while
+/// `config-current`, the facts and a Warning Event say what is held; `confgate status` shows it.
+#[test]
+fn volume_mode_reports_a_held_config_under_the_narrowed_role() {
+    let Some(c) = cluster() else { return };
+    let s = Sidecar::start(c, "confgate-volume-held", &[], &[]);
+
+    s.gate.wait_active("2.4.1");
+    let (_, _, f) = s.wait_reported("2.4.1 reported", |a, b, f| {
+        said(a) == ("True", "Accepted")
+            && said(b) == ("True", "Accepted")
+            && f.active.as_ref().and_then(|a| a.version.as_deref()) == Some("2.4.1")
+    });
+    assert_eq!(
+        f.active.unwrap().sha256,
+        s.gate.status()["active"]["sha256"]
+            .as_str()
+            .map(str::to_owned)
+    );
+    s.wait_event("the Accepted Event", |e| {
+        e.reason.as_deref() == Some("Accepted") && e.regarding.as_ref().unwrap().uid.is_some()
+    });
+
+    write_version(&s.incoming, "3.0.0");
+    let status = s.gate.wait_candidate(Some("3.0.0"), "too-new");
+    assert_eq!(status["ready"], true, "{status}");
+    let (compatible, current, f) =
+        s.wait_reported("3.0.0 held", |_, b, _| said(b) == ("False", "TooNew"));
+    assert_eq!(said(&compatible), ("True", "Accepted"));
+    let newest = f.newest.unwrap();
+    assert_eq!(
+        (newest.config.version.as_deref(), newest.verdict.as_str()),
+        (Some("3.0.0"), "too-new")
+    );
+    assert!(
+        current
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("newest version 3.0.0"),
+        "{current:?}"
+    );
+    let ev = s.wait_event("the Rejected Event", |e| {
+        e.reason.as_deref() == Some("Rejected")
+    });
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+
+    // The fleet view reads the volume-mode pod as it reads an API-mode one.
+    let (code, out) = s.status_as_reader(c);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("component-0  false  True/Accepted  False/TooNew  2.4.1"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("0/1 on the expected config, 1 holding 2.4.1: too-new\n"),
+        "{out}"
+    );
+    s.assert_nothing_refused();
+}
+
+/// Five promotions whose reloads are all refused: readiness stays (the component still runs the
+/// config it had), and `config-current` says `ReloadFailing`, the facts name the target and the
+/// error, a Warning `ReloadFailed` Event is posted and `confgate status` shows it.
+#[test]
+fn volume_mode_reports_a_reload_that_keeps_failing() {
+    let Some(c) = cluster() else { return };
+    let target = refusing_target();
+    let s = Sidecar::start(c, "confgate-volume-reload", &["--reload", &target], &[]);
+    s.gate.wait_active("2.4.1");
+    for v in ["2.5.0", "2.5.1", "2.5.2", "2.5.3", "2.5.4"] {
+        write_version(&s.incoming, v);
+        s.gate.wait_active(v);
+    }
+    let status = s.gate.wait_status("the reload failing", |st| {
+        st["reload"]["consecutive_failures"].as_u64() >= Some(3)
+    });
+    assert_eq!(status["ready"], true, "{status}");
+    let (compatible, current, f) = s.wait_reported("ReloadFailing", |_, b, _| {
+        said(b) == ("False", "ReloadFailing")
+    });
+    assert_eq!(said(&compatible), ("True", "Accepted"));
+    let failing = f.reload_failing.unwrap();
+    assert_eq!(failing.target, target);
+    assert!(failing.error.contains("refused"), "{failing:?}");
+    assert_eq!(
+        f.active.unwrap().version.as_deref(),
+        Some("2.5.4"),
+        "the facts name the promoted config"
+    );
+    assert!(
+        current.message.as_deref().unwrap().contains("failing"),
+        "{current:?}"
+    );
+    let ev = s.wait_event("the ReloadFailed Event", |e| {
+        e.reason.as_deref() == Some("ReloadFailed")
+    });
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(ev.note.as_deref().unwrap().contains(&target), "{ev:?}");
+
+    let (code, out) = s.status_as_reader(c);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("True/Accepted  False/ReloadFailing  2.5.4"),
+        "{out}"
+    );
+    assert!(out.contains("1 running 2.5.4: reload-failing"), "{out}");
+    s.assert_nothing_refused();
+}
+
+/// `CONFGATE_POD_REPORT=off`: with a token and the Role in place, confgate gates and promotes and
+/// writes nothing on the pod.
+#[test]
+fn pod_report_off_writes_nothing() {
+    let Some(c) = cluster() else { return };
+    let s = Sidecar::start(
+        c,
+        "confgate-volume-off",
+        &[],
+        &[("CONFGATE_POD_REPORT", "off")],
+    );
+    s.gate.wait_active("2.4.1");
+    write_version(&s.incoming, "3.0.0");
+    s.gate.wait_candidate(Some("3.0.0"), "too-new");
+    assert!(
+        s.gate.log_text().contains("--pod-report off"),
+        "{}",
+        s.gate.log_text()
+    );
+    let pod = s.pod();
+    assert_eq!(condition(&pod, COMPATIBLE), None);
+    assert_eq!(facts(&pod), None);
+    assert!(s.events().is_empty(), "{:?}", s.events());
+}
