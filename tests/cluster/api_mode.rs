@@ -305,7 +305,10 @@ fn each_promotion_has_an_event_naming_its_version() {
         set_version(&s, v);
         s.gate.wait_candidate(Some(v), "too-new");
         s.wait_event(&format!("a Rejected Event naming {v}"), |e| {
-            e.reason.as_deref() == Some("Rejected") && starts(e, v)
+            e.reason.as_deref() == Some("Rejected")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains(&format!("; version {v} sha256:")))
         });
     }
     let events = s.events();

@@ -267,7 +267,7 @@ fn volume_mode_reports_a_held_config_under_the_narrowed_role() {
         "{out}"
     );
     assert!(
-        out.ends_with("0/1 on the expected config, 1 holding 2.4.1: too-new\n"),
+        out.ends_with("0/1 on the expected config, 1 holding 2.4.1; 3.0.0 is too-new\n"),
         "{out}"
     );
     s.assert_nothing_refused();
