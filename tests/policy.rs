@@ -229,7 +229,15 @@ fn same_reason(p: &Compiled, s: &Settings, cm: &Value) -> Result<bool, String> {
     let (verdict, reason) = check_reason(s, cm);
     match (verdict, p.create(cm)) {
         (Verdict::Accepted, Ok(())) => Ok(true),
-        (_, Err(msg)) if msg == format!("ConfigMap {NS}/{NAME}: {reason}") => Ok(false),
+        // The admission message is check's reason without the fix it ends with (`; update …`).
+        (_, Err(msg))
+            if {
+                let full = format!("ConfigMap {NS}/{NAME}: {reason}");
+                msg == full || full.starts_with(&format!("{msg}; "))
+            } =>
+        {
+            Ok(false)
+        }
         (v, got) => Err(format!("check: {v} {reason:?}; policy: {got:?}")),
     }
 }
