@@ -212,8 +212,14 @@ fn check_reason(s: &Settings, cm: &Value) -> (Verdict, String) {
     let found = check::manifests("cm.json", &cm.to_string()).unwrap();
     let j = verdict::judge(&found[0].1, s);
     let mut reason = j.reason;
+    // The list ends at the first `); `: a cut name inside it ends with `bytes)` followed by `)`.
     if let Some(i) = reason.find(" (present: ") {
-        reason.truncate(i);
+        let end = i
+            + reason[i..]
+                .find("); ")
+                .expect("the fix after the keys present")
+            + 1;
+        reason.replace_range(i..end, "");
     }
     if let (Some(i), Some(j)) = (
         reason.find(": not a semantic version ("),
@@ -229,15 +235,8 @@ fn same_reason(p: &Compiled, s: &Settings, cm: &Value) -> Result<bool, String> {
     let (verdict, reason) = check_reason(s, cm);
     match (verdict, p.create(cm)) {
         (Verdict::Accepted, Ok(())) => Ok(true),
-        // The admission message is check's reason without the fix it ends with (`; update …`).
-        (_, Err(msg))
-            if {
-                let full = format!("ConfigMap {NS}/{NAME}: {reason}");
-                msg == full || full.starts_with(&format!("{msg}; "))
-            } =>
-        {
-            Ok(false)
-        }
+        // The admission message is check's reason, fix included, after the ConfigMap's name.
+        (_, Err(msg)) if msg == format!("ConfigMap {NS}/{NAME}: {reason}") => Ok(false),
         (v, got) => Err(format!("check: {v} {reason:?}; policy: {got:?}")),
     }
 }
@@ -274,12 +273,15 @@ fn create_update_and_delete_requests() {
             .unwrap_err();
         assert_eq!(
             msg,
-            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows"
+            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows; roll the \
+             ConfigMap back to a version in >=2.4.0, <3.0.0, or raise confgate.io/accepts once the \
+             component reads 3.0.0"
         );
         let msg = p.create(&no_key).unwrap_err();
         assert_eq!(
             msg,
-            "ConfigMap team-a/app-config: required key config is absent"
+            "ConfigMap team-a/app-config: required key config is absent; add it to the ConfigMap, or \
+             drop it from confgate.io/require"
         );
         let msg = p.create(&rule_broken).unwrap_err();
         assert_eq!(
@@ -299,7 +301,7 @@ fn create_update_and_delete_requests() {
         let junk = configmap(&[("version", "secret-ish text"), ("config", "listen: x")]);
         let msg = p.create(&junk).unwrap_err();
         assert!(
-            msg.ends_with("the value at file:version is not a semantic version (15 bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v"),
+            msg.ends_with("the value at file:version is not a semantic version (15 bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v; write a version such as 2.4.1 at file:version in the ConfigMap"),
             "{msg}"
         );
         assert!(!msg.contains("secret-ish"), "{msg}");
@@ -363,8 +365,9 @@ fn metadata_only_updates_pass_when_the_content_is_unchanged() {
         );
 
         // A change of `data`, or of `binaryData` alone, is judged as ever.
-        let too_new =
-            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows";
+        let too_new = "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows; \
+             roll the ConfigMap back to a version in >=2.4.0, <3.0.0, or raise confgate.io/accepts once \
+             the component reads 3.0.0";
         let mut data_changed = annotated.clone();
         data_changed["data"]["config"] = json!("port: 81\n");
         assert_eq!(

@@ -13,6 +13,7 @@ pub mod yaml;
 
 use crate::rules::Rule;
 use crate::settings::{Mode, Raw, Settings, VersionFrom};
+use crate::verdict::fix;
 use semver_cel::lit;
 use yaml::Node;
 
@@ -219,10 +220,21 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         );
         // The sidecar also lists the keys present; left out here, as a map's keys come unordered in CEL
         // and 1.30 has no list sort.
+        // Listed as `listing::names` lists them: the first five, then how many more.
+        let shown = format!(
+            "(size(a) <= {max} ? a.join(', ') : [{first}].join(', ') + ' and ' + string(size(a) - {max}) + ' more')",
+            max = crate::listing::MAX_NAMES,
+            first = (0..crate::listing::MAX_NAMES)
+                .map(|i| format!("a[{i}]"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
         let reason = format!(
-            "[[{}].filter(k, !{})].map(a, size(a) == 1 ? 'required key ' + a[0] + ' is absent' : 'required keys ' + a.join(', ') + ' are absent')[0]",
+            "[[{}].filter(k, !{})].map(a, size(a) == 1 ? 'required key ' + a[0] + ' is absent; ' + {one} : 'required keys ' + {shown} + ' are absent; ' + {many})[0]",
             keys.join(", "),
             present("k"),
+            one = lit(&fix::required(1)),
+            many = lit(&fix::required(2)),
         );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
@@ -369,12 +381,14 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
 }
 
 /// A CEL string: the sidecar's reason for the version in `key` (see [`crate::verdict::judge_snapshot`]),
-/// where CEL can compute it. Two differ: a key under `binaryData` (the policy reads `data` only) and a
-/// value that looks like a version but does not parse (the `semver` crate's explanation is left out).
+/// ending with the same fix, where CEL can compute it. Two differ: a key under `binaryData` (the policy
+/// reads `data` only) and a value that looks like a version but does not parse (the `semver` crate's
+/// explanation is left out).
 fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Accepts) -> String {
     let k = lit(key);
     let text = &accepts.text;
     let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
+    let write = fix::write_a_version(from);
     let classified = format!(
         "[{v}].map(v, [{class}].map(w, w == 'accepted' ? 'version ' + v + {in_} : \
          w == 'too-new' ? 'version ' + v + {newer} : \
@@ -384,12 +398,25 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
         v = semver_cel::display("t"),
         class = semver_cel::classify("t", &accepts.req),
         in_ = lit(&format!(" is in {text}")),
-        newer = lit(&format!(" is newer than {text} allows")),
-        older = lit(&format!(" is older than {text} allows")),
+        newer = with_version(
+            &format!(
+                " is newer than {text} allows; {}",
+                fix::too_new(text, VERSION)
+            ),
+            "v"
+        ),
+        older = with_version(
+            &format!(
+                " is older than {text} allows; {}",
+                fix::too_old(text, VERSION)
+            ),
+            "v"
+        ),
         pre = lit(&format!(
-            " is outside {text} (a range admits pre-releases only of a version it names with a pre-release)"
+            " is outside {text} (a range admits pre-releases only of a version it names with a pre-release); {}",
+            fix::pre_release(text)
         )),
-        outside = lit(&format!(" is outside {text}")),
+        outside = lit(&format!(" is outside {text}; {}", fix::outside(text))),
     );
     format!(
         "!(has(object.data) && {k} in object.data) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
@@ -400,24 +427,40 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
         under_binary = lit(&format!(
             "key {key} is under binaryData, where the admission policy cannot read a version; keep it under data"
         )),
-        absent = lit(&format!("key {key} (from {from}) is absent")),
+        absent = lit(&format!(
+            "key {key} (from {from}) is absent; {}",
+            fix::version_key_absent(&crate::listing::name(key))
+        )),
         trimmed = semver_cel::trimmed(&format!("object.data[{k}]")),
         empty = lit(&format!(
-            "key {key} is empty; expected a version such as 2.4.1"
+            "key {key} is empty; expected a version such as 2.4.1; {write}"
         )),
         max = semver_cel::MAX_VERSION_LEN,
         at = lit(&format!("the version at {from} is ")),
         long = lit(&format!(
-            " bytes long; a version is at most {} bytes",
+            " bytes long; a version is at most {} bytes; {write}",
             semver_cel::MAX_VERSION_LEN
         )),
         readable = semver_cel::readable("t"),
-        not_semver = lit(&format!("\" at {from}: not a semantic version; {allowed}")),
+        not_semver = lit(&format!(
+            "\" at {from}: not a semantic version; {allowed}; {write}"
+        )),
         at_value = lit(&format!("the value at {from} is not a semantic version (")),
         chars = lit(&format!(
-            " bytes, with characters a version does not have); {allowed}"
+            " bytes, with characters a version does not have); {allowed}; {write}"
         )),
     )
+}
+
+/// Where a fix names the version, as [`with_version`] finds it.
+const VERSION: &str = "\u{0}";
+
+/// A CEL string: `text` with each [`VERSION`] in it replaced by the CEL string expression `v`.
+fn with_version(text: &str, v: &str) -> String {
+    text.split(VERSION)
+        .map(lit)
+        .collect::<Vec<_>>()
+        .join(&format!(" + {v} + "))
 }
 
 /// The two objects as a YAML stream.

@@ -9,9 +9,11 @@ use crate::rules::Budget;
 use crate::settings::{Settings, VersionFrom};
 use crate::snapshot::{Keys, Observed, Snapshot};
 
+pub mod fix;
 mod range;
 
 pub use crate::values::Verdict;
+use fix::write_a_version;
 pub use range::{classify, parse_lenient};
 
 /// A verdict with the version as read (when one was read) and a one-line reason.
@@ -66,13 +68,12 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         return invalid(
             None,
             format!(
-                "required key{} {} {} absent (present: {}); add {} to the ConfigMap, or drop {} from {ANN_REQUIRE}",
+                "required key{} {} {} absent (present: {}); {}",
                 if missing.len() == 1 { "" } else { "s" },
                 listing::names(&missing, None),
                 if missing.len() == 1 { "is" } else { "are" },
                 present(keys),
-                if missing.len() == 1 { "it" } else { "them" },
-                if missing.len() == 1 { "it" } else { "them" },
+                fix::required(missing.len()),
             ),
         );
     }
@@ -80,10 +81,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         Ok(raw) => raw,
         Err(why) => {
             let fix = if keys.get(settings.version_from.key()).is_none() {
-                format!(
-                    "add key {} to the ConfigMap, or point {ANN_VERSION_FROM} at the key that holds the version",
-                    listing::name(settings.version_from.key())
-                )
+                fix::version_key_absent(&listing::name(settings.version_from.key()))
             } else {
                 write_a_version(&settings.version_from)
             };
@@ -141,19 +139,23 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
     let reason = match verdict {
         Verdict::Accepted => format!("version {version} is in {}", accepts.text),
         Verdict::TooNew => format!(
-            "version {version} is newer than {range} allows; roll the ConfigMap back to a version in {range}, or raise {ANN_ACCEPTS} once the component reads {version}",
+            "version {version} is newer than {range} allows; {}",
+            fix::too_new(&accepts.text, &version.to_string()),
             range = accepts.text
         ),
         Verdict::TooOld => format!(
-            "version {version} is older than {range} allows; update the ConfigMap to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}",
+            "version {version} is older than {range} allows; {}",
+            fix::too_old(&accepts.text, &version.to_string()),
             range = accepts.text
         ),
         _ if !version.pre.is_empty() => format!(
-            "pre-release {version} is outside {range} (a range admits pre-releases only of a version it names with a pre-release); set the ConfigMap to a version in {range}, or name the pre-release in {ANN_ACCEPTS}",
+            "pre-release {version} is outside {range} (a range admits pre-releases only of a version it names with a pre-release); {}",
+            fix::pre_release(&accepts.text),
             range = accepts.text
         ),
         _ => format!(
-            "version {version} is outside {range}; set the ConfigMap to a version in {range}, or change {ANN_ACCEPTS}",
+            "version {version} is outside {range}; {}",
+            fix::outside(&accepts.text),
             range = accepts.text
         ),
     };
@@ -194,16 +196,6 @@ pub(crate) fn judge_rules(
             )
         }
     }
-}
-
-/// The annotations a reason's fix names (`tests` checks each is a setting's).
-const ANN_ACCEPTS: &str = "confgate.io/accepts";
-const ANN_REQUIRE: &str = "confgate.io/require";
-const ANN_VERSION_FROM: &str = "confgate.io/version-from";
-
-/// The fix for a version that cannot be read where `from` says.
-fn write_a_version(from: &VersionFrom) -> String {
-    format!("write a version such as 2.4.1 at {from} in the ConfigMap")
 }
 
 /// The keys present, as a reason lists them: a few names and how many more.
@@ -566,7 +558,7 @@ mod tests {
     #[test]
     fn every_reason_ends_with_its_fix_naming_a_real_annotation() {
         let known: Vec<&str> = crate::settings::known_annotations().collect();
-        for a in [ANN_ACCEPTS, ANN_REQUIRE, ANN_VERSION_FROM] {
+        for a in [fix::ANN_ACCEPTS, fix::ANN_REQUIRE, fix::ANN_VERSION_FROM] {
             assert!(known.contains(&a), "{a}");
         }
         let cases = [
