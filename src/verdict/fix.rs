@@ -9,6 +9,7 @@ use crate::settings::VersionFrom;
 pub const ANN_ACCEPTS: &str = "confgate.io/accepts";
 pub const ANN_REQUIRE: &str = "confgate.io/require";
 pub const ANN_VERSION_FROM: &str = "confgate.io/version-from";
+pub const ANN_VARIANTS: &str = "confgate.io/variants";
 
 /// `missing` required keys are absent.
 pub fn required(missing: usize) -> String {
@@ -50,4 +51,32 @@ pub fn pre_release(range: &str) -> String {
 /// A version outside `range` on neither side.
 pub fn outside(range: &str) -> String {
     format!("set the ConfigMap to a version in {range}, or change {ANN_ACCEPTS}")
+}
+
+/// No variant is accepted, `verdict` being what `variants` makes of that; `range` is `None` when none is
+/// configured.
+pub fn no_variant(verdict: crate::values::Verdict, range: Option<&str>) -> String {
+    use crate::values::Verdict;
+    let Some(range) = range else {
+        return format!("set {ANN_ACCEPTS} to the range the component reads");
+    };
+    match verdict {
+        Verdict::TooNew => format!(
+            "add a variant with a version in {range}, or raise {ANN_ACCEPTS} once the component reads a newer one"
+        ),
+        Verdict::TooOld => format!(
+            "add a variant with a version in {range}, or lower {ANN_ACCEPTS} if the component still reads an older one"
+        ),
+        Verdict::Invalid => format!(
+            "correct the invalid variant as its reason says, or add a variant with a version in {range}"
+        ),
+        _ => format!("add a variant with a version in {range}, or change {ANN_ACCEPTS}"),
+    }
+}
+
+/// A key holds the name variants are promoted as.
+pub fn promoted_name_taken(key: &str) -> String {
+    format!(
+        "remove key {key} from the ConfigMap (each variant is promoted under that name), or change {ANN_VARIANTS}"
+    )
 }

@@ -558,7 +558,12 @@ mod tests {
     #[test]
     fn every_reason_ends_with_its_fix_naming_a_real_annotation() {
         let known: Vec<&str> = crate::settings::known_annotations().collect();
-        for a in [fix::ANN_ACCEPTS, fix::ANN_REQUIRE, fix::ANN_VERSION_FROM] {
+        for a in [
+            fix::ANN_ACCEPTS,
+            fix::ANN_REQUIRE,
+            fix::ANN_VERSION_FROM,
+            fix::ANN_VARIANTS,
+        ] {
             assert!(known.contains(&a), "{a}");
         }
         let cases = [
