@@ -74,12 +74,18 @@ struct Compiled {
 /// written. The policy is evaluated with the key spelled so (checked in [`kube_cel_escapes_annotation_keys`]).
 const ALLOW_DELETE_AS_KUBE_CEL_READS: &str = "confgate__dot__io__slash__allow__dash__delete";
 
-/// A policy expression as kube-cel must read it to see what the API server sees.
+/// A policy expression as kube-cel must read it to see what the API server sees. The keys of a
+/// rollout all hold a `.`, which kube-cel escapes as `__dot__` in `data` too: the rollout key, the
+/// candidate's version key and the suffix its test looks for are spelled so.
 fn as_kube_cel_reads(expression: &str) -> String {
-    expression.replace(
-        &format!("'{}'", policy::ALLOW_DELETE),
-        &format!("'{ALLOW_DELETE_AS_KUBE_CEL_READS}'"),
-    )
+    expression
+        .replace(
+            &format!("'{}'", policy::ALLOW_DELETE),
+            &format!("'{ALLOW_DELETE_AS_KUBE_CEL_READS}'"),
+        )
+        .replace("'confgate.rollout'", "'confgate__dot__rollout'")
+        .replace("'version.next'", "'version__dot__next'")
+        .replace("'.next'", "'__dot__next'")
 }
 
 impl Compiled {
@@ -87,7 +93,7 @@ impl Compiled {
         let expr = |v: &Value| VapExpression {
             expression: as_kube_cel_reads(v["expression"].as_str().unwrap()),
             message: v["message"].as_str().map(str::to_owned),
-            message_expression: v["messageExpression"].as_str().map(str::to_owned),
+            message_expression: v["messageExpression"].as_str().map(as_kube_cel_reads),
         };
         let list = |k: &str| -> Vec<VapExpression> {
             policy["spec"][k]
@@ -1191,5 +1197,109 @@ fn generated_parity_with_check() {
                 },
             )
             .unwrap();
+    });
+}
+
+/// `check`'s first line that is not accepted for a ConfigMap, read as `check` reads a manifest (so a
+/// rollout is taken apart into its tracks), without what the policy cannot say (as [`check_reason`]).
+fn check_first_refusal(s: &Settings, cm: &Value) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cm.json");
+    std::fs::write(&path, cm.to_string()).unwrap();
+    let report = check::check(&[&path], s).unwrap();
+    let line = report
+        .lines
+        .into_iter()
+        .find(|l| l.judgement.verdict != Verdict::Accepted)?;
+    let mut reason = line.judgement.reason;
+    if let Some(i) = reason.find(" (present: ") {
+        let end = i
+            + reason[i..]
+                .find("); ")
+                .expect("the fix after the keys present")
+            + 1;
+        reason.replace_range(i..end, "");
+    }
+    if let (Some(i), Some(j)) = (
+        reason.find(": not a semantic version ("),
+        reason.find("); allowed: "),
+    ) {
+        reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
+    }
+    Some(reason)
+}
+
+/// Mid-rollout the policy judges the candidate's version as the pods on the candidate do, and refuses
+/// with `check`'s reason for its candidate line (`would be held on the candidate pods (25%), …`); a
+/// rollout key that is not a percentage is refused with the sidecar's reason; with no pod on the
+/// candidate (0%, no percentage) only the stable version counts.
+#[test]
+fn rollout_parity_with_check() {
+    big_stack(|| {
+        let mut differ = Vec::new();
+        let mut outcomes = [0usize; 3];
+        for range in ["^2", ">=2.4.0, <2.6.0"] {
+            let s = settings(Some(range), Some("config"));
+            let p = Compiled::new(&policy_for(&s, &[]));
+            for stable in ["2.4.1", "3.0.0"] {
+                for next in [
+                    None,
+                    Some("2.5.0"),
+                    Some("2.7.1"),
+                    Some("3.1.0"),
+                    Some("1.0.0"),
+                    Some("2.5.0-rc.1"),
+                    Some("banana"),
+                    Some(" "),
+                ] {
+                    for rollout in [
+                        None,
+                        Some("25%"),
+                        Some("0%"),
+                        Some("100%"),
+                        Some("2.5%"),
+                        Some("0.05%"),
+                        Some(" 25 %\n"),
+                        Some("007.10%"),
+                        Some("25"),
+                        Some("abc%"),
+                        Some("2.555%"),
+                        Some("101%"),
+                        Some("100.01%"),
+                        Some("99999999999999999999999%"),
+                    ] {
+                        for other_next in [false, true] {
+                            let mut data = vec![("version", stable), ("config", "x")];
+                            if let Some(n) = next {
+                                data.push(("version.next", n));
+                            }
+                            if let Some(r) = rollout {
+                                data.push(("confgate.rollout", r));
+                            }
+                            if other_next {
+                                data.push(("config.next", "y"));
+                            }
+                            let cm = configmap(&data);
+                            let want = check_first_refusal(&s, &cm);
+                            let got = p.create(&cm).err();
+                            outcomes[match &want {
+                                None => 0,
+                                Some(r) if r.starts_with("would be held") => 1,
+                                Some(_) => 2,
+                            }] += 1;
+                            let want = want.map(|r| format!("ConfigMap {NS}/{NAME}: {r}"));
+                            if want != got {
+                                differ.push(format!(
+                                    "{data:?} under {range}: check {want:?}, policy {got:?}"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+        // Admitted, held on the candidate, and refused otherwise: each outcome is exercised.
+        assert!(outcomes.iter().all(|&n| n > 20), "{outcomes:?}");
     });
 }

@@ -8,6 +8,7 @@
 //!
 //! Pure: builds the objects; the command prints them.
 
+pub mod rollout_cel;
 pub mod semver_cel;
 pub mod yaml;
 
@@ -204,6 +205,19 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         ),
         ("reason", Node::str("Forbidden")),
     ])];
+    // A rollout key the sidecar cannot follow makes the ConfigMap invalid on every pod, before
+    // anything else is judged.
+    validations.push(Node::map([
+        (
+            "expression",
+            Node::str(format!("{skip_delete}{}", rollout_cel::valid())),
+        ),
+        (
+            "messageExpression",
+            Node::str(message(rollout_cel::invalid_reason())),
+        ),
+        ("reason", Node::str("Invalid")),
+    ]));
     if !s.require.is_empty() {
         let present = |k: &str| {
             format!(
@@ -253,7 +267,12 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             ("expression", Node::str(expr)),
             (
                 "messageExpression",
-                Node::str(message(version_reason(key, &s.version_from, accepts))),
+                Node::str(message(version_reason(
+                    key,
+                    &s.version_from,
+                    accepts,
+                    STORED_DATA,
+                ))),
             ),
             ("reason", Node::str("Invalid")),
         ]));
@@ -279,6 +298,30 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             }
             None => failure,
         };
+        validations.push(Node::map([
+            ("expression", Node::str(expr)),
+            ("messageExpression", Node::str(message(reason))),
+            ("reason", Node::str("Invalid")),
+        ]));
+    }
+
+    if let Some((accepts, key)) = version {
+        // Mid-rollout the pods on the candidate judge its version (`K.next` in place of `K`), as
+        // `check` does on the candidate's line; content rules are judged on the stored data only.
+        let data = rollout_cel::candidate_data(key);
+        let k = lit(key);
+        let expr = format!(
+            "{skip_delete}!{live} || [{data}].all(d, {k} in d && {ok})",
+            live = rollout_cel::live(),
+            ok = semver_cel::accepts(&format!("d[{k}]"), &accepts.req),
+        );
+        let reason = format!(
+            "{held} + {percent} + {keep} + [{data}].map(d, {why})[0]",
+            held = lit("would be held on the candidate pods ("),
+            percent = rollout_cel::display(),
+            keep = lit("), which keep stable: "),
+            why = version_reason(key, &s.version_from, accepts, "d"),
+        );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
             ("messageExpression", Node::str(message(reason))),
@@ -384,7 +427,14 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
 /// ending with the same fix, where CEL can compute it. Two differ: a key under `binaryData` (the policy
 /// reads `data` only) and a value that looks like a version but does not parse (the `semver` crate's
 /// explanation is left out).
-fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Accepts) -> String {
+///
+/// `data` is a CEL map expression the key is read from: the stored data, or the candidate's.
+fn version_reason(
+    key: &str,
+    from: &VersionFrom,
+    accepts: &crate::settings::Accepts,
+    data: &str,
+) -> String {
     let k = lit(key);
     let text = &accepts.text;
     let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
@@ -419,7 +469,7 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
         outside = lit(&format!(" is outside {text}; {}", fix::outside(text))),
     );
     format!(
-        "!(has(object.data) && {k} in object.data) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
+        "!({k} in {data}) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
          [{trimmed}].map(t, t == '' ? {empty} : \
          size(bytes(t)) > {max} ? {at} + string(size(bytes(t))) + {long} : \
          !{readable} ? (t.matches('^[0-9A-Za-z.+-]{{1,64}}$') ? 'version \"' + t + {not_semver} : {at_value} + string(size(bytes(t))) + {chars}) : \
@@ -431,7 +481,7 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
             "key {key} (from {from}) is absent; {}",
             fix::version_key_absent(&crate::listing::name(key))
         )),
-        trimmed = semver_cel::trimmed(&format!("object.data[{k}]")),
+        trimmed = semver_cel::trimmed(&format!("{data}[{k}]")),
         empty = lit(&format!(
             "key {key} is empty; expected a version such as 2.4.1; {write}"
         )),
@@ -451,6 +501,9 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
         )),
     )
 }
+
+/// The stored data as a CEL map, empty when there is none.
+const STORED_DATA: &str = "(has(object.data) ? object.data : {})";
 
 /// Where a fix names the version, as [`with_version`] finds it.
 const VERSION: &str = "\u{0}";

@@ -53,6 +53,9 @@ const POLICIES: &[Case] = &[
     },
 ];
 
+/// The rollouts in the corpus, after its versions and three other ConfigMaps.
+const ROLLOUTS: usize = 6;
+
 /// Versions at the edges of the ranges above and of the sidecar's reading.
 const VERSIONS: &[&str] = &[
     "2.4.0",
@@ -90,6 +93,21 @@ fn corpus(name: &str) -> Vec<Value> {
     out.push(cm(json!({"version": "2.4.5"})));
     out.push(cm(json!({"version": "2.4.5", "config.yaml": "port: 80\n"})));
     out.push(cm(json!({"config.yaml": "listen: :80\n"})));
+    // Mid-rollout: the candidate's version judged as the pods on the candidate judge it; none of
+    // them at 0%; a rollout key that is not a percentage.
+    let rollouts = [
+        ("3.1.0", "25%"),
+        ("2.4.9", "12.50%"),
+        ("1.2.4", "100%"),
+        ("banana", " 5 %"),
+        ("3.1.0", "0%"),
+        ("2.4.9", "2.555%"),
+    ];
+    assert_eq!(rollouts.len(), ROLLOUTS);
+    for (next, percent) in rollouts {
+        out.push(cm(json!({"version": "2.4.1", "version.next": next,
+                           "confgate.rollout": percent, "config.yaml": "listen: :80\n"})));
+    }
     out
 }
 
@@ -107,15 +125,26 @@ fn check(args: &[&str], corpus: &[Value]) -> Vec<Option<String>> {
         "check {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), corpus.len(), "{stdout}");
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, line)| {
-            let marker = format!(" (- document {}): ", i + 1);
-            let (_, reason) = line.split_once(&marker).expect("check's line format");
-            let mut reason = reason.to_owned();
+    // A ConfigMap mid-rollout has a line per track: the first not accepted is what is refused.
+    let mut first: Vec<Option<String>> = vec![None; corpus.len()];
+    let mut seen = vec![false; corpus.len()];
+    for line in stdout.lines() {
+        let (_, after) = line
+            .split_once(" (- document ")
+            .expect("check's line format");
+        let (doc, rest) = after.split_once(')').expect("check's line format");
+        let i: usize = doc.parse::<usize>().unwrap() - 1;
+        seen[i] = true;
+        let (_, reason) = rest.split_once(": ").expect("check's line format");
+        if first[i].is_none() && !line.starts_with("accepted ") {
+            first[i] = Some(reason.to_owned());
+        }
+    }
+    assert!(seen.iter().all(|&s| s), "{stdout}");
+    first
+        .into_iter()
+        .map(|reason| {
+            let mut reason = reason?;
             if let Some(at) = reason.find(" (present: ") {
                 let end = at
                     + reason[at..]
@@ -130,7 +159,7 @@ fn check(args: &[&str], corpus: &[Value]) -> Vec<Option<String>> {
             ) {
                 reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
             }
-            (!line.starts_with("accepted ")).then_some(reason)
+            Some(reason)
         })
         .collect()
 }
@@ -263,7 +292,10 @@ fn generated_policies_allow_and_refuse_as_check_does() {
                 other => panic!("DELETE of {} was not refused: {other:?}", case.name),
             }
         }
-        assert_eq!(compared, POLICIES.len() * (VERSIONS.len() + 3) * 2);
+        assert_eq!(
+            compared,
+            POLICIES.len() * (VERSIONS.len() + 3 + ROLLOUTS) * 2
+        );
 
         // Another ConfigMap of the namespace, and the same name in another namespace, are not the
         // policies' business (resourceNames, namespaceSelector and the match condition).
