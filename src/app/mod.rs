@@ -9,6 +9,7 @@ use std::future::Future;
 
 use tracing::{info, warn};
 
+use crate::annotations::Annotations;
 use crate::cli::PathArgs;
 use crate::gate;
 use crate::rollout;
@@ -133,6 +134,12 @@ fn check_paths(p: &PathArgs) -> Result<(), Error> {
     )?)
 }
 
+/// The annotations as the process starts, read once for the source and the start-up log. The loop
+/// reads the file again once its watches are in place, so a change after this read is not missed.
+fn start_annotations(p: &PathArgs) -> Annotations {
+    crate::annotations::read_file(&p.annotations).unwrap_or_default()
+}
+
 /// The config source as resolved from `--source` and, in API mode, the `confgate.io/source` annotation.
 #[cfg(feature = "api")]
 type SourceChoice = Result<crate::api::SourceSpec, String>;
@@ -142,12 +149,14 @@ type SourceChoice = Result<crate::api::SourceSpec, String>;
 struct SourceChoice;
 
 /// Resolves the source before anything starts, so a bad flag or environment value exits 64.
-fn source_choice(p: &PathArgs) -> Result<SourceChoice, Error> {
+fn source_choice(p: &PathArgs, ann: &Annotations) -> Result<SourceChoice, Error> {
     #[cfg(feature = "api")]
     {
-        crate::api::resolve(p.source.as_deref(), &p.annotations, p.promote_to.as_deref())
+        crate::api::resolve(p.source.as_deref(), ann, p.promote_to.as_deref())
             .map_err(|i| Error::Settings(settings::Error(vec![i])))
     }
+    #[cfg(not(feature = "api"))]
+    let _ = ann;
     #[cfg(not(feature = "api"))]
     match p.source.as_deref() {
         None | Some("volume") => Ok(SourceChoice),
@@ -217,11 +226,14 @@ pub async fn terminated() {
 }
 
 /// At start-up: each gate setting in force and where it came from, and gate-only mode said plainly.
-fn log_start<const CMD: crate::cli::For>(gate: &crate::cli::GateArgs<CMD>, paths: &PathArgs) {
-    let ann = crate::annotations::read_file(&paths.annotations).unwrap_or_default();
+fn log_start<const CMD: crate::cli::For>(
+    gate: &crate::cli::GateArgs<CMD>,
+    paths: &PathArgs,
+    ann: &Annotations,
+) {
     let base = Settings::from_raw(&gate.raw()).unwrap_or_default();
-    let in_force = Settings::with_annotations(&base, &base, &ann).settings;
-    let origins = Settings::origins(&ann, |s| gate.given(s));
+    let in_force = Settings::with_annotations(&base, &base, ann).settings;
+    let origins = Settings::origins(ann, |s| gate.given(s));
     for ((name, _, value), from) in in_force.describe().into_iter().zip(origins) {
         info!(setting = name, %value, %from, "setting in force");
     }

@@ -5,7 +5,7 @@ use tracing::{info, warn};
 
 use super::{
     Error, Outcome, SourceChoice, check_paths, feed, gate_config, log_start, runtime,
-    seal_if_secret, source_choice, terminated,
+    seal_if_secret, source_choice, start_annotations, terminated,
 };
 use crate::cli::{PathArgs, RunArgs, WaitArgs};
 use crate::gate;
@@ -19,7 +19,8 @@ use crate::state::Shared;
 pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     check_paths(&args.paths)?;
-    let choice = source_choice(&args.paths)?;
+    let ann = start_annotations(&args.paths);
+    let choice = source_choice(&args.paths, &ann)?;
     seal_if_secret(&args.paths, &choice)?;
     let client = http::Client::new(args.reload_ca.as_deref()).map_err(|e| {
         Error::Settings(settings::Error(vec![settings::Invalid {
@@ -43,7 +44,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
         let listener = listen(args.listen).await?;
         let addr = listener.local_addr().unwrap_or(args.listen);
         info!(%addr, source = args.paths.source.as_deref().unwrap_or("volume"), watch = %args.paths.watch.display(), promote_to = %promote_to_text(&args.paths), "confgate started");
-        log_start(&args.gate, &args.paths);
+        log_start(&args.gate, &args.paths, &ann);
         serve_and_decide(args, base, choice, client, listener).await
     })
 }
@@ -148,9 +149,10 @@ async fn serve_and_decide(
 pub fn wait(args: WaitArgs) -> Result<Outcome, Error> {
     let base = Settings::from_raw(&args.gate.raw())?;
     check_paths(&args.paths)?;
-    let choice = source_choice(&args.paths)?;
+    let ann = start_annotations(&args.paths);
+    let choice = source_choice(&args.paths, &ann)?;
     seal_if_secret(&args.paths, &choice)?;
-    log_start(&args.gate, &args.paths);
+    log_start(&args.gate, &args.paths, &ann);
     let rt = runtime()?;
     rt.block_on(async move {
         let shared = Shared::new();
