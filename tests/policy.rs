@@ -728,9 +728,12 @@ fn unusual_characters_in_a_rule_survive_every_reader() {
             .collect();
         assert!(raw.is_empty(), "raw {raw:?} in\n{text}");
     }
+    // The rule's validation is the last (after deletion and the rollout key).
     let expression = |policy: &Value| {
-        policy["spec"]["validations"][1]["expression"]
-            .as_str()
+        policy["spec"]["validations"]
+            .as_array()
+            .and_then(|v| v.last())
+            .and_then(|v| v["expression"].as_str())
             .unwrap()
             .to_owned()
     };
