@@ -26,8 +26,12 @@ impl Gate {
             Event::Adopted(found) => self.adopted(*found, now, &mut out),
             Event::Files(files) => self.files(files, &mut out),
             Event::Resync => {
-                // What the retry would read is read now.
+                // What the retry would read is read now; so is a change whose spread is due, which
+                // must not wait for a timer the resync took the place of.
                 self.take_retry_due(now.at);
+                if self.take_spread_due(now.at) {
+                    self.last = None;
+                }
                 out.push(Action::Tidy);
                 self.files(Files::ALL, &mut out);
             }

@@ -248,3 +248,45 @@ fn a_rollback_after_a_refusal_never_waits() {
     assert_eq!(requests(&back)[0].sha, hash(&cfg("2.0.0")));
     assert_eq!(g.wake_at(), None);
 }
+
+/// A resync at `now`, with the annotations file read back unchanged.
+fn resync(g: &mut Gate, now: Now) -> Vec<Action> {
+    let mut a = g.handle(Event::Resync, now);
+    assert!(has(&a, |x| matches!(x, Action::ReadAnnotations)), "{a:?}");
+    a.extend(g.handle(
+        Event::Annotations(Ok(Some(ann("confgate.io/reload-spread", "10s")))),
+        now,
+    ));
+    a
+}
+
+#[test]
+fn a_resync_at_the_deadline_promotes_the_waiting_change() {
+    let c = Clock::new();
+    let (mut g, delay) = spreading(&c);
+    let b = cfg("2.1.0");
+    g.handle(judged(&g, &b), c.at(100));
+    // Before the deadline, a resync reads what was judged: skipped, still waiting.
+    let early = resync(&mut g, c.at(200));
+    assert!(
+        has(&early, |x| matches!(
+            x,
+            Action::Judge {
+                unless: Some(_),
+                ..
+            }
+        )),
+        "{early:?}"
+    );
+    assert_eq!(g.wake_at(), Some(c.at(100 + delay).at));
+    // At it (the driver gives a resync when both are due, or while the dir is not watched): judged
+    // whatever it is, and no deadline left behind to wake on.
+    let due = resync(&mut g, c.at(100 + delay));
+    assert!(
+        has(&due, |x| matches!(x, Action::Judge { unless: None, .. })),
+        "{due:?}"
+    );
+    assert_eq!(g.wake_at(), None);
+    let a = promote(&mut g, &b, c.at(101 + delay), 200);
+    assert_eq!(requests(&a)[0].sha, hash(&b));
+}
