@@ -326,7 +326,7 @@ fn a_refused_candidate_is_rolled_back_on_the_canary_pods_only() {
 
 /// How far past its share of the spread a pod may promote on a loaded machine: the file event, the
 /// judgement, the switch and the reload request all come after the deadline.
-const SPREAD_MARGIN: Duration = Duration::from_millis(1500);
+const SPREAD_MARGIN: Duration = Duration::from_secs(2);
 
 /// An in-place edit with a 4 s spread over 12 pods: each pod's reload of the new config comes at its
 /// bucket's share of the 4 s after the edit (never before, within the margin after), and the pod says
@@ -382,17 +382,15 @@ fn an_in_place_edit_reaches_the_fleet_over_the_reload_spread() {
     let mut reloaded = Vec::new();
     for p in &pods {
         wait_on(p, None, "2.5.0");
-        let at = p
-            .sink
-            .as_ref()
-            .unwrap()
-            .hits
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|h| h.2 == "2.5.0")
-            .map(|h| h.0.duration_since(edit))
-            .expect("the new config reloaded");
+        // The reload request follows the promotion: wait for it to arrive.
+        let hits = &p.sink.as_ref().unwrap().hits;
+        let at = wait_for("the new config reloaded", DEADLINE, || {
+            hits.lock()
+                .unwrap()
+                .iter()
+                .find(|h| h.2 == "2.5.0")
+                .map(|h| h.0.duration_since(edit))
+        });
         let want = share(p);
         assert!(
             at >= want && at <= want + SPREAD_MARGIN,
