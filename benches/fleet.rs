@@ -2,10 +2,12 @@
 //! with its own Pending pod), and what they cost as N grows: propagation from a write of the
 //! ConfigMap (a patch from a connected client) to every sidecar promoted, API requests per sidecar per idle minute, Events and status patches per change,
 //! RSS per sidecar, and the API server's own CPU and memory. Volume mode's sidecars are measured
-//! beside them (RSS; the kubelet holds the watch, so they make no API request).
+//! beside them (RSS; the kubelet holds the watch, so they make no API request). Then the same changes
+//! with a reload spread set through each pod's annotations: propagation, and the most sidecars that
+//! promote within one second, beside the same without it.
 //!
 //! `ETCD_BIN=… KUBE_APISERVER_BIN=… cargo bench --bench fleet [-- --sizes 10,50,100 --idle-secs 60
-//! --changes 3]`; without the two variables it says it skipped and exits 0. `CONFGATE_BIN` runs
+//! --changes 3 --spread-secs 10]` (`--spread-secs 0`: no run with the spread); without the two variables it says it skipped and exits 0. `CONFGATE_BIN` runs
 //! another confgate binary as the sidecars (a release build while the bench itself is a debug one).
 //! Prints a table and an ASCII chart, and writes JSON and an SVG chart to the target dir.
 
@@ -35,12 +37,13 @@ struct Opts {
     sizes: Vec<usize>,
     idle: Duration,
     changes: usize,
+    spread: Duration,
     json: PathBuf,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: cargo bench --bench fleet -- [--sizes 10,50,100] [--idle-secs N] [--changes N] [--json PATH]"
+        "usage: cargo bench --bench fleet -- [--sizes 10,50,100] [--idle-secs N] [--changes N] [--spread-secs N] [--json PATH]"
     );
     std::process::exit(64)
 }
@@ -54,6 +57,7 @@ fn opts() -> Opts {
         sizes: vec![10, 50, 100],
         idle: Duration::from_secs(60),
         changes: 3,
+        spread: Duration::from_secs(10),
         json: target_dir.join("confgate-fleet.json"),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -72,6 +76,9 @@ fn opts() -> Opts {
                 o.idle = Duration::from_secs(val().parse().unwrap_or_else(|_| usage()))
             }
             "--changes" => o.changes = val().parse().unwrap_or_else(|_| usage()),
+            "--spread-secs" => {
+                o.spread = Duration::from_secs(val().parse().unwrap_or_else(|_| usage()))
+            }
             "--json" => o.json = PathBuf::from(val()),
             _ => usage(),
         }
@@ -206,6 +213,59 @@ struct Row {
     etcd_rss_kib: u64,
     volume_rss_kib: f64,
     idle_by_request: Counts,
+    /// The most sidecars that promoted one change within one second, without the spread.
+    burst: usize,
+    /// The same changes with the spread on (none when not measured).
+    spread: Option<Spread>,
+}
+
+/// Changes made with the reload spread on.
+#[derive(Debug, Default, Clone)]
+struct Spread {
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    burst: usize,
+}
+
+/// The most of `times` (ms after a change) that fall within one second of each other.
+fn burst(times: &[f64]) -> usize {
+    let mut t = times.to_vec();
+    t.sort_by(f64::total_cmp);
+    (0..t.len())
+        .map(|i| t[i..].iter().take_while(|x| **x < t[i] + 1000.0).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Patches the ConfigMap to `version` from a connected client (the clock starts at the write, not at
+/// a kubectl process starting up) and returns, per sidecar, how long after the write it promoted it.
+fn change(
+    rt: &tokio::runtime::Runtime,
+    configmaps: &kube::Api<k8s_openapi::api::core::v1::ConfigMap>,
+    gates: &[Gate],
+    version: &str,
+) -> Vec<f64> {
+    let patch =
+        json!({"data": {"config.yaml": format!("schemaVersion: {version}\ngreeting: hello\n")}});
+    let t0 = jiff::Timestamp::now();
+    rt.block_on(configmaps.patch(
+        CM,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    ))
+    .expect("patch the ConfigMap");
+    gates
+        .iter()
+        .map(|g| {
+            let s = g.wait_active(version);
+            let since: jiff::Timestamp = s["active"]["since"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .expect("active.since");
+            since.duration_since(t0).as_secs_f64() * 1e3
+        })
+        .collect()
 }
 
 fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u32>) -> Row {
@@ -255,7 +315,13 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
             std::fs::create_dir_all(&dir).expect("sidecar dir");
             let path = |p: &str| dir.join(p).to_string_lossy().into_owned();
             let source = format!("configmap:{ns}/{CM}");
-            let (promoted, watch, ann) = (path("promoted"), path("no-volume"), path("no-ann"));
+            // The annotations dir exists (and is watched) from the start; the file comes with the spread.
+            std::fs::create_dir_all(dir.join("podinfo")).expect("podinfo dir");
+            let (promoted, watch, ann) = (
+                path("promoted"),
+                path("no-volume"),
+                path("podinfo/annotations"),
+            );
             let args = [
                 "--accepts",
                 ACCEPTS,
@@ -296,32 +362,18 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
     let idle_ticks = (cpu1 - cpu0).saturating_sub(bcpu1 - bcpu0);
 
     eprintln!("N={n}: {} changes...", o.changes);
-    // The change is written by a client already connected, so the clock starts at the write, not at
-    // a kubectl process starting up.
     let rt = server::runtime();
     let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(rt.block_on(server::client(&c.admin)), &ns);
     let mut times = Vec::new();
+    let mut most = 0;
     let (mut events, mut patches, mut change_ticks) = (0.0, 0.0, 0);
     for k in 0..o.changes {
         let version = format!("2.4.{}", k + 1);
         let (before, cpu_before) = (request_counts(c), common::cpu_ticks(apiserver));
-        let patch = json!({"data": {"config.yaml": format!("schemaVersion: {version}\ngreeting: hello\n")}});
-        let t0 = jiff::Timestamp::now();
-        rt.block_on(configmaps.patch(
-            CM,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        ))
-        .expect("patch the ConfigMap");
-        for g in &gates {
-            let s = g.wait_active(&version);
-            let since: jiff::Timestamp = s["active"]["since"]
-                .as_str()
-                .and_then(|t| t.parse().ok())
-                .expect("active.since");
-            times.push(since.duration_since(t0).as_secs_f64() * 1e3);
-        }
+        let t = change(&rt, &configmaps, &gates, &version);
+        most = most.max(burst(&t));
+        times.extend(t);
         // Reporting follows the promotion; give it time to reach the API server.
         std::thread::sleep(Duration::from_secs(3));
         let d = delta(&request_counts(c), &before);
@@ -349,11 +401,44 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
         etcd_rss_kib: etcd.map_or(0, |p| common::status_kb(p, "VmRSS")),
         volume_rss_kib: 0.0,
         idle_by_request: idle,
+        burst: most,
+        spread: None,
     };
+    let spread = (!o.spread.is_zero()).then(|| {
+        let text = format!("{}s", o.spread.as_secs());
+        eprintln!(
+            "N={n}: {} changes with a {text} reload spread...",
+            o.changes
+        );
+        for (i, g) in gates.iter().enumerate() {
+            common::write_annotations(
+                &tmp.path().join(format!("s{i}/podinfo")),
+                &[("confgate.io/reload-spread", &text)],
+            );
+            common::wait_for("the spread in force", DEADLINE, || {
+                g.log_text()
+                    .contains("annotation=confgate.io/reload-spread")
+                    .then_some(())
+            });
+        }
+        let (mut times, mut most) = (Vec::new(), 0);
+        for k in 0..o.changes {
+            let t = change(&rt, &configmaps, &gates, &format!("2.5.{k}"));
+            most = most.max(burst(&t));
+            times.extend(t);
+        }
+        Spread {
+            p50_ms: quantile(&mut times, 0.5),
+            p99_ms: quantile(&mut times, 0.99),
+            max_ms: times.iter().copied().fold(0.0, f64::max),
+            burst: most,
+        }
+    });
     // No controller manager runs, so a deleted namespace would stay Terminating: it is left as it is.
     drop(gates);
     Row {
         volume_rss_kib: volume_fleet(n, tmp.path()),
+        spread,
         ..row
     }
 }
@@ -455,7 +540,32 @@ fn main() {
             r.volume_rss_kib / 1024.0
         );
     }
-    println!("reload spread: not measured (this build has no spread setting)");
+    println!(
+        "\nreload spread {} s (through each pod's annotations), {} change(s) per size:",
+        o.spread.as_secs(),
+        o.changes
+    );
+    println!(
+        "{:>4} | {:>6} | {:>9} | {:>9} | {:>9} | {:>14}",
+        "N", "spread", "p50 ms", "p99 ms", "max ms", "most in 1 s"
+    );
+    for r in &rows {
+        println!(
+            "{:>4} | {:>6} | {:>9.0} | {:>9.0} | {:>9} | {:>14}",
+            r.n, "off", r.p50_ms, r.p99_ms, "", r.burst
+        );
+        if let Some(s) = &r.spread {
+            println!(
+                "{:>4} | {:>5}s | {:>9.0} | {:>9.0} | {:>9.0} | {:>14}",
+                r.n,
+                o.spread.as_secs(),
+                s.p50_ms,
+                s.p99_ms,
+                s.max_ms,
+                s.burst
+            );
+        }
+    }
     let series = [
         (
             "p99 propagation, ms",
@@ -486,12 +596,16 @@ fn main() {
                    "apiserver_idle_cpu_ms_per_min": r.apiserver_idle_cpu_ms_min,
                    "apiserver_cpu_ms_per_change": r.apiserver_change_cpu_ms,
                    "apiserver_rss_kib": r.apiserver_rss_kib, "etcd_rss_kib": r.etcd_rss_kib,
-                   "volume_mode_rss_kib_per_sidecar": r.volume_rss_kib})
+                   "volume_mode_rss_kib_per_sidecar": r.volume_rss_kib,
+                   "most_promotions_in_one_second": r.burst,
+                   "spread": r.spread.as_ref().map(|s| json!({
+                       "propagation_p50_ms": s.p50_ms, "propagation_p99_ms": s.p99_ms,
+                       "propagation_max_ms": s.max_ms, "most_promotions_in_one_second": s.burst}))})
         })
         .collect();
     let report = json!({"apiserver": c.version, "idle_secs": o.idle.as_secs(),
                         "changes": o.changes, "apiserver_rss_kib_before": rss0,
-                        "spread": "not measured", "rows": json_rows});
+                        "spread_secs": o.spread.as_secs(), "rows": json_rows});
     std::fs::write(
         &o.json,
         serde_json::to_string_pretty(&report).expect("json"),

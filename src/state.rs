@@ -112,6 +112,17 @@ pub struct RolloutHeld {
     pub reason: String,
 }
 
+/// A change this pod has seen and promotes later, after its share of the reload spread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpreadView {
+    /// When it is promoted (RFC 3339 in `/status`).
+    pub due_at: jiff::Timestamp,
+    /// This pod's share of the spread: how long after the change was seen.
+    pub delay_ms: u64,
+    /// The reload spread in force.
+    pub period_ms: u64,
+}
+
 /// The last outcome of reload signalling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -228,6 +239,9 @@ pub struct Status {
     pub watch_error: Option<String>,
     /// The rollout in the newest config, as this pod sees it (none without rollout keys).
     pub rollout: Option<RolloutView>,
+    /// A change waiting for this pod's share of the reload spread (none while nothing waits).
+    #[serde(default)]
+    pub spread: Option<SpreadView>,
     /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::to_json`]),
     /// since its health depends on the time it is read at.
     #[serde(skip)]
@@ -252,6 +266,7 @@ impl Default for Status {
             checks: Vec::new(),
             watch_error: None,
             rollout: None,
+            spread: None,
             source: None,
         }
     }

@@ -1,7 +1,8 @@
 //! A rollout through the real binary: many sidecars on one kubelet-style ConfigMap volume, each with
 //! its own `POD_UID`, each promoting the track its bucket assigns; raising the percentage only adds
 //! pods, 0% and 100%, finishing and aborting as ConfigMap edits, a candidate outside the range held
-//! everywhere, a candidate the component refuses rolled back on the canary pods only.
+//! everywhere, a candidate the component refuses rolled back on the canary pods only; an in-place
+//! edit spread over the fleet by `--reload-spread`, each pod at its bucket's share.
 
 mod common;
 
@@ -9,6 +10,7 @@ use common::*;
 use confgate::rollout::{Bucket, Percent};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 const STABLE: &str = "2.4.1";
 
@@ -33,6 +35,11 @@ fn uid(i: u64) -> String {
 }
 
 fn pod(watch: &Path, i: u64, range: &str, with_sink: bool) -> Pod {
+    pod_with(watch, i, range, with_sink, &[])
+}
+
+/// [`pod`] with more flags.
+fn pod_with(watch: &Path, i: u64, range: &str, with_sink: bool, args: &[&str]) -> Pod {
     let dir = tempfile::tempdir().unwrap();
     let promoted = dir.path().join("active");
     let sink = with_sink.then(|| Sink::watching(promoted.clone()));
@@ -46,6 +53,7 @@ fn pod(watch: &Path, i: u64, range: &str, with_sink: bool) -> Pod {
         .arg("--annotations")
         .arg(dir.path().join("annotations"))
         .args(["--accepts", range])
+        .args(args)
         .env("POD_UID", &uid)
         .env_remove("POD_NAME");
     if let Some(s) = &sink {
@@ -314,4 +322,123 @@ fn a_refused_candidate_is_rolled_back_on_the_canary_pods_only() {
             p.uid
         );
     }
+}
+
+/// How far past its share of the spread a pod may promote on a loaded machine: the file event, the
+/// judgement, the switch and the reload request all come after the deadline.
+const SPREAD_MARGIN: Duration = Duration::from_secs(2);
+
+/// An in-place edit with a 4 s spread over 12 pods: each pod's reload of the new config comes at its
+/// bucket's share of the 4 s after the edit (never before, within the margin after), and the pod says
+/// so in its log; while a pod waits it serves the old config, ready and not stale. The whole fleet
+/// has it within the spread and the margin.
+#[test]
+fn an_in_place_edit_reaches_the_fleet_over_the_reload_spread() {
+    const SPREAD: Duration = Duration::from_secs(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let watch = tmp.path().join("configmap");
+    write(&watch, None, None);
+    let pods: Vec<Pod> = (0..12)
+        .map(|i| pod_with(&watch, i, "^2", true, &["--reload-spread", "4s"]))
+        .collect();
+    for p in &pods {
+        p.gate
+            .wait_status("stable applied", |s| s["applied"]["version"] == STABLE);
+    }
+    // Each pod's share, as the gate computes it: whole milliseconds of the bucket's fraction.
+    let share = |p: &Pod| {
+        Duration::from_millis((SPREAD.as_millis() as f64 * Bucket::of(&p.uid).fraction()) as u64)
+    };
+    let last = pods.iter().max_by_key(|p| share(p)).unwrap();
+    assert!(share(last) > SPREAD / 2, "a pod late in the spread");
+
+    let edit = Instant::now();
+    kubelet_write(
+        &watch,
+        &[
+            ("version", b"2.5.0"),
+            ("rules.txt", b"rules for 2.5.0"),
+            ("shared.txt", b"shared"),
+        ],
+    );
+    // The last pod, while it waits: the old config in force, ready, not stale, the wait shown.
+    let s = last
+        .gate
+        .wait_status("the change waiting", |s| !s["spread"].is_null());
+    assert!(edit.elapsed() < share(last), "still waiting when seen");
+    assert_eq!(s["active"]["version"], STABLE, "{s}");
+    assert_eq!(
+        (&s["ready"], &s["stale"]),
+        (&true.into(), &false.into()),
+        "{s}"
+    );
+    assert_eq!(
+        s["spread"]["delay_ms"],
+        share(last).as_millis() as u64,
+        "{s}"
+    );
+    assert_eq!(s["spread"]["period_ms"], 4000, "{s}");
+
+    let mut reloaded = Vec::new();
+    for p in &pods {
+        wait_on(p, None, "2.5.0");
+        // The reload request follows the promotion: wait for it to arrive.
+        let hits = &p.sink.as_ref().unwrap().hits;
+        let at = wait_for("the new config reloaded", DEADLINE, || {
+            hits.lock()
+                .unwrap()
+                .iter()
+                .find(|h| h.2 == "2.5.0")
+                .map(|h| h.0.duration_since(edit))
+        });
+        let want = share(p);
+        assert!(
+            at >= want && at <= want + SPREAD_MARGIN,
+            "pod {}: reloaded {at:?} after the edit, its share is {want:?}",
+            p.uid
+        );
+        let log = p.gate.log_text();
+        let line = log
+            .lines()
+            .find(|l| l.contains("change seen; promoting at"))
+            .unwrap_or_else(|| panic!("no spread line in\n{log}"));
+        assert!(
+            line.contains(&format!("delay_ms={}", want.as_millis()))
+                && line.contains("reload_spread=4s")
+                && line.contains("version=2.5.0"),
+            "{line}"
+        );
+        reloaded.push(at);
+    }
+    let first = reloaded.iter().min().unwrap();
+    let all = reloaded.iter().max().unwrap();
+    let least = pods.iter().map(share).min().unwrap();
+    assert!(
+        *first <= least + SPREAD_MARGIN,
+        "the first pod promptly: {first:?}"
+    );
+    assert!(
+        *all <= SPREAD + SPREAD_MARGIN,
+        "the fleet within the spread: {all:?}"
+    );
+    assert!(
+        *all - *first >= share(last) - least - SPREAD_MARGIN,
+        "spread out: {reloaded:?}"
+    );
+}
+
+/// The first promotion never waits: a pod late in the fleet with an hour's spread promotes the
+/// config it starts with at once.
+#[test]
+fn a_start_with_the_reload_spread_set_promotes_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let watch = tmp.path().join("configmap");
+    write(&watch, None, None);
+    let i = (0..)
+        .find(|i| Bucket::of(&uid(*i)).fraction() > 0.5)
+        .unwrap();
+    let p = pod_with(&watch, i, "^2", false, &["--reload-spread", "1h"]);
+    let s = wait_on(&p, None, STABLE);
+    assert!(s["spread"].is_null(), "{s}");
+    assert!(!p.gate.log_text().contains("change seen; promoting at"));
 }

@@ -78,7 +78,8 @@ impl fmt::Display for Described {
 /// A condition's reason: the verdict in CamelCase, `NotPromoted` when an accepted config could not
 /// be put in place, `Observed` for a replica ready in observe mode on a config it does not accept,
 /// `NotReady` for a replica not ready for another reason (its settings), `ReloadFailing` while the
-/// component has not taken the promoted config because its reload keeps failing.
+/// component has not taken the promoted config because its reload keeps failing, `Spreading` while an
+/// accepted newer config waits for this pod's share of the reload spread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     Verdict(Verdict),
@@ -86,6 +87,7 @@ pub enum Reason {
     Observed,
     NotReady,
     ReloadFailing,
+    Spreading,
 }
 
 impl Reason {
@@ -97,6 +99,7 @@ impl Reason {
             Reason::Observed => "observed",
             Reason::NotReady => "not-ready",
             Reason::ReloadFailing => "reload-failing",
+            Reason::Spreading => "spreading",
         }
     }
 }
@@ -109,6 +112,7 @@ impl fmt::Display for Reason {
             Reason::Observed => f.write_str("Observed"),
             Reason::NotReady => f.write_str("NotReady"),
             Reason::ReloadFailing => f.write_str("ReloadFailing"),
+            Reason::Spreading => f.write_str("Spreading"),
         }
     }
 }
@@ -123,6 +127,7 @@ impl FromStr for Reason {
             Reason::Observed,
             Reason::NotReady,
             Reason::ReloadFailing,
+            Reason::Spreading,
         ] {
             if s == r.to_string() {
                 return Ok(r);

@@ -93,6 +93,16 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
         }
         Note::Watch(Some(e)) => warn!(error = %e, "watch not in place; polling"),
         Note::Watch(None) => info!(dir = %at.watch.display(), "watching"),
+        Note::Spread {
+            version,
+            sha,
+            due,
+            delay,
+            spread,
+        } => {
+            let spread = crate::values::duration_text(*spread);
+            info!(version, sha, due_at = %due, delay_ms = delay.as_millis() as u64, reload_spread = %spread, "change seen; promoting at {due} (reload spread {spread})")
+        }
     }
 }
 

@@ -62,7 +62,9 @@ impl Pipeline {
             }
             None => (None, None),
         };
-        let gate = Gate::new(base, promoter.is_none()).with_annotations_file(&cfg.annotations);
+        let gate = Gate::new(base, promoter.is_none())
+            .with_annotations_file(&cfg.annotations)
+            .with_bucket(cfg.bucket);
         let read = annotations::read(&cfg.annotations);
         let mut p = Pipeline {
             cfg,

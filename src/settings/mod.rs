@@ -12,7 +12,9 @@
 
 use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, Mode, OnIncompatible, Reload, Variants, VersionFrom};
-use crate::values::{parse_accepts, parse_require, parse_variants, redact};
+use crate::values::{
+    duration_text, parse_accepts, parse_require, parse_spread, parse_variants, redact,
+};
 
 mod container;
 mod describe;
@@ -325,6 +327,24 @@ gate_settings! {
         default_means: "the ConfigMap is promoted as it is ([variants](variants.md))",
         repeat: Repeat::Once,
         judging: true,
+        redact: false,
+    }
+
+    /// The period a change is spread over across the fleet: each pod promotes (and reloads) a changed
+    /// config after its bucket's share of it. Zero: at once.
+    reload_spread: std::time::Duration = std::time::Duration::ZERO, {
+        parse: parse_spread,
+        show: |d| duration_text(*d),
+        title: "reload spread",
+        flag: "reload-spread",
+        value_name: "DUR",
+        env: "CONFGATE_RELOAD_SPREAD",
+        annotation: "confgate.io/reload-spread",
+        help: "Spread a config change over this period across the fleet: each pod promotes and reloads it after its bucket's share (0: at once)",
+        allowed: "a duration from 0 (off) to 1h, e.g. 500ms, 30s, 5m",
+        default_means: "every pod promotes a change at once ([reload spread](rollout.md#reload-spread))",
+        repeat: Repeat::Once,
+        judging: false,
         redact: false,
     }
 }

@@ -33,9 +33,10 @@ fn every_bad_flag_is_named_with_value_and_allowed() {
         rules: None,
         confirm: Some("http://x/metrics".into()),
         variants: Some("config.*.yaml".into()),
+        reload_spread: Some("2h".into()),
     };
     let err = Settings::from_raw(&raw).unwrap_err();
-    assert_eq!(err.0.len(), 8, "{err}");
+    assert_eq!(err.0.len(), 9, "{err}");
     let text = err.to_string();
     for needle in [
         "--variants (CONFGATE_VARIANTS) \"config.*.yaml\"",
@@ -46,6 +47,7 @@ fn every_bad_flag_is_named_with_value_and_allowed() {
         "--mode (CONFGATE_MODE) \"strict\"",
         "--confirm (CONFGATE_CONFIRM) \"http://x/metrics\"",
         "--require (CONFGATE_REQUIRE)",
+        "--reload-spread (CONFGATE_RELOAD_SPREAD) \"2h\": \"2h\" is longer than 1h; allowed: a duration from 0 (off) to 1h",
         "allowed: hold or unready",
         "allowed: enforce or observe",
     ] {
@@ -65,8 +67,10 @@ fn values_parse_as_documented() {
         rules: None,
         confirm: Some("http://127.0.0.1:9090/metrics#up".into()),
         variants: Some(" config.v*.yaml->config.yaml ".into()),
+        reload_spread: Some("90s".into()),
     };
     let s = Settings::from_raw(&raw).unwrap();
+    assert_eq!(s.reload_spread, std::time::Duration::from_secs(90));
     assert_eq!(
         s.confirm.as_ref().map(|c| c.to_string()).as_deref(),
         Some("http://127.0.0.1:9090/metrics#up")

@@ -31,6 +31,31 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_millis(ms))
 }
 
+/// The longest reload spread: longer would leave a change unapplied on part of the fleet for more
+/// than an hour, which no in-place edit needs (a rollout does that with the pods' own pace).
+pub const MAX_SPREAD: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Parses the reload spread: a duration from `0` (off) to [`MAX_SPREAD`].
+pub fn parse_spread(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d > MAX_SPREAD {
+        return Err(format!("{:?} is longer than 1h", s.trim()));
+    }
+    Ok(d)
+}
+
+/// A duration as [`parse_duration`] reads it back: the largest unit that shows it whole.
+pub fn duration_text(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0 => "0s".to_owned(),
+        _ if ms.is_multiple_of(3_600_000) => format!("{}h", ms / 3_600_000),
+        _ if ms.is_multiple_of(60_000) => format!("{}m", ms / 60_000),
+        _ if ms.is_multiple_of(1000) => format!("{}s", ms / 1000),
+        _ => format!("{ms}ms"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,5 +68,28 @@ mod tests {
         assert_eq!(parse_duration("5").unwrap().as_secs(), 5);
         assert!(parse_duration("5d").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn spreads_read_back_and_stay_within_an_hour() {
+        for (text, shown) in [
+            ("0", "0s"),
+            ("0s", "0s"),
+            ("1500ms", "1500ms"),
+            ("3000ms", "3s"),
+            ("90s", "90s"),
+            ("120s", "2m"),
+            ("1h", "1h"),
+            ("60m", "1h"),
+        ] {
+            let d = parse_spread(text).unwrap();
+            assert_eq!(duration_text(d), shown, "{text}");
+            assert_eq!(parse_spread(shown), Ok(d), "{shown}");
+        }
+        assert_eq!(
+            parse_spread("61m"),
+            Err("\"61m\" is longer than 1h".to_owned())
+        );
+        assert!(parse_spread("-1s").is_err());
     }
 }

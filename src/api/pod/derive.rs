@@ -214,6 +214,8 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
     };
     let verdict_reason = match &s.candidate {
         // Accepted but not in place: the promotion failed.
+        // Accepted and waiting for this pod's share of the reload spread.
+        Some(_) if s.spread.is_some() => Reason::Spreading,
         Some(c) if c.verdict == Verdict::Accepted => Reason::NotPromoted,
         _ => Reason::Verdict(newest),
     };
@@ -232,7 +234,14 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
         (true, true) => Reason::Verdict(Verdict::Accepted),
         // Ready only because observe mode does not enforce.
         (true, false) => Reason::Observed,
-        (false, _) if verdict_reason != Reason::Verdict(Verdict::Accepted) => verdict_reason,
+        (false, _)
+            if !matches!(
+                verdict_reason,
+                Reason::Verdict(Verdict::Accepted) | Reason::Spreading
+            ) =>
+        {
+            verdict_reason
+        }
         (false, _) => Reason::NotReady,
     };
     let message = truncate(facts.to_string(), NOTE_MAX);
@@ -501,5 +510,49 @@ mod tests {
         s.candidate = None;
         s.ready = false;
         assert_eq!(compatible(&s), (false, "NotReady".into()));
+    }
+
+    #[test]
+    fn a_change_waiting_for_the_reload_spread_is_not_current_and_not_a_failure() {
+        let mut s = Status {
+            ready: true,
+            active: Some(ActiveView {
+                version: Some("2.4.1".into()),
+                sha256: hash(0xab),
+                since: jiff::Timestamp::UNIX_EPOCH,
+                verdict: Verdict::Accepted,
+                variant: None,
+            }),
+            candidate: Some(CandidateView {
+                version: Some("2.5.0".into()),
+                sha256: Some(hash(0xcd)),
+                verdict: Verdict::Accepted,
+                reason: "2.5.0 is in ^2".into(),
+                variant: None,
+            }),
+            spread: Some(crate::state::SpreadView {
+                due_at: jiff::Timestamp::UNIX_EPOCH,
+                delay_ms: 1500,
+                period_ms: 4000,
+            }),
+            ..Status::default()
+        };
+        assert_eq!(compatible(&s), (true, "Accepted".into()));
+        let c = condition(&s).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "Spreading"));
+        assert_eq!("Spreading".parse::<Reason>(), Ok(Reason::Spreading));
+        // No Event: nothing was refused.
+        let prev = Status {
+            candidate: None,
+            spread: None,
+            ..s.clone()
+        };
+        assert!(notes(&prev, &s).is_empty());
+        // Not ready for its settings meanwhile: readiness does not blame the wait.
+        s.ready = false;
+        assert_eq!(compatible(&s), (false, "NotReady".into()));
+        // The wait over without a promotion (it failed): not promoted, as ever.
+        s.spread = None;
+        assert_eq!(condition(&s).unwrap().reason, "NotPromoted");
     }
 }

@@ -26,17 +26,26 @@ impl Gate {
             Event::Adopted(found) => self.adopted(*found, now, &mut out),
             Event::Files(files) => self.files(files, &mut out),
             Event::Resync => {
-                // What the retry would read is read now.
+                // What the retry would read is read now; so is a change whose spread is due, which
+                // must not wait for a timer the resync took the place of.
                 self.take_retry_due(now.at);
+                if self.take_spread_due(now.at) {
+                    self.last = None;
+                }
                 out.push(Action::Tidy);
                 self.files(Files::ALL, &mut out);
             }
             Event::Timer => {
                 let recheck = self.grace.take_due(now.at);
                 let retry = self.take_retry_due(now.at);
+                let spread = self.take_spread_due(now.at);
+                if spread {
+                    // The newest config is promoted now, whatever was judged while it waited.
+                    self.last = None;
+                }
                 if recheck {
                     self.files(Files::ALL, &mut out);
-                } else if retry {
+                } else if retry || spread {
                     self.files(Files::CONFIG, &mut out);
                 }
             }
@@ -71,10 +80,10 @@ impl Gate {
     }
 
     /// The earliest deadline the gate waits for (the end of the annotations grace period, a
-    /// promotion's retry): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
+    /// promotion's retry, a change's share of the reload spread): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
     /// now, is state with a deadline that joins this one, and is done on the timer.
     pub(crate) fn wake_at(&self) -> Option<Instant> {
-        [self.grace.recheck_at(), self.retry_at]
+        [self.grace.recheck_at(), self.retry_at, self.spread_due_at()]
             .into_iter()
             .flatten()
             .min()
@@ -295,7 +304,12 @@ impl Gate {
             reason: j.reason.to_string(),
         };
         self.last = Some(seen);
+        if !matches!(decision, Decision::Promote { .. }) {
+            self.spread_done();
+        }
         match (decision, obs) {
+            (Decision::Promote { tell }, Observed::Config(_))
+                if self.spread_waits(tell, &judged, now, out) => {}
             (Decision::Promote { tell }, Observed::Config(snapshot)) => {
                 let owe_reload = tell != Tell::Nothing && self.settings.reload != Reload::None;
                 self.promoting = Some(Promotion {

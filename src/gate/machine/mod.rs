@@ -6,6 +6,7 @@
 //!   and refused.
 //! - `grace`: the annotations file's grace period.
 //! - `reloads`: the reload owed to the component, and what the reload worker reported.
+//! - `spread`: a change's promotion put off by this pod's share of the reload spread.
 //! - `handle`: [`Gate::handle`], the one entry: events in, actions out.
 //! - `status`: readiness checks, their text and the published status.
 
@@ -13,6 +14,7 @@ mod decide;
 mod grace;
 mod handle;
 mod reloads;
+mod spread;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -23,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
+use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::SourceView;
@@ -32,6 +35,7 @@ use crate::verdict::{Judgement, Verdict};
 pub(crate) use grace::ANNOTATIONS_GRACE;
 use grace::Grace;
 use reloads::Reloads;
+use spread::Spread;
 
 /// After a failed promotion, when to try again.
 pub(crate) const PROMOTE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -356,6 +360,14 @@ pub(crate) enum Note {
     },
     /// The config dir's watch is not in place (`Some`, why), or is again (`None`).
     Watch(Option<String>),
+    /// A change is seen and put off by this pod's share of the reload spread: promoted at `due`.
+    Spread {
+        version: String,
+        sha: String,
+        due: jiff::Timestamp,
+        delay: std::time::Duration,
+        spread: std::time::Duration,
+    },
 }
 
 /// A promotion whose switch was asked for and not yet answered.
@@ -413,6 +425,10 @@ pub(crate) struct Gate {
     source: Option<SourceView>,
     /// Why the config dir is not watched, if it is not.
     watch_error: Option<String>,
+    /// This pod's place in the fleet, which sets its share of the reload spread.
+    bucket: Option<Bucket>,
+    /// A change waiting for this pod's share of the reload spread.
+    spread: Option<Spread>,
 }
 
 impl Gate {
@@ -441,12 +457,21 @@ impl Gate {
             rolling_back: None,
             source: None,
             watch_error: None,
+            bucket: None,
+            spread: None,
         }
     }
 
     /// Names the annotations file in what the settings check says of its absence.
     pub(crate) fn with_annotations_file(mut self, file: &std::path::Path) -> Gate {
         self.grace = Grace::new(file.display().to_string());
+        self
+    }
+
+    /// Places this pod in the fleet: its share of the reload spread follows the bucket (`None`: no
+    /// identity, no share, so a change is promoted at once).
+    pub(crate) fn with_bucket(mut self, bucket: Option<Bucket>) -> Gate {
+        self.bucket = bucket;
         self
     }
 

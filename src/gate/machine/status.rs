@@ -68,7 +68,24 @@ impl Gate {
             },
         });
         let current = self.newest_is_active();
-        if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
+        let spread = self.spread_view();
+        if let (Some(a), Some(n), false, Some(sp)) = (&self.active, &self.newest, current, &spread)
+        {
+            // Waiting for this pod's share of the spread is no holding back: readiness stays.
+            checks.push(Check {
+                name: CheckKind::Newest,
+                ok: true,
+                message: format!(
+                    "keeping {} until {}: {} is {}, promoted after this pod's {} ms of the {} ms reload spread",
+                    a.version.as_deref().unwrap_or("the previous config"),
+                    sp.due_at,
+                    n.judgement.version.as_deref().unwrap_or("the newest config"),
+                    n.judgement.verdict,
+                    sp.delay_ms,
+                    sp.period_ms
+                ),
+            });
+        } else if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
             let holding = Holding {
                 held: a.version.clone(),
                 newest: n.judgement.version.clone(),
@@ -91,7 +108,7 @@ impl Gate {
         let failing = checks.iter().find(|c| !c.ok);
         let observe = self.settings.mode == Mode::Observe;
         let ready = observe || failing.is_none();
-        let stale = self.active.is_some() && !current;
+        let stale = self.active.is_some() && !current && spread.is_none();
         let reason = match (failing, observe) {
             (Some(c), false) => c.message.clone(),
             (Some(c), true) => format!("observe mode (not enforced): {}", c.message),
@@ -142,6 +159,7 @@ impl Gate {
             checks,
             watch_error: None,
             rollout: None,
+            spread,
             source: None,
         }
     }

@@ -10,17 +10,17 @@ use crate::reload::{BootTicks, Kind, Outcome};
 use crate::settings::Reload;
 use crate::state::ReloadResult;
 
-const TARGET: &str = "http://127.0.0.1:9/reload";
+pub(super) const TARGET: &str = "http://127.0.0.1:9/reload";
 
 /// The clock of one test: `ms` after its start.
-struct Clock(Instant);
+pub(super) struct Clock(Instant);
 
 impl Clock {
-    fn new() -> Clock {
+    pub(super) fn new() -> Clock {
         Clock(Instant::now())
     }
 
-    fn at(&self, ms: u64) -> Now {
+    pub(super) fn at(&self, ms: u64) -> Now {
         Now {
             at: self.0 + Duration::from_millis(ms),
             wall: jiff::Timestamp::UNIX_EPOCH + Duration::from_millis(ms),
@@ -29,7 +29,7 @@ impl Clock {
 }
 
 /// A promoting gate with a reload target, started with `annotations` and an empty promoted dir.
-fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
+pub(super) fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
     let base = base(">=2", |r| r.reload = Some(TARGET.into()));
     let mut g = Gate::new(base, false).with_annotations_file("/podinfo/annotations".as_ref());
     let a = g.handle(Event::Start(Ok(annotations)), c.at(0));
@@ -51,14 +51,14 @@ fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
 }
 
 /// The newest config, as the pipeline answers [`Action::Judge`].
-fn judged(g: &Gate, obs: &Observed) -> Event {
+pub(super) fn judged(g: &Gate, obs: &Observed) -> Event {
     Event::Judged {
         seen: Seen::of(obs),
         choice: Some(variants::choose(obs.clone(), g.settings())),
     }
 }
 
-fn requests(actions: &[Action]) -> Vec<&ReloadRequest> {
+pub(super) fn requests(actions: &[Action]) -> Vec<&ReloadRequest> {
     actions
         .iter()
         .filter_map(|a| match a {
@@ -68,13 +68,13 @@ fn requests(actions: &[Action]) -> Vec<&ReloadRequest> {
         .collect()
 }
 
-fn has(actions: &[Action], what: impl Fn(&Action) -> bool) -> bool {
+pub(super) fn has(actions: &[Action], what: impl Fn(&Action) -> bool) -> bool {
     actions.iter().any(what)
 }
 
 /// Judges `obs` and, when the gate switches to it, answers that the switch was made at `ticks`;
 /// returns every action of both steps.
-fn promote(g: &mut Gate, obs: &Observed, now: Now, ticks: u64) -> Vec<Action> {
+pub(super) fn promote(g: &mut Gate, obs: &Observed, now: Now, ticks: u64) -> Vec<Action> {
     let mut a = g.handle(judged(g, obs), now);
     if has(&a, |a| matches!(a, Action::Switch { .. })) {
         a.extend(g.handle(Event::Switched(Ok(Some(BootTicks(ticks)))), now));
@@ -82,7 +82,7 @@ fn promote(g: &mut Gate, obs: &Observed, now: Now, ticks: u64) -> Vec<Action> {
     a
 }
 
-fn hash(obs: &Observed) -> ContentHash {
+pub(super) fn hash(obs: &Observed) -> ContentHash {
     obs.hash().unwrap()
 }
 

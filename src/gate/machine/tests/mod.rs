@@ -2,6 +2,7 @@
 //! [`Gate::handle`].
 
 mod events;
+mod spread;
 
 use super::*;
 use crate::settings::Raw;

@@ -1,0 +1,111 @@
+//! The reload spread: a change of what this pod promotes waits for the pod's share of the
+//! `reload-spread` setting (its bucket's fraction of it), so an in-place edit reaches the fleet over
+//! that period instead of all at once. The deadline is state of the gate, joined to
+//! [`Gate::wake_at`]; nothing here reads a clock.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Action, Gate, Judged, Note, Now, Tell};
+use crate::state::SpreadView;
+
+/// A change waiting for this pod's share of the spread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Spread {
+    /// When the newest change is promoted, fixed from the first change seen: newer ones during the
+    /// wait do not move it.
+    due: Instant,
+    due_wall: jiff::Timestamp,
+    /// This pod's share of the spread.
+    delay: Duration,
+    /// The change last said to wait (short hash), so a newer one gets its own log line.
+    sha: String,
+    /// The deadline has come and the newest config was asked for: no more timer for it.
+    asked: bool,
+}
+
+impl Gate {
+    /// This pod's share of the spread in force: its bucket's fraction of the period, in whole
+    /// milliseconds. No identity: none.
+    fn spread_delay(&self) -> Duration {
+        let Some(bucket) = self.bucket else {
+            return Duration::ZERO;
+        };
+        let ms = self.settings.reload_spread.as_millis() as f64 * bucket.fraction();
+        Duration::from_millis(ms as u64)
+    }
+
+    /// Whether the promotion of a change (`tell`, `judged`) decided at `now` waits for this pod's
+    /// share of the spread. Only a change that replaces an accepted config the component was told
+    /// of waits: the first promotion (nothing accepted yet, or an empty promoted dir) and a
+    /// pod whose active config no longer passes promote at once. A change seen during the wait
+    /// keeps the first deadline.
+    pub(super) fn spread_waits(
+        &mut self,
+        tell: Tell,
+        judged: &Judged,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let delay = self.spread_delay();
+        if tell != Tell::Reload || self.active.is_none() || delay.is_zero() {
+            self.spread = None;
+            return false;
+        }
+        let spread = self.settings.reload_spread;
+        let s = self.spread.get_or_insert_with(|| Spread {
+            due: now.at + delay,
+            due_wall: now.wall + delay,
+            delay,
+            sha: String::new(),
+            asked: false,
+        });
+        if now.at >= s.due {
+            self.spread = None;
+            return false;
+        }
+        if s.sha != judged.sha {
+            s.sha.clone_from(&judged.sha);
+            out.push(Action::Log(Note::Spread {
+                version: judged.version.clone(),
+                sha: judged.sha.clone(),
+                due: s.due_wall,
+                delay: s.delay,
+                spread,
+            }));
+        }
+        true
+    }
+
+    /// The newest snapshot is no change to promote (the same as in force, or not accepted): nothing
+    /// waits any more.
+    pub(super) fn spread_done(&mut self) {
+        self.spread = None;
+    }
+
+    /// When the waiting change is due, unless it was already asked for.
+    pub(super) fn spread_due_at(&self) -> Option<Instant> {
+        self.spread.as_ref().filter(|s| !s.asked).map(|s| s.due)
+    }
+
+    /// Whether the waiting change is due at `now`; it is then asked for once.
+    pub(super) fn take_spread_due(&mut self, now: Instant) -> bool {
+        match self.spread.as_mut() {
+            Some(s) if !s.asked && s.due <= now => {
+                s.asked = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// What `/status` shows of the wait.
+    pub(super) fn spread_view(&self) -> Option<SpreadView> {
+        self.spread.as_ref().map(|s| SpreadView {
+            due_at: s.due_wall,
+            delay_ms: s.delay.as_millis() as u64,
+            period_ms: self.settings.reload_spread.as_millis() as u64,
+        })
+    }
+}
