@@ -14,10 +14,10 @@ use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, Mode, OnIncompatible, Reload, Variants, VersionFrom};
 use crate::values::{parse_accepts, parse_require, parse_variants, redact};
 
-mod container;
+pub mod container;
 mod describe;
 
-pub use container::check_paths;
+pub use container::{CONTAINER_SETTINGS, ContainerSetting, check_paths, container_table};
 pub use describe::{Given, known_annotations, readme_table};
 
 /// Read by the API source at start; recognised so that it is not reported as unknown.
