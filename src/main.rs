@@ -174,7 +174,7 @@ fn init_tracing(format: LogFormat) {
     // `CONFGATE_LOG`: a level, or `target=level` directives (`info,confgate::reload=debug`); anything
     // else is `info`. A target list rather than tracing's `EnvFilter`, which links a regular-expression
     // engine for filters a sidecar's logs do not need.
-    let filter = std::env::var("CONFGATE_LOG")
+    let filter = std::env::var(confgate::settings::container::LOG_FILTER.env)
         .ok()
         .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
         .unwrap_or_else(|| {

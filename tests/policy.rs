@@ -16,7 +16,7 @@ use base64::Engine as _;
 use confgate::check;
 use confgate::policy::{self, Request};
 use confgate::rules::{self, Rule};
-use confgate::settings::{Raw, Settings};
+use confgate::settings::{Raw, RawValue, Settings};
 use confgate::verdict::{self, Verdict};
 use kube_cel::{AdmissionRequest, CompiledVapExpression, VapError, VapEvaluator, VapExpression};
 use proptest::prelude::*;
@@ -41,8 +41,8 @@ const NAME: &str = "app-config";
 
 fn settings(accepts: Option<&str>, require: Option<&str>) -> Settings {
     Settings::from_raw(&Raw {
-        accepts: accepts.map(str::to_owned),
-        require: require.map(str::to_owned),
+        accepts: accepts.map(RawValue::from),
+        require: require.map(RawValue::from),
         ..Raw::default()
     })
     .unwrap()
@@ -250,9 +250,11 @@ fn same_reason(p: &Compiled, s: &Settings, cm: &Value) -> Result<bool, String> {
 /// Settings with content rules, as `--rule` gives them.
 fn settings_with_rules(accepts: Option<&str>, require: Option<&str>, rules: &[&str]) -> Settings {
     Settings::from_raw(&Raw {
-        accepts: accepts.map(str::to_owned),
-        require: require.map(str::to_owned),
-        rules: Some(rules.join("\n")),
+        accepts: accepts.map(RawValue::from),
+        require: require.map(RawValue::from),
+        rules: Some(RawValue::Lines(
+            rules.iter().map(|r| (*r).to_owned()).collect(),
+        )),
         ..Raw::default()
     })
     .unwrap()

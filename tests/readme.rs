@@ -1,44 +1,65 @@
-//! What the README and `docs/` promise about the code stays true: the settings table is the one
-//! `settings::readme_table` makes from the declarations (`UPDATE_README=1 cargo test --test readme`
-//! rewrites it); the README's test command is the one `.ci/run` runs; and every documented command line
+//! What the README and `docs/` promise about the code stays true: the settings tables are the ones
+//! `settings::readme_table` and `settings::container_table` make from the declarations
+//! (`UPDATE_README=1 cargo test --test readme` rewrites them); the README's test command is the one `.ci/run` runs; and every documented command line
 //! uses only flags the binary's `--help` lists, and names files, images and paths that exist.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use confgate::settings::readme_table;
+use confgate::settings::{container_table, readme_table};
 
 mod common;
 use common::{documents, read, root};
 
 const SETTINGS_DOC: &str = "docs/settings.md";
-const BEGIN: &str = "<!-- gate settings: made from src/settings/mod.rs by `UPDATE_README=1 cargo test --test readme` -->\n";
-const END: &str = "<!-- end of gate settings -->\n";
+/// The tables made from the declarations: their marker's name, the file declaring them, the table.
+fn declared_tables() -> [(&'static str, &'static str, String); 2] {
+    [
+        ("gate settings", "src/settings/mod.rs", readme_table()),
+        (
+            "container settings",
+            "src/settings/container.rs",
+            container_table(),
+        ),
+    ]
+}
 
 #[test]
-fn the_settings_table_is_the_declared_one() {
+fn the_settings_tables_are_the_declared_ones() {
     let path = root().join(SETTINGS_DOC);
-    let doc = std::fs::read_to_string(&path).unwrap();
-    let start = doc
-        .find(BEGIN)
-        .expect("docs/settings.md marks where its table begins")
-        + BEGIN.len();
-    let len = doc[start..]
-        .find(END)
-        .expect("docs/settings.md marks where its table ends");
-    let (found, wanted) = (&doc[start..start + len], readme_table());
-    if found == wanted {
+    let mut doc = std::fs::read_to_string(&path).unwrap();
+    let mut differ = Vec::new();
+    for (name, source, wanted) in declared_tables() {
+        let begin = format!(
+            "<!-- {name}: made from {source} by `UPDATE_README=1 cargo test --test readme` -->\n"
+        );
+        let end = format!("<!-- end of {name} -->\n");
+        let start = doc
+            .find(&begin)
+            .unwrap_or_else(|| panic!("{SETTINGS_DOC} marks where its {name} table begins"))
+            + begin.len();
+        let len = doc[start..]
+            .find(&end)
+            .unwrap_or_else(|| panic!("{SETTINGS_DOC} marks where its {name} table ends"));
+        let found = &doc[start..start + len];
+        if found != wanted {
+            differ.push(format!(
+                "{SETTINGS_DOC}'s {name} table differs from the declarations in {source}\n\
+                 --- {SETTINGS_DOC}\n{found}--- declared\n{wanted}"
+            ));
+            doc = format!("{}{wanted}{}", &doc[..start], &doc[start + len..]);
+        }
+    }
+    if differ.is_empty() {
         return;
     }
     if std::env::var_os("UPDATE_README").is_some_and(|v| v == "1") {
-        let updated = format!("{}{wanted}{}", &doc[..start], &doc[start + len..]);
-        std::fs::write(path, updated).unwrap();
+        std::fs::write(path, doc).unwrap();
         return;
     }
     panic!(
-        "{SETTINGS_DOC}'s settings table differs from the declarations in src/settings/mod.rs; \
-         rewrite it with `UPDATE_README=1 cargo test --test readme`\n\
-         --- {SETTINGS_DOC}\n{found}--- declared\n{wanted}"
+        "{}\nrewrite them with `UPDATE_README=1 cargo test --test readme`",
+        differ.join("\n")
     );
 }
 

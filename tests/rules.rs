@@ -185,6 +185,61 @@ fn a_rule_that_does_not_compile_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the rules file"));
 }
 
+/// Each `--rule` is one rule, whatever it spans (a CEL expression may be written over several lines);
+/// the environment variable and the rules file hold one per line, after the flags' in the numbering.
+#[cfg(feature = "policy")]
+#[test]
+fn a_rule_flag_is_one_rule_and_the_env_var_and_file_one_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("version"), "1.0.0").unwrap();
+    let rules = dir.path().join("rules.cel");
+    std::fs::write(&rules, "# from the file\ndata.version != '1.0.0'\n").unwrap();
+    let path = dir.path().to_str().unwrap();
+    let out = confgate(&[
+        "check",
+        "--accepts",
+        "^1",
+        "--rule",
+        "'version' in data &&\n  data.version == '1.0.0'",
+        path,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = confgate(&[
+        "check",
+        "--accepts",
+        "^1",
+        "--rule",
+        "true",
+        "--rule",
+        "'version' in data &&\n  data.version == '1.0.0'",
+        "--rules-file",
+        rules.to_str().unwrap(),
+        path,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let reason = check_reason(&out);
+    assert!(
+        reason.contains("rule 3 (`data.version != '1.0.0'`) is false"),
+        "{reason}"
+    );
+    let out = Command::new(BIN)
+        .args(["check", "--accepts", "^1", path])
+        .env(
+            "CONFGATE_RULES",
+            "true\n# a comment\ndata.version != '1.0.0'\n",
+        )
+        .env_remove("CONFGATE_RULES_FILE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let reason = check_reason(&out);
+    assert!(
+        reason.contains("rule 2 (`data.version != '1.0.0'`) is false"),
+        "{reason}"
+    );
+}
+
 /// Without the `policy` feature there is no CEL engine: a rule is refused, never skipped.
 #[cfg(not(feature = "policy"))]
 #[test]

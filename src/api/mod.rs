@@ -34,12 +34,10 @@ use tracing::{info, warn};
 
 use crate::annotations::Annotations;
 use crate::gate::Feed;
-use crate::settings::{ANN_SOURCE, Invalid};
+use crate::settings::{ANN_SOURCE, Invalid, container};
 use crate::snapshot::Observed;
 use crate::state::Shared;
 
-/// The env var and flag naming the source, as users write them.
-pub const SOURCE_SETTING: &str = "--source (CONFGATE_SOURCE)";
 const ALLOWED_SOURCE: &str = "volume, configmap:NAMESPACE/NAME or secret:NAMESPACE/NAME";
 /// The condition for `readinessGates`: True exactly when `/readyz` answers 200.
 pub const CONDITION_TYPE: &str = "confgate.io/config-compatible";
@@ -201,7 +199,7 @@ pub fn resolve(
         return Ok(Ok(SourceSpec::Volume));
     };
     let invalid = |problem: String| Invalid {
-        setting: SOURCE_SETTING.into(),
+        setting: container::SOURCE.named(),
         value: v.to_owned(),
         problem,
         allowed: ALLOWED_SOURCE,
@@ -214,7 +212,8 @@ pub fn resolve(
             "ConfigMap"
         };
         return Err(invalid(format!(
-            "a {kind} source needs --promote-to (CONFGATE_PROMOTE_TO): there is no mounted volume for the component to read"
+            "a {kind} source needs {}: there is no mounted volume for the component to read",
+            container::PROMOTE_TO.named()
         )));
     }
     Ok(Ok(spec))
@@ -430,7 +429,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let ann = Annotations::default();
         let e = resolve(Some("configmap:ns/cm"), &ann, None).unwrap_err();
-        assert_eq!(e.setting, SOURCE_SETTING);
+        assert_eq!(e.setting, "--source (CONFGATE_SOURCE)");
         assert!(e.to_string().contains("needs --promote-to"), "{e}");
         let e = resolve(Some("secret:ns/s"), &ann, None).unwrap_err();
         assert!(e.to_string().contains("needs --promote-to"), "{e}");

@@ -13,7 +13,7 @@ use crate::annotations::Annotations;
 use crate::cli::PathArgs;
 use crate::gate;
 use crate::rollout;
-use crate::settings::{self, Settings};
+use crate::settings::{self, Settings, container};
 use crate::state::Shared;
 
 mod ask;
@@ -30,7 +30,7 @@ pub enum Error {
     /// A bad flag or environment value (exit 64).
     #[error(transparent)]
     Settings(#[from] settings::Error),
-    #[error("cannot listen on {addr}: {source} (choose another with --listen or CONFGATE_LISTEN)")]
+    #[error("cannot listen on {addr}: {source} (choose another with --{} or {})", container::LISTEN.flag, container::LISTEN.env)]
     Listen {
         addr: std::net::SocketAddr,
         #[source]
@@ -161,7 +161,7 @@ fn source_choice(p: &PathArgs, ann: &Annotations) -> Result<SourceChoice, Error>
     match p.source.as_deref() {
         None | Some("volume") => Ok(SourceChoice),
         Some(v) => Err(Error::Settings(settings::Error(vec![settings::Invalid {
-            setting: "--source (CONFGATE_SOURCE)".into(),
+            setting: container::SOURCE.named(),
             value: v.to_owned(),
             problem: "this build has no Kubernetes API support (built without the api feature)"
                 .into(),
@@ -239,8 +239,9 @@ fn log_start<const CMD: crate::cli::For>(
     }
     if paths.promote_to.is_none() {
         warn!(
-            "gate-only mode: no --promote-to (CONFGATE_PROMOTE_TO), so configs are judged and reported but \
-             not copied; the component reads the ConfigMap mount directly and can see a rejected config"
+            "gate-only mode: no {}, so configs are judged and reported but not copied; the component \
+             reads the ConfigMap mount directly and can see a rejected config",
+            container::PROMOTE_TO.named()
         );
     }
 }

@@ -24,7 +24,7 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
     seal_if_secret(&args.paths, &choice)?;
     let client = http::Client::new(args.reload_ca.as_deref()).map_err(|e| {
         Error::Settings(settings::Error(vec![settings::Invalid {
-            setting: "--reload-ca (CONFGATE_RELOAD_CA)".into(),
+            setting: settings::container::RELOAD_CA.named(),
             value: args
                 .reload_ca
                 .as_deref()

@@ -3,7 +3,8 @@
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches};
 
-use crate::settings::{Given, Raw, Repeat, SETTINGS, Setting};
+use crate::rules;
+use crate::settings::{Given, Raw, RawValue, Repeat, SETTINGS, Setting};
 
 /// Which command a set of setting flags is for: what it reads decides which flags it has and what their
 /// help says. A `u8` because const generic parameters cannot be enums on the supported Rust.
@@ -105,7 +106,7 @@ impl<const CMD: For> JudgeArgs<CMD> {
             .iter()
             .map(|range| {
                 let mut raw = self.raw();
-                *setting.given_mut(&mut raw) = Some(range.clone());
+                *setting.given_mut(&mut raw) = Some(RawValue::Text(range.clone()));
                 raw
             })
             .collect()
@@ -253,35 +254,38 @@ fn given(
             .cloned()
             .collect();
         *s.given_mut(&mut raw) = match s.repeat {
-            Repeat::Once => values.into_iter().last(),
+            Repeat::Once => values.into_iter().last().map(RawValue::Text),
             Repeat::PerRange => {
                 ranges.clone_from(&values);
-                values.into_iter().last()
+                values.into_iter().last().map(RawValue::Text)
             }
-            Repeat::Lines { file_flag, .. } => {
-                lines_text(&values, m.get_one::<String>(file_flag).map(String::as_str))
-            }
+            Repeat::Lines { file_flag, .. } => lines(
+                values,
+                m.value_source(s.flag) == Some(clap::parser::ValueSource::EnvVariable),
+                m.get_one::<Vec<String>>(file_flag),
+            ),
         };
     }
     (raw, ranges, from)
 }
 
-/// Values given one per flag and a file of lines, as one text of lines; `None` when there are none.
-fn lines_text(values: &[String], file: Option<&str>) -> Option<String> {
-    (!values.is_empty() || file.is_some()).then(|| {
-        let mut text = values.join("\n");
-        if let Some(file) = file {
-            text.push('\n');
-            text.push_str(file);
-        }
-        text
-    })
+/// The items of a setting given one per flag (or, from its environment variable, one per line) and
+/// a file of lines, in that order; `None` when there are none.
+fn lines(values: Vec<String>, from_env: bool, file: Option<&Vec<String>>) -> Option<RawValue> {
+    let mut items = if from_env {
+        values.iter().flat_map(|v| rules::parse_file(v)).collect()
+    } else {
+        values
+    };
+    items.extend(file.into_iter().flatten().cloned());
+    (!items.is_empty() || file.is_some()).then_some(RawValue::Lines(items))
 }
 
 /// Read when the command line is parsed, so that an unreadable file is a usage error (exit 64) like any
 /// bad flag.
-fn read_lines_file(path: &str, flag: &str) -> Result<String, String> {
+fn read_lines_file(path: &str, flag: &str) -> Result<Vec<String>, String> {
     std::fs::read_to_string(path)
+        .map(|text| rules::parse_file(&text))
         .map_err(|e| format!("cannot read the {}: {e}", flag.replace('-', " ")))
 }
 

@@ -13,6 +13,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::settings::container::{
+    ANNOTATIONS, CONTENT, LISTEN, LOG_FORMAT, POD_REPORT, PROMOTE_TO, RELOAD_CA, RESYNC_INTERVAL,
+    SHUTDOWN_GRACE, SOURCE, WATCH,
+};
+
 mod gate;
 mod suggest;
 
@@ -86,37 +91,27 @@ pub enum Content {
 #[derive(Debug, Clone, Args)]
 pub struct PathArgs {
     /// The raw ConfigMap mount
-    #[arg(
-        long,
-        env = "CONFGATE_WATCH",
-        value_name = "DIR",
-        default_value = "/etc/confgate/incoming"
-    )]
+    #[arg(long = WATCH.flag, env = WATCH.env, value_name = WATCH.value_name, default_value = WATCH.default)]
     pub watch: PathBuf,
     /// Where the config comes from: volume (the --watch mount) or configmap:NAMESPACE/NAME (the API;
     /// needs --promote-to) [annotation confgate.io/source] [default: volume]
-    #[arg(long, env = "CONFGATE_SOURCE", value_name = "SOURCE")]
+    #[arg(long = SOURCE.flag, env = SOURCE.env, value_name = SOURCE.value_name)]
     pub source: Option<String>,
     /// What the source holds: config, or secret (a mounted Secret volume; hashes are printed keyed,
     /// as hmac-sha256:, never as the content's plain sha256); a secret: source implies secret
-    #[arg(long, env = "CONFGATE_CONTENT", value_enum, default_value = "config")]
+    #[arg(long = CONTENT.flag, env = CONTENT.env, value_enum, default_value = CONTENT.default)]
     pub content: Content,
     /// Where accepted configs are promoted; without it, gate-only mode (readiness and reload, no copy)
-    #[arg(long, env = "CONFGATE_PROMOTE_TO", value_name = "DIR")]
+    #[arg(long = PROMOTE_TO.flag, env = PROMOTE_TO.env, value_name = PROMOTE_TO.value_name)]
     pub promote_to: Option<PathBuf>,
     /// Downward-API annotations file; an absent file means no annotations
-    #[arg(
-        long,
-        env = "CONFGATE_ANNOTATIONS",
-        value_name = "FILE",
-        default_value = "/etc/podinfo/annotations"
-    )]
+    #[arg(long = ANNOTATIONS.flag, env = ANNOTATIONS.env, value_name = ANNOTATIONS.value_name, default_value = ANNOTATIONS.default)]
     pub annotations: PathBuf,
     /// Safety re-read of the config and annotations, in case a file event was lost
-    #[arg(long, env = "CONFGATE_RESYNC_INTERVAL", value_name = "DUR", default_value = "30s", value_parser = duration)]
+    #[arg(long = RESYNC_INTERVAL.flag, env = RESYNC_INTERVAL.env, value_name = RESYNC_INTERVAL.value_name, default_value = RESYNC_INTERVAL.default, value_parser = duration)]
     pub resync_interval: std::time::Duration,
     /// Log format
-    #[arg(long, env = "CONFGATE_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(long = LOG_FORMAT.flag, env = LOG_FORMAT.env, value_enum, default_value = LOG_FORMAT.default)]
     pub log_format: LogFormat,
 }
 
@@ -128,23 +123,18 @@ pub struct RunArgs {
     pub gate: GateArgs,
     /// Address of the probe, status and metrics server; the default is dual-stack, and falls back to
     /// 0.0.0.0 on a host without IPv6
-    #[arg(
-        long,
-        env = "CONFGATE_LISTEN",
-        value_name = "ADDR",
-        default_value = "[::]:9797"
-    )]
+    #[arg(long = LISTEN.flag, env = LISTEN.env, value_name = LISTEN.value_name, default_value = LISTEN.default)]
     pub listen: SocketAddr,
     /// How long shutdown may take before in-flight work is abandoned
-    #[arg(long, env = "CONFGATE_SHUTDOWN_GRACE", value_name = "DUR", default_value = "5s", value_parser = duration)]
+    #[arg(long = SHUTDOWN_GRACE.flag, env = SHUTDOWN_GRACE.env, value_name = SHUTDOWN_GRACE.value_name, default_value = SHUTDOWN_GRACE.default, value_parser = duration)]
     pub shutdown_grace: std::time::Duration,
     /// PEM file of CA certificates trusted for https:// reload targets, besides the system roots
-    #[arg(long, env = "CONFGATE_RELOAD_CA", value_name = "FILE")]
+    #[arg(long = RELOAD_CA.flag, env = RELOAD_CA.env, value_name = RELOAD_CA.value_name)]
     pub reload_ca: Option<std::path::PathBuf>,
     /// Report to the sidecar's own pod through the API server, in volume mode too: Events, the
     /// conditions confgate.io/config-compatible and config-current, and their facts (auto: when
     /// POD_NAME and POD_NAMESPACE are set; builds without the api feature never report)
-    #[arg(long, env = "CONFGATE_POD_REPORT", value_enum, default_value = "auto")]
+    #[arg(long = POD_REPORT.flag, env = POD_REPORT.env, value_enum, default_value = POD_REPORT.default)]
     pub pod_report: PodReport,
 }
 
@@ -267,4 +257,28 @@ pub struct InjectArgs {
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {
     crate::values::parse_duration(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::settings::CONTAINER_SETTINGS;
+
+    /// `run` takes every container setting that has a flag, with the names and the default the table
+    /// in `docs/settings.md` shows.
+    #[test]
+    fn run_has_every_container_setting_as_declared() {
+        let cmd = <super::Cli as clap::CommandFactory>::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        for s in CONTAINER_SETTINGS.iter().filter(|s| !s.flag.is_empty()) {
+            let arg = run
+                .get_arguments()
+                .find(|a| a.get_long() == Some(s.flag))
+                .unwrap_or_else(|| panic!("no flag --{}", s.flag));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.env));
+            let defaults: Vec<_> = arg.get_default_values().iter().collect();
+            if let [d] = defaults[..] {
+                assert_eq!(d.to_str(), Some(s.default), "--{}", s.flag);
+            }
+        }
+    }
 }

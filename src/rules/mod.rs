@@ -101,7 +101,13 @@ impl fmt::Debug for RuleSet {
 impl RuleSet {
     /// Parses rules in the rules-file format ([`parse_file`]); no rule at all is an empty set.
     pub fn parse(text: &str) -> Result<RuleSet, String> {
-        let texts = parse_file(text);
+        RuleSet::from_rules(&parse_file(text))
+    }
+
+    /// The rules given one by one (each `--rule`, then each line of a rules file); no rule at all is
+    /// an empty set.
+    pub fn from_rules(rules: &[String]) -> Result<RuleSet, String> {
+        let texts = rules.to_vec();
         #[cfg(feature = "policy")]
         {
             let compiled =

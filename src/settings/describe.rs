@@ -1,7 +1,7 @@
 //! The settings described for people: the known annotations, each setting in force with where it came
 //! from (the start-up log), and the README's table.
 
-use super::{ANN_SOURCE, Repeat, SETTINGS, Setting, Settings};
+use super::{ANN_SOURCE, RawValue, Repeat, SETTINGS, Setting, Settings};
 use crate::annotations::Annotations;
 
 /// The `confgate.io/` annotations confgate reads: one per gate setting, and the API source's.
@@ -66,10 +66,9 @@ impl Settings {
         SETTINGS
             .iter()
             .map(|s| {
-                if ann
-                    .get(s.annotation)
-                    .is_some_and(|v| (s.set)(&mut Settings::default(), v).is_ok())
-                {
+                if ann.get(s.annotation).is_some_and(|v| {
+                    (s.set)(&mut Settings::default(), &RawValue::Text(v.clone())).is_ok()
+                }) {
                     return format!("annotation {}", s.annotation);
                 }
                 match given(s) {

@@ -16,10 +16,10 @@ use crate::values::{
     duration_text, parse_accepts, parse_require, parse_spread, parse_variants, redact,
 };
 
-mod container;
+pub mod container;
 mod describe;
 
-pub use container::check_paths;
+pub use container::{CONTAINER_SETTINGS, ContainerSetting, check_paths, container_table};
 pub use describe::{Given, known_annotations, readme_table};
 
 /// Read by the API source at start; recognised so that it is not reported as unknown.
@@ -61,6 +61,46 @@ pub enum Repeat {
     },
 }
 
+/// A setting's value as given, before parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawValue {
+    /// One text: a flag given once, an environment variable, an annotation.
+    Text(String),
+    /// The items of a [`Repeat::Lines`] setting from the command line, in order: each value of its
+    /// flag, then each line of its file (or of its environment variable), never joined into one text.
+    Lines(Vec<String>),
+}
+
+impl From<&str> for RawValue {
+    fn from(text: &str) -> RawValue {
+        RawValue::Text(text.to_owned())
+    }
+}
+
+impl From<String> for RawValue {
+    fn from(text: String) -> RawValue {
+        RawValue::Text(text)
+    }
+}
+
+/// As a bad value is shown back: the text, or the items one per line.
+impl std::fmt::Display for RawValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RawValue::Text(text) => f.write_str(text),
+            RawValue::Lines(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("\n")?;
+                    }
+                    f.write_str(item)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// One gate setting as users name it, and how its text becomes a typed value in [`Settings`].
 ///
 /// [`SETTINGS`] lists them; the parser, the command line, the known annotations, the start-up log and
@@ -85,11 +125,11 @@ pub struct Setting {
     pub judging: bool,
     /// Whether a bad value may carry credentials, so it is repeated only through `values::redact`.
     pub redact: bool,
-    set: fn(&mut Settings, &str) -> Result<(), String>,
+    set: fn(&mut Settings, &RawValue) -> Result<(), String>,
     keep: fn(&mut Settings, &Settings),
     show: fn(&Settings) -> String,
-    raw_mut: fn(&mut Raw) -> &mut Option<String>,
-    raw_ref: fn(&Raw) -> Option<&String>,
+    raw_mut: fn(&mut Raw) -> &mut Option<RawValue>,
+    raw_ref: fn(&Raw) -> Option<&RawValue>,
 }
 
 impl Setting {
@@ -103,29 +143,38 @@ impl Setting {
     pub fn default_text(&self) -> Option<String> {
         let text = self.show(&Settings::default());
         let mut parsed = Settings::default();
-        let reads_back = (self.set)(&mut parsed, &text).is_ok() && parsed == Settings::default();
+        let reads_back = (self.set)(&mut parsed, &RawValue::Text(text.clone())).is_ok()
+            && parsed == Settings::default();
         (reads_back && !text.is_empty()).then_some(text)
     }
 
     /// Its raw value, as clap gave it.
-    pub fn given<'r>(&self, raw: &'r Raw) -> Option<&'r String> {
+    pub fn given<'r>(&self, raw: &'r Raw) -> Option<&'r RawValue> {
         (self.raw_ref)(raw)
     }
 
     /// Its raw value, to fill in.
-    pub fn given_mut<'r>(&self, raw: &'r mut Raw) -> &'r mut Option<String> {
+    pub fn given_mut<'r>(&self, raw: &'r mut Raw) -> &'r mut Option<RawValue> {
         (self.raw_mut)(raw)
     }
 }
 
 /// Makes, from one entry per setting (its `Settings` field with type and default, `parse` from text,
-/// `show` back to text, and the [`Setting`] fields that name it), the [`Settings`] and [`Raw`] structs,
-/// `Settings::default` and [`SETTINGS`].
+/// `parse_lines` from the items of a [`Repeat::Lines`] setting, `show` back to text, and the
+/// [`Setting`] fields that name it), the [`Settings`] and [`Raw`] structs, `Settings::default` and
+/// [`SETTINGS`].
 macro_rules! gate_settings {
+    (@lines) => {
+        |_| Err("takes one value".to_owned())
+    };
+    (@lines $lines:expr) => {
+        $lines
+    };
     ($(
         $(#[doc = $doc:literal])*
         $field:ident: $ty:ty = $default:expr, {
             parse: $parse:expr,
+            $(parse_lines: $lines:expr,)?
             show: $show:expr,
             $($name:ident: $value:expr,)*
         }
@@ -145,7 +194,7 @@ macro_rules! gate_settings {
         /// Flag or environment values before parsing (clap has already applied flag > env).
         #[derive(Debug, Clone, Default, PartialEq, Eq)]
         pub struct Raw {
-            $(pub $field: Option<String>,)*
+            $(pub $field: Option<RawValue>,)*
         }
 
         /// Every gate setting, in the order of the README's table and the start-up log.
@@ -154,7 +203,12 @@ macro_rules! gate_settings {
                 $($name: $value,)*
                 set: |s, v| {
                     let parse: fn(&str) -> Result<$ty, String> = $parse;
-                    s.$field = parse(v)?;
+                    let lines: fn(&[String]) -> Result<$ty, String> =
+                        gate_settings!(@lines $($lines)?);
+                    s.$field = match v {
+                        RawValue::Text(text) => parse(text)?,
+                        RawValue::Lines(items) => lines(items)?,
+                    };
                     Ok(())
                 },
                 keep: |s, from| s.$field.clone_from(&from.$field),
@@ -275,6 +329,7 @@ gate_settings! {
     /// Content rules (CEL) a config must satisfy to be accepted.
     rules: crate::rules::RuleSet = crate::rules::RuleSet::default(), {
         parse: crate::rules::RuleSet::parse,
+        parse_lines: crate::rules::RuleSet::from_rules,
         show: |r| if r.texts().is_empty() { "none".to_owned() } else { r.texts().join(" ; ") },
         title: "content rules",
         flag: "rule",
@@ -362,7 +417,7 @@ pub struct Resolved {
 /// Applies every setting `get` has a value for onto `base`, collecting all errors with their setting.
 fn overlay(
     base: &Settings,
-    get: impl Fn(&Setting) -> Option<(String, String)>,
+    get: impl Fn(&Setting) -> Option<(String, RawValue)>,
 ) -> (Settings, Vec<(&'static Setting, Invalid)>) {
     let mut s = base.clone();
     let mut errors = Vec::new();
@@ -376,9 +431,9 @@ fn overlay(
                 Invalid {
                     setting: from,
                     value: if setting.redact {
-                        redact(&value)
+                        redact(&value.to_string())
                     } else {
-                        value
+                        value.to_string()
                     },
                     problem,
                     allowed: setting.allowed,
@@ -409,7 +464,7 @@ impl Settings {
     pub fn with_annotations(base: &Settings, in_force: &Settings, ann: &Annotations) -> Resolved {
         let (mut s, errors) = overlay(base, |setting| {
             ann.get(setting.annotation)
-                .map(|v| (setting.annotation.to_owned(), v.clone()))
+                .map(|v| (setting.annotation.to_owned(), RawValue::Text(v.clone())))
         });
         for (setting, _) in &errors {
             (setting.keep)(&mut s, in_force);

@@ -197,7 +197,7 @@ mod rules_tests {
 
     fn from_raw(rules: &str) -> Result<Settings, crate::settings::Error> {
         Settings::from_raw(&Raw {
-            rules: Some(rules.to_owned()),
+            rules: Some(rules.into()),
             ..Raw::default()
         })
     }
