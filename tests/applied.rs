@@ -57,7 +57,7 @@ fn prometheus(exe: &Path, d: &Dirs, port: u16, lifecycle: bool) -> Prometheus {
         d.root.path().join("tsdb").display()
     ))
     .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    .stderr(std::fs::File::create(prometheus_log(d)).unwrap());
     if lifecycle {
         cmd.arg("--web.enable-lifecycle");
     }
@@ -66,6 +66,11 @@ fn prometheus(exe: &Path, d: &Dirs, port: u16, lifecycle: bool) -> Prometheus {
             "prometheus (Debian package prometheus) must be installed: .ci/setup installs it",
         ),
     )
+}
+
+/// Where Prometheus logs, so that a Prometheus that exits early says why.
+fn prometheus_log(d: &Dirs) -> PathBuf {
+    d.root.path().join("prometheus.log")
 }
 
 fn named_prometheus(d: &Dirs, name: &str) -> PathBuf {
@@ -94,8 +99,12 @@ fn start_and_point(
     annotation: &str,
     value: impl Fn(u16) -> String,
 ) -> (Prometheus, u16) {
-    let prom = prometheus(exe, d, 0, lifecycle);
+    let mut prom = prometheus(exe, d, 0, lifecycle);
     let port = wait_for("prometheus to listen", PROM_DEADLINE, || {
+        if let Some(exit) = prom.0.try_wait().unwrap() {
+            let log = std::fs::read_to_string(prometheus_log(d)).unwrap_or_default();
+            panic!("prometheus exited ({exit}) before it listened:\n{log}");
+        }
         listening_port(prom.0.id())
     });
     let value = value(port);

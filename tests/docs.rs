@@ -4,18 +4,12 @@
 //! exist.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 use confgate::state::{ActiveView, AppliedView, RolloutView, Shared, Status, Track};
 use confgate::verdict::Verdict;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
+mod common;
+use common::{documents, read};
 
 /// The rows of the table between `<!-- NAME: …-->` and `<!-- end of NAME -->` in `doc`, each row's cells
 /// trimmed, without the header and the separator.
@@ -218,18 +212,6 @@ fn anchors(text: &str) -> BTreeSet<String> {
         }
     }
     out
-}
-
-/// The README and every file in `docs/`.
-fn documents() -> Vec<PathBuf> {
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    docs.push(root().join("README.md"));
-    docs.sort();
-    docs
 }
 
 /// The targets of the inline links `[text](target)` of a Markdown text, outside code.

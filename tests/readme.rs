@@ -4,22 +4,16 @@
 //! uses only flags the binary's `--help` lists, and names files, images and paths that exist.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use confgate::settings::readme_table;
 
+mod common;
+use common::{documents, read, root};
+
 const SETTINGS_DOC: &str = "docs/settings.md";
 const BEGIN: &str = "<!-- gate settings: made from src/settings/mod.rs by `UPDATE_README=1 cargo test --test readme` -->\n";
 const END: &str = "<!-- end of gate settings -->\n";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
 
 #[test]
 fn the_settings_table_is_the_declared_one() {
@@ -114,23 +108,6 @@ fn commands(line: &str) -> Vec<Vec<String>> {
     out.push(words);
     out.retain(|w| !w.is_empty());
     out
-}
-
-/// The README and every file in `docs/`, with their text.
-fn documents() -> Vec<(PathBuf, String)> {
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    docs.push(root().join("README.md"));
-    docs.sort();
-    docs.into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
-            (p, text)
-        })
-        .collect()
 }
 
 const SUBCOMMANDS: [&str; 7] = [
@@ -254,7 +231,8 @@ fn every_documented_command_line_is_one_the_binary_and_the_repository_accept() {
     let mut helps = BTreeMap::new();
     let mut problems = BTreeSet::new();
     let mut checked = 0;
-    for (path, text) in documents() {
+    for path in documents() {
+        let text = std::fs::read_to_string(&path).unwrap();
         let name = path.strip_prefix(root()).unwrap().display().to_string();
         let (blocks, spans) = snippets(&text);
         let mut lines: Vec<Vec<Vec<String>>> = blocks.iter().map(|l| commands(l)).collect();

@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
+use crate::annotations::Annotations;
 use crate::gate::Feed;
 use crate::settings::{ANN_SOURCE, Invalid};
 use crate::snapshot::Observed;
@@ -182,13 +183,10 @@ impl std::str::FromStr for SourceSpec {
 /// snapshot that is `invalid` with the annotation named, so the gate holds and reports it.
 pub fn resolve(
     flag: Option<&str>,
-    annotations_file: &Path,
+    annotations: &Annotations,
     promote_to: Option<&Path>,
 ) -> Result<Result<SourceSpec, String>, Invalid> {
-    let from_annotation = crate::annotations::read_file(annotations_file)
-        .ok()
-        .and_then(|a| a.get(ANN_SOURCE).cloned());
-    if let Some(v) = from_annotation {
+    if let Some(v) = annotations.get(ANN_SOURCE) {
         let spec = v
             .parse::<SourceSpec>()
             .map_err(|e| format!("annotation {ANN_SOURCE} {v:?}: {e}; allowed: {ALLOWED_SOURCE}"));
@@ -430,7 +428,7 @@ mod tests {
     #[test]
     fn configmap_source_needs_promote_to() {
         let tmp = tempfile::tempdir().unwrap();
-        let ann = tmp.path().join("annotations");
+        let ann = Annotations::default();
         let e = resolve(Some("configmap:ns/cm"), &ann, None).unwrap_err();
         assert_eq!(e.setting, SOURCE_SETTING);
         assert!(e.to_string().contains("needs --promote-to"), "{e}");
@@ -444,9 +442,9 @@ mod tests {
     #[test]
     fn annotation_wins_and_a_bad_one_is_reported_not_fatal() {
         let tmp = tempfile::tempdir().unwrap();
-        let ann = tmp.path().join("annotations");
-        std::fs::write(&ann, "confgate.io/source=\"configmap:prod/app\"").unwrap();
-        let got = resolve(Some("volume"), &ann, Some(tmp.path())).unwrap();
+        let ann = |text: &str| crate::annotations::parse(text).unwrap();
+        let given = ann("confgate.io/source=\"configmap:prod/app\"");
+        let got = resolve(Some("volume"), &given, Some(tmp.path())).unwrap();
         assert_eq!(
             got,
             Ok(SourceSpec::ConfigMap(Target {
@@ -454,8 +452,8 @@ mod tests {
                 name: "app".into()
             }))
         );
-        std::fs::write(&ann, "confgate.io/source=\"configmap:prod\"").unwrap();
-        let why = resolve(None, &ann, Some(tmp.path())).unwrap().unwrap_err();
+        let bad = ann("confgate.io/source=\"configmap:prod\"");
+        let why = resolve(None, &bad, Some(tmp.path())).unwrap().unwrap_err();
         assert!(why.starts_with("annotation confgate.io/source"), "{why}");
     }
 }

@@ -36,9 +36,11 @@ pub fn start(c: &Cluster, ns: &str, args: &[&str]) -> Sidecar {
 
 /// Sets `config.yaml` of the sidecar's ConfigMap to version `version`.
 pub fn set_version(s: &Sidecar, version: &str) {
-    let configmaps: Api<ConfigMap> = Api::namespaced(s.admin.clone(), &s.ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.view.admin.clone(), &s.ns);
     let patch = json!({"data": {"config.yaml": config(version)}});
-    s.rt.block_on(configmaps.patch(CM, &PatchParams::default(), &Patch::Merge(&patch)))
+    s.view
+        .rt
+        .block_on(configmaps.patch(CM, &PatchParams::default(), &Patch::Merge(&patch)))
         .unwrap();
 }
 
@@ -61,7 +63,7 @@ fn run_as_the_least_privilege_service_account() {
             .starts_with("version 2.4.1 sha256:"),
         "{accepted:?}"
     );
-    let event = s.wait_event("an Accepted Event", |e| {
+    let event = s.view.wait_event("an Accepted Event", |e| {
         e.reason.as_deref() == Some("Accepted")
     });
     assert_eq!(event.type_.as_deref(), Some("Normal"));
@@ -76,7 +78,7 @@ fn run_as_the_least_privilege_service_account() {
     );
     assert_eq!(
         event.regarding.unwrap().uid,
-        s.pod().metadata.uid,
+        s.view.pod().metadata.uid,
         "the Event names this pod"
     );
 
@@ -109,7 +111,7 @@ fn run_as_the_least_privilege_service_account() {
             && message.ends_with("or raise confgate.io/accepts once the component reads 3.0.0"),
         "{message}"
     );
-    let rejected = s.wait_event("a Rejected Event", |e| {
+    let rejected = s.view.wait_event("a Rejected Event", |e| {
         e.reason.as_deref() == Some("Rejected")
     });
     assert_eq!(rejected.type_.as_deref(), Some("Warning"));
@@ -123,7 +125,7 @@ fn run_as_the_least_privilege_service_account() {
         "{note}"
     );
     assert_eq!(
-        s.pod().status.unwrap().phase.as_deref(),
+        s.view.pod().status.unwrap().phase.as_deref(),
         Some("Pending"),
         "no kubelet runs here"
     );
@@ -132,15 +134,17 @@ fn run_as_the_least_privilege_service_account() {
     status_while_holding(c, &s);
 
     // Deleted: missing, the last accepted config stays. Created again: a new UID, promoted.
-    let configmaps: Api<ConfigMap> = Api::namespaced(s.admin.clone(), &s.ns);
-    s.rt.block_on(configmaps.delete(CM, &Default::default()))
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.view.admin.clone(), &s.ns);
+    s.view
+        .rt
+        .block_on(configmaps.delete(CM, &Default::default()))
         .unwrap();
     s.gate.wait_candidate(None, "missing");
     assert_eq!(s.promoted("config.yaml").unwrap(), config("2.5.0"));
     s.wait_conditions("True/Accepted and current False/Missing", |a, b| {
         said(a) == ("True", "Accepted") && said(b) == ("False", "Missing")
     });
-    let missing = s.wait_event("a Missing Event", |e| {
+    let missing = s.view.wait_event("a Missing Event", |e| {
         e.reason.as_deref() == Some("Missing")
     });
     let holding = s.gate.status()["active"]["sha256"]
@@ -297,21 +301,23 @@ fn each_promotion_has_an_event_naming_its_version() {
             set_version(&s, v);
         }
         s.gate.wait_active(v);
-        s.wait_event(&format!("an Accepted Event naming {v}, count {n}"), |e| {
-            e.reason.as_deref() == Some("Accepted") && starts(e, v) && count(e) == n
-        });
+        s.view
+            .wait_event(&format!("an Accepted Event naming {v}, count {n}"), |e| {
+                e.reason.as_deref() == Some("Accepted") && starts(e, v) && count(e) == n
+            });
     }
     for v in ["3.0.0", "3.1.0"] {
         set_version(&s, v);
         s.gate.wait_candidate(Some(v), "too-new");
-        s.wait_event(&format!("a Rejected Event naming {v}"), |e| {
-            e.reason.as_deref() == Some("Rejected")
-                && e.note
-                    .as_deref()
-                    .is_some_and(|n| n.contains(&format!("; version {v} sha256:")))
-        });
+        s.view
+            .wait_event(&format!("a Rejected Event naming {v}"), |e| {
+                e.reason.as_deref() == Some("Rejected")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains(&format!("; version {v} sha256:")))
+            });
     }
-    let events = s.events();
+    let events = s.view.events();
     let accepted: Vec<&Event> = events
         .iter()
         .filter(|e| e.reason.as_deref() == Some("Accepted"))

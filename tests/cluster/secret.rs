@@ -70,8 +70,8 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
     }
 
     let gate = &sidecar.gate;
-    let rt = &sidecar.rt;
-    let secrets: Api<Secret> = Api::namespaced(sidecar.admin.clone(), NS);
+    let rt = &sidecar.view.rt;
+    let secrets: Api<Secret> = Api::namespaced(sidecar.view.admin.clone(), NS);
 
     // Promoted as it is, reported with a sealed hash.
     let s = gate.wait_active("2.4.1");
@@ -94,10 +94,11 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
     sidecar.wait_condition_of("config-current False/TooNew", CURRENT, |c| {
         c.status == "False" && c.reason.as_deref() == Some("TooNew")
     });
-    let ready = condition(&sidecar.pod(), COMPATIBLE).unwrap();
+    let ready = condition(&sidecar.view.pod(), COMPATIBLE).unwrap();
     assert_eq!(ready.status, "True", "{ready:?}");
     poll("a Rejected Event", DEADLINE, || {
         sidecar
+            .view
             .events()
             .into_iter()
             .find(|e| e.reason.as_deref() == Some("Rejected"))
@@ -109,8 +110,8 @@ fn a_secret_source_under_a_role_narrowed_to_it() {
         seen.push_str(&get(gate.port, path).unwrap().1);
     }
     seen.push_str(&gate.log_text());
-    seen.push_str(&serde_json::to_string(&sidecar.pod().status).unwrap());
-    seen.push_str(&serde_json::to_string(&sidecar.events()).unwrap());
+    seen.push_str(&serde_json::to_string(&sidecar.view.pod().status).unwrap());
+    seen.push_str(&serde_json::to_string(&sidecar.view.events()).unwrap());
     assert!(seen.contains("hmac-sha256:"), "{seen}");
     for value in [OLD, NEW] {
         assert!(!seen.contains(value), "{value} is shown:\n{seen}");

@@ -51,15 +51,57 @@ pub fn said(c: &PodCondition) -> (&str, &str) {
     (c.status.as_str(), c.reason.as_deref().unwrap_or(""))
 }
 
-pub struct Sidecar {
-    pub ns: String,
-    pub gate: Gate,
-    pub tmp: tempfile::TempDir,
+/// A pod a sidecar reports on, and its Events, as the admin reads them.
+pub struct PodView {
+    pub name: &'static str,
     pub rt: tokio::runtime::Runtime,
     /// The admin's client.
     pub admin: kube::Client,
     pods: Api<Pod>,
     events: Api<Event>,
+}
+
+impl PodView {
+    pub fn new(c: &Cluster, ns: &str, name: &'static str) -> PodView {
+        let rt = runtime();
+        let admin = rt.block_on(client(&c.admin));
+        PodView {
+            name,
+            rt,
+            pods: Api::namespaced(admin.clone(), ns),
+            events: Api::namespaced(admin.clone(), ns),
+            admin,
+        }
+    }
+
+    pub fn pod(&self) -> Pod {
+        self.rt.block_on(self.pods.get(self.name)).unwrap()
+    }
+
+    /// The Events about the pod.
+    pub fn events(&self) -> Vec<Event> {
+        let list = self
+            .rt
+            .block_on(self.events.list(&ListParams::default()))
+            .unwrap();
+        list.items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(self.name))
+            .collect()
+    }
+
+    pub fn wait_event(&self, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
+        poll(what, DEADLINE, || {
+            self.events().into_iter().find(|e| pred(e))
+        })
+    }
+}
+
+pub struct Sidecar {
+    pub ns: String,
+    pub gate: Gate,
+    pub tmp: tempfile::TempDir,
+    pub view: PodView,
 }
 
 impl Sidecar {
@@ -111,26 +153,17 @@ impl Sidecar {
         let mut gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
         gate.deadline = DEADLINE;
 
-        let rt = runtime();
-        let admin = rt.block_on(client(&c.admin));
         Sidecar {
             ns: ns.to_owned(),
             gate,
             tmp,
-            rt,
-            pods: Api::namespaced(admin.clone(), ns),
-            events: Api::namespaced(admin.clone(), ns),
-            admin,
+            view: PodView::new(c, ns, POD),
         }
     }
 
     /// A promoted file.
     pub fn promoted(&self, key: &str) -> Option<String> {
         std::fs::read_to_string(self.tmp.path().join("promoted").join(key)).ok()
-    }
-
-    pub fn pod(&self) -> Pod {
-        self.rt.block_on(self.pods.get(POD)).unwrap()
     }
 
     /// Waits for the condition `type_` to satisfy `pred`.
@@ -141,7 +174,7 @@ impl Sidecar {
         pred: impl Fn(&PodCondition) -> bool,
     ) -> PodCondition {
         poll(what, DEADLINE, || {
-            condition(&self.pod(), type_).filter(|c| pred(c))
+            condition(&self.view.pod(), type_).filter(|c| pred(c))
         })
     }
 
@@ -157,27 +190,9 @@ impl Sidecar {
         pred: impl Fn(&PodCondition, &PodCondition) -> bool,
     ) -> (PodCondition, PodCondition) {
         poll(what, DEADLINE, || {
-            let pod = self.pod();
+            let pod = self.view.pod();
             let both = (condition(&pod, COMPATIBLE)?, condition(&pod, CURRENT)?);
             pred(&both.0, &both.1).then_some(both)
-        })
-    }
-
-    /// The Events about the pod.
-    pub fn events(&self) -> Vec<Event> {
-        let list = self
-            .rt
-            .block_on(self.events.list(&ListParams::default()))
-            .unwrap();
-        list.items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
-            .collect()
-    }
-
-    pub fn wait_event(&self, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
-        poll(what, DEADLINE, || {
-            self.events().into_iter().find(|e| pred(e))
         })
     }
 }

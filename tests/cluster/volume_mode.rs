@@ -5,30 +5,18 @@
 //! the facts annotation and Events; `confgate status` reads the pod; `--pod-report off` makes no
 //! request.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use confgate::api::condition::{FACTS_ANNOTATION, Facts};
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::json;
 
 use crate::common::{Gate, poll, write_version};
 use crate::confgate;
-use crate::server::{Cluster, client, cluster, runtime};
+use crate::server::{Cluster, cluster};
+use crate::sidecar::{ACCEPTS, COMPATIBLE, CURRENT, DEADLINE, PodView, condition, manifest, said};
 
 const POD: &str = "component-0";
-const ACCEPTS: &str = ">=2.4.0, <3.0.0";
-const COMPATIBLE: &str = "confgate.io/config-compatible";
-const CURRENT: &str = "confgate.io/config-current";
-/// Generous: a loaded 2-core machine, a file event, a promotion, a patch.
-const DEADLINE: Duration = Duration::from_secs(30);
-
-fn manifest(path: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
-}
 
 /// A reload target that refuses every connection: a loopback port bound, then closed.
 fn refusing_target() -> String {
@@ -45,9 +33,7 @@ struct Sidecar {
     gate: Gate,
     tmp: tempfile::TempDir,
     incoming: PathBuf,
-    rt: tokio::runtime::Runtime,
-    pods: Api<Pod>,
-    events: Api<Event>,
+    view: PodView,
 }
 
 impl Sidecar {
@@ -55,11 +41,11 @@ impl Sidecar {
         c.namespaces(&[ns]);
         c.kubectl_ok(
             &["apply", "-n", ns, "-f", "-"],
-            &manifest("manifests/native-sidecar/rbac.yaml"),
+            &manifest("manifests/native-sidecar/rbac.yaml", ns),
         );
         c.kubectl_ok(
             &["apply", "-f", "-"],
-            &manifest("manifests/rbac/status-reader.yaml").replace("webhook-system", ns),
+            &manifest("manifests/rbac/status-reader.yaml", ns),
         );
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": POD, "namespace": ns,
@@ -106,21 +92,13 @@ impl Sidecar {
         let mut gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
         gate.deadline = DEADLINE;
 
-        let rt = runtime();
-        let admin = rt.block_on(client(&c.admin));
         Sidecar {
             ns,
             gate,
             tmp,
             incoming,
-            rt,
-            pods: Api::namespaced(admin.clone(), ns),
-            events: Api::namespaced(admin, ns),
+            view: PodView::new(c, ns, POD),
         }
-    }
-
-    fn pod(&self) -> Pod {
-        self.rt.block_on(self.pods.get(POD)).unwrap()
     }
 
     /// Waits until the pod's two conditions and its facts satisfy `pred`.
@@ -130,31 +108,13 @@ impl Sidecar {
         pred: impl Fn(&PodCondition, &PodCondition, &Facts) -> bool,
     ) -> (PodCondition, PodCondition, Facts) {
         poll(what, DEADLINE, || {
-            let pod = self.pod();
+            let pod = self.view.pod();
             let got = (
                 condition(&pod, COMPATIBLE)?,
                 condition(&pod, CURRENT)?,
                 facts(&pod)?,
             );
             pred(&got.0, &got.1, &got.2).then_some(got)
-        })
-    }
-
-    /// The Events about the pod.
-    fn events(&self) -> Vec<Event> {
-        let list = self
-            .rt
-            .block_on(self.events.list(&ListParams::default()))
-            .unwrap();
-        list.items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
-            .collect()
-    }
-
-    fn wait_event(&self, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
-        poll(what, DEADLINE, || {
-            self.events().into_iter().find(|e| pred(e))
         })
     }
 
@@ -193,23 +153,8 @@ impl Sidecar {
     }
 }
 
-fn condition(pod: &Pod, type_: &str) -> Option<PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
-}
-
 fn facts(pod: &Pod) -> Option<Facts> {
     Facts::from_json(pod.metadata.annotations.as_ref()?.get(FACTS_ANNOTATION)?)
-}
-
-/// A condition's status and reason.
-fn said(c: &PodCondition) -> (&str, &str) {
-    (c.status.as_str(), c.reason.as_deref().unwrap_or(""))
 }
 
 /// A too-new config held under `hold`: the replica stays ready and the readiness condition True, while
@@ -231,7 +176,7 @@ fn volume_mode_reports_a_held_config_under_the_narrowed_role() {
             .as_str()
             .map(str::to_owned)
     );
-    s.wait_event("the Accepted Event", |e| {
+    s.view.wait_event("the Accepted Event", |e| {
         e.reason.as_deref() == Some("Accepted") && e.regarding.as_ref().unwrap().uid.is_some()
     });
 
@@ -254,7 +199,7 @@ fn volume_mode_reports_a_held_config_under_the_narrowed_role() {
             .contains("newest version 3.0.0"),
         "{current:?}"
     );
-    let ev = s.wait_event("the Rejected Event", |e| {
+    let ev = s.view.wait_event("the Rejected Event", |e| {
         e.reason.as_deref() == Some("Rejected")
     });
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
@@ -306,7 +251,7 @@ fn volume_mode_reports_a_reload_that_keeps_failing() {
         current.message.as_deref().unwrap().contains("failing"),
         "{current:?}"
     );
-    let ev = s.wait_event("the ReloadFailed Event", |e| {
+    let ev = s.view.wait_event("the ReloadFailed Event", |e| {
         e.reason.as_deref() == Some("ReloadFailed")
     });
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
@@ -341,8 +286,8 @@ fn pod_report_off_writes_nothing() {
         "{}",
         s.gate.log_text()
     );
-    let pod = s.pod();
+    let pod = s.view.pod();
     assert_eq!(condition(&pod, COMPATIBLE), None);
     assert_eq!(facts(&pod), None);
-    assert!(s.events().is_empty(), "{:?}", s.events());
+    assert!(s.view.events().is_empty(), "{:?}", s.view.events());
 }

@@ -3,11 +3,14 @@
 //! port 0 and the test reads the bound port back.
 #![allow(dead_code)]
 
+mod docs;
 mod kubelet;
 mod net;
 mod procfs;
 
 // Each test crate compiles this module and uses a part of it.
+#[allow(unused_imports)]
+pub use docs::*;
 #[allow(unused_imports)]
 pub use kubelet::*;
 #[allow(unused_imports)]

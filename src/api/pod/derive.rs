@@ -1,46 +1,16 @@
-//! What confgate reports on its own pod: Events (accepted, rejected, missing, reload failed) through
-//! [`EventSink`] (events.k8s.io/v1, only identical repeats folded into a series), and the conditions
-//! `confgate.io/config-compatible` and `confgate.io/config-current` on pods/status by strategic
-//! merge patch.
-//!
-//! Both are derived from changes of the published [`Status`], so the decision loop knows nothing of
-//! the API. An API failure is logged and never stops the gate.
+//! The Events and pod conditions a change of the published [`Status`] calls for, and the patch that
+//! writes the conditions: pure, so the reporter only carries them out.
 
-use std::future::Future;
-use std::time::Duration;
-
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
-use tokio::sync::watch;
-use tracing::{debug, warn};
-
-use super::condition::{
+use crate::api::condition::{
     Described, FACTS_ANNOTATION, Facts, Held, Newest, Reason, ReloadFailing, RolloutPart,
 };
-use super::events::EventSink;
-use super::pod_view::PodView;
-use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
+use crate::api::{CONDITION_TYPE, CURRENT_TYPE};
 use crate::snapshot::PrintedHash;
 use crate::state::{Holding, ReloadResult, Status};
 use crate::verdict::Verdict;
 
-/// After a failed condition patch, when to try again; doubled after each failure up to
-/// [`PATCH_RETRY_MAX`], so a Role that lacks the rule costs the API server a request every few
-/// minutes, not every 30 s.
-const PATCH_RETRY: Duration = Duration::from_secs(30);
-const PATCH_RETRY_MAX: Duration = Duration::from_secs(300);
 /// The API server's limit on an Event note.
 const NOTE_MAX: usize = 1024;
-
-/// The sidecar's pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodRef {
-    pub namespace: String,
-    pub name: String,
-    /// From the downward API (`POD_UID`); without it the reporter reads it once (`get` on pods).
-    pub uid: Option<String>,
-}
 
 /// One Event to publish, before it meets the Recorder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,156 +272,6 @@ pub fn condition_patch(cs: &[(Condition, jiff::Timestamp)], facts: &str) -> serd
         "metadata": { "annotations": { FACTS_ANNOTATION: facts } },
         "status": { "conditions": conditions },
     })
-}
-
-/// Publishes Events and patches the condition on `pod`; state kept between changes.
-pub struct PodReporter {
-    pods: Api<PodView>,
-    pod: PodRef,
-    events: EventSink,
-    sent: Vec<Condition>,
-    /// The facts annotation last written.
-    sent_facts: String,
-    /// Per condition type, its status and when it last changed.
-    transition: Vec<(&'static str, bool, jiff::Timestamp)>,
-    last_error: Option<String>,
-}
-
-/// The reporter for `pod`: Events point at this incarnation of it through its UID, given or read
-/// once (best effort).
-pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
-    let pods: Api<PodView> = Api::namespaced(client.clone(), &pod.namespace);
-    let uid = match &pod.uid {
-        Some(uid) => Some(uid.clone()),
-        None => match pods.get_metadata(&pod.name).await {
-            Ok(p) => p.metadata.uid,
-            Err(e) => {
-                warn!(pod = %pod.name, error = %explain(&e, "get on pods"), "cannot read the pod; Events will not carry its UID (set POD_UID from the downward API)");
-                None
-            }
-        },
-    };
-    let reference = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: Some(pod.name.clone()),
-        namespace: Some(pod.namespace.clone()),
-        uid,
-        ..ObjectReference::default()
-    };
-    let events = EventSink::new(client, reference, "confgate", pod.name.clone());
-    PodReporter {
-        pods,
-        pod,
-        events,
-        sent: Vec::new(),
-        sent_facts: String::new(),
-        transition: Vec::new(),
-        last_error: None,
-    }
-}
-
-impl PodReporter {
-    /// Reports the change from `prev` to `next`. Returns false when the condition could not be patched.
-    pub async fn report(&mut self, prev: &Status, next: &Status) -> bool {
-        for n in notes(prev, next) {
-            if let Err(e) = self.events.publish(&n).await {
-                self.failed(explain(
-                    &e,
-                    "create and patch on events (apiGroups [\"events.k8s.io\"])",
-                ));
-            }
-        }
-        self.patch(next).await
-    }
-
-    async fn patch(&mut self, s: &Status) -> bool {
-        let cs = conditions(s);
-        let facts = facts(s).map(|f| f.to_json()).unwrap_or_default();
-        if cs.is_empty() || (&self.sent, &self.sent_facts) == (&cs, &facts) {
-            return true;
-        }
-        let now = jiff::Timestamp::now();
-        let timed: Vec<(Condition, jiff::Timestamp)> = cs
-            .iter()
-            .map(|c| {
-                let since = self
-                    .transition
-                    .iter()
-                    .find(|(t, status, _)| *t == c.type_ && *status == c.status)
-                    .map_or(now, |(_, _, since)| *since);
-                (c.clone(), since)
-            })
-            .collect();
-        let body = condition_patch(&timed, &facts);
-        match self
-            .pods
-            .patch_status(
-                &self.pod.name,
-                &PatchParams::default(),
-                &Patch::Strategic(body),
-            )
-            .await
-        {
-            Ok(_) => {
-                debug!(
-                    ready = cs[0].status,
-                    compatible = %cs[0].reason,
-                    current = %cs[1].reason,
-                    "pod conditions updated"
-                );
-                self.transition = timed
-                    .iter()
-                    .map(|(c, since)| (c.type_, c.status, *since))
-                    .collect();
-                self.sent = cs;
-                self.sent_facts = facts;
-                true
-            }
-            Err(e) => {
-                self.failed(explain(&e, "patch on pods/status"));
-                false
-            }
-        }
-    }
-
-    fn failed(&mut self, why: String) {
-        // The same failure every time would flood the log; say it once until it changes.
-        if self.last_error.as_ref() != Some(&why) {
-            warn!(pod = %self.pod.name, error = %why, "reporting to the pod failed");
-            self.last_error = Some(why);
-        }
-    }
-}
-
-/// Reports every published status change on `pod` until `shutdown`.
-pub async fn run(
-    client: Client,
-    pod: PodRef,
-    mut rx: watch::Receiver<Status>,
-    shutdown: impl Future<Output = ()>,
-) {
-    tokio::pin!(shutdown);
-    let mut r = tokio::select! {
-        r = reporter(client, pod) => r,
-        () = &mut shutdown => return,
-    };
-    let mut prev = Status::default();
-    let mut retry = PATCH_RETRY;
-    loop {
-        let next = rx.borrow_and_update().clone();
-        // With `prev == next` (a retry) no Event repeats; only the condition patch is tried again.
-        let patched = r.report(&prev, &next).await;
-        prev = next;
-        if patched {
-            retry = PATCH_RETRY;
-        }
-        tokio::select! {
-            changed = rx.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(retry), if !patched => retry = (retry * 2).min(PATCH_RETRY_MAX),
-            () = &mut shutdown => return,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,246 @@
+//! The commands: wiring of the modules for `run`, `wait`, `probe` and `status`. `main` maps their
+//! results to exit codes.
+//!
+//! This file is the start-up `run` and `wait` share (the runtime, the source, the settings in force);
+//! `sidecar.rs` is `run` and `wait`; `ask.rs` is `probe` and `status`, which ask a running sidecar or
+//! the fleet.
+
+use std::future::Future;
+
+use tracing::{info, warn};
+
+use crate::annotations::Annotations;
+use crate::cli::PathArgs;
+use crate::gate;
+use crate::rollout;
+use crate::settings::{self, Settings};
+use crate::state::Shared;
+
+mod ask;
+mod sidecar;
+
+pub use ask::probe;
+#[cfg(feature = "api")]
+pub use ask::status;
+pub use sidecar::{run, wait};
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad flag or environment value (exit 64).
+    #[error(transparent)]
+    Settings(#[from] settings::Error),
+    #[error("cannot listen on {addr}: {source} (choose another with --listen or CONFGATE_LISTEN)")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Gate(#[from] gate::Error),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot read /dev/urandom for the key that seals a Secret's hashes: {0}")]
+    Random(#[source] std::io::Error),
+    #[error("the decision loop ended unexpectedly")]
+    LoopDied,
+    #[cfg(feature = "api")]
+    #[error(transparent)]
+    Api(#[from] crate::api::Error),
+    #[cfg(feature = "api")]
+    #[error(transparent)]
+    Status(#[from] crate::api::status_cmd::Error),
+}
+
+impl Error {
+    /// Errors the user fixes by changing how confgate is started (a port in use, no kubeconfig): exit 64.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            Error::Settings(_) | Error::Listen { .. } => true,
+            #[cfg(feature = "api")]
+            Error::Api(crate::api::Error::Client(_))
+            | Error::Status(crate::api::status_cmd::Error::Client(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// `confgate status` could not read the fleet from the API server (exit 69).
+    pub fn is_unavailable(&self) -> bool {
+        #[cfg(feature = "api")]
+        if let Error::Status(e) = self {
+            return e.is_unavailable();
+        }
+        false
+    }
+
+    /// `confgate status` selected no pods (exit 66).
+    pub fn is_nothing_selected(&self) -> bool {
+        #[cfg(feature = "api")]
+        if let Error::Status(crate::api::status_cmd::Error::NoPods { .. }) = self {
+            return true;
+        }
+        false
+    }
+}
+
+/// A command's outcome when it did not fail: success, or "not accepted / not ready / timed out".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    No(String),
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    // One thread: the work is a few file reads per config change; a second thread would only cost memory.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)
+}
+
+fn gate_config(p: &PathArgs) -> gate::Config {
+    // File events carry the watched path as given; absolute paths keep them comparable whatever the cwd.
+    let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    gate::Config {
+        watch: abs(&p.watch),
+        promote_to: p.promote_to.as_deref().map(abs),
+        annotations: abs(&p.annotations),
+        resync: p.resync_interval,
+        bucket: pod_bucket(),
+    }
+}
+
+/// The environment variables naming this pod, in the order a rollout reads them: the UID from the
+/// downward API (`metadata.uid`), else the pod name (`metadata.name`, or the hostname the kubelet
+/// gives the container, which is the pod name unless the pod sets one).
+pub const POD_IDENTITY_ENV: [&str; 3] = ["POD_UID", "POD_NAME", "HOSTNAME"];
+
+/// This pod's place in a rollout, from the first of [`POD_IDENTITY_ENV`] that is set.
+fn pod_bucket() -> Option<rollout::Bucket> {
+    let (name, id) = POD_IDENTITY_ENV.iter().find_map(|name| {
+        let v = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+        Some((*name, v))
+    })?;
+    let bucket = rollout::Bucket::of(id.trim());
+    info!(from = name, bucket = %bucket, "rollout bucket");
+    Some(bucket)
+}
+
+fn check_paths(p: &PathArgs) -> Result<(), Error> {
+    Ok(settings::check_paths(
+        &p.watch,
+        p.promote_to.as_deref(),
+        p.resync_interval,
+    )?)
+}
+
+/// The annotations as the process starts, read once for the source and the start-up log. The loop
+/// reads the file again once its watches are in place, so a change after this read is not missed.
+fn start_annotations(p: &PathArgs) -> Annotations {
+    crate::annotations::read_file(&p.annotations).unwrap_or_default()
+}
+
+/// The config source as resolved from `--source` and, in API mode, the `confgate.io/source` annotation.
+#[cfg(feature = "api")]
+type SourceChoice = Result<crate::api::SourceSpec, String>;
+/// Without the `api` feature the volume is the only source.
+#[cfg(not(feature = "api"))]
+#[derive(Debug)]
+struct SourceChoice;
+
+/// Resolves the source before anything starts, so a bad flag or environment value exits 64.
+fn source_choice(p: &PathArgs, ann: &Annotations) -> Result<SourceChoice, Error> {
+    #[cfg(feature = "api")]
+    {
+        crate::api::resolve(p.source.as_deref(), ann, p.promote_to.as_deref())
+            .map_err(|i| Error::Settings(settings::Error(vec![i])))
+    }
+    #[cfg(not(feature = "api"))]
+    let _ = ann;
+    #[cfg(not(feature = "api"))]
+    match p.source.as_deref() {
+        None | Some("volume") => Ok(SourceChoice),
+        Some(v) => Err(Error::Settings(settings::Error(vec![settings::Invalid {
+            setting: "--source (CONFGATE_SOURCE)".into(),
+            value: v.to_owned(),
+            problem: "this build has no Kubernetes API support (built without the api feature)"
+                .into(),
+            allowed: "volume",
+        }]))),
+    }
+}
+
+/// Seals every hash this process prints (`snapshot::seal`) when the content is a Secret: by
+/// `--content secret` (a mounted Secret volume) or a `secret:` source. The key is random per process,
+/// so no one can test guesses of the value against a published hash.
+fn seal_if_secret(p: &PathArgs, choice: &SourceChoice) -> Result<(), Error> {
+    #[cfg(feature = "api")]
+    let from_source = matches!(choice, Ok(crate::api::SourceSpec::Secret(_)));
+    #[cfg(not(feature = "api"))]
+    let from_source = {
+        let _ = choice;
+        false
+    };
+    if p.content != crate::cli::Content::Secret && !from_source {
+        return Ok(());
+    }
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
+        .map_err(Error::Random)?;
+    crate::snapshot::seal(key);
+    info!(
+        "the content is a Secret: hashes are printed as hmac-sha256 under a key random to this process"
+    );
+    Ok(())
+}
+
+/// The decision loop's feed; in API mode a ConfigMap watch is spawned that stops with `stop`.
+#[allow(clippy::unused_async)]
+async fn feed(
+    choice: SourceChoice,
+    shared: &std::sync::Arc<Shared>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<gate::Feed, Error> {
+    #[cfg(feature = "api")]
+    {
+        Ok(crate::api::feed(choice, shared.clone(), stop).await?)
+    }
+    #[cfg(not(feature = "api"))]
+    {
+        let _ = (choice, shared, stop);
+        Ok(gate::Feed::Volume)
+    }
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+pub async fn terminated() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => info!(signal = "SIGTERM", "shutting down"),
+        _ = tokio::signal::ctrl_c() => info!(signal = "SIGINT", "shutting down"),
+    }
+}
+
+/// At start-up: each gate setting in force and where it came from, and gate-only mode said plainly.
+fn log_start<const CMD: crate::cli::For>(
+    gate: &crate::cli::GateArgs<CMD>,
+    paths: &PathArgs,
+    ann: &Annotations,
+) {
+    let base = Settings::from_raw(&gate.raw()).unwrap_or_default();
+    let in_force = Settings::with_annotations(&base, &base, ann).settings;
+    let origins = Settings::origins(ann, |s| gate.given(s));
+    for ((name, _, value), from) in in_force.describe().into_iter().zip(origins) {
+        info!(setting = name, %value, %from, "setting in force");
+    }
+    if paths.promote_to.is_none() {
+        warn!(
+            "gate-only mode: no --promote-to (CONFGATE_PROMOTE_TO), so configs are judged and reported but \
+             not copied; the component reads the ConfigMap mount directly and can see a rejected config"
+        );
+    }
+}

@@ -1,0 +1,270 @@
+//! Command line: flags with their environment fallbacks (clap applies flag > env), one struct per command.
+//!
+//! The gate settings' flags are not written here: [`JudgeArgs`] and [`ActArgs`] make them from the
+//! declarations in [`crate::settings`], so a new setting reaches every command that takes its kind. Each
+//! command's help lists only the settings it reads ([`For`]), tagged with their annotation only where the
+//! command reads annotations.
+//!
+//! This file holds the commands and their own flags; `gate.rs` makes the gate settings' flags;
+//! `suggest.rs` keeps clap's suggestion for an unknown flag only when it is near.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+mod gate;
+mod suggest;
+
+pub use gate::{ActArgs, CHECK, For, GateArgs, JudgeArgs, POLICY, RUN, WAIT};
+pub use suggest::without_far_suggestions;
+
+/// The log filter, for every command's help: it is read from the environment only.
+const LOG_HELP: &str = "Environment:\n  CONFGATE_LOG  The log filter, in tracing's env-filter syntax: \
+                        info (the default), debug, or per module, e.g. confgate=debug,kube=warn";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "confgate",
+    version,
+    after_help = LOG_HELP,
+    about = "Lets a component run only a ConfigMap version it accepts",
+    long_about = "Watches a mounted ConfigMap, checks its schema version against the semver range the \
+                  component accepts, promotes accepted configs atomically into the component's dir and \
+                  signals a reload, and otherwise holds the last accepted config and reports why."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the sidecar: watch, decide, promote, reload, serve probes.
+    #[command(after_help = LOG_HELP)]
+    Run(RunArgs),
+    /// Exit 0 once an accepted config is in place (for classic init containers), 1 on timeout.
+    #[command(after_help = LOG_HELP)]
+    Wait(WaitArgs),
+    /// Offline verdict for ConfigMap directories or manifests (YAML or JSON); exit 0 only if all are accepted.
+    Check(CheckArgs),
+    /// Print a ValidatingAdmissionPolicy and binding that refuse, at write time, what the sidecar would hold back.
+    #[cfg(feature = "policy")]
+    Policy(PolicyArgs),
+    /// Exec-probe client: print the reason line of /readyz, /livez or /startupz; exit 0 or 1.
+    Probe(ProbeArgs),
+    /// Fleet view from the pods' confgate.io/config-compatible conditions; exit 0 when all pods match.
+    #[cfg(feature = "api")]
+    Status(StatusArgs),
+    /// Add the confgate native sidecar to every workload whose pods carry confgate.io/accepts; prints YAML.
+    Inject(InjectArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Whether `run` reports to its own pod (Events, the pod conditions) through the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PodReport {
+    /// When POD_NAME and POD_NAMESPACE are set, with the mounted ServiceAccount token (or a kubeconfig).
+    Auto,
+    /// Never: no request to the API server about the pod.
+    Off,
+}
+
+/// What the watched content is: a Secret's content is never published, not even its plain hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Content {
+    Config,
+    Secret,
+}
+
+/// Where the config comes from and goes to.
+#[derive(Debug, Clone, Args)]
+pub struct PathArgs {
+    /// The raw ConfigMap mount
+    #[arg(
+        long,
+        env = "CONFGATE_WATCH",
+        value_name = "DIR",
+        default_value = "/etc/confgate/incoming"
+    )]
+    pub watch: PathBuf,
+    /// Where the config comes from: volume (the --watch mount) or configmap:NAMESPACE/NAME (the API;
+    /// needs --promote-to) [annotation confgate.io/source] [default: volume]
+    #[arg(long, env = "CONFGATE_SOURCE", value_name = "SOURCE")]
+    pub source: Option<String>,
+    /// What the source holds: config, or secret (a mounted Secret volume; hashes are printed keyed,
+    /// as hmac-sha256:, never as the content's plain sha256); a secret: source implies secret
+    #[arg(long, env = "CONFGATE_CONTENT", value_enum, default_value = "config")]
+    pub content: Content,
+    /// Where accepted configs are promoted; without it, gate-only mode (readiness and reload, no copy)
+    #[arg(long, env = "CONFGATE_PROMOTE_TO", value_name = "DIR")]
+    pub promote_to: Option<PathBuf>,
+    /// Downward-API annotations file; an absent file means no annotations
+    #[arg(
+        long,
+        env = "CONFGATE_ANNOTATIONS",
+        value_name = "FILE",
+        default_value = "/etc/podinfo/annotations"
+    )]
+    pub annotations: PathBuf,
+    /// Safety re-read of the config and annotations, in case a file event was lost
+    #[arg(long, env = "CONFGATE_RESYNC_INTERVAL", value_name = "DUR", default_value = "30s", value_parser = duration)]
+    pub resync_interval: std::time::Duration,
+    /// Log format
+    #[arg(long, env = "CONFGATE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub paths: PathArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Address of the probe, status and metrics server; the default is dual-stack, and falls back to
+    /// 0.0.0.0 on a host without IPv6
+    #[arg(
+        long,
+        env = "CONFGATE_LISTEN",
+        value_name = "ADDR",
+        default_value = "[::]:9797"
+    )]
+    pub listen: SocketAddr,
+    /// How long shutdown may take before in-flight work is abandoned
+    #[arg(long, env = "CONFGATE_SHUTDOWN_GRACE", value_name = "DUR", default_value = "5s", value_parser = duration)]
+    pub shutdown_grace: std::time::Duration,
+    /// PEM file of CA certificates trusted for https:// reload targets, besides the system roots
+    #[arg(long, env = "CONFGATE_RELOAD_CA", value_name = "FILE")]
+    pub reload_ca: Option<std::path::PathBuf>,
+    /// Report to the sidecar's own pod through the API server, in volume mode too: Events, the
+    /// conditions confgate.io/config-compatible and config-current, and their facts (auto: when
+    /// POD_NAME and POD_NAMESPACE are set; builds without the api feature never report)
+    #[arg(long, env = "CONFGATE_POD_REPORT", value_enum, default_value = "auto")]
+    pub pod_report: PodReport,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    #[command(flatten)]
+    pub paths: PathArgs,
+    #[command(flatten)]
+    pub gate: GateArgs<WAIT>,
+    /// Give up after this long (exit 1 with the reason)
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = duration)]
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The settings that decide a verdict; `check` reads no annotations.
+    #[command(flatten)]
+    pub gate: JudgeArgs<CHECK>,
+    /// Judge only the ConfigMaps with this name (repeatable); directories are always judged
+    #[arg(long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Directories (kubelet volume or plain) or manifests (ConfigMaps, and workloads whose confgate.io/
+    /// annotations then judge the ConfigMaps they read); `-` reads a manifest from stdin
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    /// The same --accepts, --version-from (file:KEY only), --require, --rule and --rules-file;
+    /// --mode observe gives [Warn, Audit]
+    #[command(flatten)]
+    pub gate: GateArgs<POLICY>,
+    /// Namespace of the guarded ConfigMap
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+    /// Name of the guarded ConfigMap
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// The oldest API server the policy must work on (1.30 or newer)
+    #[arg(long, value_name = "MAJOR.MINOR", default_value = "1.30")]
+    pub kubernetes_version: String,
+    /// Output format
+    #[arg(long, value_enum, default_value = "yaml")]
+    pub output: PolicyOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyOutput {
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeKind {
+    Ready,
+    Live,
+    Startup,
+}
+
+impl ProbeKind {
+    pub fn path(self) -> &'static str {
+        match self {
+            ProbeKind::Ready => "/readyz",
+            ProbeKind::Live => "/livez",
+            ProbeKind::Startup => "/startupz",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Which endpoint
+    #[arg(value_enum)]
+    pub kind: ProbeKind,
+    /// The sidecar's address, HOST:PORT (an http:// prefix is accepted) [default: 127.0.0.1 and the
+    /// port of CONFGATE_LISTEN, as the sidecar in the same container was started with; else 9797]
+    #[arg(long, env = "CONFGATE_PROBE_ADDR", value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+    /// Give up after this long (keep it under the probe's timeoutSeconds, which defaults to 1 s)
+    #[arg(long, value_name = "DUR", default_value = "900ms", value_parser = duration)]
+    pub timeout: std::time::Duration,
+}
+
+/// `confgate status` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// Namespace of the pods (and the ConfigMap) [default: the kubeconfig's namespace]
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Label selector for the pods, e.g. app=webhook
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Compare each pod's active config with this ConfigMap's current content (mid-rollout: with the
+    /// track each pod is assigned)
+    #[arg(long, value_name = "NAME")]
+    pub configmap: Option<String>,
+    /// Wait until every selected pod has applied the config assigned to it (exit 0); exit 1 at the
+    /// first refusal (a pod holds back its config or the component rejected it) or at the timeout
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = duration, requires = "wait")]
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InjectArgs {
+    /// Manifest files (YAML or JSON, several documents); `-` or none reads standard input
+    #[arg(value_name = "FILE")]
+    pub paths: Vec<PathBuf>,
+    /// The sidecar's image
+    #[arg(long, value_name = "IMAGE", default_value = concat!("ghcr.io/confgate/confgate:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+    /// The ConfigMap volume to gate, when a pod has several
+    #[arg(long, value_name = "NAME")]
+    pub volume: Option<String>,
+}
+
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::values::parse_duration(s)
+}

@@ -1,0 +1,327 @@
+//! The verdict table, the reasons and their fixes, and hostile documents.
+
+use super::*;
+use crate::settings::{Accepts, Settings};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn settings(accepts: Option<&str>, from: &str, require: &[&str]) -> Settings {
+    Settings {
+        accepts: accepts.map(|a| Accepts {
+            req: semver::VersionReq::parse(a).unwrap(),
+            text: a.into(),
+        }),
+        version_from: from.parse().unwrap(),
+        require: require.iter().map(|s| (*s).to_owned()).collect(),
+        ..Settings::default()
+    }
+}
+
+fn snap(files: &[(&str, &[u8])]) -> Observed {
+    Observed::Config(Snapshot::new(
+        files
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.to_vec()))
+            .collect::<BTreeMap<_, _>>(),
+    ))
+}
+
+/// One row: files, accepts, version-from, required keys → verdict, version as read, reason fragment.
+fn check(
+    files: &[(&str, &[u8])],
+    accepts: Option<&str>,
+    from: &str,
+    require: &[&str],
+    want: (Verdict, Option<&str>, &str),
+) {
+    let j = judge(&snap(files), &settings(accepts, from, require));
+    assert_eq!(
+        (j.verdict, j.version.as_deref()),
+        (want.0, want.1),
+        "{files:?} {accepts:?} {from}: {}",
+        j.reason
+    );
+    assert!(
+        j.reason.contains(want.2),
+        "reason {:?} lacks {:?}",
+        j.reason,
+        want.2
+    );
+}
+
+#[test]
+fn an_overlong_version_is_invalid_and_not_echoed() {
+    let long = "9".repeat(100_000);
+    let j = judge(
+        &snap(&[("version", long.as_bytes())]),
+        &settings(Some("^1"), "file:version", &[]),
+    );
+    assert_eq!((j.verdict, j.version), (Verdict::Invalid, None));
+    assert_eq!(
+        j.reason,
+        "the version at file:version is 100000 bytes long; a version is at most 256 bytes; write a version such as 2.4.1 at file:version in the ConfigMap"
+    );
+    let ok = format!("1.0.0+{}", "b".repeat(250));
+    let j = judge(
+        &snap(&[("version", ok.as_bytes())]),
+        &settings(Some("^1"), "file:version", &[]),
+    );
+    assert_eq!(j.verdict, Verdict::Accepted, "{}", j.reason);
+}
+
+#[test]
+fn a_reason_lists_a_few_keys_however_many_there_are() {
+    let names: Vec<String> = (0..1000).map(|i| format!("key-{i:04}")).collect();
+    let files: Vec<(&str, &[u8])> = names
+        .iter()
+        .map(|k| (k.as_str(), b"x".as_slice()))
+        .collect();
+    let j = judge(
+        &snap(&files),
+        &settings(Some("^1"), "file:version", &["a", "b", "c", "d", "e", "f"]),
+    );
+    assert_eq!(
+        j.reason,
+        "required keys a, b, c, d, e and 1 more are absent (present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more); add them to the ConfigMap, or drop them from confgate.io/require"
+    );
+    let j = judge(&snap(&files), &settings(Some("^1"), "file:version", &[]));
+    assert!(
+        j.reason.contains(
+            "(present: key-0000, key-0001, key-0002, key-0003, key-0004 and 995 more); add key"
+        ),
+        "{}",
+        j.reason
+    );
+    // A key name is never content, but a long one is cut, at a character boundary.
+    let long = "ü".repeat(1000);
+    let j = judge(
+        &snap(&[(long.as_str(), b"x")]),
+        &settings(Some("^1"), "file:version", &[]),
+    );
+    assert!(
+        j.reason.len() < 500 && j.reason.contains("… (2000 bytes)); add key version"),
+        "{}",
+        j.reason
+    );
+}
+
+#[test]
+#[rustfmt::skip]
+fn verdict_table() {
+    use Verdict::*;
+    let r = Some(">=2.4.0, <3.0.0");
+    let f = "file:version";
+    check(&[("version", b"2.4.1\n")], r, f, &[], (Accepted, Some("2.4.1"), "is in >=2.4.0, <3.0.0"));
+    check(&[("version", b"v2.5")], r, f, &[], (Accepted, Some("v2.5"), "2.5.0 is in"));
+    check(&[("version", b"3")], r, f, &[], (TooNew, Some("3"), "3.0.0 is newer"));
+    check(&[("version", b"2.3.9")], r, f, &[], (TooOld, Some("2.3.9"), "older than"));
+    check(&[("version", b"2.5.0-rc.1")], r, f, &[], (OutOfRange, Some("2.5.0-rc.1"), "pre-release"));
+    check(&[("version", b"3.0.0-alpha")], r, f, &[], (TooNew, Some("3.0.0-alpha"), "newer"));
+    check(&[("version", b"banana")], r, f, &[], (Invalid, Some("banana"), "not a semantic version"));
+    check(&[("version", b"  ")], r, f, &[], (Invalid, None, "key version is empty"));
+    check(&[("version", b"\xff\xfe")], r, f, &[], (Invalid, None, "not UTF-8"));
+    check(&[("other", b"1")], r, f, &[], (Invalid, None, "key version (from file:version) is absent (present: other)"));
+    check(&[("version", b"2.4.0")], None, f, &[], (OutOfRange, Some("2.4.0"), "no accepted range configured"));
+    check(&[("version", b"2.4.0")], r, f, &["a", "b"], (Invalid, None, "required keys a, b are absent"));
+    check(&[("version", b"2.4.0"), ("a", b"")], r, f, &["a"], (Accepted, Some("2.4.0"), "is in"));
+    check(&[("version", b"2.4.0")], Some("^2.4"), f, &[], (Accepted, Some("2.4.0"), "in ^2.4"));
+    check(&[("version", b"1.9.9")], Some("~2.4.1"), f, &[], (TooOld, Some("1.9.9"), "older"));
+    check(&[("version", b"2.5.0")], Some("~2.4.1"), f, &[], (TooNew, Some("2.5.0"), "newer"));
+    check(&[("version", b"3.1.0")], Some("2.*"), f, &[], (TooNew, Some("3.1.0"), "newer"));
+    check(&[("version", b"2.0.0")], Some(">=3, <2"), f, &[], (OutOfRange, Some("2.0.0"), "outside"));
+}
+
+#[test]
+#[rustfmt::skip]
+fn json_and_yaml_sources() {
+    use Verdict::*;
+    let r = Some("^2.4");
+    let j = "json:c.json#/schema/version";
+    let y = "yaml:c.yaml#/schema/version";
+    check(&[("c.json", br#"{"schema":{"version":"2.4.3"}}"#)], r, j, &[], (Accepted, Some("2.4.3"), "is in"));
+    check(&[("c.json", br#"{"schema":{"version":2}}"#)], r, j, &[], (TooOld, Some("2"), "older"));
+    check(&[("c.json", br#"{"schema":{"version":2.5}}"#)], r, j, &[], (Invalid, None, "quote it"));
+    check(&[("c.json", br#"{"schema":{"version":true}}"#)], r, j, &[], (Invalid, None, "a boolean"));
+    check(&[("c.json", br#"{"schema":{}}"#)], r, j, &[], (Invalid, None, "nothing at /schema/version in key c.json"));
+    check(&[("c.json", b"{nope")], r, j, &[], (Invalid, None, "key c.json is not valid JSON"));
+    check(&[("c.yaml", b"schema:\n  version: 2.4.7\n")], r, y, &[], (Accepted, Some("2.4.7"), "is in"));
+    check(&[("c.yaml", b"schema:\n  version: 3\n")], r, y, &[], (TooNew, Some("3"), "newer"));
+    check(&[("c.yaml", b"schema:\n  version: 2.10\n")], r, y, &[], (Invalid, None, "quote it"));
+    check(&[("c.yaml", b"schema: [")], r, y, &[], (Invalid, None, "key c.yaml is not valid YAML"));
+    check(&[("c.yaml", b"a~b:\n  - x: 2.4.0\n")], r, "yaml:c.yaml#/a~0b/0/x", &[], (Accepted, Some("2.4.0"), "is in"));
+    check(&[("c.yaml", b"a/b: 2.4.0\n")], r, "yaml:c.yaml#/a~1b", &[], (Accepted, Some("2.4.0"), "is in"));
+}
+
+#[test]
+fn missing_and_broken_map_to_their_verdicts() {
+    let s = settings(Some("^1"), "file:version", &[]);
+    assert_eq!(
+        judge(&Observed::Missing("gone".into()), &s).verdict,
+        Verdict::Missing
+    );
+    let j = judge(&Observed::Broken("key k is a FIFO".into()), &s);
+    assert_eq!(
+        (j.verdict, j.reason.as_str()),
+        (Verdict::Invalid, "key k is a FIFO")
+    );
+}
+
+#[test]
+fn yaml_alias_bomb_is_invalid_not_a_hang() {
+    let mut doc = String::from("a: &a [\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n");
+    for i in 1..12 {
+        let prev = (b'a' + i - 1) as char;
+        let cur = (b'a' + i) as char;
+        doc.push_str(&format!("{cur}: &{cur} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+    }
+    doc.push_str("version: 1.0.0\n");
+    let j = judge(
+        &snap(&[("c.yaml", doc.as_bytes())]),
+        &settings(Some("^1"), "yaml:c.yaml#/version", &[]),
+    );
+    assert_eq!(j.verdict, Verdict::Invalid, "{}", j.reason);
+}
+
+#[test]
+fn deep_nesting_is_invalid() {
+    let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+    let j = judge(
+        &snap(&[("c.json", deep.as_bytes())]),
+        &settings(Some("^1"), "json:c.json#/0", &[]),
+    );
+    assert_eq!(j.verdict, Verdict::Invalid);
+    let j = judge(
+        &snap(&[("c.yaml", deep.as_bytes())]),
+        &settings(Some("^1"), "yaml:c.yaml#/0", &[]),
+    );
+    assert_eq!(j.verdict, Verdict::Invalid);
+}
+
+#[test]
+fn huge_numbers_are_invalid() {
+    let j = judge(
+        &snap(&[("version", b"99999999999999999999999.0.0")]),
+        &settings(Some("^1"), "file:version", &[]),
+    );
+    assert_eq!(j.verdict, Verdict::Invalid);
+}
+
+fn judged_reason(text: &str, from: &str) -> (String, Option<String>) {
+    let settings = Settings {
+        accepts: Some(crate::settings::Accepts {
+            req: semver::VersionReq::parse("^1").unwrap(),
+            text: "^1".into(),
+        }),
+        version_from: from.parse().unwrap(),
+        ..Settings::default()
+    };
+    let files = [("c.yaml".to_owned(), text.as_bytes().to_vec())].into();
+    let j = crate::verdict::judge(&Observed::Config(Snapshot::new(files)), &settings);
+    (j.reason, j.version)
+}
+
+fn fragment() -> impl Strategy<Value = String> {
+    let secret = "[a-z][a-z0-9]{11,24}";
+    prop_oneof![
+        secret.prop_map(|s| format!("k: {s}")),
+        secret.prop_map(|s| format!("k: !!int {s}")),
+        secret.prop_map(|s| format!("k: !!float {s}")),
+        "[1-9][0-9]{19,38}".prop_map(|s| format!("k: {s}")),
+        "[1-9][0-9]{19,38}".prop_map(|s| format!("version: {s}")),
+        secret.prop_map(|s| format!("{s}: 1\n{s}: 2")),
+        secret.prop_map(|s| format!("k: [{s}")),
+        secret.prop_map(|s| format!("k: \"{s}")),
+        secret.prop_map(|s| format!("k: *{s}")),
+        secret.prop_map(|s| format!("k: {{{s}: ]")),
+        secret.prop_map(|s| format!("- {s}")),
+        secret.prop_map(String::from),
+        secret.prop_map(|s| format!("---\n{s}: x")),
+        secret.prop_map(|s| format!("version: {{a: {s}}}")),
+        Just("version: 1.0.0".to_owned()),
+        Just("  ".to_owned()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// No error text holds a run of the input longer than 8 bytes that is not a key name, the
+    /// pointer or the version read. Runs are taken from the scalars (letters and digits): YAML
+    /// punctuation next to a key name (`version: `) is no content.
+    #[test]
+    fn no_error_quotes_the_document(parts in prop::collection::vec(fragment(), 1..6)) {
+        let text = parts.join("\n");
+        for from in ["yaml:c.yaml#/version", "json:c.yaml#/version", "file:c.yaml"] {
+            let (reason, version) = judged_reason(&text, from);
+            let allowed = [from, "version", "c.yaml", version.as_deref().unwrap_or("")];
+            let bytes = text.as_bytes();
+            for w in bytes.windows(9) {
+                if !w.iter().all(u8::is_ascii_alphanumeric) {
+                    continue;
+                }
+                let Ok(w) = std::str::from_utf8(w) else { continue };
+                if reason.contains(w) && !allowed.iter().any(|a| a.contains(w)) {
+                    prop_assert!(false, "{from}: {reason:?} quotes {w:?} of {text:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_reason_ends_with_its_fix_naming_a_real_annotation() {
+    let known: Vec<&str> = crate::settings::known_annotations().collect();
+    for a in [ANN_ACCEPTS, ANN_REQUIRE, ANN_VERSION_FROM] {
+        assert!(known.contains(&a), "{a}");
+    }
+    let cases = [
+        (
+            Some("^2"),
+            "file:version",
+            &[][..],
+            b"3.0.0".as_slice(),
+            "or raise confgate.io/accepts once the component reads 3.0.0",
+        ),
+        (
+            Some("^2"),
+            "file:version",
+            &[],
+            b"1.0.0",
+            "or lower confgate.io/accepts if the component still reads 1.0.0",
+        ),
+        (
+            Some(">=2.4, <2.6"),
+            "file:version",
+            &[],
+            b"2.5.0-rc.1",
+            "or name the pre-release in confgate.io/accepts",
+        ),
+        (
+            Some("^2"),
+            "file:version",
+            &["config"],
+            b"2.0.0",
+            "add it to the ConfigMap, or drop it from confgate.io/require",
+        ),
+        (
+            Some("^2"),
+            "file:other",
+            &[],
+            b"2.0.0",
+            "add key other to the ConfigMap, or point confgate.io/version-from at the key that holds the version",
+        ),
+        (
+            Some("^2"),
+            "file:version",
+            &[],
+            b"2.x.y",
+            "write a version such as 2.4.1 at file:version in the ConfigMap",
+        ),
+    ];
+    for (accepts, from, require, version, fix) in cases {
+        let j = judge(
+            &snap(&[("version", version)]),
+            &settings(accepts, from, require),
+        );
+        assert!(j.reason.ends_with(fix), "{}", j.reason);
+    }
+}
