@@ -175,15 +175,16 @@ impl Pipeline {
                         .map_err(|e| e.to_string()),
                 ));
             }
-            Action::Reload(r) => self.request(r),
+            // Any reload (a promotion's, a rollback's, one owed) is on the wire before the loop goes on
+            // to publish a status that says it was made.
+            Action::Reload(r) => {
+                self.request(r);
+                yield_to_worker().await;
+            }
             // The reload worker, on this thread, sends the request before the loop logs, counts and
             // removes the old dir: none of that is needed for the component to read the new config.
             // One yield is not enough for that: see `YIELDS`.
-            Action::Yield => {
-                for _ in 0..YIELDS {
-                    tokio::task::yield_now().await;
-                }
-            }
+            Action::Yield => yield_to_worker().await,
             Action::FinishSwitch => {
                 if let (Some(p), Some(s)) = (&self.promoter, self.switched.take()) {
                     p.finish(s);
@@ -451,6 +452,13 @@ impl Pipeline {
 /// (measured: 1.5 ms after the `..data` swap on a loaded machine); with four it goes out right after
 /// the swap. Each yield that finds nothing to run costs a non-blocking `epoll_wait`.
 const YIELDS: usize = 4;
+
+/// Lets the reload worker, and the HTTP client's connection task, write a request just made.
+async fn yield_to_worker() {
+    for _ in 0..YIELDS {
+        tokio::task::yield_now().await;
+    }
+}
 
 /// The most bytes, and keys, of a config read and judged on the loop itself: reading and judging
 /// that much takes well under a millisecond, against up to 1 MiB in 8192 keys for a ConfigMap.
