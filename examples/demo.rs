@@ -72,8 +72,12 @@ fn annotations(
     std::fs::rename(tmp, podinfo.join("annotations"))
 }
 
-/// The `confgate` binary of this checkout, built with the profile this example runs under.
+/// The `confgate` binary of this checkout, built with the profile this example runs under; when
+/// compiled into `tests/demo.rs`, the one cargo built for the tests.
 fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
+    if let Some(bin) = option_env!("CARGO_BIN_EXE_confgate") {
+        return Ok(PathBuf::from(bin));
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let exe = std::env::current_exe()?;
     // target/<profile>/examples/demo -> target/<profile>/confgate
@@ -251,7 +255,7 @@ fn component(active: PathBuf) -> std::io::Result<(u16, mpsc::Receiver<String>)> 
     Ok((port, rx))
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bin = binary()?;
     let tmp = tempfile::tempdir()?;
     let (incoming, active, podinfo) = (

@@ -8,6 +8,7 @@ use std::path::Path;
 use base64::Engine as _;
 
 use crate::configmap::{self, Keys};
+use crate::rollout;
 use crate::settings::Settings;
 use crate::snapshot::{self, Observed};
 use crate::variants;
@@ -213,7 +214,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
                     Some(range) if ranges.len() > 1 => format!("{} [{range}]", input.what),
                     _ => input.what.clone(),
                 };
-                report.lines.push(line(what, input, settings));
+                report.lines.extend(lines(what, input, settings));
             }
             continue;
         }
@@ -226,7 +227,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
                     let range = settings.accepts_text().unwrap_or("no range");
                     what = format!("{what} [{range}]");
                 }
-                report.lines.push(line(what, input, settings));
+                report.lines.extend(lines(what, input, settings));
             }
         }
     }
@@ -282,15 +283,66 @@ pub fn all_accepted(lines: &[Line]) -> bool {
         .all(|l| l.judgement.verdict == Verdict::Accepted)
 }
 
-/// With variants, the hash is that of the chosen variant's set: what the sidecar reports as active.
-fn line(what: String, input: &Input, settings: &Settings) -> Line {
-    let choice = variants::choose(input.observed.clone(), settings);
-    Line {
+/// The lines of one input under one workload's (or the flags') settings: one, or, for a ConfigMap
+/// mid-rollout, one per track. The hash is that of the set a pod promotes (with variants, the chosen
+/// variant's): what the sidecar reports as active.
+///
+/// A ConfigMap with `confgate.rollout` or a `.next` key is taken apart as the sidecar takes it
+/// ([`rollout::choose`], [`rollout::split`]): the stable set is judged as every pod off the candidate
+/// judges it (a rollout key that cannot be read makes it invalid); while some pods are on the
+/// candidate, the candidate's set is judged too, on a line of its own, and a candidate that would be
+/// held on those pods is a line that is not accepted: the rollout cannot go on with it.
+fn lines(what: String, input: &Input, settings: &Settings) -> Vec<Line> {
+    let name = input.object.as_ref().map(|(_, n)| n.clone());
+    let line = |what: String, choice: variants::Choice| Line {
         what,
-        name: input.object.as_ref().map(|(_, n)| n.clone()),
+        name: name.clone(),
         sha256: choice.observed.hash().map(|h| h.to_string()),
         judgement: choice.judgement,
-    }
+    };
+    let plan = match &input.observed {
+        Observed::Config(snap) => rollout::Plan::read(snap, settings.variants.as_ref()),
+        _ => Ok(None),
+    };
+    let plan = match plan {
+        Ok(None) => {
+            return vec![line(
+                what,
+                variants::choose(input.observed.clone(), settings),
+            )];
+        }
+        Ok(Some(plan)) => Some(plan),
+        Err(_) => None,
+    };
+    let (stable, _) = rollout::choose(input.observed.clone(), settings, None, &[]);
+    let mut out = vec![line(format!("{what} stable"), stable)];
+    let (Some(plan), Observed::Config(snap)) = (plan, &input.observed) else {
+        return out;
+    };
+    let Some(percent) = plan.percent.filter(|_| plan.live()) else {
+        return out;
+    };
+    let mut candidate = variants::choose(
+        Observed::Config(rollout::split(snap.clone()).candidate()),
+        settings,
+    );
+    let j = &mut candidate.judgement;
+    j.reason = if j.verdict == Verdict::Accepted {
+        format!("promoted on the candidate pods ({percent}): {}", j.reason)
+    } else if settings.mode == crate::settings::Mode::Observe {
+        // Observe mode holds nothing back; the verdict still fails the check, as for a stable set.
+        format!(
+            "promoted on the candidate pods ({percent}) in observe mode, although {}",
+            j.reason
+        )
+    } else {
+        format!(
+            "would be held on the candidate pods ({percent}), which keep stable: {}",
+            j.reason
+        )
+    };
+    out.push(line(format!("{what} candidate {percent}"), candidate));
+    out
 }
 
 /// Every ConfigMap in a (multi-document) YAML or JSON text, as the kubelet would project it.

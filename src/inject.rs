@@ -5,6 +5,7 @@
 //! `emptyDir` instead, and only confgate mounts the ConfigMap. A pod that already has a `confgate`
 //! container is left as it is, so injecting twice changes nothing.
 
+use crate::workloads::volumes::shape;
 use serde_json::{Map, Value, json};
 
 /// The annotation that marks a pod for injection (the same one confgate needs to accept anything).
@@ -438,117 +439,9 @@ fn free_port(spec: &Map<String, Value>) -> Result<(u16, Option<String>), String>
         })
 }
 
-/// The ConfigMap volume to gate: the one named with `--volume`, or the only one. A `volumes` that is
-/// not a list, or a `configMap` that is not a mapping, is refused by name: inject edits both.
+/// The ConfigMap volume to gate: the one named with `--volume`, or the only one, as `check` finds it.
 fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, String> {
-    let volumes = match spec.get("volumes") {
-        None | Some(Value::Null) => &[][..],
-        Some(Value::Array(v)) => v.as_slice(),
-        Some(other) => return Err(format!("volumes is {}, not a list", shape(other))),
-    };
-    let mut cms: Vec<&str> = Vec::new();
-    // Projected volumes with a ConfigMap source and a source of another kind: why each cannot be gated.
-    let mut mixed: Vec<(&str, String)> = Vec::new();
-    for (i, v) in volumes.iter().enumerate() {
-        let name = v.get("name").and_then(Value::as_str);
-        let which = || name.map_or_else(|| format!("volumes[{i}]"), |n| format!("volume {n}"));
-        if let Some(sources) = v.pointer("/projected/sources").and_then(Value::as_array) {
-            let kinds: Vec<&str> = sources
-                .iter()
-                .filter_map(|s| s.as_object()?.keys().next().map(String::as_str))
-                .collect();
-            if !kinds.contains(&"configMap") {
-                continue;
-            }
-            if let Some(s) = sources
-                .iter()
-                .find(|s| s.get("configMap").is_some_and(|c| !c.is_object()))
-            {
-                return Err(format!(
-                    "{}: a projected configMap source is {}, not a mapping",
-                    which(),
-                    shape(&s["configMap"])
-                ));
-            }
-            let others: Vec<&str> = kinds
-                .iter()
-                .copied()
-                .filter(|k| *k != "configMap")
-                .collect();
-            if others.is_empty() {
-                cms.extend(name);
-            } else if let Some(n) = name {
-                mixed.push((
-                    n,
-                    format!(
-                        "volume {n} projects a ConfigMap together with {}: confgate would judge and \
-                         promote them as one config, and the component would read a copy of the rest \
-                         that changes only when the config does; give the ConfigMap a volume of its own",
-                        others.join(", ")
-                    ),
-                ));
-            }
-            continue;
-        }
-        let Some(cm) = v.get("configMap") else {
-            continue;
-        };
-        if !cm.is_object() {
-            return Err(format!(
-                "{}: configMap is {}, not a mapping (expected configMap: {{name: CONFIGMAP}})",
-                which(),
-                shape(cm)
-            ));
-        }
-        cms.extend(name);
-    }
-    if let Some(want) = &opts.volume
-        && let Some((_, why)) = mixed.iter().find(|(n, _)| n == want)
-    {
-        return Err(why.clone());
-    }
-    if opts.volume.is_none()
-        && cms.is_empty()
-        && let [(_, why)] = mixed.as_slice()
-    {
-        return Err(why.clone());
-    }
-    match (&opts.volume, cms.as_slice()) {
-        (Some(want), _) if cms.contains(&want.as_str()) => Ok(want.clone()),
-        (Some(want), _) => Err(format!(
-            "no ConfigMap volume named {want} (ConfigMap volumes: {})",
-            list(&cms)
-        )),
-        (None, [one]) => Ok((*one).to_owned()),
-        (None, []) => Err(
-            "no ConfigMap volume to gate; add one with the component's ConfigMap and mount it where the component reads its config"
-                .into(),
-        ),
-        (None, _) => Err(format!(
-            "several ConfigMap volumes ({}); name the one to gate with --volume",
-            list(&cms)
-        )),
-    }
-}
-
-/// What a JSON value is, for a message that must not show it.
-fn shape(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
-}
-
-fn list(names: &[&str]) -> String {
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
+    crate::workloads::volumes::choose(spec, opts.volume.as_deref())
 }
 
 /// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`, listening on `port`.

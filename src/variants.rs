@@ -16,7 +16,7 @@ use crate::listing;
 use crate::rules::Budget;
 use crate::settings::{Settings, Variants};
 use crate::snapshot::{Keys, Observed, Snapshot};
-use crate::verdict::{self, Judgement, Verdict};
+use crate::verdict::{self, Judgement, Verdict, fix};
 
 /// What a component runs from one read of the ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,10 +55,11 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
         return plain(observed, settings);
     }
     if snap.files().contains_key(&v.promoted) {
+        let key = listing::name(&v.promoted);
         return Choice {
             judgement: invalid(format!(
-                "key {} is both in the ConfigMap and the name variants are promoted as ({v})",
-                listing::name(&v.promoted)
+                "key {key} is both in the ConfigMap and the name variants are promoted as ({v}); {}",
+                fix::promoted_name_taken(&key),
             )),
             observed,
             variant: None,
@@ -151,6 +152,7 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
     let range = settings
         .accepts_text()
         .map_or_else(|| "no accepted range configured".to_owned(), str::to_owned);
+    let fix = fix::no_variant(verdict, settings.accepts_text());
     // What observe mode runs: the newest variant read, accepted or not.
     let fallback = judged
         .iter()
@@ -160,7 +162,7 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
         judgement: Judgement {
             verdict,
             version: None,
-            reason: format!("no variant is accepted by {range}: {list}"),
+            reason: format!("no variant is accepted by {range}: {list}; {fix}"),
         },
         observed: match fallback {
             Some(f) => Observed::Config(promoted_set(snap, v, &f.key)),
@@ -374,7 +376,9 @@ mod tests {
         assert_eq!(c.judgement.verdict, Verdict::TooOld);
         assert_eq!(
             c.judgement.reason,
-            "no variant is accepted by ^4: config.v2.yaml 2.1.0 too-old, config.v3.yaml 3.0.0 too-old"
+            "no variant is accepted by ^4: config.v2.yaml 2.1.0 too-old, config.v3.yaml 3.0.0 too-old; \
+             add a variant with a version in ^4, or lower confgate.io/accepts if the component still reads \
+             an older one"
         );
         assert_eq!(
             choose(both(), &settings("^1")).judgement.verdict,
@@ -399,6 +403,57 @@ mod tests {
         );
         // Observe mode would run the newest variant read.
         assert_eq!(c.variant.as_deref(), Some("config.v2.yaml"));
+    }
+
+    /// The overall reason ends with the fix for its verdict, as a single reason does.
+    #[test]
+    fn every_reason_without_a_chosen_variant_ends_with_its_fix() {
+        let broken = cm(&[
+            ("config.v2.yaml", "version: 2.1.0\n"),
+            ("config.v3.yaml", "version: [\n"),
+        ]);
+        let taken = cm(&[("config.v2.yaml", "version: 2.1.0\n"), ("config.yaml", "x")]);
+        let mut no_range = raw("^2");
+        no_range.accepts = None;
+        let no_range = Settings::from_raw(&no_range).unwrap();
+        for (observed, settings, fix) in [
+            (
+                both(),
+                settings("^1"),
+                "; add a variant with a version in ^1, or raise confgate.io/accepts once the component \
+                 reads a newer one",
+            ),
+            (
+                both(),
+                settings("^4"),
+                "; add a variant with a version in ^4, or lower confgate.io/accepts if the component still \
+                 reads an older one",
+            ),
+            (
+                both(),
+                settings(">=2.5, <3"),
+                "; add a variant with a version in >=2.5, <3, or change confgate.io/accepts",
+            ),
+            (
+                broken,
+                settings("^3"),
+                "; correct the invalid variant as its reason says, or add a variant with a version in ^3",
+            ),
+            (
+                both(),
+                no_range,
+                "; set confgate.io/accepts to the range the component reads",
+            ),
+            (
+                taken,
+                settings("^2"),
+                "; remove key config.yaml from the ConfigMap (each variant is promoted under that name), \
+                 or change confgate.io/variants",
+            ),
+        ] {
+            let c = choose(observed, &settings);
+            assert!(c.judgement.reason.ends_with(fix), "{}", c.judgement.reason);
+        }
     }
 
     #[test]
@@ -472,7 +527,13 @@ mod tests {
             r.starts_with("no variant is accepted by ^1: config.v0000.yaml - invalid (required key must-exist is absent (present: config.yaml, other-0000, other-0001, other-0002, other-0003 and 996 more); add it to the ConfigMap, or drop it from confgate.io/require), config.v0001.yaml"),
             "{r}"
         );
-        assert!(r.ends_with(" and 995 more"), "{r}");
+        assert!(
+            r.ends_with(
+                " and 995 more; correct the invalid variant as its reason says, or add a variant with a \
+                 version in ^1"
+            ),
+            "{r}"
+        );
         assert!(r.len() < 2048, "{} bytes", r.len());
     }
 

@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::annotations::Annotations;
+
+pub mod volumes;
 use crate::settings::ANN_SOURCE;
 
 const PREFIX: &str = "confgate.io/";
@@ -226,20 +228,18 @@ fn gated(w: &mut Workload, spec: &Value) {
     }
     let sidecars: Vec<&Value> = containers(spec).filter(|c| is_sidecar(c)).collect();
     if sidecars.is_empty() {
-        match vols.keys().collect::<Vec<_>>().as_slice() {
-            [] => w.warnings.push(format!(
-                "{}: its pods mount no ConfigMap and run no confgate container; nothing to judge for it",
+        // The volume `confgate inject` would gate, chosen by the same function, and nothing when it
+        // would refuse.
+        let Some(spec) = spec.as_object() else {
+            return;
+        };
+        match volumes::choose(spec, None) {
+            Ok(one) if vols.contains_key(&one) => add_volume(w, &vols, &one),
+            Ok(_) => {}
+            Err(why) => w.warnings.push(format!(
+                "{}: its pods run no confgate container, and confgate inject would not gate a volume: \
+                 {why}; nothing judged for it",
                 w.id
-            )),
-            [one] => {
-                let one = (*one).clone();
-                add_volume(w, &vols, &one);
-            }
-            several => w.warnings.push(format!(
-                "{}: its pods run no confgate container and mount several ConfigMap volumes ({}); none is \
-                 judged for it (confgate inject --volume NAME says which one confgate gates)",
-                w.id,
-                several.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             )),
         }
         return;

@@ -74,12 +74,18 @@ struct Compiled {
 /// written. The policy is evaluated with the key spelled so (checked in [`kube_cel_escapes_annotation_keys`]).
 const ALLOW_DELETE_AS_KUBE_CEL_READS: &str = "confgate__dot__io__slash__allow__dash__delete";
 
-/// A policy expression as kube-cel must read it to see what the API server sees.
+/// A policy expression as kube-cel must read it to see what the API server sees. The keys of a
+/// rollout all hold a `.`, which kube-cel escapes as `__dot__` in `data` too: the rollout key, the
+/// candidate's version key and the suffix its test looks for are spelled so.
 fn as_kube_cel_reads(expression: &str) -> String {
-    expression.replace(
-        &format!("'{}'", policy::ALLOW_DELETE),
-        &format!("'{ALLOW_DELETE_AS_KUBE_CEL_READS}'"),
-    )
+    expression
+        .replace(
+            &format!("'{}'", policy::ALLOW_DELETE),
+            &format!("'{ALLOW_DELETE_AS_KUBE_CEL_READS}'"),
+        )
+        .replace("'confgate.rollout'", "'confgate__dot__rollout'")
+        .replace("'version.next'", "'version__dot__next'")
+        .replace("'.next'", "'__dot__next'")
 }
 
 impl Compiled {
@@ -87,7 +93,7 @@ impl Compiled {
         let expr = |v: &Value| VapExpression {
             expression: as_kube_cel_reads(v["expression"].as_str().unwrap()),
             message: v["message"].as_str().map(str::to_owned),
-            message_expression: v["messageExpression"].as_str().map(str::to_owned),
+            message_expression: v["messageExpression"].as_str().map(as_kube_cel_reads),
         };
         let list = |k: &str| -> Vec<VapExpression> {
             policy["spec"][k]
@@ -212,8 +218,14 @@ fn check_reason(s: &Settings, cm: &Value) -> (Verdict, String) {
     let found = check::manifests("cm.json", &cm.to_string()).unwrap();
     let j = verdict::judge(&found[0].1, s);
     let mut reason = j.reason;
+    // The list ends at the first `); `: a cut name inside it ends with `bytes)` followed by `)`.
     if let Some(i) = reason.find(" (present: ") {
-        reason.truncate(i);
+        let end = i
+            + reason[i..]
+                .find("); ")
+                .expect("the fix after the keys present")
+            + 1;
+        reason.replace_range(i..end, "");
     }
     if let (Some(i), Some(j)) = (
         reason.find(": not a semantic version ("),
@@ -229,15 +241,8 @@ fn same_reason(p: &Compiled, s: &Settings, cm: &Value) -> Result<bool, String> {
     let (verdict, reason) = check_reason(s, cm);
     match (verdict, p.create(cm)) {
         (Verdict::Accepted, Ok(())) => Ok(true),
-        // The admission message is check's reason without the fix it ends with (`; update …`).
-        (_, Err(msg))
-            if {
-                let full = format!("ConfigMap {NS}/{NAME}: {reason}");
-                msg == full || full.starts_with(&format!("{msg}; "))
-            } =>
-        {
-            Ok(false)
-        }
+        // The admission message is check's reason, fix included, after the ConfigMap's name.
+        (_, Err(msg)) if msg == format!("ConfigMap {NS}/{NAME}: {reason}") => Ok(false),
         (v, got) => Err(format!("check: {v} {reason:?}; policy: {got:?}")),
     }
 }
@@ -274,12 +279,15 @@ fn create_update_and_delete_requests() {
             .unwrap_err();
         assert_eq!(
             msg,
-            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows"
+            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows; roll the \
+             ConfigMap back to a version in >=2.4.0, <3.0.0, or raise confgate.io/accepts once the \
+             component reads 3.0.0"
         );
         let msg = p.create(&no_key).unwrap_err();
         assert_eq!(
             msg,
-            "ConfigMap team-a/app-config: required key config is absent"
+            "ConfigMap team-a/app-config: required key config is absent; add it to the ConfigMap, or \
+             drop it from confgate.io/require"
         );
         let msg = p.create(&rule_broken).unwrap_err();
         assert_eq!(
@@ -299,7 +307,7 @@ fn create_update_and_delete_requests() {
         let junk = configmap(&[("version", "secret-ish text"), ("config", "listen: x")]);
         let msg = p.create(&junk).unwrap_err();
         assert!(
-            msg.ends_with("the value at file:version is not a semantic version (15 bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v"),
+            msg.ends_with("the value at file:version is not a semantic version (15 bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v; write a version such as 2.4.1 at file:version in the ConfigMap"),
             "{msg}"
         );
         assert!(!msg.contains("secret-ish"), "{msg}");
@@ -363,8 +371,9 @@ fn metadata_only_updates_pass_when_the_content_is_unchanged() {
         );
 
         // A change of `data`, or of `binaryData` alone, is judged as ever.
-        let too_new =
-            "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows";
+        let too_new = "ConfigMap team-a/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows; \
+             roll the ConfigMap back to a version in >=2.4.0, <3.0.0, or raise confgate.io/accepts once \
+             the component reads 3.0.0";
         let mut data_changed = annotated.clone();
         data_changed["data"]["config"] = json!("port: 81\n");
         assert_eq!(
@@ -719,9 +728,12 @@ fn unusual_characters_in_a_rule_survive_every_reader() {
             .collect();
         assert!(raw.is_empty(), "raw {raw:?} in\n{text}");
     }
+    // The rule's validation is the last (after deletion and the rollout key).
     let expression = |policy: &Value| {
-        policy["spec"]["validations"][1]["expression"]
-            .as_str()
+        policy["spec"]["validations"]
+            .as_array()
+            .and_then(|v| v.last())
+            .and_then(|v| v["expression"].as_str())
             .unwrap()
             .to_owned()
     };
@@ -1188,5 +1200,109 @@ fn generated_parity_with_check() {
                 },
             )
             .unwrap();
+    });
+}
+
+/// `check`'s first line that is not accepted for a ConfigMap, read as `check` reads a manifest (so a
+/// rollout is taken apart into its tracks), without what the policy cannot say (as [`check_reason`]).
+fn check_first_refusal(s: &Settings, cm: &Value) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cm.json");
+    std::fs::write(&path, cm.to_string()).unwrap();
+    let report = check::check(&[&path], s).unwrap();
+    let line = report
+        .lines
+        .into_iter()
+        .find(|l| l.judgement.verdict != Verdict::Accepted)?;
+    let mut reason = line.judgement.reason;
+    if let Some(i) = reason.find(" (present: ") {
+        let end = i
+            + reason[i..]
+                .find("); ")
+                .expect("the fix after the keys present")
+            + 1;
+        reason.replace_range(i..end, "");
+    }
+    if let (Some(i), Some(j)) = (
+        reason.find(": not a semantic version ("),
+        reason.find("); allowed: "),
+    ) {
+        reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
+    }
+    Some(reason)
+}
+
+/// Mid-rollout the policy judges the candidate's version as the pods on the candidate do, and refuses
+/// with `check`'s reason for its candidate line (`would be held on the candidate pods (25%), …`); a
+/// rollout key that is not a percentage is refused with the sidecar's reason; with no pod on the
+/// candidate (0%, no percentage) only the stable version counts.
+#[test]
+fn rollout_parity_with_check() {
+    big_stack(|| {
+        let mut differ = Vec::new();
+        let mut outcomes = [0usize; 3];
+        for range in ["^2", ">=2.4.0, <2.6.0"] {
+            let s = settings(Some(range), Some("config"));
+            let p = Compiled::new(&policy_for(&s, &[]));
+            for stable in ["2.4.1", "3.0.0"] {
+                for next in [
+                    None,
+                    Some("2.5.0"),
+                    Some("2.7.1"),
+                    Some("3.1.0"),
+                    Some("1.0.0"),
+                    Some("2.5.0-rc.1"),
+                    Some("banana"),
+                    Some(" "),
+                ] {
+                    for rollout in [
+                        None,
+                        Some("25%"),
+                        Some("0%"),
+                        Some("100%"),
+                        Some("2.5%"),
+                        Some("0.05%"),
+                        Some(" 25 %\n"),
+                        Some("007.10%"),
+                        Some("25"),
+                        Some("abc%"),
+                        Some("2.555%"),
+                        Some("101%"),
+                        Some("100.01%"),
+                        Some("99999999999999999999999%"),
+                    ] {
+                        for other_next in [false, true] {
+                            let mut data = vec![("version", stable), ("config", "x")];
+                            if let Some(n) = next {
+                                data.push(("version.next", n));
+                            }
+                            if let Some(r) = rollout {
+                                data.push(("confgate.rollout", r));
+                            }
+                            if other_next {
+                                data.push(("config.next", "y"));
+                            }
+                            let cm = configmap(&data);
+                            let want = check_first_refusal(&s, &cm);
+                            let got = p.create(&cm).err();
+                            outcomes[match &want {
+                                None => 0,
+                                Some(r) if r.starts_with("would be held") => 1,
+                                Some(_) => 2,
+                            }] += 1;
+                            let want = want.map(|r| format!("ConfigMap {NS}/{NAME}: {r}"));
+                            if want != got {
+                                differ.push(format!(
+                                    "{data:?} under {range}: check {want:?}, policy {got:?}"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+        // Admitted, held on the candidate, and refused otherwise: each outcome is exercised.
+        assert!(outcomes.iter().all(|&n| n > 20), "{outcomes:?}");
     });
 }

@@ -8,11 +8,13 @@
 //!
 //! Pure: builds the objects; the command prints them.
 
+pub mod rollout_cel;
 pub mod semver_cel;
 pub mod yaml;
 
 use crate::rules::Rule;
 use crate::settings::{Mode, Raw, Settings, VersionFrom};
+use crate::verdict::fix;
 use semver_cel::lit;
 use yaml::Node;
 
@@ -203,6 +205,19 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         ),
         ("reason", Node::str("Forbidden")),
     ])];
+    // A rollout key the sidecar cannot follow makes the ConfigMap invalid on every pod, before
+    // anything else is judged.
+    validations.push(Node::map([
+        (
+            "expression",
+            Node::str(format!("{skip_delete}{}", rollout_cel::valid())),
+        ),
+        (
+            "messageExpression",
+            Node::str(message(rollout_cel::invalid_reason())),
+        ),
+        ("reason", Node::str("Invalid")),
+    ]));
     if !s.require.is_empty() {
         let present = |k: &str| {
             format!(
@@ -219,10 +234,21 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         );
         // The sidecar also lists the keys present; left out here, as a map's keys come unordered in CEL
         // and 1.30 has no list sort.
+        // Listed as `listing::names` lists them: the first five, then how many more.
+        let shown = format!(
+            "(size(a) <= {max} ? a.join(', ') : [{first}].join(', ') + ' and ' + string(size(a) - {max}) + ' more')",
+            max = crate::listing::MAX_NAMES,
+            first = (0..crate::listing::MAX_NAMES)
+                .map(|i| format!("a[{i}]"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
         let reason = format!(
-            "[[{}].filter(k, !{})].map(a, size(a) == 1 ? 'required key ' + a[0] + ' is absent' : 'required keys ' + a.join(', ') + ' are absent')[0]",
+            "[[{}].filter(k, !{})].map(a, size(a) == 1 ? 'required key ' + a[0] + ' is absent; ' + {one} : 'required keys ' + {shown} + ' are absent; ' + {many})[0]",
             keys.join(", "),
             present("k"),
+            one = lit(&fix::required(1)),
+            many = lit(&fix::required(2)),
         );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
@@ -241,7 +267,12 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             ("expression", Node::str(expr)),
             (
                 "messageExpression",
-                Node::str(message(version_reason(key, &s.version_from, accepts))),
+                Node::str(message(version_reason(
+                    key,
+                    &s.version_from,
+                    accepts,
+                    STORED_DATA,
+                ))),
             ),
             ("reason", Node::str("Invalid")),
         ]));
@@ -267,6 +298,30 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             }
             None => failure,
         };
+        validations.push(Node::map([
+            ("expression", Node::str(expr)),
+            ("messageExpression", Node::str(message(reason))),
+            ("reason", Node::str("Invalid")),
+        ]));
+    }
+
+    if let Some((accepts, key)) = version {
+        // Mid-rollout the pods on the candidate judge its version (`K.next` in place of `K`), as
+        // `check` does on the candidate's line; content rules are judged on the stored data only.
+        let data = rollout_cel::candidate_data(key);
+        let k = lit(key);
+        let expr = format!(
+            "{skip_delete}!{live} || [{data}].all(d, {k} in d && {ok})",
+            live = rollout_cel::live(),
+            ok = semver_cel::accepts(&format!("d[{k}]"), &accepts.req),
+        );
+        let reason = format!(
+            "{held} + {percent} + {keep} + [{data}].map(d, {why})[0]",
+            held = lit("would be held on the candidate pods ("),
+            percent = rollout_cel::display(),
+            keep = lit("), which keep stable: "),
+            why = version_reason(key, &s.version_from, accepts, "d"),
+        );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
             ("messageExpression", Node::str(message(reason))),
@@ -369,12 +424,21 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
 }
 
 /// A CEL string: the sidecar's reason for the version in `key` (see [`crate::verdict::judge_snapshot`]),
-/// where CEL can compute it. Two differ: a key under `binaryData` (the policy reads `data` only) and a
-/// value that looks like a version but does not parse (the `semver` crate's explanation is left out).
-fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Accepts) -> String {
+/// ending with the same fix, where CEL can compute it. Two differ: a key under `binaryData` (the policy
+/// reads `data` only) and a value that looks like a version but does not parse (the `semver` crate's
+/// explanation is left out).
+///
+/// `data` is a CEL map expression the key is read from: the stored data, or the candidate's.
+fn version_reason(
+    key: &str,
+    from: &VersionFrom,
+    accepts: &crate::settings::Accepts,
+    data: &str,
+) -> String {
     let k = lit(key);
     let text = &accepts.text;
     let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
+    let write = fix::write_a_version(from);
     let classified = format!(
         "[{v}].map(v, [{class}].map(w, w == 'accepted' ? 'version ' + v + {in_} : \
          w == 'too-new' ? 'version ' + v + {newer} : \
@@ -384,15 +448,28 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
         v = semver_cel::display("t"),
         class = semver_cel::classify("t", &accepts.req),
         in_ = lit(&format!(" is in {text}")),
-        newer = lit(&format!(" is newer than {text} allows")),
-        older = lit(&format!(" is older than {text} allows")),
+        newer = with_version(
+            &format!(
+                " is newer than {text} allows; {}",
+                fix::too_new(text, VERSION)
+            ),
+            "v"
+        ),
+        older = with_version(
+            &format!(
+                " is older than {text} allows; {}",
+                fix::too_old(text, VERSION)
+            ),
+            "v"
+        ),
         pre = lit(&format!(
-            " is outside {text} (a range admits pre-releases only of a version it names with a pre-release)"
+            " is outside {text} (a range admits pre-releases only of a version it names with a pre-release); {}",
+            fix::pre_release(text)
         )),
-        outside = lit(&format!(" is outside {text}")),
+        outside = lit(&format!(" is outside {text}; {}", fix::outside(text))),
     );
     format!(
-        "!(has(object.data) && {k} in object.data) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
+        "!({k} in {data}) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
          [{trimmed}].map(t, t == '' ? {empty} : \
          size(bytes(t)) > {max} ? {at} + string(size(bytes(t))) + {long} : \
          !{readable} ? (t.matches('^[0-9A-Za-z.+-]{{1,64}}$') ? 'version \"' + t + {not_semver} : {at_value} + string(size(bytes(t))) + {chars}) : \
@@ -400,24 +477,43 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &crate::settings::Acce
         under_binary = lit(&format!(
             "key {key} is under binaryData, where the admission policy cannot read a version; keep it under data"
         )),
-        absent = lit(&format!("key {key} (from {from}) is absent")),
-        trimmed = semver_cel::trimmed(&format!("object.data[{k}]")),
+        absent = lit(&format!(
+            "key {key} (from {from}) is absent; {}",
+            fix::version_key_absent(&crate::listing::name(key))
+        )),
+        trimmed = semver_cel::trimmed(&format!("{data}[{k}]")),
         empty = lit(&format!(
-            "key {key} is empty; expected a version such as 2.4.1"
+            "key {key} is empty; expected a version such as 2.4.1; {write}"
         )),
         max = semver_cel::MAX_VERSION_LEN,
         at = lit(&format!("the version at {from} is ")),
         long = lit(&format!(
-            " bytes long; a version is at most {} bytes",
+            " bytes long; a version is at most {} bytes; {write}",
             semver_cel::MAX_VERSION_LEN
         )),
         readable = semver_cel::readable("t"),
-        not_semver = lit(&format!("\" at {from}: not a semantic version; {allowed}")),
+        not_semver = lit(&format!(
+            "\" at {from}: not a semantic version; {allowed}; {write}"
+        )),
         at_value = lit(&format!("the value at {from} is not a semantic version (")),
         chars = lit(&format!(
-            " bytes, with characters a version does not have); {allowed}"
+            " bytes, with characters a version does not have); {allowed}; {write}"
         )),
     )
+}
+
+/// The stored data as a CEL map, empty when there is none.
+const STORED_DATA: &str = "(has(object.data) ? object.data : {})";
+
+/// Where a fix names the version, as [`with_version`] finds it.
+const VERSION: &str = "\u{0}";
+
+/// A CEL string: `text` with each [`VERSION`] in it replaced by the CEL string expression `v`.
+fn with_version(text: &str, v: &str) -> String {
+    text.split(VERSION)
+        .map(lit)
+        .collect::<Vec<_>>()
+        .join(&format!(" + {v} + "))
 }
 
 /// The two objects as a YAML stream.

@@ -14,7 +14,7 @@
 use semver::{Comparator, Op, Prerelease, VersionReq};
 
 /// Every character Rust's `str::trim` removes (Unicode `White_Space`), as RE2 and Rust regex both read it.
-const WS: &str = r"[\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]";
+pub const WS: &str = r"[\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]";
 /// A numeric identifier: no leading zero.
 const NUM: &str = "(0|[1-9][0-9]*)";
 /// A pre-release identifier: numeric without a leading zero, or alphanumeric with at least one non-digit.

@@ -8,15 +8,17 @@
 
 use crate::listing;
 use crate::rules::Budget;
-use crate::settings::{Settings, VersionFrom};
+use crate::settings::Settings;
 use crate::snapshot::{Keys, Observed, Snapshot};
 
+pub mod fix;
 mod range;
 #[cfg(test)]
 mod tests;
 mod version;
 
 pub use crate::values::Verdict;
+use fix::write_a_version;
 pub use range::{classify, parse_lenient};
 pub use version::extract_version;
 use version::{MAX_VERSION_LEN, looks_like_a_version, present};
@@ -73,13 +75,12 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         return invalid(
             None,
             format!(
-                "required key{} {} {} absent (present: {}); add {} to the ConfigMap, or drop {} from {ANN_REQUIRE}",
+                "required key{} {} {} absent (present: {}); {}",
                 if missing.len() == 1 { "" } else { "s" },
                 listing::names(&missing, None),
                 if missing.len() == 1 { "is" } else { "are" },
                 present(keys),
-                if missing.len() == 1 { "it" } else { "them" },
-                if missing.len() == 1 { "it" } else { "them" },
+                fix::required(missing.len()),
             ),
         );
     }
@@ -87,10 +88,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         Ok(raw) => raw,
         Err(why) => {
             let fix = if keys.get(settings.version_from.key()).is_none() {
-                format!(
-                    "add key {} to the ConfigMap, or point {ANN_VERSION_FROM} at the key that holds the version",
-                    listing::name(settings.version_from.key())
-                )
+                fix::version_key_absent(&listing::name(settings.version_from.key()))
             } else {
                 write_a_version(&settings.version_from)
             };
@@ -148,19 +146,23 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
     let reason = match verdict {
         Verdict::Accepted => format!("version {version} is in {}", accepts.text),
         Verdict::TooNew => format!(
-            "version {version} is newer than {range} allows; roll the ConfigMap back to a version in {range}, or raise {ANN_ACCEPTS} once the component reads {version}",
+            "version {version} is newer than {range} allows; {}",
+            fix::too_new(&accepts.text, &version.to_string()),
             range = accepts.text
         ),
         Verdict::TooOld => format!(
-            "version {version} is older than {range} allows; update the ConfigMap to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}",
+            "version {version} is older than {range} allows; {}",
+            fix::too_old(&accepts.text, &version.to_string()),
             range = accepts.text
         ),
         _ if !version.pre.is_empty() => format!(
-            "pre-release {version} is outside {range} (a range admits pre-releases only of a version it names with a pre-release); set the ConfigMap to a version in {range}, or name the pre-release in {ANN_ACCEPTS}",
+            "pre-release {version} is outside {range} (a range admits pre-releases only of a version it names with a pre-release); {}",
+            fix::pre_release(&accepts.text),
             range = accepts.text
         ),
         _ => format!(
-            "version {version} is outside {range}; set the ConfigMap to a version in {range}, or change {ANN_ACCEPTS}",
+            "version {version} is outside {range}; {}",
+            fix::outside(&accepts.text),
             range = accepts.text
         ),
     };
@@ -201,14 +203,4 @@ pub(crate) fn judge_rules(
             )
         }
     }
-}
-
-/// The annotations a reason's fix names (`tests` checks each is a setting's).
-const ANN_ACCEPTS: &str = "confgate.io/accepts";
-const ANN_REQUIRE: &str = "confgate.io/require";
-const ANN_VERSION_FROM: &str = "confgate.io/version-from";
-
-/// The fix for a version that cannot be read where `from` says.
-fn write_a_version(from: &VersionFrom) -> String {
-    format!("write a version such as 2.4.1 at {from} in the ConfigMap")
 }

@@ -270,7 +270,12 @@ proptest! {
 #[test]
 fn every_reason_ends_with_its_fix_naming_a_real_annotation() {
     let known: Vec<&str> = crate::settings::known_annotations().collect();
-    for a in [ANN_ACCEPTS, ANN_REQUIRE, ANN_VERSION_FROM] {
+    for a in [
+        fix::ANN_ACCEPTS,
+        fix::ANN_REQUIRE,
+        fix::ANN_VERSION_FROM,
+        fix::ANN_VARIANTS,
+    ] {
         assert!(known.contains(&a), "{a}");
     }
     let cases = [

@@ -53,6 +53,9 @@ const POLICIES: &[Case] = &[
     },
 ];
 
+/// The rollouts in the corpus, after its versions and three other ConfigMaps.
+const ROLLOUTS: usize = 6;
+
 /// Versions at the edges of the ranges above and of the sidecar's reading.
 const VERSIONS: &[&str] = &[
     "2.4.0",
@@ -90,6 +93,21 @@ fn corpus(name: &str) -> Vec<Value> {
     out.push(cm(json!({"version": "2.4.5"})));
     out.push(cm(json!({"version": "2.4.5", "config.yaml": "port: 80\n"})));
     out.push(cm(json!({"config.yaml": "listen: :80\n"})));
+    // Mid-rollout: the candidate's version judged as the pods on the candidate judge it; none of
+    // them at 0%; a rollout key that is not a percentage.
+    let rollouts = [
+        ("3.1.0", "25%"),
+        ("2.4.9", "12.50%"),
+        ("1.2.4", "100%"),
+        ("banana", " 5 %"),
+        ("3.1.0", "0%"),
+        ("2.4.9", "2.555%"),
+    ];
+    assert_eq!(rollouts.len(), ROLLOUTS);
+    for (next, percent) in rollouts {
+        out.push(cm(json!({"version": "2.4.1", "version.next": next,
+                           "confgate.rollout": percent, "config.yaml": "listen: :80\n"})));
+    }
     out
 }
 
@@ -107,17 +125,33 @@ fn check(args: &[&str], corpus: &[Value]) -> Vec<Option<String>> {
         "check {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), corpus.len(), "{stdout}");
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, line)| {
-            let marker = format!(" (- document {}): ", i + 1);
-            let (_, reason) = line.split_once(&marker).expect("check's line format");
-            let mut reason = reason.to_owned();
+    // A ConfigMap mid-rollout has a line per track: the first not accepted is what is refused.
+    let mut first: Vec<Option<String>> = vec![None; corpus.len()];
+    let mut seen = vec![false; corpus.len()];
+    for line in stdout.lines() {
+        let (_, after) = line
+            .split_once(" (- document ")
+            .expect("check's line format");
+        let (doc, rest) = after.split_once(')').expect("check's line format");
+        let i: usize = doc.parse::<usize>().unwrap() - 1;
+        seen[i] = true;
+        let (_, reason) = rest.split_once(": ").expect("check's line format");
+        if first[i].is_none() && !line.starts_with("accepted ") {
+            first[i] = Some(reason.to_owned());
+        }
+    }
+    assert!(seen.iter().all(|&s| s), "{stdout}");
+    first
+        .into_iter()
+        .map(|reason| {
+            let mut reason = reason?;
             if let Some(at) = reason.find(" (present: ") {
-                reason.truncate(at);
+                let end = at
+                    + reason[at..]
+                        .find("); ")
+                        .expect("the fix after the keys present")
+                    + 1;
+                reason.replace_range(at..end, "");
             }
             if let (Some(i), Some(j)) = (
                 reason.find(": not a semantic version ("),
@@ -125,7 +159,7 @@ fn check(args: &[&str], corpus: &[Value]) -> Vec<Option<String>> {
             ) {
                 reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
             }
-            (!line.starts_with("accepted ")).then_some(reason)
+            Some(reason)
         })
         .collect()
 }
@@ -208,14 +242,10 @@ fn generated_policies_allow_and_refuse_as_check_does() {
             let corpus = corpus(case.name);
             let verdicts = check(case.args, &corpus);
             let prefix = format!("ConfigMap {NS}/{}: ", case.name);
-            // check's reason ends with the fix (`; update the ConfigMap …`); the admission message
-            // is the reason without it (docs/admission.md).
+            // The admission message is check's reason, ending with the same fix (docs/admission.md).
             let expect = |v: &Option<String>| match v {
                 None => Ok(()),
-                Some(reason) => Err(format!(
-                    "{prefix}{}",
-                    reason.rsplit_once("; ").map_or(reason.as_str(), |(r, _)| r)
-                )),
+                Some(reason) => Err(format!("{prefix}{reason}")),
             };
             // CREATE, while the ConfigMap does not exist (dry run: nothing is stored).
             for (cm, verdict) in corpus.iter().zip(&verdicts) {
@@ -262,7 +292,10 @@ fn generated_policies_allow_and_refuse_as_check_does() {
                 other => panic!("DELETE of {} was not refused: {other:?}", case.name),
             }
         }
-        assert_eq!(compared, POLICIES.len() * (VERSIONS.len() + 3) * 2);
+        assert_eq!(
+            compared,
+            POLICIES.len() * (VERSIONS.len() + 3 + ROLLOUTS) * 2
+        );
 
         // Another ConfigMap of the namespace, and the same name in another namespace, are not the
         // policies' business (resourceNames, namespaceSelector and the match condition).
@@ -327,7 +360,9 @@ fn the_committed_example_refuses_as_the_readme_shows() {
         format!(
             "The configmaps \"app-config\" is invalid: : ValidatingAdmissionPolicy \
              'confgate.{ns}.app-config' with binding 'confgate.{ns}.app-config' denied request: \
-             ConfigMap {ns}/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows\n"
+             ConfigMap {ns}/app-config: version 3.0.0 is newer than >=2.4.0, <3.0.0 allows; roll the \
+             ConfigMap back to a version in >=2.4.0, <3.0.0, or raise confgate.io/accepts once the \
+             component reads 3.0.0\n"
         )
     );
     let out = c.kubectl_with(&["apply", "-f", "-"], &cm("2.4.1"));

@@ -1,0 +1,84 @@
+//! A rollout in CEL: the `confgate.rollout` percentage read as [`crate::rollout::Percent::parse`]
+//! reads it (refused with the same reason when it cannot be followed) and shown as it displays, and
+//! the candidate's version key (`K.next` in place of `K`), so the policy judges the candidate's
+//! version as the pods on the candidate and `check` judge it.
+
+use super::semver_cel::{WS, lit, trimmed};
+use crate::rollout::{KEY, SUFFIX};
+
+/// `KEY` as a CEL string.
+fn key() -> String {
+    lit(KEY)
+}
+
+/// A CEL boolean: whether `object.data` holds the rollout key.
+pub fn present() -> String {
+    format!("(has(object.data) && {} in object.data)", key())
+}
+
+/// A CEL int over the trimmed percentage `p`, once it is a number followed by `%` with at most two
+/// decimals: its hundredths, or 10001 for anything over 100% (so `int()` never overflows).
+fn hundredths(p: &str) -> String {
+    format!(
+        "[{p}.find('^[0-9]+')].map(w, [w.find('[1-9][0-9]*')].map(s, [{p}.find('[.][0-9]+')].map(f, \
+         size(s) > 3 ? 10001 : (s == '' ? 0 : int(s)) * 100 + \
+         (size(f) == 0 ? 0 : (size(f) == 2 ? int(f.substring(1)) * 10 : int(f.substring(1)))))[0])[0])[0]"
+    )
+}
+
+/// A CEL boolean: the rollout key, when present, is a percentage from 0% to 100%.
+pub fn valid() -> String {
+    format!(
+        "!{present} || [{t}].all(p, p.matches({re}) && {h} <= 10000)",
+        present = present(),
+        t = trimmed(&format!("object.data[{}]", key())),
+        re = lit(&format!("^[0-9]+([.][0-9]{{1,2}})?{WS}*%$")),
+        h = hundredths("p"),
+    )
+}
+
+/// A CEL string: why the rollout key is not a percentage, as [`crate::rollout::Plan::read`] says it.
+pub fn invalid_reason() -> String {
+    format!(
+        "[{t}].map(p, {prefix} + (!p.endsWith('%') ? 'it does not end in %' : \
+         !p.matches({number}) ? 'it is not a number followed by %' : \
+         !p.matches({decimals}) ? 'it has more than two decimals' : 'it is over 100%') + {allowed})[0]",
+        t = trimmed(&format!("object.data[{}]", key())),
+        prefix = lit(&format!("key {KEY} is not a percentage (")),
+        number = lit(&format!("^[0-9]+([.][0-9]+)?{WS}*%$")),
+        decimals = lit(&format!("^[0-9]+([.][0-9]{{1,2}})?{WS}*%$")),
+        allowed = lit("); allowed: 0% to 100%, e.g. 5%, 25% or 2.5%"),
+    )
+}
+
+/// A CEL boolean: some pod is on the candidate (a valid percentage above 0% and a `.next` key).
+pub fn live() -> String {
+    format!(
+        "({present} && [{t}].all(p, {h} > 0) && (object.data.exists(k, k.endsWith({s})) || \
+         (has(object.binaryData) && object.binaryData.exists(k, k.endsWith({s})))))",
+        present = present(),
+        t = trimmed(&format!("object.data[{}]", key())),
+        h = hundredths("p"),
+        s = lit(SUFFIX),
+    )
+}
+
+/// A CEL string: the percentage (valid), as [`crate::rollout::Percent`] displays it.
+pub fn display() -> String {
+    format!(
+        "[{t}].map(p, [{h}].map(h, string(h / 100) + (h % 100 == 0 ? '' : (h % 10 == 0 ? '.' + \
+         string(h % 100 / 10) : '.' + (h % 100 < 10 ? '0' : '') + string(h % 100))) + '%')[0])[0]",
+        t = trimmed(&format!("object.data[{}]", key())),
+        h = hundredths("p"),
+    )
+}
+
+/// A CEL map expression: the data the candidate's version is read from, `key` holding `key.next`
+/// when there is one (the candidate's set), else the stable data.
+pub fn candidate_data(key: &str) -> String {
+    let (k, next) = (lit(key), lit(&format!("{key}{SUFFIX}")));
+    format!(
+        "(has(object.data) && {next} in object.data ? {{{k}: object.data[{next}]}} : \
+         (has(object.data) ? object.data : {{}}))"
+    )
+}

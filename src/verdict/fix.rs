@@ -1,0 +1,82 @@
+//! The fix each reason ends with, one function per kind of problem, so that every reader that words a
+//! reason (the sidecar, `check`, the admission policy's CEL, variants) ends it with the same words.
+//! Pure. A version or range is passed in as text: the policy passes a placeholder it splices a CEL
+//! expression into.
+
+use crate::settings::VersionFrom;
+
+/// The annotations a fix names (`tests` checks each is a setting's).
+pub const ANN_ACCEPTS: &str = "confgate.io/accepts";
+pub const ANN_REQUIRE: &str = "confgate.io/require";
+pub const ANN_VERSION_FROM: &str = "confgate.io/version-from";
+pub const ANN_VARIANTS: &str = "confgate.io/variants";
+
+/// `missing` required keys are absent.
+pub fn required(missing: usize) -> String {
+    let them = if missing == 1 { "it" } else { "them" };
+    format!("add {them} to the ConfigMap, or drop {them} from {ANN_REQUIRE}")
+}
+
+/// The key the version is read from is absent (`key` as a reason shows it).
+pub fn version_key_absent(key: &str) -> String {
+    format!(
+        "add key {key} to the ConfigMap, or point {ANN_VERSION_FROM} at the key that holds the version"
+    )
+}
+
+/// A version that cannot be read where `from` says.
+pub fn write_a_version(from: &VersionFrom) -> String {
+    format!("write a version such as 2.4.1 at {from} in the ConfigMap")
+}
+
+/// `version` is newer than `range` allows.
+pub fn too_new(range: &str, version: &str) -> String {
+    format!(
+        "roll the ConfigMap back to a version in {range}, or raise {ANN_ACCEPTS} once the component reads {version}"
+    )
+}
+
+/// `version` is older than `range` allows.
+pub fn too_old(range: &str, version: &str) -> String {
+    format!(
+        "update the ConfigMap to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}"
+    )
+}
+
+/// A pre-release `range` does not name.
+pub fn pre_release(range: &str) -> String {
+    format!("set the ConfigMap to a version in {range}, or name the pre-release in {ANN_ACCEPTS}")
+}
+
+/// A version outside `range` on neither side.
+pub fn outside(range: &str) -> String {
+    format!("set the ConfigMap to a version in {range}, or change {ANN_ACCEPTS}")
+}
+
+/// No variant is accepted, `verdict` being what `variants` makes of that; `range` is `None` when none is
+/// configured.
+pub fn no_variant(verdict: crate::values::Verdict, range: Option<&str>) -> String {
+    use crate::values::Verdict;
+    let Some(range) = range else {
+        return format!("set {ANN_ACCEPTS} to the range the component reads");
+    };
+    match verdict {
+        Verdict::TooNew => format!(
+            "add a variant with a version in {range}, or raise {ANN_ACCEPTS} once the component reads a newer one"
+        ),
+        Verdict::TooOld => format!(
+            "add a variant with a version in {range}, or lower {ANN_ACCEPTS} if the component still reads an older one"
+        ),
+        Verdict::Invalid => format!(
+            "correct the invalid variant as its reason says, or add a variant with a version in {range}"
+        ),
+        _ => format!("add a variant with a version in {range}, or change {ANN_ACCEPTS}"),
+    }
+}
+
+/// A key holds the name variants are promoted as.
+pub fn promoted_name_taken(key: &str) -> String {
+    format!(
+        "remove key {key} from the ConfigMap (each variant is promoted under that name), or change {ANN_VARIANTS}"
+    )
+}

@@ -1,0 +1,139 @@
+//! Which volume of a pod spec confgate gates: one function for `confgate inject` (the volume it puts
+//! the sidecar on) and `confgate check` (the ConfigMap it judges for a pod not injected yet), so that
+//! both pick the same volume, and refuse the same ones. Pure.
+//!
+//! A ConfigMap volume, or a projected volume whose every source is a ConfigMap (the sidecar reads them
+//! together, as one directory), can be gated. A projected volume mixing a ConfigMap with a source of
+//! another kind (a Secret, the downward API, a token) cannot: confgate would judge and promote the rest
+//! as part of the config.
+
+use serde_json::{Map, Value};
+
+/// The volumes that can be gated, and those that cannot although they project a ConfigMap.
+struct Candidates<'a> {
+    gateable: Vec<&'a str>,
+    /// A projected volume with a ConfigMap source and a source of another kind, and why it cannot
+    /// be gated.
+    mixed: Vec<(&'a str, String)>,
+}
+
+/// What a JSON value is, for a message that must not show it.
+pub fn shape(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// A `volumes` that is not a list, or a `configMap` that is not a mapping, is refused by name: inject
+/// edits both.
+fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, String> {
+    let volumes = match spec.get("volumes") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(v)) => v.as_slice(),
+        Some(other) => return Err(format!("volumes is {}, not a list", shape(other))),
+    };
+    let mut out = Candidates {
+        gateable: Vec::new(),
+        mixed: Vec::new(),
+    };
+    for (i, v) in volumes.iter().enumerate() {
+        let name = v.get("name").and_then(Value::as_str);
+        let which = || name.map_or_else(|| format!("volumes[{i}]"), |n| format!("volume {n}"));
+        if let Some(sources) = v.pointer("/projected/sources").and_then(Value::as_array) {
+            let kinds: Vec<&str> = sources
+                .iter()
+                .filter_map(|s| s.as_object()?.keys().next().map(String::as_str))
+                .collect();
+            if !kinds.contains(&"configMap") {
+                continue;
+            }
+            if let Some(s) = sources
+                .iter()
+                .find(|s| s.get("configMap").is_some_and(|c| !c.is_object()))
+            {
+                return Err(format!(
+                    "{}: a projected configMap source is {}, not a mapping",
+                    which(),
+                    shape(&s["configMap"])
+                ));
+            }
+            let others: Vec<&str> = kinds
+                .iter()
+                .copied()
+                .filter(|k| *k != "configMap")
+                .collect();
+            if others.is_empty() {
+                out.gateable.extend(name);
+            } else if let Some(n) = name {
+                out.mixed.push((
+                    n,
+                    format!(
+                        "volume {n} projects a ConfigMap together with {}: confgate would judge and \
+                         promote them as one config, and the component would read a copy of the rest \
+                         that changes only when the config does; give the ConfigMap a volume of its own",
+                        others.join(", ")
+                    ),
+                ));
+            }
+            continue;
+        }
+        let Some(cm) = v.get("configMap") else {
+            continue;
+        };
+        if !cm.is_object() {
+            return Err(format!(
+                "{}: configMap is {}, not a mapping (expected configMap: {{name: CONFIGMAP}})",
+                which(),
+                shape(cm)
+            ));
+        }
+        out.gateable.extend(name);
+    }
+    Ok(out)
+}
+
+/// The volume to gate: `wanted` (inject's `--volume`), or the only one that can be gated; `Err` says
+/// why none can be chosen and what to do.
+pub fn choose(spec: &Map<String, Value>, wanted: Option<&str>) -> Result<String, String> {
+    let Candidates { gateable, mixed } = candidates(spec)?;
+    if let Some(want) = wanted
+        && let Some((_, why)) = mixed.iter().find(|(n, _)| *n == want)
+    {
+        return Err(why.clone());
+    }
+    if wanted.is_none()
+        && gateable.is_empty()
+        && let [(_, why)] = mixed.as_slice()
+    {
+        return Err(why.clone());
+    }
+    match (wanted, gateable.as_slice()) {
+        (Some(want), _) if gateable.contains(&want) => Ok(want.to_owned()),
+        (Some(want), _) => Err(format!(
+            "no ConfigMap volume named {want} (ConfigMap volumes: {})",
+            list(&gateable)
+        )),
+        (None, [one]) => Ok((*one).to_owned()),
+        (None, []) => Err(
+            "no ConfigMap volume to gate; add one with the component's ConfigMap and mount it where the component reads its config"
+                .into(),
+        ),
+        (None, _) => Err(format!(
+            "several ConfigMap volumes ({}); name the one to gate with --volume",
+            list(&gateable)
+        )),
+    }
+}
+
+fn list(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
