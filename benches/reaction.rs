@@ -41,13 +41,17 @@ struct Opts {
     /// Side-by-side rounds, and updates per round for each contestant.
     rounds: usize,
     per_round: usize,
+    /// The pause before each side-by-side update (0: back to back).
+    gap: Duration,
+    /// Only the side-by-side rounds (for comparing builds quickly): no other figure, no JSON.
+    side_only: bool,
     json: PathBuf,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: cargo bench --bench reaction -- [--quick] [--iterations N] [--big-iterations N] \
-         [--updates N] [--idle-secs N] [--starts N] [--rounds N] [--per-round N] [--json PATH]"
+         [--updates N] [--idle-secs N] [--starts N] [--rounds N] [--per-round N] [--gap-ms N] [--side-only] [--json PATH]"
     );
     std::process::exit(64)
 }
@@ -73,6 +77,8 @@ fn opts() -> Opts {
         starts: if quick { 5 } else { 20 },
         rounds: if quick { 4 } else { 10 },
         per_round: if quick { 10 } else { 30 },
+        side_only: false,
+        gap: Duration::ZERO,
         json: target_dir.join("confgate-bench.json"),
     };
     let mut it = args.iter();
@@ -91,6 +97,8 @@ fn opts() -> Opts {
             "--starts" => o.starts = num(),
             "--rounds" => o.rounds = num(),
             "--per-round" => o.per_round = num(),
+            "--side-only" => o.side_only = true,
+            "--gap-ms" => o.gap = Duration::from_millis(num() as u64),
             "--json" => o.json = it.next().map(PathBuf::from).unwrap_or_else(|| usage()),
             _ => usage(),
         }
@@ -538,6 +546,8 @@ struct SideBySide {
     per: usize,
     ours: Stats,
     rss_kib: u64,
+    /// Whether configmap-reload was among the rivals.
+    peer: bool,
     rivals: Vec<RivalResult>,
 }
 
@@ -547,6 +557,157 @@ struct RivalResult {
     stats: Stats,
     rss_kib: u64,
     bytes: Option<u64>,
+}
+
+/// Side by side with the floor (and configmap-reload or another confgate build when given):
+/// `o.rounds` alternating rounds of `o.per_round` updates each, 256-byte configs, `o.gap` apart.
+/// `pid` is the measured confgate's.
+fn side_by_side(
+    vol: &Volume,
+    sink: &Sink,
+    seq: &mut u64,
+    pid: u32,
+    tmp: &Path,
+    o: &Opts,
+) -> SideBySide {
+    let (rounds, per, gap) = (o.rounds, o.per_round, o.gap);
+    let cmp_files = |v: &str| {
+        let mut f = small(v);
+        let used: usize = f.iter().map(|(k, b)| k.len() + b.len()).sum();
+        f.push((
+            "pad.txt".into(),
+            vec![b'p'; 256usize.saturating_sub(used + 7)],
+        ));
+        f
+    };
+    let env = |name: &str| std::env::var(name).ok().filter(|b| !b.is_empty());
+    let peer = env("CONFIGMAP_RELOAD_BIN");
+    let mut rivals = vec![Rival::floor(tmp)];
+    if let Some(bin) = &peer {
+        rivals.push(Rival::configmap_reload(bin, tmp));
+    }
+    if let Some(bin) = &env("CONFGATE_BASELINE_BIN") {
+        rivals.push(Rival::confgate(bin, tmp));
+    }
+    // The pids, so a profiler can be attached to the processes during the rounds.
+    eprintln!(
+        "side by side with {} ({rounds} alternating rounds of {per}); pids: confgate {pid}, {}...",
+        rivals
+            .iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>()
+            .join(" and "),
+        rivals
+            .iter()
+            .map(|r| format!("{} {}", r.name, r.process.pid()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut ours = Vec::new();
+    let mut theirs = vec![Vec::new(); rivals.len()];
+    reload_latency(vol, sink, 5, seq, &cmp_files);
+    for r in &mut rivals {
+        reload_latency(&r.vol, &r.sink, 5, &mut r.seq, &cmp_files);
+    }
+    // With a gap, each update finds its reloader idle, as a ConfigMap update minutes after the last
+    // does; without, the next update lands while confgate still answers the last (logs, tidies).
+    let spaced = |vol: &Volume, sink: &Sink, seq: &mut u64| -> Vec<Duration> {
+        if gap.is_zero() {
+            return reload_latency(vol, sink, per, seq, &cmp_files);
+        }
+        (0..per)
+            .flat_map(|_| {
+                // A pause between samples, not a wait for anything.
+                std::thread::sleep(gap);
+                reload_latency(vol, sink, 1, seq, &cmp_files)
+            })
+            .collect()
+    };
+    for _ in 0..rounds {
+        ours.extend(spaced(vol, sink, seq));
+        for (r, t) in rivals.iter_mut().zip(&mut theirs) {
+            t.extend(spaced(&r.vol, &r.sink, &mut r.seq));
+        }
+    }
+    SideBySide {
+        rounds,
+        per,
+        ours: stats(ours),
+        rss_kib: common::status_kb(pid, "VmRSS"),
+        peer: peer.is_some(),
+        rivals: rivals
+            .iter()
+            .zip(theirs)
+            .map(|(r, t)| RivalResult {
+                name: r.name,
+                key: r.key,
+                stats: stats(t),
+                rss_kib: common::status_kb(r.process.pid(), "VmRSS"),
+                bytes: r.bytes,
+            })
+            .collect(),
+    }
+}
+
+/// The side-by-side rows of the report: each rival's median, p99, RSS and size against confgate's.
+fn comparison(side: &SideBySide, bin_size: u64) -> Vec<(String, String, String)> {
+    let pass = |ok: bool| if ok { "ok" } else { "MISSED" };
+    let mut cmp_rows = Vec::new();
+    for r in &side.rivals {
+        // The floor does strictly less than any reloader; configmap-reload about as little. A
+        // baseline build has no target: the ratio says what a change did.
+        let (limit, rss_limit) = match r.key {
+            "floor" => (Some(1.3), None),
+            "configmap_reload" => (Some(1.0), Some(0.5)),
+            _ => (None, None),
+        };
+        for (what, a, b) in [
+            ("median", side.ours.median, r.stats.median),
+            ("p99", side.ours.p99, r.stats.p99),
+        ] {
+            cmp_rows.push((
+                format!("vs {}: swap -> POST {what} of {}", r.name, side.ours.n),
+                format!("{a:.3} ms vs {b:.3} ms"),
+                match limit {
+                    Some(l) => format!("ratio {:.2} (<= {l}: {})", a / b, pass(a <= b * l)),
+                    None => format!("ratio {:.2}", a / b),
+                },
+            ));
+        }
+        let rss_ratio = side.rss_kib as f64 / r.rss_kib as f64;
+        cmp_rows.push((
+            format!("vs {}: RSS after the run", r.name),
+            format!("{} KiB vs {} KiB", side.rss_kib, r.rss_kib),
+            match rss_limit {
+                Some(l) => format!("ratio {rss_ratio:.2} (<= {l}: {})", pass(rss_ratio <= l)),
+                None => format!("ratio {rss_ratio:.2}"),
+            },
+        ));
+        if let Some(bytes) = r.bytes {
+            cmp_rows.push((
+                format!("vs {}: binary size", r.name),
+                format!("{bin_size} vs {bytes} bytes"),
+                format!("ratio {:.2}", bin_size as f64 / bytes as f64),
+            ));
+        }
+    }
+    if !side.peer {
+        cmp_rows.push((
+            "configmap-reload".into(),
+            "skipped (set CONFIGMAP_RELOAD_BIN to its binary)".into(),
+            String::new(),
+        ));
+    }
+    cmp_rows
+}
+
+/// Prints rows of three columns, aligned.
+fn print_table(rows: &[(String, String, String)]) {
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    for (a, b, c) in rows {
+        println!("{a:<w0$}  {b:<w1$}  {c}");
+    }
 }
 
 /// One latency line of the report.
@@ -575,8 +736,12 @@ fn main() {
     report.insert("binary_bytes".into(), json!(bin_size));
     let mut lines = Vec::new();
 
-    eprintln!("start-up ({} runs)...", o.starts);
-    let start = stats(startup(o.starts, tmp.path()));
+    let start = if o.side_only {
+        None
+    } else {
+        eprintln!("start-up ({} runs)...", o.starts);
+        Some(stats(startup(o.starts, tmp.path())))
+    };
 
     let vol = Volume::new(tmp.path().join("incoming"));
     let promote = tmp.path().join("promoted");
@@ -612,6 +777,16 @@ fn main() {
         })
     };
     let mem_start = mem(pid);
+    if o.side_only {
+        let mut seq = 0;
+        let side = side_by_side(&vol, &sink, &mut seq, pid, tmp.path(), &o);
+        println!(
+            "\nside by side, {} alternating rounds of {} updates, 256-byte configs",
+            side.rounds, side.per
+        );
+        print_table(&comparison(&side, bin_size));
+        return;
+    }
 
     let mut seq = 0u64;
     let filler: Vec<u8> = (0..MAX_BYTES - 64).map(|i| b'a' + (i % 26) as u8).collect();
@@ -688,7 +863,7 @@ fn main() {
     lines.push(Line {
         key: "startup",
         label: "start-up to /readyz 200",
-        stats: start,
+        stats: start.expect("measured unless --side-only"),
         target_ms: None,
     });
 
@@ -708,68 +883,7 @@ fn main() {
     // with it, so the difference is a lower bound, and never below zero.
     let wakeups = vol1.saturating_sub(vol0);
 
-    // Side by side with the floor (and configmap-reload when given): alternating rounds, 256-byte configs.
-    let cmp_files = |v: &str| {
-        let mut f = small(v);
-        let used: usize = f.iter().map(|(k, b)| k.len() + b.len()).sum();
-        f.push((
-            "pad.txt".into(),
-            vec![b'p'; 256usize.saturating_sub(used + 7)],
-        ));
-        f
-    };
-    let peer = std::env::var("CONFIGMAP_RELOAD_BIN")
-        .ok()
-        .filter(|b| !b.is_empty());
-    let mut rivals = vec![Rival::floor(tmp.path())];
-    if let Some(bin) = &peer {
-        rivals.push(Rival::configmap_reload(bin, tmp.path()));
-    }
-    let baseline = std::env::var("CONFGATE_BASELINE_BIN")
-        .ok()
-        .filter(|b| !b.is_empty());
-    if let Some(bin) = &baseline {
-        rivals.push(Rival::confgate(bin, tmp.path()));
-    }
-    let (rounds, per) = (o.rounds, o.per_round);
-    eprintln!(
-        "side by side with {} ({rounds} alternating rounds of {per})...",
-        rivals
-            .iter()
-            .map(|r| r.name)
-            .collect::<Vec<_>>()
-            .join(" and ")
-    );
-    let mut ours = Vec::new();
-    let mut theirs = vec![Vec::new(); rivals.len()];
-    reload_latency(&vol, &sink, 5, &mut seq, &cmp_files);
-    for r in &mut rivals {
-        reload_latency(&r.vol, &r.sink, 5, &mut r.seq, &cmp_files);
-    }
-    for _ in 0..rounds {
-        ours.extend(reload_latency(&vol, &sink, per, &mut seq, &cmp_files));
-        for (r, t) in rivals.iter_mut().zip(&mut theirs) {
-            t.extend(reload_latency(&r.vol, &r.sink, per, &mut r.seq, &cmp_files));
-        }
-    }
-    let side = SideBySide {
-        rounds,
-        per,
-        ours: stats(ours),
-        rss_kib: common::status_kb(pid, "VmRSS"),
-        rivals: rivals
-            .iter()
-            .zip(theirs)
-            .map(|(r, t)| RivalResult {
-                name: r.name,
-                key: r.key,
-                stats: stats(t),
-                rss_kib: common::status_kb(r.process.pid(), "VmRSS"),
-                bytes: r.bytes,
-            })
-            .collect(),
-    };
-    drop(rivals);
+    let side = side_by_side(&vol, &sink, &mut seq, pid, tmp.path(), &o);
     drop(cg);
 
     eprintln!("peak memory for 1 MiB configs of each shape...");
@@ -858,52 +972,7 @@ fn main() {
             format!("<= 12 MiB: {}", pass(*kib <= 12 * 1024)),
         ));
     }
-    let mut cmp_rows = Vec::new();
-    for r in &side.rivals {
-        // The floor does strictly less than any reloader; configmap-reload about as little. A
-        // baseline build has no target: the ratio says what a change did.
-        let (limit, rss_limit) = match r.key {
-            "floor" => (Some(1.3), None),
-            "configmap_reload" => (Some(1.0), Some(0.5)),
-            _ => (None, None),
-        };
-        for (what, a, b) in [
-            ("median", side.ours.median, r.stats.median),
-            ("p99", side.ours.p99, r.stats.p99),
-        ] {
-            cmp_rows.push((
-                format!("vs {}: swap -> POST {what} of {}", r.name, side.ours.n),
-                format!("{a:.3} ms vs {b:.3} ms"),
-                match limit {
-                    Some(l) => format!("ratio {:.2} (<= {l}: {})", a / b, pass(a <= b * l)),
-                    None => format!("ratio {:.2}", a / b),
-                },
-            ));
-        }
-        let rss_ratio = side.rss_kib as f64 / r.rss_kib as f64;
-        cmp_rows.push((
-            format!("vs {}: RSS after the run", r.name),
-            format!("{} KiB vs {} KiB", side.rss_kib, r.rss_kib),
-            match rss_limit {
-                Some(l) => format!("ratio {rss_ratio:.2} (<= {l}: {})", pass(rss_ratio <= l)),
-                None => format!("ratio {rss_ratio:.2}"),
-            },
-        ));
-        if let Some(bytes) = r.bytes {
-            cmp_rows.push((
-                format!("vs {}: binary size", r.name),
-                format!("{bin_size} vs {bytes} bytes"),
-                format!("ratio {:.2}", bin_size as f64 / bytes as f64),
-            ));
-        }
-    }
-    if peer.is_none() {
-        cmp_rows.push((
-            "configmap-reload".into(),
-            "skipped (set CONFIGMAP_RELOAD_BIN to its binary)".into(),
-            String::new(),
-        ));
-    }
+    let cmp_rows = comparison(&side, bin_size);
 
     let m = &report["machine"];
     println!(
@@ -918,11 +987,7 @@ fn main() {
             "binary {bin}: not a release build, so these figures say only that the benchmark runs"
         );
     }
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    for (a, b, c) in &rows {
-        println!("{a:<w0$}  {b:<w1$}  {c}");
-    }
+    print_table(&rows);
 
     for (title, table) in [
         ("peak memory, one 1 MiB config", &peak_rows),
@@ -935,11 +1000,7 @@ fn main() {
         ),
     ] {
         println!("\n{title}");
-        let w0 = table.iter().map(|r| r.0.len()).max().unwrap_or(0);
-        let w1 = table.iter().map(|r| r.1.len()).max().unwrap_or(0);
-        for (a, b, c) in table {
-            println!("{a:<w0$}  {b:<w1$}  {c}");
-        }
+        print_table(table);
     }
     report.insert(
         "peak_memory_kib".into(),
@@ -960,7 +1021,7 @@ fn main() {
             sbs.insert(format!("binary_bytes_{}", r.key), json!(b));
         }
     }
-    if peer.is_none() {
+    if !side.peer {
         sbs.insert("configmap_reload".into(), json!("skipped"));
     }
     report.insert("side_by_side".into(), serde_json::Value::Object(sbs));

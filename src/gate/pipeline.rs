@@ -41,6 +41,8 @@ pub struct Pipeline {
     /// Judge the next read even if it is what was last judged: the component refused a rollout's
     /// candidate, which the same ConfigMap now holds back on this pod.
     rejudge: bool,
+    /// Whether the last config read was small ([`is_small`]): the next is then read on the loop.
+    small_before: bool,
 }
 
 impl Pipeline {
@@ -78,6 +80,7 @@ impl Pipeline {
             switched: None,
             rollout: None,
             rejudge: false,
+            small_before: false,
         };
         p.handle(Event::Start(read)).await;
         p.publish();
@@ -174,10 +177,16 @@ impl Pipeline {
                         .map_err(|e| e.to_string()),
                 ));
             }
-            Action::Reload(r) => self.request(r),
+            // Any reload (a promotion's, a rollback's, one owed) is on the wire before the loop goes on
+            // to publish a status that says it was made.
+            Action::Reload(r) => {
+                self.request(r);
+                yield_to_worker().await;
+            }
             // The reload worker, on this thread, sends the request before the loop logs, counts and
             // removes the old dir: none of that is needed for the component to read the new config.
-            Action::Yield => tokio::task::yield_now().await,
+            // One yield is not enough for that: see `YIELDS`.
+            Action::Yield => yield_to_worker().await,
             Action::FinishSwitch => {
                 if let (Some(p), Some(s)) = (&self.promoter, self.switched.take()) {
                     p.finish(s);
@@ -295,8 +304,11 @@ impl Pipeline {
         })))
     }
 
-    /// Reads the newest snapshot (the volume, or the feed's) and judges it off the loop, unless it is
-    /// what was last judged.
+    /// Reads the newest snapshot (the volume, or the feed's) and judges it, unless it is what was last
+    /// judged. After a small config ([`is_small`]) the next is read, and when small again judged, on
+    /// the loop itself: two thread hand-offs fewer between the `..data` swap and the reload, which is
+    /// most of the reaction time on a busy node. Otherwise, and whenever content rules are in force,
+    /// the work runs off the loop ([`off_loop`]), so that a large config cannot hold up `/livez`.
     async fn judge(&mut self, settings: Settings, unless: Option<Seen>) -> Option<Event> {
         let fed = match &self.feed {
             Feed::Volume => None,
@@ -311,17 +323,41 @@ impl Pipeline {
             .iter()
             .map(|(h, _)| *h)
             .collect();
-        let (seen, choice) = off_loop(&self.shared, move || {
-            let obs = fed.unwrap_or_else(|| snapshot::read(&watch));
+        let read = move || fed.unwrap_or_else(|| snapshot::read(&watch));
+        let rules = !settings.rules.is_empty();
+        let (seen, choice) = if self.small_before {
+            let obs = read();
+            self.small_before = is_small(&obs);
             let seen = Seen::of(&obs);
-            // Identical input under unchanged settings: nothing to judge.
             if unless.as_ref() == Some(&seen) {
-                return (seen, None);
+                (seen, None)
+            } else if self.small_before && !rules {
+                (
+                    seen,
+                    Some(rollout::choose(obs, &settings, bucket, &refused)),
+                )
+            } else {
+                let choice = off_loop(&self.shared, move || {
+                    rollout::choose(obs, &settings, bucket, &refused)
+                })
+                .await;
+                (seen, Some(choice))
             }
-            let choice = rollout::choose(obs, &settings, bucket, &refused);
-            (seen, Some(choice))
-        })
-        .await;
+        } else {
+            let (seen, small, choice) = off_loop(&self.shared, move || {
+                let obs = read();
+                let (seen, small) = (Seen::of(&obs), is_small(&obs));
+                // Identical input under unchanged settings: nothing to judge.
+                if unless.as_ref() == Some(&seen) {
+                    return (seen, small, None);
+                }
+                let choice = rollout::choose(obs, &settings, bucket, &refused);
+                (seen, small, Some(choice))
+            })
+            .await;
+            self.small_before = small;
+            (seen, choice)
+        };
         let choice = choice.map(|(choice, view)| {
             self.rollout_seen(view);
             choice
@@ -411,6 +447,38 @@ impl Pipeline {
     }
 }
 
+/// How often the loop yields to the reload worker after requesting a reload. The worker runs at the
+/// first, and hands the request to the HTTP client, whose connection task writes it: that task is
+/// woken through the runtime's shared queue, which the scheduler looks at after the loop has run
+/// again. With one yield the POST went out only once the loop had logged, tidied and gone idle
+/// (measured: 1.5 ms after the `..data` swap on a loaded machine); with four it goes out right after
+/// the swap. Each yield that finds nothing to run costs a non-blocking `epoll_wait`.
+const YIELDS: usize = 4;
+
+/// Lets the reload worker, and the HTTP client's connection task, write a request just made.
+async fn yield_to_worker() {
+    for _ in 0..YIELDS {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The most bytes, and keys, of a config read and judged on the loop itself: reading and judging
+/// that much takes well under a millisecond, against up to 1 MiB in 8192 keys for a ConfigMap.
+const SMALL_BYTES: usize = 64 << 10;
+const SMALL_KEYS: usize = 64;
+
+/// Whether `obs` is small enough to be read and judged on the loop ([`SMALL_BYTES`], [`SMALL_KEYS`]).
+/// A missing or broken config is: nothing of it was judged.
+fn is_small(obs: &Observed) -> bool {
+    match obs {
+        Observed::Config(s) => {
+            s.files().len() <= SMALL_KEYS
+                && s.files().values().map(Vec::len).sum::<usize>() <= SMALL_BYTES
+        }
+        _ => true,
+    }
+}
+
 fn now() -> Now {
     Now {
         at: Instant::now(),
@@ -487,5 +555,177 @@ mod tests {
             snapshot::read(&promoted),
             Observed::Config(version("1.1.0"))
         );
+    }
+    /// A loopback component that answers every request `200` and reports each one as it arrives.
+    fn component() -> (String, std::sync::mpsc::Receiver<()>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/reload", listener.local_addr().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let (Ok(mut conn), tx) = (conn, tx.clone()) else {
+                    return;
+                };
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = conn.read(&mut buf) {
+                        if n == 0 {
+                            return;
+                        }
+                        head.extend_from_slice(&buf[..n]);
+                        // Each request is a head without a body.
+                        while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                            head.drain(..end + 4);
+                            let _ = tx.send(());
+                            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+                        }
+                    }
+                });
+            }
+        });
+        (url, rx)
+    }
+
+    #[tokio::test]
+    async fn the_reload_post_is_on_the_wire_before_the_loop_goes_on() {
+        // On a task of its own, as `run` starts the loop.
+        tokio::spawn(async move {
+            let tmp = tempfile::tempdir().unwrap();
+            let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
+            let (volume, _) = Promoter::open(&watch).unwrap();
+            volume.promote(&version("1.0.0")).unwrap();
+            let (url, arrived) = component();
+            // Shared with the callback below, across the task's awaits.
+            let arrived = std::sync::Mutex::new(arrived);
+            let cfg = Config {
+                watch,
+                promote_to: Some(promoted),
+                annotations: tmp.path().join("podinfo/annotations"),
+                resync: Duration::from_secs(30),
+                bucket: None,
+            };
+            let base = Settings::from_raw(&Raw {
+                accepts: Some("^1".into()),
+                reload: Some(url),
+                ..Default::default()
+            })
+            .unwrap();
+            let shared = Shared::new();
+            let worker =
+                reload::spawn_with(shared.clone(), crate::http::Client::new(None).unwrap());
+            let mut p = Pipeline::open(cfg, Feed::Volume, base, shared, worker)
+                .await
+                .unwrap();
+            // The first promotion's start-up check opens the connection the next reload reuses.
+            p.process().await;
+            loop {
+                match p.input().await {
+                    Some(e @ Event::Reload(reload::Outcome::Reloaded(_))) => {
+                        p.handle(e).await;
+                        break;
+                    }
+                    Some(e) => p.handle(e).await,
+                    None => {}
+                }
+            }
+            arrived
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the start-up check reached the component");
+            // The client puts the connection back in its pool on a task of its own.
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+
+            volume.promote(&version("1.1.0")).unwrap();
+            let mut seen = false;
+            p.run(Event::Files(Files::CONFIG), |_| {
+                seen = true;
+                // This thread is the runtime's only one: had the request not been written yet, it
+                // could not be written while this waits.
+                arrived
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("the reload POST was written before the loop went on");
+            })
+            .await;
+            assert!(seen, "the promotion yielded to the worker");
+        })
+        .await
+        .unwrap();
+    }
+    #[test]
+    fn a_small_config_after_a_small_one_is_read_and_judged_on_the_loop() {
+        // One blocking thread, held busy below: what needs the blocking pool cannot finish.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
+            let (volume, _) = Promoter::open(&watch).unwrap();
+            volume.promote(&version("1.0.0")).unwrap();
+            let cfg = Config {
+                watch,
+                promote_to: Some(promoted.clone()),
+                annotations: tmp.path().join("podinfo/annotations"),
+                resync: Duration::from_secs(30),
+                bucket: None,
+            };
+            let base = Settings::from_raw(&Raw {
+                accepts: Some("^1".into()),
+                ..Default::default()
+            })
+            .unwrap();
+            let mut p = Pipeline::open(
+                cfg,
+                Feed::Volume,
+                base,
+                Shared::new(),
+                reload::Handle::inert(),
+            )
+            .await
+            .unwrap();
+            // Nothing was read yet: the first read is off the loop.
+            p.process().await;
+            assert_eq!(
+                snapshot::read(&promoted),
+                Observed::Config(version("1.0.0"))
+            );
+
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let busy = tokio::task::spawn_blocking(move || held.recv());
+            volume.promote(&version("1.1.0")).unwrap();
+            tokio::time::timeout(Duration::from_secs(30), p.process())
+                .await
+                .expect("read, judged and promoted without the blocking pool");
+            assert_eq!(
+                snapshot::read(&promoted),
+                Observed::Config(version("1.1.0"))
+            );
+            release.send(()).unwrap();
+            busy.await.unwrap().unwrap();
+        });
+    }
+
+    #[test]
+    fn small_is_at_most_64_keys_and_64_kib() {
+        let keys = |n: usize, each: usize| {
+            Observed::Config(snapshot::Snapshot::new(
+                (0..n)
+                    .map(|i| (format!("k{i}"), vec![b'x'; each]))
+                    .collect(),
+            ))
+        };
+        assert!(is_small(&keys(64, 1024)));
+        assert!(!is_small(&keys(65, 1)), "too many keys");
+        assert!(!is_small(&keys(2, 32 * 1024 + 1)), "too many bytes");
+        assert!(is_small(&Observed::Missing("gone".into())));
     }
 }
