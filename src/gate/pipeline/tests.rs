@@ -1,0 +1,242 @@
+//! The pipeline against real files and a real reload sink: small configs judged on the loop, the
+//! reload request on the wire before the loop goes on.
+
+use super::*;
+use crate::settings::Raw;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn version(v: &str) -> snapshot::Snapshot {
+    snapshot::Snapshot::new(BTreeMap::from([(
+        "version".to_owned(),
+        v.as_bytes().to_vec(),
+    )]))
+}
+
+#[tokio::test]
+async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
+    // The volume in the kubelet's layout, written by the same code that writes the promoted dir.
+    let (volume, _) = Promoter::open(&watch).unwrap();
+    volume.promote(&version("1.0.0")).unwrap();
+    let cfg = Config {
+        watch,
+        promote_to: Some(promoted.clone()),
+        annotations: tmp.path().join("podinfo/annotations"),
+        resync: Duration::from_secs(30),
+        bucket: None,
+    };
+    let base = Settings::from_raw(&Raw {
+        accepts: Some("^1".into()),
+        reload: Some("http://127.0.0.1:9/reload".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut p = Pipeline::open(
+        cfg,
+        Feed::Volume,
+        base,
+        Shared::new(),
+        reload::Handle::inert(),
+    )
+    .await
+    .unwrap();
+    p.process().await;
+    let old = promoted.join(std::fs::read_link(promoted.join("..data")).unwrap());
+    let requested = p.reloads.requested();
+
+    volume.promote(&version("1.1.0")).unwrap();
+    let mut seen = false;
+    p.run(Event::Files(Files::CONFIG), |p| {
+        seen = true;
+        assert_eq!(p.reloads.requested(), requested + 1);
+        // When the request goes out the new config is live, and nothing was tidied yet.
+        assert_eq!(
+            snapshot::read(&promoted),
+            Observed::Config(version("1.1.0"))
+        );
+        assert!(old.is_dir(), "the old dir is removed after the request");
+    })
+    .await;
+    assert!(
+        seen,
+        "a promotion that requests a reload yields to the worker"
+    );
+    assert!(!old.exists());
+    assert_eq!(
+        snapshot::read(&promoted),
+        Observed::Config(version("1.1.0"))
+    );
+}
+/// A loopback component that answers every request `200` and reports each one as it arrives.
+fn component() -> (String, std::sync::mpsc::Receiver<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/reload", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let (Ok(mut conn), tx) = (conn, tx.clone()) else {
+                return;
+            };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    // Each request is a head without a body.
+                    while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        head.drain(..end + 4);
+                        let _ = tx.send(());
+                        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+                    }
+                }
+            });
+        }
+    });
+    (url, rx)
+}
+
+#[tokio::test]
+async fn the_reload_post_is_on_the_wire_before_the_loop_goes_on() {
+    // On a task of its own, as `run` starts the loop.
+    tokio::spawn(async move {
+        let tmp = tempfile::tempdir().unwrap();
+        let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
+        let (volume, _) = Promoter::open(&watch).unwrap();
+        volume.promote(&version("1.0.0")).unwrap();
+        let (url, arrived) = component();
+        // Shared with the callback below, across the task's awaits.
+        let arrived = std::sync::Mutex::new(arrived);
+        let cfg = Config {
+            watch,
+            promote_to: Some(promoted),
+            annotations: tmp.path().join("podinfo/annotations"),
+            resync: Duration::from_secs(30),
+            bucket: None,
+        };
+        let base = Settings::from_raw(&Raw {
+            accepts: Some("^1".into()),
+            reload: Some(url.as_str().into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let shared = Shared::new();
+        let worker = reload::spawn_with(shared.clone(), crate::http::Client::new(None).unwrap());
+        let mut p = Pipeline::open(cfg, Feed::Volume, base, shared, worker)
+            .await
+            .unwrap();
+        // The first promotion's start-up check opens the connection the next reload reuses.
+        p.process().await;
+        loop {
+            match p.input().await {
+                Some(e @ Event::Reload(reload::Outcome::Reloaded(_))) => {
+                    p.handle(e).await;
+                    break;
+                }
+                Some(e) => p.handle(e).await,
+                None => {}
+            }
+        }
+        arrived
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the start-up check reached the component");
+        // The client puts the connection back in its pool on a task of its own.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+
+        volume.promote(&version("1.1.0")).unwrap();
+        let mut seen = false;
+        p.run(Event::Files(Files::CONFIG), |_| {
+            seen = true;
+            // This thread is the runtime's only one: had the request not been written yet, it
+            // could not be written while this waits.
+            arrived
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the reload POST was written before the loop went on");
+        })
+        .await;
+        assert!(seen, "the promotion yielded to the worker");
+    })
+    .await
+    .unwrap();
+}
+#[test]
+fn a_small_config_after_a_small_one_is_read_and_judged_on_the_loop() {
+    // One blocking thread, held busy below: what needs the blocking pool cannot finish.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
+        let (volume, _) = Promoter::open(&watch).unwrap();
+        volume.promote(&version("1.0.0")).unwrap();
+        let cfg = Config {
+            watch,
+            promote_to: Some(promoted.clone()),
+            annotations: tmp.path().join("podinfo/annotations"),
+            resync: Duration::from_secs(30),
+            bucket: None,
+        };
+        let base = Settings::from_raw(&Raw {
+            accepts: Some("^1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut p = Pipeline::open(
+            cfg,
+            Feed::Volume,
+            base,
+            Shared::new(),
+            reload::Handle::inert(),
+        )
+        .await
+        .unwrap();
+        // Nothing was read yet: the first read is off the loop.
+        p.process().await;
+        assert_eq!(
+            snapshot::read(&promoted),
+            Observed::Config(version("1.0.0"))
+        );
+
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let busy = tokio::task::spawn_blocking(move || held.recv());
+        volume.promote(&version("1.1.0")).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), p.process())
+            .await
+            .expect("read, judged and promoted without the blocking pool");
+        assert_eq!(
+            snapshot::read(&promoted),
+            Observed::Config(version("1.1.0"))
+        );
+        release.send(()).unwrap();
+        busy.await.unwrap().unwrap();
+    });
+}
+
+#[test]
+fn small_is_at_most_64_keys_and_64_kib() {
+    let keys = |n: usize, each: usize| {
+        Observed::Config(snapshot::Snapshot::new(
+            (0..n)
+                .map(|i| (format!("k{i}"), vec![b'x'; each]))
+                .collect(),
+        ))
+    };
+    assert!(is_small(&keys(64, 1024)));
+    assert!(!is_small(&keys(65, 1)), "too many keys");
+    assert!(!is_small(&keys(2, 32 * 1024 + 1)), "too many bytes");
+    assert!(is_small(&Observed::Missing("gone".into())));
+}

@@ -1,0 +1,137 @@
+//! Signalling a component by process name: which processes are the component, whether each started
+//! before the promotion, and whether it catches the signal yet, all read from `/proc`.
+
+use super::{BootTicks, Error, Sent};
+
+/// Sends `signal` to every process named `name` that should get it. Looked up on every call: the
+/// target restarts and changes PID, and a native sidecar starts before it.
+///
+/// A process is named `name` when its `argv[0]` base name is `name`, or, for a name of at most 15 bytes,
+/// its `comm` is (the kernel truncates `comm` to 15 bytes, so a longer name would also match every
+/// process sharing the first 15). It gets the signal only when it started no later than
+/// `promoted_at` (one that started later read the promoted config itself), and, for a signal whose
+/// default action terminates, only when it catches it (`SigCgt`): a component that has not installed
+/// its handler yet would be killed. TERM, INT and QUIT are the restart strategy and go regardless.
+///
+/// `Ok(Sent::NoProcess)` when none runs, `Ok(Sent::Nothing)` when every one started after the
+/// promotion; an error when one should but does not catch the signal yet, or cannot be signalled.
+pub fn signal_by_name(
+    signal: nix::sys::signal::Signal,
+    name: &str,
+    promoted_at: Option<BootTicks>,
+) -> Result<Sent, Error> {
+    let me = std::process::id();
+    let (mut hits, mut newer) = (0, 0);
+    let mut uncaught = None;
+    let entries = std::fs::read_dir("/proc").map_err(|e| Error::Url(format!("/proc: {e}")))?;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid as u32 == me || !process_named(pid, name) {
+            continue;
+        }
+        // Ticks are 10 ms: a process started in the same tick as the promotion may have read the
+        // previous config, so it is signalled (a missed reload would be silent).
+        if let (Some(at), Some(started)) = (promoted_at, start_ticks(pid))
+            && started > at
+        {
+            newer += 1;
+            tracing::debug!(
+                pid,
+                process = name,
+                "started after the promotion; not signalled"
+            );
+            continue;
+        }
+        if !is_restart(signal) && terminates_by_default(signal) && !catches(pid, signal) {
+            tracing::debug!(
+                pid,
+                process = name,
+                signal = signal.as_str(),
+                "does not catch the signal; not signalled"
+            );
+            uncaught = Some(pid);
+            continue;
+        }
+        match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal) {
+            Ok(()) => hits += 1,
+            // Exited between the scan and the signal.
+            Err(nix::errno::Errno::ESRCH) => {}
+            Err(errno) => {
+                return Err(Error::Kill {
+                    signal: signal.as_str(),
+                    pid,
+                    process: name.to_owned(),
+                    errno,
+                });
+            }
+        }
+    }
+    if let Some(pid) = uncaught {
+        return Err(Error::NotCaught {
+            signal: signal.as_str(),
+            pid,
+            process: name.to_owned(),
+        });
+    }
+    match (hits, newer) {
+        (0, 0) => Ok(Sent::NoProcess(name.to_owned())),
+        (0, n) => Ok(Sent::Nothing(format!(
+            "every process named {name} ({n}) started after the promotion and read it at start-up"
+        ))),
+        (n, _) => Ok(Sent::Reloaded(n)),
+    }
+}
+
+fn process_named(pid: i32, name: &str) -> bool {
+    if name.len() <= 15
+        && let Ok(comm) = std::fs::read(format!("/proc/{pid}/comm"))
+        && comm.strip_suffix(b"\n").unwrap_or(&comm) == name.as_bytes()
+    {
+        return true;
+    }
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let argv0 = c.split(|b| *b == 0).next().unwrap_or(&[]);
+        argv0.rsplit(|b| *b == b'/').next() == Some(name.as_bytes())
+    })
+}
+
+/// Field 22 of `/proc/PID/stat`: the start time in ticks since boot.
+pub(super) fn start_ticks(pid: i32) -> Option<BootTicks> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `comm` (field 2) is in parentheses and may hold spaces and parentheses: split after the last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok().map(BootTicks)
+}
+
+/// Whether `pid` has a handler for `signal` (`SigCgt` in `/proc/PID/status`).
+fn catches(pid: i32, signal: nix::sys::signal::Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (signal as i32 - 1)) != 0)
+}
+
+/// TERM, INT and QUIT: the restart strategy, meant to end the process.
+pub(super) fn is_restart(signal: nix::sys::signal::Signal) -> bool {
+    use nix::sys::signal::Signal::*;
+    matches!(signal, SIGTERM | SIGINT | SIGQUIT)
+}
+
+/// Whether the default action of `signal` ends the process (signal(7): Term or Core).
+pub(super) fn terminates_by_default(signal: nix::sys::signal::Signal) -> bool {
+    use nix::sys::signal::Signal::*;
+    !matches!(
+        signal,
+        SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH
+    )
+}

@@ -1,0 +1,95 @@
+//! The reload worker's pure parts and signalling by name.
+
+use super::signal::{is_restart, start_ticks, terminates_by_default};
+use super::*;
+
+#[test]
+fn jitter_stays_within_twenty_percent() {
+    for _ in 0..1000 {
+        let j = jitter(Duration::from_millis(1000)).as_millis();
+        assert!((800..=1200).contains(&j), "{j}");
+    }
+}
+
+#[test]
+fn no_process_is_nothing_to_reload_and_says_why() {
+    let r = signal_by_name(nix::sys::signal::Signal::SIGHUP, "no-such-proc-xyz", None).unwrap();
+    assert!(
+        matches!(&r, Sent::NoProcess(p) if p == "no-such-proc-xyz"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn own_start_time_is_before_now() {
+    let me = start_ticks(std::process::id() as i32).unwrap();
+    let now = BootTicks::now().unwrap();
+    assert!(me <= now, "{me:?} {now:?}");
+    assert!(now.0 - me.0 < 3600 * USER_HZ, "{me:?} {now:?}");
+}
+
+#[test]
+fn first_line_is_bounded_and_sanitised() {
+    assert_eq!(
+        first_line(b"\n  failed to reload\tconfig: x\nsecond"),
+        "failed to reload config: x"
+    );
+    let long = first_line("é".repeat(300).as_bytes());
+    assert!(
+        long.len() <= REASON_MAX + '…'.len_utf8() && long.ends_with('…'),
+        "{long}"
+    );
+    assert_eq!(first_line(&[0xff, b'a', 0x1b]), "\u{fffd}a ");
+}
+
+#[test]
+fn only_answers_that_refuse_are_rejections() {
+    let status = Error::Status {
+        url: "u".into(),
+        status: 500,
+        first_line: "bad".into(),
+    };
+    assert!(status.is_rejection() && Error::Confirmed("0".into()).is_rejection());
+    assert!(!Error::Timeout(ATTEMPT_TIMEOUT).is_rejection());
+    let busy = Error::Status {
+        url: "u".into(),
+        status: 503,
+        first_line: String::new(),
+    };
+    assert!(!busy.is_rejection());
+    assert!(!Error::Unconfirmed("x".into()).is_rejection());
+    assert!(!Error::NoProcess("p".into()).is_rejection());
+}
+
+#[test]
+fn a_redirect_is_not_reached_never_a_refusal() {
+    use hyper::StatusCode;
+    let url = "http://127.0.0.1:9/-/reload";
+    for code in [301, 302, 303, 307, 308] {
+        let status = StatusCode::from_u16(code).unwrap();
+        let e = answered(url, status, b"<a href=\"https://login\">moved</a>").unwrap_err();
+        assert!(!e.is_rejection(), "{code}: {e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&code.to_string())
+                && text.contains("redirect")
+                && text.contains("not reached")
+                && !text.contains("login"),
+            "{text}"
+        );
+    }
+    assert!(matches!(
+        answered(url, StatusCode::OK, b""),
+        Ok(Sent::Reloaded(1))
+    ));
+    let refused = answered(url, StatusCode::INTERNAL_SERVER_ERROR, b"bad rule\n").unwrap_err();
+    assert!(refused.is_rejection(), "{refused}");
+}
+
+#[test]
+fn default_actions() {
+    use nix::sys::signal::Signal::*;
+    assert!(terminates_by_default(SIGHUP) && terminates_by_default(SIGUSR1));
+    assert!(!terminates_by_default(SIGWINCH));
+    assert!(is_restart(SIGTERM) && !is_restart(SIGHUP));
+}
