@@ -30,7 +30,7 @@ pub const MAX_BYTES: u64 = 256 * 1024;
 
 /// Reads and parses the annotations file; an absent file is no annotations. `Err` says why the file
 /// could not be used, naming the file (and line), never a value.
-pub fn read_file(path: &Path) -> Result<Annotations, String> {
+pub(crate) fn read_file(path: &Path) -> Result<Annotations, String> {
     read(path).map(Option::unwrap_or_default)
 }
 
@@ -85,7 +85,7 @@ fn ours(key: &str) -> bool {
 }
 
 /// [`parse`] over bytes: a line that is not UTF-8 is judged like a bad value on that line.
-pub fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
+pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
     let mut out = Annotations::new();
     for (idx, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line = idx + 1;
@@ -112,7 +112,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
 }
 
 /// Go `strconv.Unquote` for a double-quoted string whose result must be UTF-8.
-pub fn unquote(s: &str) -> Result<String, String> {
+pub(crate) fn unquote(s: &str) -> Result<String, String> {
     let inner = s
         .strip_prefix('"')
         .and_then(|r| r.strip_suffix('"'))

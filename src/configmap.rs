@@ -9,7 +9,7 @@ use crate::snapshot::{MAX_BYTES, MAX_KEYS, Observed, Snapshot};
 
 /// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for
 /// nested items (as `--require` and `--version-from` may name them).
-pub fn is_valid_key(key: &str) -> bool {
+pub(crate) fn is_valid_key(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= 253
         && key.split('/').all(|part| {
@@ -23,9 +23,12 @@ pub fn is_valid_key(key: &str) -> bool {
 }
 
 /// The keys of one ConfigMap, gathered from `data` and `binaryData` with the kubelet's rules.
+// Public through `api::source::files`; without the API client, only the crate reaches it.
+#[cfg_attr(not(feature = "api"), allow(unreachable_pub))]
 #[derive(Debug, Default)]
 pub struct Keys(BTreeMap<String, Vec<u8>>);
 
+#[cfg_attr(not(feature = "api"), allow(unreachable_pub))]
 impl Keys {
     /// Adds `key` from `section` (`data` or `binaryData`). A key is a file name once projected, so it
     /// is checked again here although the API server validates it.
@@ -46,14 +49,14 @@ impl Keys {
     }
 
     #[cfg(feature = "api")]
-    pub fn into_map(self) -> BTreeMap<String, Vec<u8>> {
+    pub(crate) fn into_map(self) -> BTreeMap<String, Vec<u8>> {
         self.0
     }
 }
 
 /// What a ConfigMap's keys (or why they could not be read) mean to the gate: no keys is `missing`,
 /// over the size limit or [`MAX_KEYS`] is broken, anything else a snapshot.
-pub fn observe(keys: Result<Keys, String>) -> Observed {
+pub(crate) fn observe(keys: Result<Keys, String>) -> Observed {
     match keys {
         Ok(k) if k.0.is_empty() => Observed::Missing("the ConfigMap has no keys".into()),
         Ok(k) if k.0.len() > MAX_KEYS => Observed::Broken(crate::snapshot::too_many_keys()),

@@ -17,11 +17,11 @@ use http_body_util::{BodyExt, Empty};
 use crate::values::Confirm;
 
 /// How long confgate waits after a reload for the metrics to say applied or rejected.
-pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
 /// With only the `SUCCESS` gauge and a value that did not change, how long before the value is taken.
-pub const SETTLE: Duration = Duration::from_secs(2);
+pub(crate) const SETTLE: Duration = Duration::from_secs(2);
 /// How often the endpoint is read while waiting.
-pub const POLL: Duration = Duration::from_millis(200);
+pub(crate) const POLL: Duration = Duration::from_millis(200);
 /// Bound on one read of the endpoint.
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// Bound on what is read of one exposition, and on one line of it.
@@ -30,7 +30,7 @@ const MAX_LINE: usize = 64 << 10;
 
 /// Why the endpoint could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("GET {url}: {what}")]
     Read { url: String, what: String },
     #[error("GET {url} answered {status}")]
@@ -41,14 +41,14 @@ pub enum Error {
 
 /// The gauges as read once.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Reading {
+pub(crate) struct Reading {
     pub success: f64,
     pub success_time: Option<f64>,
 }
 
 /// What the metrics say about a reload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Said {
+pub(crate) enum Said {
     Applied,
     /// Rejected, and how the metrics said so.
     Rejected(String),
@@ -57,7 +57,7 @@ pub enum Said {
 }
 
 /// Reads the gauges once.
-pub async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Reading, Error> {
+pub(crate) async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Reading, Error> {
     let rd = |what: String| Error::Read {
         url: c.url.clone(),
         what,
@@ -116,7 +116,7 @@ pub async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Reading, 
 /// has (`succeeded_since`). Rejected: `SUCCESS` went from 1 to 0, or is still 0 when the bound passes
 /// with no success since the reload. Without `SUCCESS_TIME`, a change of `SUCCESS` decides at once and
 /// an unchanged value is taken after [`SETTLE`].
-pub async fn wait(
+pub(crate) async fn wait(
     client: &crate::http::Client,
     c: &Confirm,
     before: Option<Reading>,
@@ -158,7 +158,7 @@ pub async fn wait(
 /// promotion, so each read it at start-up): waits, bounded by [`CONFIRM_TIMEOUT`], until the metrics say
 /// its last load succeeded. A component still starting says 0 until its first load, so 0 is never a
 /// rejection here: it is unconfirmed, and looked at again later.
-pub async fn started(client: &crate::http::Client, c: &Confirm) -> Said {
+pub(crate) async fn started(client: &crate::http::Client, c: &Confirm) -> Said {
     let start = tokio::time::Instant::now();
     loop {
         let why = match read(client, c).await {
@@ -177,7 +177,7 @@ pub async fn started(client: &crate::http::Client, c: &Confirm) -> Said {
 /// having been sent: the component loaded the config promoted at `since` when it started. Needs
 /// `SUCCESS_TIME`. A whole-second time counts only from the second after the one `since` falls in: a
 /// load in that same second may have come before the promotion.
-pub fn loaded_since(r: Reading, since: f64) -> bool {
+pub(crate) fn loaded_since(r: Reading, since: f64) -> bool {
     r.success == 1.0
         && r.success_time.is_some_and(|t| {
             if t.fract() == 0.0 {

@@ -15,7 +15,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 /// What the pointer named. Containers and non-scalars carry no content.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Found {
+pub(crate) enum Found {
     Str(String),
     /// A non-negative integer, in decimal.
     Whole(String),
@@ -29,7 +29,7 @@ pub enum Found {
 
 /// Why no value could be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("not valid {format} ({what}{})", At(*.line, *.column))]
     Syntax {
         format: &'static str,
@@ -55,10 +55,10 @@ impl fmt::Display for At {
 }
 
 /// Nesting deeper than this is refused; real configs are far shallower.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// Reads the value at `pointer` in a JSON document.
-pub fn json(text: &str, pointer: &str) -> Result<Found, Error> {
+pub(crate) fn json(text: &str, pointer: &str) -> Result<Found, Error> {
     let tokens = tokens(pointer)?;
     let mut de = serde_json::Deserializer::from_str(text);
     let found = Seek { tokens: &tokens }
@@ -69,7 +69,7 @@ pub fn json(text: &str, pointer: &str) -> Result<Found, Error> {
 }
 
 /// Reads the value at `pointer` in a single YAML document. Merge keys (`<<`) are applied.
-pub fn yaml(text: &str, pointer: &str) -> Result<Found, Error> {
+pub(crate) fn yaml(text: &str, pointer: &str) -> Result<Found, Error> {
     let tokens = tokens(pointer)?;
     let found = serde_saphyr::with_deserializer_from_str_with_options(
         text,
@@ -83,7 +83,7 @@ pub fn yaml(text: &str, pointer: &str) -> Result<Found, Error> {
 /// Parser options for untrusted YAML: no error snippets (they quote the document), duplicate keys
 /// refused, merge keys applied, and budgets that scale with the input so that any document a
 /// ConfigMap can hold is read while alias replay stays bounded.
-pub fn yaml_options(len: usize) -> serde_saphyr::Options {
+pub(crate) fn yaml_options(len: usize) -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
     // Every node costs at least one byte of input, and at most two events (start and end).

@@ -9,9 +9,10 @@ use http_body_util::Empty;
 
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("CA file {path}: {what}")]
     Ca { path: String, what: String },
+    #[cfg(feature = "tls")]
     #[error("TLS set-up: {0}")]
     Tls(String),
 }
@@ -23,7 +24,7 @@ type Connector = hyper_util::client::legacy::connect::HttpConnector;
 
 /// The HTTP(S) client reload POSTs and `confirm`'s reads go through.
 #[derive(Clone, Debug)]
-pub struct Client(hyper_util::client::legacy::Client<Connector, Empty<Bytes>>);
+pub(crate) struct Client(hyper_util::client::legacy::Client<Connector, Empty<Bytes>>);
 
 impl Client {
     pub(crate) async fn send(
@@ -36,7 +37,7 @@ impl Client {
 
 impl Client {
     /// A client trusting the system's roots and, for https targets with a private CA, `ca_file` (PEM).
-    pub fn new(ca_file: Option<&std::path::Path>) -> Result<Client, Error> {
+    pub(crate) fn new(ca_file: Option<&std::path::Path>) -> Result<Client, Error> {
         let builder =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
         #[cfg(feature = "tls")]

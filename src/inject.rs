@@ -11,11 +11,11 @@ use serde_json::{Map, Value, json};
 /// The annotation that marks a pod for injection (the same one confgate needs to accept anything).
 pub const ACCEPTS: &str = "confgate.io/accepts";
 /// The sidecar's container name; its presence makes a pod count as injected.
-pub const CONTAINER: &str = "confgate";
+pub(crate) const CONTAINER: &str = "confgate";
 /// The promoted config, shared read-only with the component.
-pub const ACTIVE_VOLUME: &str = "confgate-active";
+pub(crate) const ACTIVE_VOLUME: &str = "confgate-active";
 /// The downward-API annotations file.
-pub const PODINFO_VOLUME: &str = "confgate-podinfo";
+pub(crate) const PODINFO_VOLUME: &str = "confgate-podinfo";
 
 const INCOMING_PATH: &str = "/etc/confgate/incoming";
 const ACTIVE_PATH: &str = "/etc/confgate/active";
@@ -208,7 +208,7 @@ fn check_annotations(annotations: Option<&Value>) -> Result<(), String> {
 
 /// Whether `image` is an image reference the kubelet can pull: `[HOST[:PORT]/]PATH[:TAG][@DIGEST]`, as
 /// the distribution reference grammar has it. The pod would otherwise be accepted and never start.
-pub fn check_image(image: &str) -> Result<(), String> {
+pub(crate) fn check_image(image: &str) -> Result<(), String> {
     if image.is_empty() {
         return Err("empty".into());
     }

@@ -49,6 +49,10 @@
 //! [`settings`] and [`verdict`], which re-export them. The status has one writer: the decision loop
 //! holds the only [`state::Publisher`]; everyone else reads a [`state::Shared`].
 
+// A `pub` item that no path outside the crate reaches says `pub(crate)`, so the public surface is
+// what the binary, tests, benches and fuzz targets use, and reads as such.
+#![warn(unreachable_pub)]
+
 pub mod annotations;
 #[cfg(feature = "api")]
 pub mod api;

@@ -5,14 +5,14 @@
 use std::fmt::Write as _;
 
 /// Names a list shows before it says how many more there are.
-pub const MAX_NAMES: usize = 5;
+pub(crate) const MAX_NAMES: usize = 5;
 /// The longest name shown whole, in bytes (a ConfigMap key is at most 253); longer ones are cut.
-pub const MAX_NAME: usize = 253;
+pub(crate) const MAX_NAME: usize = 253;
 
 /// `a, b, c` or `a, b, c, d, e and 995 more`: the first [`MAX_NAMES`] of `names`, each cut by [`name`],
 /// then how many were left out. `total` is the list's full length when the iterator is lazy about it
 /// (`None`: count the iterator).
-pub fn names<I>(names: I, total: Option<usize>) -> String
+pub(crate) fn names<I>(names: I, total: Option<usize>) -> String
 where
     I: IntoIterator,
     I::Item: AsRef<str>,
@@ -22,7 +22,7 @@ where
 
 /// [`names`] for entries that are not plain names: `show` writes one entry, which must itself be
 /// bounded (a name and a bounded reason).
-pub fn listed<I, F>(items: I, total: Option<usize>, mut show: F) -> String
+pub(crate) fn listed<I, F>(items: I, total: Option<usize>, mut show: F) -> String
 where
     I: IntoIterator,
     F: FnMut(&mut String, I::Item),
@@ -45,12 +45,12 @@ where
 }
 
 /// `name` whole up to [`MAX_NAME`] bytes, else cut at a character boundary with `…` and its length.
-pub fn name(name: &str) -> String {
+pub(crate) fn name(name: &str) -> String {
     cut(name, MAX_NAME)
 }
 
 /// `text` whole up to `max` bytes, else its first characters within `max` bytes, `…` and its length.
-pub fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

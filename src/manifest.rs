@@ -4,11 +4,11 @@
 /// The most documents one input may hold. A `kustomize build` of a large platform runs to thousands
 /// of documents, so the limit sits far above any real stream; work and memory are bounded by the
 /// budgets [`crate::extract::yaml_options`] scales with the input's length, not by this number.
-pub const MAX_DOCUMENTS: usize = 100_000;
+pub(crate) const MAX_DOCUMENTS: usize = 100_000;
 
 /// The YAML options for a manifest stream: those of [`crate::extract::yaml_options`] (no snippets,
 /// which would quote the input; budgets scaled to its length) with the stream's document limit.
-pub fn yaml_options(len: usize) -> serde_saphyr::Options {
+pub(crate) fn yaml_options(len: usize) -> serde_saphyr::Options {
     let mut options = crate::extract::yaml_options(len);
     if let Some(budget) = options.budget.as_mut() {
         budget.max_documents = MAX_DOCUMENTS;
@@ -17,7 +17,7 @@ pub fn yaml_options(len: usize) -> serde_saphyr::Options {
 }
 
 /// Whether the parser stopped because the stream holds more than [`MAX_DOCUMENTS`] documents.
-pub fn too_many_documents(e: &serde_saphyr::Error) -> bool {
+pub(crate) fn too_many_documents(e: &serde_saphyr::Error) -> bool {
     let mut e = e;
     while let serde_saphyr::Error::AliasError { error, .. }
     | serde_saphyr::Error::WithSnippet { error, .. } = e

@@ -91,7 +91,7 @@ impl Metrics {
             .store(unix_seconds.to_bits(), Ordering::Relaxed);
     }
 
-    pub fn promotion_failed(&self) {
+    pub(crate) fn promotion_failed(&self) {
         self.promotion_failures.fetch_add(1, Ordering::Relaxed);
     }
 

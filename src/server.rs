@@ -18,12 +18,12 @@ use tracing::{debug, info, warn};
 use crate::state::{Shared, Status};
 
 /// How long `/livez` waits for the decision loop to answer; under the kubelet's default 1 s probe timeout.
-pub const LIVENESS_DEADLINE: Duration = Duration::from_millis(500);
+pub(crate) const LIVENESS_DEADLINE: Duration = Duration::from_millis(500);
 /// A client must send a request's headers within this, from connecting or from the end of the previous
 /// response: hyper's timer runs while it waits for a head, so it is also the keep-alive idle timeout.
 /// Probes and scrapers send theirs at once; under the default 5 s shutdown grace, so a stalled client
 /// cannot make a clean shutdown late.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// Connections served at once; a connection over it is closed at once. With [`LOOPBACK_RESERVE`] and
 /// [`MAX_BUF`], bounds the memory clients can make the server hold (about 72 × 24 KiB).
 pub const MAX_CONNECTIONS: usize = 64;
@@ -31,14 +31,14 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// (`confgate probe`) run in the pod's network namespace and connect over loopback, which nothing
 /// outside the pod can reach: whatever other clients do with the shared slots, these stay free for
 /// the probes (and the pod's own containers).
-pub const LOOPBACK_RESERVE: usize = 8;
+pub(crate) const LOOPBACK_RESERVE: usize = 8;
 /// A connection's read buffer (hyper's minimum is 8 KiB, its default ~400 KiB): the endpoints take no
 /// body, and a longer head is refused (431).
-pub const MAX_BUF: usize = 16 * 1024;
+pub(crate) const MAX_BUF: usize = 16 * 1024;
 /// Pause after an accept error such as EMFILE, doubling to [`ACCEPT_BACKOFF_MAX`]: retrying at once
 /// would spin, since the pending connection keeps the listener readable.
-pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
-pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+pub(crate) const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+pub(crate) const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Serves until `shutdown` completes, then drains: accepts no more connections, lets each finish the
 /// request it is reading or answering (keep-alive closed), and returns once every connection is closed.

@@ -20,19 +20,19 @@ use crate::snapshot::DATA_LINK;
 
 /// What to look at again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Changes(u8);
+pub(crate) struct Changes(u8);
 
 impl Changes {
-    pub const CONFIG: Changes = Changes(1);
-    pub const PLAIN: Changes = Changes(2);
-    pub const ANNOTATIONS: Changes = Changes(4);
-    pub const ALL: Changes = Changes(7);
+    pub(crate) const CONFIG: Changes = Changes(1);
+    pub(crate) const PLAIN: Changes = Changes(2);
+    pub(crate) const ANNOTATIONS: Changes = Changes(4);
+    pub(crate) const ALL: Changes = Changes(7);
 
-    pub fn contains(self, other: Changes) -> bool {
+    pub(crate) fn contains(self, other: Changes) -> bool {
         self.0 & other.0 == other.0
     }
 
-    pub fn is_empty(self) -> bool {
+    pub(crate) fn is_empty(self) -> bool {
         self.0 == 0
     }
 }
@@ -74,7 +74,7 @@ struct Watched {
 }
 
 /// The watch on the config dir and the annotations dir.
-pub struct Source {
+pub(crate) struct Source {
     watcher: notify::RecommendedWatcher,
     pending: Arc<Pending>,
     config: Watched,
@@ -98,7 +98,7 @@ fn dev_ino(path: &Path) -> Option<(u64, u64)> {
 
 impl Source {
     /// Watches `config_dir`, and the directory holding `annotations_file` when given.
-    pub fn new(config_dir: &Path, annotations_file: Option<&Path>) -> Result<Source, Error> {
+    pub(crate) fn new(config_dir: &Path, annotations_file: Option<&Path>) -> Result<Source, Error> {
         let pending = Arc::new(Pending {
             bits: AtomicU8::new(0),
             wake: Notify::new(),
@@ -151,7 +151,7 @@ impl Source {
     }
 
     /// Re-adds watches on dirs that appeared or were replaced. Returns true when the config dir is watched.
-    pub fn ensure_watches(&mut self) -> bool {
+    pub(crate) fn ensure_watches(&mut self) -> bool {
         let mut error = None;
         let mut refreshed = false;
         for w in std::iter::once(&mut self.config).chain(self.annotations.as_mut()) {
@@ -182,7 +182,7 @@ impl Source {
     }
 
     /// Waits for changes and takes them.
-    pub async fn changed(&self) -> Changes {
+    pub(crate) async fn changed(&self) -> Changes {
         loop {
             let bits = self.pending.bits.swap(0, Ordering::AcqRel);
             if bits != 0 {
@@ -193,7 +193,7 @@ impl Source {
     }
 
     /// Time since the last event on a plain (non-`..data`) name in the config dir.
-    pub fn since_plain_event(&self) -> std::time::Duration {
+    pub(crate) fn since_plain_event(&self) -> std::time::Duration {
         let now = self.pending.epoch.elapsed().as_millis() as u64;
         std::time::Duration::from_millis(
             now.saturating_sub(self.pending.last_plain_ms.load(Ordering::Relaxed)),
@@ -201,7 +201,7 @@ impl Source {
     }
 
     /// Watch errors and overflows since the last call.
-    pub fn take_errors(&self) -> u64 {
+    pub(crate) fn take_errors(&self) -> u64 {
         self.pending.errors.swap(0, Ordering::Relaxed)
     }
 }

@@ -274,14 +274,14 @@ impl Default for Status {
 
 impl Status {
     /// Whether the `settings` check fails (a bad or unknown annotation).
-    pub fn settings_problem(&self) -> bool {
+    pub(crate) fn settings_problem(&self) -> bool {
         self.checks
             .iter()
             .any(|c| c.name == CheckKind::Settings && !c.ok)
     }
 
     /// The `/livez` reason when the API source's watch is stuck.
-    pub fn source_stuck(&self) -> Option<String> {
+    pub(crate) fn source_stuck(&self) -> Option<String> {
         self.source.as_ref().and_then(SourceView::stuck)
     }
 }
@@ -314,7 +314,7 @@ impl Holding {
     }
 
     /// The same, with the newest config's reason after it.
-    pub fn because(self, reason: impl Into<String>) -> Holding {
+    pub(crate) fn because(self, reason: impl Into<String>) -> Holding {
         Holding {
             reason: Some(reason.into()),
             ..self
@@ -498,7 +498,7 @@ impl Shared {
     }
 
     /// Whether the decision loop answers within `deadline`.
-    pub async fn loop_answers(&self, deadline: Duration) -> bool {
+    pub(crate) async fn loop_answers(&self, deadline: Duration) -> bool {
         let mut rx = self.pong.subscribe();
         rx.mark_unchanged();
         self.ping.notify_one();

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::annotations::Annotations;
 
-pub mod volumes;
+pub(crate) mod volumes;
 use crate::settings::ANN_SOURCE;
 
 const PREFIX: &str = "confgate.io/";
@@ -29,7 +29,7 @@ const SIDECAR: &str = "confgate";
 
 /// A workload whose pods carry `confgate.io/` annotations.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Workload {
+pub(crate) struct Workload {
     /// `kind/name` in lower case, as `kubectl` names it: `deployment/component`.
     pub id: String,
     pub namespace: Option<String>,
@@ -43,7 +43,7 @@ pub struct Workload {
 
 /// One ConfigMap a workload's confgate reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
+pub(crate) struct Mount {
     pub namespace: Option<String>,
     pub name: String,
     /// The pod volume it comes through; `None` for the API source.
@@ -52,7 +52,7 @@ pub struct Mount {
 
 impl Mount {
     /// `namespace/name`, or the name alone when the manifest gives no namespace.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{ns}/{}", self.name),
             None => self.name.clone(),
@@ -60,13 +60,13 @@ impl Mount {
     }
 
     /// Whether a ConfigMap with this namespace and name is this one.
-    pub fn is(&self, namespace: Option<&str>, name: &str) -> bool {
+    pub(crate) fn is(&self, namespace: Option<&str>, name: &str) -> bool {
         self.namespace.as_deref() == namespace && self.name == name
     }
 }
 
 /// Every annotated workload in `docs`, recursing into `kind: List` and top-level sequences.
-pub fn collect(docs: &[Value]) -> Vec<Workload> {
+pub(crate) fn collect(docs: &[Value]) -> Vec<Workload> {
     let mut out = Vec::new();
     for d in docs {
         walk(d, &mut out);
@@ -90,7 +90,7 @@ fn walk(v: &Value, out: &mut Vec<Workload>) {
 }
 
 /// The workload `doc` describes, when it is one and its pods carry `confgate.io/` annotations.
-pub fn workload(doc: &Value) -> Option<Workload> {
+pub(crate) fn workload(doc: &Value) -> Option<Workload> {
     let kind = doc.get("kind").and_then(Value::as_str)?;
     let template = match kind {
         "Pod" => doc,

@@ -19,11 +19,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The first wait.
-pub const FIRST: Duration = Duration::from_millis(800);
+pub(crate) const FIRST: Duration = Duration::from_millis(800);
 /// The longest wait after errors the API server answered.
 pub const MAX: Duration = Duration::from_secs(30);
 /// The longest wait while nothing answers.
-pub const UNANSWERED_MAX: Duration = Duration::from_secs(5);
+pub(crate) const UNANSWERED_MAX: Duration = Duration::from_secs(5);
 
 /// What a failed attempt met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub enum Failure {
 
 /// Consecutive failures of each kind, and the last successful list.
 #[derive(Debug, Clone, Default)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     answered: u32,
     unanswered: u32,
     /// The counts the last successful list reset, kept while its watch has not proved itself.
@@ -48,7 +48,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// A list succeeded at `now`.
-    pub fn listed(&mut self, now: Instant) {
+    pub(crate) fn listed(&mut self, now: Instant) {
         self.before_list = (self.answered, self.unanswered);
         self.answered = 0;
         self.unanswered = 0;
@@ -56,13 +56,13 @@ impl Backoff {
     }
 
     /// The watch delivered a change: the list it started from is good, whenever it fails next.
-    pub fn watched(&mut self) {
+    pub(crate) fn watched(&mut self) {
         self.listed_at = None;
     }
 
     /// The wait after a failure at `now`; `random` in `[0, 1)` picks it between half and all of the
     /// nominal value.
-    pub fn failed(&mut self, failure: Failure, now: Instant, random: f64) -> Duration {
+    pub(crate) fn failed(&mut self, failure: Failure, now: Instant, random: f64) -> Duration {
         let soon = self
             .listed_at
             .take()

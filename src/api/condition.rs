@@ -47,7 +47,7 @@ impl Described {
     }
 
     /// The same config, naming the variant it came from.
-    pub fn from_variant(self, variant: Option<&str>) -> Described {
+    pub(crate) fn with_variant(self, variant: Option<&str>) -> Described {
         Described {
             variant: variant.map(str::to_owned),
             ..self
@@ -81,7 +81,7 @@ impl fmt::Display for Described {
 /// component has not taken the promoted config because its reload keeps failing, `Spreading` while an
 /// accepted newer config waits for this pod's share of the reload spread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     Verdict(Verdict),
     NotPromoted,
     Observed,
@@ -92,7 +92,7 @@ pub enum Reason {
 
 impl Reason {
     /// As `confgate status` words it in its summary (`too-new`, `not-promoted`).
-    pub fn as_kebab(self) -> &'static str {
+    pub(crate) fn as_kebab(self) -> &'static str {
         match self {
             Reason::Verdict(v) => v.as_str(),
             Reason::NotPromoted => "not-promoted",
@@ -334,12 +334,12 @@ mod tests {
         let f = Facts {
             active: Some(
                 Described::new(Some("2.5.0"), Some("sha256:ab"))
-                    .from_variant(Some("config.v2.yaml")),
+                    .with_variant(Some("config.v2.yaml")),
             ),
             applied: None,
             newest: Some(Newest {
                 config: Described::new(Some("3.0.0"), Some("sha256:cd"))
-                    .from_variant(Some("config.v3.yaml")),
+                    .with_variant(Some("config.v3.yaml")),
                 verdict: Verdict::TooNew,
                 reason: "no variant is accepted by ^2: config.v3.yaml 3.0.0 too-new".into(),
             }),

@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use super::pod::Note;
 
 /// A repeat later than this after the last one starts a new Event, as kube's recorder does.
-pub const FOLD_WITHIN: SignedDuration = SignedDuration::from_mins(6);
+pub(crate) const FOLD_WITHIN: SignedDuration = SignedDuration::from_mins(6);
 
 /// What makes two Events the same: everything the reader sees.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -57,13 +57,13 @@ pub enum Step {
 
 /// The Events sent recently, keyed by all they say.
 #[derive(Debug, Default)]
-pub struct Folding {
+pub(crate) struct Folding {
     sent: HashMap<Key, Sent>,
 }
 
 impl Folding {
     /// Whether `n`, at `now`, is a new Event or a repeat of one sent within [`FOLD_WITHIN`].
-    pub fn step(&mut self, n: &Note, now: Timestamp) -> Step {
+    pub(crate) fn step(&mut self, n: &Note, now: Timestamp) -> Step {
         self.sent
             .retain(|_, s| now.duration_since(s.last) < FOLD_WITHIN);
         match self.sent.get(&Key::of(n)) {
@@ -76,7 +76,7 @@ impl Folding {
     }
 
     /// Records that `n` went out as Event `name`, counting `count`, at `now`.
-    pub fn sent(&mut self, n: &Note, name: String, count: i32, now: Timestamp) {
+    pub(crate) fn sent(&mut self, n: &Note, name: String, count: i32, now: Timestamp) {
         self.sent.insert(
             Key::of(n),
             Sent {
@@ -88,13 +88,13 @@ impl Folding {
     }
 
     /// Forgets `n` (its Event is gone from the API server).
-    pub fn forget(&mut self, n: &Note) {
+    pub(crate) fn forget(&mut self, n: &Note) {
         self.sent.remove(&Key::of(n));
     }
 }
 
 /// Creates Events regarding one object and patches their series.
-pub struct EventSink {
+pub(crate) struct EventSink {
     api: Api<Event>,
     regarding: ObjectReference,
     controller: &'static str,
@@ -103,7 +103,7 @@ pub struct EventSink {
 }
 
 impl EventSink {
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         regarding: ObjectReference,
         controller: &'static str,
@@ -123,7 +123,7 @@ impl EventSink {
     }
 
     /// Publishes `n`: a new Event, or the next count of an identical one.
-    pub async fn publish(&mut self, n: &Note) -> Result<(), kube::Error> {
+    pub(crate) async fn publish(&mut self, n: &Note) -> Result<(), kube::Error> {
         let now = Timestamp::now();
         if let Step::Series { name, count } = self.folding.step(n, now) {
             let patch = serde_json::json!({

@@ -44,10 +44,10 @@ pub const CONDITION_TYPE: &str = "confgate.io/config-compatible";
 /// The condition saying whether the newest config is the one in force and accepted; never a gate.
 pub const CURRENT_TYPE: &str = "confgate.io/config-current";
 /// Downward-API env vars naming the sidecar's pod.
-pub const ENV_POD_NAME: &str = "POD_NAME";
-pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
+pub(crate) const ENV_POD_NAME: &str = "POD_NAME";
+pub(crate) const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
 /// The pod's UID from the downward API, so Events name this pod without a `get` on pods.
-pub const ENV_POD_UID: &str = "POD_UID";
+pub(crate) const ENV_POD_UID: &str = "POD_UID";
 
 /// Why API mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +59,7 @@ pub enum Error {
 /// Why no Kubernetes client could be built, in one line: kube's own error nests the in-cluster attempt
 /// and the kubeconfig attempt, each with its sources, in one paragraph. Outside a cluster the kubeconfig
 /// is what the operator can fix, so it is named first.
-pub fn credentials_problem(e: &kube::Error) -> String {
+pub(crate) fn credentials_problem(e: &kube::Error) -> String {
     use kube::config::KubeconfigError as K;
     use std::error::Error as _;
     let kubeconfig = match e {
@@ -95,7 +95,7 @@ pub fn credentials_problem(e: &kube::Error) -> String {
 
 /// Whether API mode's credentials are there, before anything starts: a missing or broken kubeconfig
 /// is a usage error said once, not a failure after `confgate started`.
-pub async fn check_credentials(spec: &Result<SourceSpec, String>) -> Result<(), Error> {
+pub(crate) async fn check_credentials(spec: &Result<SourceSpec, String>) -> Result<(), Error> {
     if matches!(spec, Ok(SourceSpec::ConfigMap(_) | SourceSpec::Secret(_))) {
         kube::Config::infer()
             .await
@@ -274,7 +274,7 @@ async fn watch(
 /// mode, unless `enabled` is false (`--pod-report off`). It needs the pod's name and namespace
 /// (`POD_NAME`, `POD_NAMESPACE`) and credentials (a mounted ServiceAccount token, or a kubeconfig);
 /// without them it says so once and confgate goes on without reporting.
-pub async fn spawn_pod_reporter(
+pub(crate) async fn spawn_pod_reporter(
     enabled: bool,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -350,7 +350,7 @@ fn trim_token_file(auth: &mut kube::config::AuthInfo) {
 }
 
 /// A one-line explanation of an API error, naming the RBAC rule a 403 calls for.
-pub fn explain(e: &kube::Error, rule: &str) -> String {
+pub(crate) fn explain(e: &kube::Error, rule: &str) -> String {
     match e {
         kube::Error::Api(s) if s.code == 403 => {
             format!("forbidden: {}; the ServiceAccount needs {rule}", s.message)

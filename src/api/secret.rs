@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::watcher;
 
 /// The Secret as the tracker reads objects: metadata kept, `data` as `binaryData`.
-pub fn as_configmap(secret: Secret) -> ConfigMap {
+pub(crate) fn as_configmap(secret: Secret) -> ConfigMap {
     ConfigMap {
         metadata: secret.metadata,
         binary_data: secret.data,

@@ -28,7 +28,7 @@ use crate::snapshot::Observed;
 use crate::state::{Shared, SourceView};
 
 /// How long the watch may keep failing before `/livez` says so.
-pub const STUCK_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const STUCK_AFTER: Duration = Duration::from_secs(60);
 
 /// The keys of a ConfigMap as the kubelet would project them: `data` as UTF-8 bytes, `binaryData` decoded.
 pub fn files(cm: &ConfigMap) -> Result<Keys, String> {
@@ -89,7 +89,7 @@ impl Tracker {
 
     /// A tracker of a `kind` object; a Secret's events arrive as ConfigMaps with its `data` as
     /// `binaryData` (see `api::secret`).
-    pub fn of_kind(kind: Kind, target: Target, stuck_after: Duration) -> Tracker {
+    pub(crate) fn of_kind(kind: Kind, target: Target, stuck_after: Duration) -> Tracker {
         Tracker {
             kind,
             view: SourceView {

@@ -113,7 +113,7 @@ fn gate_config(p: &PathArgs) -> gate::Config {
 /// The environment variables naming this pod, in the order a rollout reads them: the UID from the
 /// downward API (`metadata.uid`), else the pod name (`metadata.name`, or the hostname the kubelet
 /// gives the container, which is the pod name unless the pod sets one).
-pub const POD_IDENTITY_ENV: [&str; 3] = ["POD_UID", "POD_NAME", "HOSTNAME"];
+pub(crate) const POD_IDENTITY_ENV: [&str; 3] = ["POD_UID", "POD_NAME", "HOSTNAME"];
 
 /// This pod's place in a rollout, from the first of [`POD_IDENTITY_ENV`] that is set.
 fn pod_bucket() -> Option<rollout::Bucket> {

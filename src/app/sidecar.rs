@@ -32,7 +32,8 @@ pub fn run(args: RunArgs) -> Result<Outcome, Error> {
                 .unwrap_or_default(),
             problem: match e {
                 http::Error::Ca { what, .. } => what,
-                other => other.to_string(),
+                #[cfg(feature = "tls")]
+                other @ http::Error::Tls(_) => other.to_string(),
             },
             allowed: "a readable PEM file of CA certificates",
         }]))

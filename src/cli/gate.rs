@@ -8,16 +8,16 @@ use crate::settings::{Given, Raw, RawValue, Repeat, SETTINGS, Setting};
 
 /// Which command a set of setting flags is for: what it reads decides which flags it has and what their
 /// help says. A `u8` because const generic parameters cannot be enums on the supported Rust.
-pub type For = u8;
+pub(crate) type For = u8;
 /// `run`: every gate setting, also read from the pod's annotations.
-pub const RUN: For = 0;
+pub(crate) const RUN: For = 0;
 /// `wait`: what decides a verdict, and `mode` (observe promotes anything); it sends no reload, so no
 /// `reload` or `confirm`, and `on-incompatible` changes readiness, which it does not serve.
-pub const WAIT: For = 1;
+pub(crate) const WAIT: For = 1;
 /// `check`: what decides a verdict, several ranges, no annotations.
-pub const CHECK: For = 2;
+pub(crate) const CHECK: For = 2;
 /// `policy`: what decides a verdict, and `mode` (observe warns instead of denying); no annotations.
-pub const POLICY: For = 3;
+pub(crate) const POLICY: For = 3;
 
 /// Whether the command also reads its settings from the pod's annotations (so its help names them).
 const fn annotated(cmd: For) -> bool {

@@ -21,7 +21,9 @@ use crate::settings::container::{
 mod gate;
 mod suggest;
 
-pub use gate::{ActArgs, CHECK, For, GateArgs, JudgeArgs, POLICY, RUN, WAIT};
+pub use gate::ActArgs;
+pub(crate) use gate::{CHECK, For, POLICY, WAIT};
+pub use gate::{GateArgs, JudgeArgs};
 pub use suggest::without_far_suggestions;
 
 /// The log filter, for every command's help: it is read from the environment only.

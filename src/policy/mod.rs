@@ -19,7 +19,7 @@ use semver_cel::lit;
 use yaml::Node;
 
 /// The oldest Kubernetes with `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy (GA in 1.30).
-pub const MIN_MINOR: u64 = 30;
+pub(crate) const MIN_MINOR: u64 = 30;
 
 /// The annotation that lets a DELETE of the guarded ConfigMap through, when the stored object carries
 /// it with the value `"true"`: a deliberate second step (annotate, then delete), or, written in the
@@ -81,7 +81,7 @@ pub struct Request<'a> {
 }
 
 /// The minor version of a `1.MINOR[.PATCH]` Kubernetes version, if it is 1.30 or newer.
-pub fn kubernetes_minor(v: &str) -> Result<u64, Error> {
+pub(crate) fn kubernetes_minor(v: &str) -> Result<u64, Error> {
     let bad = || Error::KubernetesVersion(v.to_owned());
     let s = v.trim().trim_start_matches('v');
     let mut parts = s.split('.');
@@ -138,7 +138,7 @@ fn check_name(what: &'static str, value: &str) -> Result<(), Error> {
 }
 
 /// The policy's and binding's name: `confgate.NAMESPACE.NAME` (a namespace has no dot, so it is unique).
-pub fn object_name(namespace: &str, name: &str) -> String {
+pub(crate) fn object_name(namespace: &str, name: &str) -> String {
     format!("confgate.{namespace}.{name}")
 }
 
@@ -517,7 +517,7 @@ fn with_version(text: &str, v: &str) -> String {
 }
 
 /// The two objects as a YAML stream.
-pub fn to_yaml(objects: &[Node; 2]) -> String {
+pub(crate) fn to_yaml(objects: &[Node; 2]) -> String {
     format!("---\n{}---\n{}", objects[0].to_yaml(), objects[1].to_yaml())
 }
 

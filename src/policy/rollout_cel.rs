@@ -38,7 +38,7 @@ pub fn valid() -> String {
 }
 
 /// A CEL string: why the rollout key is not a percentage, as [`crate::rollout::Plan::read`] says it.
-pub fn invalid_reason() -> String {
+pub(crate) fn invalid_reason() -> String {
     format!(
         "[{t}].map(p, {prefix} + (!p.endsWith('%') ? 'it does not end in %' : \
          !p.matches({number}) ? 'it is not a number followed by %' : \
@@ -75,7 +75,7 @@ pub fn display() -> String {
 
 /// A CEL map expression: the data the candidate's version is read from, `key` holding `key.next`
 /// when there is one (the candidate's set), else the stable data.
-pub fn candidate_data(key: &str) -> String {
+pub(crate) fn candidate_data(key: &str) -> String {
     let (k, next) = (lit(key), lit(&format!("{key}{SUFFIX}")));
     format!(
         "(has(object.data) && {next} in object.data ? {{{k}: object.data[{next}]}} : \

@@ -14,7 +14,7 @@
 use semver::{Comparator, Op, Prerelease, VersionReq};
 
 /// Every character Rust's `str::trim` removes (Unicode `White_Space`), as RE2 and Rust regex both read it.
-pub const WS: &str = r"[\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]";
+pub(crate) const WS: &str = r"[\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]";
 /// A numeric identifier: no leading zero.
 const NUM: &str = "(0|[1-9][0-9]*)";
 /// A pre-release identifier: numeric without a leading zero, or alphanumeric with at least one non-digit.
@@ -22,17 +22,17 @@ const PRE_ID: &str = "(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)";
 const BUILD_ID: &str = "[0-9A-Za-z-]+";
 
 /// The longest version accepted, as in the verdict.
-pub const MAX_VERSION_LEN: usize = 256;
+pub(crate) const MAX_VERSION_LEN: usize = 256;
 
 /// The whole value of the version key, as `parse_lenient` accepts it after `trim`.
-pub fn lenient_regex() -> String {
+pub(crate) fn lenient_regex() -> String {
     format!(
         r"^{WS}*[vV]?{NUM}(\.{NUM}){{0,2}}(-{PRE_ID}(\.{PRE_ID})*)?(\+{BUILD_ID}(\.{BUILD_ID})*)?{WS}*$"
     )
 }
 
 /// The version as written (without surrounding white space), once the value matched [`lenient_regex`].
-pub const TOKEN_REGEX: &str = "[0-9A-Za-z.+-]+";
+pub(crate) const TOKEN_REGEX: &str = "[0-9A-Za-z.+-]+";
 
 /// A CEL string: the string expression `value` without the white space `str::trim` removes (empty when
 /// it is all white space), as the sidecar reads a `file:` key before judging it.
@@ -66,7 +66,7 @@ pub fn display(t: &str) -> String {
 
 /// A CEL string for a version `t` (trimmed, matching [`lenient_regex`], no number beyond 64 bits):
 /// `accepted`, `too-new`, `too-old` or `out-of-range`, as [`crate::verdict::classify`] places it.
-pub fn classify(t: &str, req: &VersionReq) -> String {
+pub(crate) fn classify(t: &str, req: &VersionReq) -> String {
     // As `classify`: each comparator is tried on the version's core (no pre-release); a failed lower
     // bound says too old, a failed upper bound too new, and any other operator by the side of its floor.
     let (mut low, mut high) = (Vec::new(), Vec::new());
@@ -105,7 +105,7 @@ pub fn classify(t: &str, req: &VersionReq) -> String {
 }
 
 /// A CEL boolean over the trimmed value `t`: whether the sidecar reads it as a version.
-pub fn readable(t: &str) -> String {
+pub(crate) fn readable(t: &str) -> String {
     format!(
         "[{t}].all(t, t.matches({re}) && [t.split('+')[0].find('[0-9]+([.][0-9]+)*').split('.')].all(n, !({OVERFLOW})))",
         re = lit(&lenient_regex())
@@ -113,7 +113,7 @@ pub fn readable(t: &str) -> String {
 }
 
 /// A CEL string literal for `s`.
-pub fn lit(s: &str) -> String {
+pub(crate) fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
@@ -135,7 +135,7 @@ pub fn accepts(value: &str, req: &VersionReq) -> String {
 }
 
 /// `VersionReq::matches` over `c` (major, minor, patch as uints) and `r` (pre-release identifiers).
-pub fn matches_req(req: &VersionReq) -> String {
+pub(crate) fn matches_req(req: &VersionReq) -> String {
     let all: Vec<String> = req.comparators.iter().map(matches_impl).collect();
     let compatible: Vec<String> = req
         .comparators

@@ -26,7 +26,7 @@ impl Node {
         Node::Str(s.into())
     }
 
-    pub fn strs<'a>(items: impl IntoIterator<Item = &'a str>) -> Node {
+    pub(crate) fn strs<'a>(items: impl IntoIterator<Item = &'a str>) -> Node {
         Node::Seq(items.into_iter().map(Node::str).collect())
     }
 
@@ -43,7 +43,7 @@ impl Node {
     }
 
     /// Block-style YAML, two-space indents, list items at their key's indent (as kubectl prints).
-    pub fn to_yaml(&self) -> String {
+    pub(crate) fn to_yaml(&self) -> String {
         let mut out = String::new();
         match self {
             Node::Map(m) if !m.is_empty() => write_map(&mut out, m, 0, None),
@@ -194,7 +194,7 @@ fn quoted(s: &str) -> String {
 /// JSON text from `serde_json` with every [`needs_escape`] character it leaves raw (those from DEL up;
 /// it escapes the controls below) written as `\uXXXX`. Those can only stand inside strings (JSON's own
 /// syntax is ASCII), where the escape means the same character.
-pub fn escape_json(json: &str) -> String {
+pub(crate) fn escape_json(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
         if c >= '\u{7f}' && needs_escape(c) {

@@ -22,13 +22,13 @@ mod signal;
 pub use signal::signal_by_name;
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
-pub const BACKOFF_BASE: Duration = Duration::from_millis(200);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(200);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A start-up check looks again for a component still starting at most this far apart, so the
 /// baseline is known soon after it is up.
-pub const STARTUP_POLL_MAX: Duration = Duration::from_secs(5);
+pub(crate) const STARTUP_POLL_MAX: Duration = Duration::from_secs(5);
 /// Bound on one attempt (connect, request, response).
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why one reload attempt failed.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +87,7 @@ pub enum Error {
 
 impl Error {
     /// Whether the component answered and refused (not retried), as opposed to not being reached.
-    pub fn is_rejection(&self) -> bool {
+    pub(crate) fn is_rejection(&self) -> bool {
         match self {
             // Busy, or a proxy that did not reach it: the component has not judged the config.
             Error::Status { status, .. } => !matches!(status, 429 | 502 | 503 | 504),
@@ -98,11 +98,11 @@ impl Error {
 }
 
 /// Bound on the component's text kept with a rejection.
-pub const REASON_MAX: usize = 200;
+pub(crate) const REASON_MAX: usize = 200;
 
 /// The first line of `body`, at most [`REASON_MAX`] bytes (cut on a char boundary), control characters
 /// replaced: the component's own words, safe for a log line, a status and an Event.
-pub fn first_line(body: &[u8]) -> String {
+pub(crate) fn first_line(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let line = text
         .lines()
@@ -208,7 +208,7 @@ impl Handle {
 
     /// [`Handle::request`] of this kind, for a promotion made at `promoted_at` (e.g. one found owed
     /// at start-up: `None` signals every matching process).
-    pub fn request_promoted_at(
+    pub(crate) fn request_promoted_at(
         &mut self,
         kind: Kind,
         target: &Reload,
@@ -232,7 +232,7 @@ impl Handle {
     }
 
     /// Sets the metrics that confirm later requests (the `confirm` setting in force).
-    pub fn set_confirm(&mut self, confirm: Option<Confirm>) {
+    pub(crate) fn set_confirm(&mut self, confirm: Option<Confirm>) {
         self.confirm = confirm;
     }
 }
@@ -273,7 +273,7 @@ pub fn spawn(shared: Arc<Shared>) -> Handle {
 /// Starts the worker with this client, on the current runtime. Not on a thread of its own: measured
 /// side by side on a loaded machine, waking another thread for each POST cost more (median 0.80
 /// against 0.56 ms, p99 15 against 1.1 ms) than the loop's bookkeeping the POST waits for here.
-pub fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
+pub(crate) fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
     let (tx, rx) = watch::channel(None);
     // Unbounded: at most three outcomes per attempt, and attempts are spaced by backoff.
     let (otx, outcomes) = mpsc::unbounded_channel();

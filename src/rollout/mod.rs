@@ -17,8 +17,10 @@
 mod assign;
 mod plan;
 
-pub use assign::{Split, choose, split};
-pub use plan::{KEY, Plan, SUFFIX};
+pub use assign::Split;
+pub use assign::{choose, split};
+pub use plan::KEY;
+pub(crate) use plan::{Plan, SUFFIX};
 
 use std::fmt;
 
@@ -36,7 +38,7 @@ impl Percent {
     pub const ALL: Percent = Percent(SCALE as u16);
 
     /// The share in hundredths of a percent; `None` above 100%.
-    pub fn from_hundredths(h: u32) -> Option<Percent> {
+    pub(crate) fn from_hundredths(h: u32) -> Option<Percent> {
         (h <= SCALE).then_some(Percent(h as u16))
     }
 

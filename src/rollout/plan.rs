@@ -9,11 +9,11 @@ use super::Percent;
 /// The key holding the rollout's percentage.
 pub const KEY: &str = "confgate.rollout";
 /// The suffix of a candidate key: `K.next` is the candidate of `K`.
-pub const SUFFIX: &str = ".next";
+pub(crate) const SUFFIX: &str = ".next";
 
 /// A ConfigMap's rollout: the share of pods on the candidate and the keys the candidate changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The percentage in `confgate.rollout`; `None` when that key is absent (an aborted or finished
     /// rollout whose `.next` keys are still there: every pod is on stable).
     pub percent: Option<Percent>,
@@ -27,7 +27,10 @@ impl Plan {
     /// followed. `variants`, when set, is refused as the name of a candidate: a candidate of the
     /// promoted name would stand beside the variants; the candidate of a variant is that variant's
     /// key with `.next`.
-    pub fn read(snap: &Snapshot, variants: Option<&Variants>) -> Result<Option<Plan>, String> {
+    pub(crate) fn read(
+        snap: &Snapshot,
+        variants: Option<&Variants>,
+    ) -> Result<Option<Plan>, String> {
         let files = snap.files();
         let keys: Vec<String> = files
             .keys()
@@ -75,7 +78,7 @@ impl Plan {
     }
 
     /// Whether any pod at all is on the candidate.
-    pub fn live(&self) -> bool {
+    pub(crate) fn live(&self) -> bool {
         !self.keys.is_empty() && self.percent.is_some_and(|p| p > Percent::ZERO)
     }
 }

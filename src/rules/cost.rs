@@ -32,11 +32,11 @@ use shape::{ELEMENT, Input, Kind, Shape, Side, add, mul};
 
 /// A rule whose cost no config size bounds, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unbounded(pub &'static str);
+pub(crate) struct Unbounded(pub &'static str);
 
 /// The two variables a rule reads, as bounds, and each value as it is.
 #[derive(Debug, Clone)]
-pub struct Inputs {
+pub(crate) struct Inputs {
     data: Shape,
     binary: Shape,
     /// Each value by key (a key is under one of the two maps only): its size, and a string's text.
@@ -45,7 +45,7 @@ pub struct Inputs {
 
 impl Inputs {
     /// The bounds of the maps a rule is evaluated over.
-    pub fn of(data: &HashMap<String, Value>, binary: &HashMap<String, Value>) -> Inputs {
+    pub(super) fn of(data: &HashMap<String, Value>, binary: &HashMap<String, Value>) -> Inputs {
         let mut sides = [Side::default(), Side::default()];
         let mut values = HashMap::new();
         for (i, map) in [data, binary].into_iter().enumerate() {
@@ -82,7 +82,7 @@ impl Inputs {
 
 /// What handing keys and values of these sizes to the evaluator costs: building its two maps and
 /// their copies in its own representation.
-pub fn setup(sizes: impl Iterator<Item = (usize, usize)>) -> u64 {
+pub(super) fn setup(sizes: impl Iterator<Item = (usize, usize)>) -> u64 {
     let mut side = Side::default();
     for (k, v) in sizes {
         side.add(k as u64, v as u64);
@@ -91,7 +91,7 @@ pub fn setup(sizes: impl Iterator<Item = (usize, usize)>) -> u64 {
 }
 
 /// The estimated cost of `expr` over `inputs`, or why it has none.
-pub fn estimate(expr: &IdedExpr, inputs: &Inputs) -> Result<u64, Unbounded> {
+pub(crate) fn estimate(expr: &IdedExpr, inputs: &Inputs) -> Result<u64, Unbounded> {
     let mut walk = Walk {
         inputs,
         scope: Vec::new(),

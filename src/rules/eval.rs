@@ -34,7 +34,7 @@ impl fmt::Debug for Rule {
 
 impl Rule {
     /// Compiles one rule; `index` (1-based) only names it in the error.
-    pub fn compile(index: usize, text: &str) -> Result<Rule, Invalid> {
+    pub(crate) fn compile(index: usize, text: &str) -> Result<Rule, Invalid> {
         let text = text.trim();
         let invalid = |problem: String| Invalid {
             index,

@@ -46,7 +46,7 @@ use crate::snapshot::Keys;
 /// The most one rule may cost on one config: the API server's per-expression limit (`PerCallLimit`),
 /// about a tenth of a second of its evaluator. Same units as its runtime cost: 1 per operation, a
 /// tenth per byte a string function reads.
-pub const PER_RULE: u64 = 1_000_000;
+pub(crate) const PER_RULE: u64 = 1_000_000;
 
 /// What the content rules may still cost in one judgement of a ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,9 +57,9 @@ pub struct Budget {
 impl Budget {
     /// For all rules over one ConfigMap, every variant of it included: the API server's budget for
     /// one object (`RuntimeCELCostBudget`).
-    pub const PER_JUDGEMENT: u64 = 10_000_000;
+    pub(crate) const PER_JUDGEMENT: u64 = 10_000_000;
 
-    pub fn per_judgement() -> Budget {
+    pub(crate) fn per_judgement() -> Budget {
         Budget {
             left: Budget::PER_JUDGEMENT,
         }
@@ -106,7 +106,7 @@ impl RuleSet {
 
     /// The rules given one by one (each `--rule`, then each line of a rules file); no rule at all is
     /// an empty set.
-    pub fn from_rules(rules: &[String]) -> Result<RuleSet, String> {
+    pub(crate) fn from_rules(rules: &[String]) -> Result<RuleSet, String> {
         let texts = rules.to_vec();
         #[cfg(feature = "policy")]
         {
@@ -133,7 +133,7 @@ impl RuleSet {
     }
 
     /// The rules as written, in order.
-    pub fn texts(&self) -> &[String] {
+    pub(crate) fn texts(&self) -> &[String] {
         &self.texts
     }
 

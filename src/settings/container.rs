@@ -31,7 +31,7 @@ impl ContainerSetting {
     }
 }
 
-pub const WATCH: ContainerSetting = ContainerSetting {
+pub(crate) const WATCH: ContainerSetting = ContainerSetting {
     title: "raw ConfigMap mount",
     flag: "watch",
     value_name: "DIR",
@@ -40,7 +40,7 @@ pub const WATCH: ContainerSetting = ContainerSetting {
     default: "/etc/confgate/incoming",
     default_means: "",
 };
-pub const PROMOTE_TO: ContainerSetting = ContainerSetting {
+pub(crate) const PROMOTE_TO: ContainerSetting = ContainerSetting {
     title: "promoted dir",
     flag: "promote-to",
     value_name: "DIR",
@@ -49,7 +49,7 @@ pub const PROMOTE_TO: ContainerSetting = ContainerSetting {
     default: "",
     default_means: ": gate-only (readiness and reload, no copy)",
 };
-pub const ANNOTATIONS: ContainerSetting = ContainerSetting {
+pub(crate) const ANNOTATIONS: ContainerSetting = ContainerSetting {
     title: "annotations file",
     flag: "annotations",
     value_name: "FILE",
@@ -67,7 +67,7 @@ pub const LISTEN: ContainerSetting = ContainerSetting {
     default: "[::]:9797",
     default_means: " (dual-stack; `0.0.0.0:9797` with a log line where the host has no IPv6)",
 };
-pub const RELOAD_CA: ContainerSetting = ContainerSetting {
+pub(crate) const RELOAD_CA: ContainerSetting = ContainerSetting {
     title: "CA for https reloads",
     flag: "reload-ca",
     value_name: "FILE",
@@ -76,7 +76,7 @@ pub const RELOAD_CA: ContainerSetting = ContainerSetting {
     default: "",
     default_means: ": system roots only",
 };
-pub const RESYNC_INTERVAL: ContainerSetting = ContainerSetting {
+pub(crate) const RESYNC_INTERVAL: ContainerSetting = ContainerSetting {
     title: "safety re-read",
     flag: "resync-interval",
     value_name: "DUR",
@@ -85,7 +85,7 @@ pub const RESYNC_INTERVAL: ContainerSetting = ContainerSetting {
     default: "30s",
     default_means: "",
 };
-pub const SHUTDOWN_GRACE: ContainerSetting = ContainerSetting {
+pub(crate) const SHUTDOWN_GRACE: ContainerSetting = ContainerSetting {
     title: "shutdown grace",
     flag: "shutdown-grace",
     value_name: "DUR",
@@ -103,7 +103,7 @@ pub const SOURCE: ContainerSetting = ContainerSetting {
     default: "volume",
     default_means: "; or `configmap:NAMESPACE/NAME` or `secret:NAMESPACE/NAME` ([API mode](api-mode.md))",
 };
-pub const POD_REPORT: ContainerSetting = ContainerSetting {
+pub(crate) const POD_REPORT: ContainerSetting = ContainerSetting {
     title: "reporting to the pod",
     flag: "pod-report",
     value_name: "auto|off",
@@ -112,7 +112,7 @@ pub const POD_REPORT: ContainerSetting = ContainerSetting {
     default: "auto",
     default_means: ": Events and the pod conditions when `POD_NAME` and `POD_NAMESPACE` are set ([API mode](api-mode.md), either source)",
 };
-pub const CONTENT: ContainerSetting = ContainerSetting {
+pub(crate) const CONTENT: ContainerSetting = ContainerSetting {
     title: "content kind",
     flag: "content",
     value_name: "config|secret",
@@ -121,7 +121,7 @@ pub const CONTENT: ContainerSetting = ContainerSetting {
     default: "config",
     default_means: "; `secret` for a mounted Secret volume (implied by a `secret:` source), see [Secrets](secrets.md)",
 };
-pub const LOG_FORMAT: ContainerSetting = ContainerSetting {
+pub(crate) const LOG_FORMAT: ContainerSetting = ContainerSetting {
     title: "log format",
     flag: "log-format",
     value_name: "text|json",
@@ -142,7 +142,7 @@ pub const LOG_FILTER: ContainerSetting = ContainerSetting {
 };
 
 /// Every container setting, in the order of the table in `docs/settings.md`.
-pub static CONTAINER_SETTINGS: &[&ContainerSetting] = &[
+pub(crate) static CONTAINER_SETTINGS: &[&ContainerSetting] = &[
     &WATCH,
     &PROMOTE_TO,
     &ANNOTATIONS,
@@ -188,7 +188,7 @@ pub fn container_table() -> String {
 
 /// The container-level settings that are not gate settings, checked before anything starts: a value
 /// that cannot work is refused (exit 64) naming the setting, not discovered later.
-pub fn check_paths(
+pub(crate) fn check_paths(
     watch: &std::path::Path,
     promote_to: Option<&std::path::Path>,
     resync: std::time::Duration,

@@ -11,7 +11,8 @@
 //! `container` checks the container-level paths.
 
 use crate::annotations::Annotations;
-pub use crate::values::{Accepts, Confirm, Mode, OnIncompatible, Reload, Variants, VersionFrom};
+pub use crate::values::{Accepts, Confirm, OnIncompatible, VersionFrom};
+pub use crate::values::{Mode, Reload, Variants};
 use crate::values::{
     duration_text, parse_accepts, parse_require, parse_spread, parse_variants, redact,
 };
@@ -19,11 +20,16 @@ use crate::values::{
 pub mod container;
 mod describe;
 
-pub use container::{CONTAINER_SETTINGS, ContainerSetting, check_paths, container_table};
-pub use describe::{Given, known_annotations, readme_table};
+#[cfg(test)]
+pub(crate) use container::CONTAINER_SETTINGS;
+pub use container::ContainerSetting;
+pub(crate) use container::check_paths;
+pub use container::container_table;
+pub use describe::Given;
+pub use describe::{known_annotations, readme_table};
 
 /// Read by the API source at start; recognised so that it is not reported as unknown.
-pub const ANN_SOURCE: &str = "confgate.io/source";
+pub(crate) const ANN_SOURCE: &str = "confgate.io/source";
 const ANN_PREFIX: &str = "confgate.io/";
 
 /// A setting's value that could not be used.
@@ -140,7 +146,7 @@ impl Setting {
 
     /// Its default as a value one could give, for `--help` and the README; `None` when the default is
     /// the absence of a value (no range, no rules), which no text gives.
-    pub fn default_text(&self) -> Option<String> {
+    pub(crate) fn default_text(&self) -> Option<String> {
         let text = self.show(&Settings::default());
         let mut parsed = Settings::default();
         let reads_back = (self.set)(&mut parsed, &RawValue::Text(text.clone())).is_ok()
@@ -154,7 +160,7 @@ impl Setting {
     }
 
     /// Its raw value, to fill in.
-    pub fn given_mut<'r>(&self, raw: &'r mut Raw) -> &'r mut Option<RawValue> {
+    pub(crate) fn given_mut<'r>(&self, raw: &'r mut Raw) -> &'r mut Option<RawValue> {
         (self.raw_mut)(raw)
     }
 }
@@ -485,7 +491,7 @@ impl Settings {
     }
 
     /// The range as written, for status and logs.
-    pub fn accepts_text(&self) -> Option<&str> {
+    pub(crate) fn accepts_text(&self) -> Option<&str> {
         self.accepts.as_ref().map(|a| a.text.as_str())
     }
 }

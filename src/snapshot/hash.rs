@@ -18,7 +18,7 @@ static SEAL: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
 /// From now on every hash this process prints is `hmac-sha256:` under `key`, never the plain
 /// `sha256:` of the content: a Secret's plain hash can be brute-forced when its value is short.
 /// Returns false when another key was already set (the first one stays).
-pub fn seal(key: [u8; 32]) -> bool {
+pub(crate) fn seal(key: [u8; 32]) -> bool {
     SEAL.set(key).is_ok() || SEAL.get() == Some(&key)
 }
 
@@ -28,7 +28,7 @@ pub fn sealed() -> bool {
 }
 
 /// HMAC-SHA256 (RFC 2104) of `msg` under a 32-byte key.
-pub fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
+pub(crate) fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
     let (mut ipad, mut opad) = ([0x36u8; 64], [0x5cu8; 64]);
     for (i, k) in key.iter().enumerate() {
         ipad[i] ^= k;

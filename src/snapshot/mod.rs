@@ -17,8 +17,11 @@ use std::fmt;
 mod hash;
 mod read;
 
-pub use hash::{ContentHash, Plain, PrintedHash, hmac_sha256, seal, sealed};
-pub use read::{read, too_many_keys};
+pub use hash::Plain;
+pub(crate) use hash::seal;
+pub use hash::{ContentHash, PrintedHash, sealed};
+pub use read::read;
+pub(crate) use read::too_many_keys;
 
 /// The ConfigMap size limit (`core.MaxSecretSize`): the sum of all values.
 pub const MAX_BYTES: u64 = 1024 * 1024;
@@ -27,10 +30,10 @@ pub const MAX_BYTES: u64 = 1024 * 1024;
 /// promoted dir), so this bound is what keeps a config of empty keys within the sidecar's memory limit.
 /// Real ConfigMaps hold a few hundred at most.
 pub const MAX_KEYS: usize = 8192;
-pub const DATA_LINK: &str = "..data";
+pub(crate) const DATA_LINK: &str = "..data";
 
 /// The mode a key file has when nothing else is known: the kubelet's `defaultMode` default.
-pub const DEFAULT_MODE: u32 = 0o644;
+pub(crate) const DEFAULT_MODE: u32 = 0o644;
 
 /// One config version: every key with its bytes, and the modes that differ from [`DEFAULT_MODE`].
 ///
@@ -69,7 +72,10 @@ impl Snapshot {
     }
 
     /// A snapshot whose keys have these permission bits; [`DEFAULT_MODE`] entries are dropped.
-    pub fn with_modes(files: BTreeMap<String, Vec<u8>>, modes: BTreeMap<String, u32>) -> Snapshot {
+    pub(crate) fn with_modes(
+        files: BTreeMap<String, Vec<u8>>,
+        modes: BTreeMap<String, u32>,
+    ) -> Snapshot {
         let mut s = Snapshot::new(files);
         s.modes = modes
             .into_iter()
@@ -90,12 +96,12 @@ impl Snapshot {
     }
 
     /// Permission bits of the keys whose mode is not [`DEFAULT_MODE`].
-    pub fn modes(&self) -> &BTreeMap<String, u32> {
+    pub(crate) fn modes(&self) -> &BTreeMap<String, u32> {
         &self.modes
     }
 
     /// The keys and their bytes, taken out of the snapshot.
-    pub fn into_files(self) -> BTreeMap<String, Vec<u8>> {
+    pub(crate) fn into_files(self) -> BTreeMap<String, Vec<u8>> {
         self.files
     }
 
@@ -147,7 +153,8 @@ pub enum Observed {
 
 impl Observed {
     /// Identity for de-duplication: a config's hash, or the problem text.
-    pub fn same_as(&self, other: &Observed) -> bool {
+    #[cfg(feature = "api")]
+    pub(crate) fn same_as(&self, other: &Observed) -> bool {
         match (self, other) {
             (Observed::Config(a), Observed::Config(b)) => a.hash == b.hash,
             (a, b) => a == b,

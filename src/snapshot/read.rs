@@ -235,7 +235,7 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
 }
 
 /// Why a config with more than [`MAX_KEYS`] keys is refused.
-pub fn too_many_keys() -> String {
+pub(crate) fn too_many_keys() -> String {
     format!("the config has more than {MAX_KEYS} keys; at most {MAX_KEYS} are judged")
 }
 

@@ -87,7 +87,7 @@ fn authority(rest: &str) -> &str {
 }
 
 /// A reload target as it may be shown: any `user:password@` replaced, so an error never repeats it.
-pub fn redact(value: &str) -> String {
+pub(crate) fn redact(value: &str) -> String {
     for scheme in ["http://", "https://"] {
         if let Some(rest) = value.strip_prefix(scheme) {
             let auth = authority(rest);

@@ -91,7 +91,7 @@ impl fmt::Display for Variants {
 }
 
 /// The `variants` setting from its text; `none` or nothing: no variants.
-pub fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
+pub(crate) fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
     match s.trim() {
         "" | "none" => Ok(None),
         v => v.parse().map(Some),
@@ -100,7 +100,7 @@ pub fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
 
 /// The `accepts` setting from its text: a semver range, commas or (npm style) spaces between
 /// comparators.
-pub fn parse_accepts(s: &str) -> Result<Accepts, String> {
+pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, String> {
     let text = s.trim();
     if text.is_empty() {
         return Err("the range is empty".into());
@@ -201,7 +201,7 @@ impl VersionFrom {
 }
 
 /// The `require` setting from its text: comma-separated keys, each once, in the order given.
-pub fn parse_require(s: &str) -> Result<Vec<String>, String> {
+pub(crate) fn parse_require(s: &str) -> Result<Vec<String>, String> {
     let mut keys = Vec::new();
     for key in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
         if !is_valid_key(key) {

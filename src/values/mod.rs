@@ -8,12 +8,16 @@ mod acting;
 mod judging;
 mod verdict;
 
-pub use acting::{Confirm, Mode, OnIncompatible, Reload, redact};
-pub use judging::{Accepts, Variants, VersionFrom, parse_accepts, parse_require, parse_variants};
+pub(crate) use acting::redact;
+pub use acting::{Confirm, OnIncompatible};
+pub use acting::{Mode, Reload};
+pub use judging::Variants;
+pub use judging::{Accepts, VersionFrom};
+pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
 pub use verdict::Verdict;
 
 /// Parses a duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
@@ -33,10 +37,10 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// The longest reload spread: longer would leave a change unapplied on part of the fleet for more
 /// than an hour, which no in-place edit needs (a rollout does that with the pods' own pace).
-pub const MAX_SPREAD: std::time::Duration = std::time::Duration::from_secs(3600);
+pub(crate) const MAX_SPREAD: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Parses the reload spread: a duration from `0` (off) to [`MAX_SPREAD`].
-pub fn parse_spread(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_spread(s: &str) -> Result<std::time::Duration, String> {
     let d = parse_duration(s)?;
     if d > MAX_SPREAD {
         return Err(format!("{:?} is longer than 1h", s.trim()));
@@ -45,7 +49,7 @@ pub fn parse_spread(s: &str) -> Result<std::time::Duration, String> {
 }
 
 /// A duration as [`parse_duration`] reads it back: the largest unit that shows it whole.
-pub fn duration_text(d: std::time::Duration) -> String {
+pub(crate) fn duration_text(d: std::time::Duration) -> String {
     let ms = d.as_millis();
     match ms {
         0 => "0s".to_owned(),

@@ -58,7 +58,8 @@ impl Verdict {
     }
 
     /// The verdict a [`Verdict::reason`] names.
-    pub fn from_reason(reason: &str) -> Option<Verdict> {
+    #[cfg(feature = "api")]
+    pub(crate) fn from_reason(reason: &str) -> Option<Verdict> {
         Verdict::ALL.into_iter().find(|v| v.reason() == reason)
     }
 }

@@ -283,7 +283,7 @@ fn none_accepted(judged: &[Judged]) -> Verdict {
 }
 
 /// The set a variant promotes: the variant under the promoted name, every key that is not a variant.
-pub fn promoted_set(snap: &Snapshot, v: &Variants, key: &str) -> Snapshot {
+pub(crate) fn promoted_set(snap: &Snapshot, v: &Variants, key: &str) -> Snapshot {
     let mut files = BTreeMap::new();
     let mut modes = BTreeMap::new();
     for (k, bytes) in snap.files() {

@@ -6,10 +6,10 @@
 use crate::settings::VersionFrom;
 
 /// The annotations a fix names (`tests` checks each is a setting's).
-pub const ANN_ACCEPTS: &str = "confgate.io/accepts";
-pub const ANN_REQUIRE: &str = "confgate.io/require";
-pub const ANN_VERSION_FROM: &str = "confgate.io/version-from";
-pub const ANN_VARIANTS: &str = "confgate.io/variants";
+pub(crate) const ANN_ACCEPTS: &str = "confgate.io/accepts";
+pub(crate) const ANN_REQUIRE: &str = "confgate.io/require";
+pub(crate) const ANN_VERSION_FROM: &str = "confgate.io/version-from";
+pub(crate) const ANN_VARIANTS: &str = "confgate.io/variants";
 
 /// `missing` required keys are absent.
 pub fn required(missing: usize) -> String {
@@ -18,14 +18,14 @@ pub fn required(missing: usize) -> String {
 }
 
 /// The key the version is read from is absent (`key` as a reason shows it).
-pub fn version_key_absent(key: &str) -> String {
+pub(crate) fn version_key_absent(key: &str) -> String {
     format!(
         "add key {key} to the ConfigMap, or point {ANN_VERSION_FROM} at the key that holds the version"
     )
 }
 
 /// A version that cannot be read where `from` says.
-pub fn write_a_version(from: &VersionFrom) -> String {
+pub(crate) fn write_a_version(from: &VersionFrom) -> String {
     format!("write a version such as 2.4.1 at {from} in the ConfigMap")
 }
 
@@ -37,14 +37,14 @@ pub fn too_new(range: &str, version: &str) -> String {
 }
 
 /// `version` is older than `range` allows.
-pub fn too_old(range: &str, version: &str) -> String {
+pub(crate) fn too_old(range: &str, version: &str) -> String {
     format!(
         "update the ConfigMap to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}"
     )
 }
 
 /// A pre-release `range` does not name.
-pub fn pre_release(range: &str) -> String {
+pub(crate) fn pre_release(range: &str) -> String {
     format!("set the ConfigMap to a version in {range}, or name the pre-release in {ANN_ACCEPTS}")
 }
 
@@ -55,7 +55,7 @@ pub fn outside(range: &str) -> String {
 
 /// No variant is accepted, `verdict` being what `variants` makes of that; `range` is `None` when none is
 /// configured.
-pub fn no_variant(verdict: crate::values::Verdict, range: Option<&str>) -> String {
+pub(crate) fn no_variant(verdict: crate::values::Verdict, range: Option<&str>) -> String {
     use crate::values::Verdict;
     let Some(range) = range else {
         return format!("set {ANN_ACCEPTS} to the range the component reads");
@@ -75,7 +75,7 @@ pub fn no_variant(verdict: crate::values::Verdict, range: Option<&str>) -> Strin
 }
 
 /// A key holds the name variants are promoted as.
-pub fn promoted_name_taken(key: &str) -> String {
+pub(crate) fn promoted_name_taken(key: &str) -> String {
     format!(
         "remove key {key} from the ConfigMap (each variant is promoted under that name), or change {ANN_VARIANTS}"
     )

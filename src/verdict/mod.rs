@@ -19,8 +19,8 @@ mod version;
 
 pub use crate::values::Verdict;
 use fix::write_a_version;
-pub use range::{classify, parse_lenient};
-pub use version::extract_version;
+pub(crate) use range::{classify, parse_lenient};
+pub(crate) use version::extract_version;
 use version::{MAX_VERSION_LEN, looks_like_a_version, present};
 
 /// A verdict with the version as read (when one was read) and a one-line reason.
@@ -57,7 +57,7 @@ fn invalid(version: Option<String>, reason: String) -> Judgement {
 }
 
 /// Judges one snapshot: required keys, then the version, then the range, then the content rules.
-pub fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
+pub(crate) fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
     let j = judge_range(snap, settings);
     judge_rules(snap, settings, j, &mut Budget::per_judgement())
 }

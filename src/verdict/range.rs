@@ -13,7 +13,7 @@ use super::Verdict;
 /// assert_eq!(parse_lenient("3").unwrap().to_string(), "3.0.0");
 /// assert!(parse_lenient("2.4.x").is_err());
 /// ```
-pub fn parse_lenient(raw: &str) -> Result<Version, String> {
+pub(crate) fn parse_lenient(raw: &str) -> Result<Version, String> {
     let s = raw.trim();
     let s = s
         .strip_prefix('v')
@@ -41,7 +41,7 @@ pub fn parse_lenient(raw: &str) -> Result<Version, String> {
 /// assert_eq!(classify(&"2.3.9".parse().unwrap(), &range), Verdict::TooOld);
 /// assert_eq!(classify(&"2.5.0-rc.1".parse().unwrap(), &range), Verdict::OutOfRange);
 /// ```
-pub fn classify(v: &Version, req: &VersionReq) -> Verdict {
+pub(crate) fn classify(v: &Version, req: &VersionReq) -> Verdict {
     if req.matches(v) {
         return Verdict::Accepted;
     }

@@ -12,7 +12,7 @@ pub(super) fn present(keys: &dyn Keys) -> String {
 }
 
 /// Reads the version string from the snapshot as `from` says, as written (not yet parsed).
-pub fn extract_version(keys: &dyn Keys, from: &VersionFrom) -> Result<String, String> {
+pub(crate) fn extract_version(keys: &dyn Keys, from: &VersionFrom) -> Result<String, String> {
     let key = from.key();
     let bytes = keys.get(key).ok_or_else(|| {
         format!(

@@ -18,7 +18,7 @@ struct Candidates<'a> {
 }
 
 /// What a JSON value is, for a message that must not show it.
-pub fn shape(v: &Value) -> &'static str {
+pub(crate) fn shape(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -99,7 +99,7 @@ fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, String> {
 
 /// The volume to gate: `wanted` (inject's `--volume`), or the only one that can be gated; `Err` says
 /// why none can be chosen and what to do.
-pub fn choose(spec: &Map<String, Value>, wanted: Option<&str>) -> Result<String, String> {
+pub(crate) fn choose(spec: &Map<String, Value>, wanted: Option<&str>) -> Result<String, String> {
     let Candidates { gateable, mixed } = candidates(spec)?;
     if let Some(want) = wanted
         && let Some((_, why)) = mixed.iter().find(|(n, _)| *n == want)

@@ -168,7 +168,7 @@ pub fn facts(s: &Status) -> Option<Facts> {
             }),
         }),
         active: s.active.as_ref().map(|a| {
-            described(a.version.as_deref(), Some(&a.sha256)).from_variant(a.variant.as_deref())
+            described(a.version.as_deref(), Some(&a.sha256)).with_variant(a.variant.as_deref())
         }),
         applied: s
             .applied
@@ -176,7 +176,7 @@ pub fn facts(s: &Status) -> Option<Facts> {
             .map(|a| described(a.version.as_deref(), Some(&a.sha256))),
         newest: s.candidate.as_ref().map(|c| Newest {
             config: described(c.version.as_deref(), c.sha256.as_ref())
-                .from_variant(c.variant.as_deref()),
+                .with_variant(c.variant.as_deref()),
             verdict: c.verdict,
             reason: c.reason.clone(),
         }),

@@ -81,7 +81,7 @@ impl Fleet {
     }
 
     /// The first refusal among the pods, in pod order.
-    pub fn first_refusal(&self) -> Option<String> {
+    pub(crate) fn first_refusal(&self) -> Option<String> {
         self.rows.iter().find_map(|r| self.refusal(r))
     }
 

@@ -23,7 +23,7 @@ fn short(sha: &str) -> &str {
 impl Fleet {
     /// `rollout 25% of config.yaml: 3/12 pods on the candidate 2.5.0 (3 applied), 9/12 on stable
     /// 2.4.1, 0 refused`, when a pod reports a rollout.
-    pub fn rollout_summary(&self) -> Option<String> {
+    pub(crate) fn rollout_summary(&self) -> Option<String> {
         let reporting: Vec<(&Row, &RolloutPart)> = self
             .rows
             .iter()
@@ -108,7 +108,7 @@ impl Fleet {
     }
 
     /// The summary line, preceded by the rollout's line when pods report one.
-    pub fn summaries(&self) -> String {
+    pub(crate) fn summaries(&self) -> String {
         match self.rollout_summary() {
             Some(r) => format!("{r}\n{}", self.summary()),
             None => self.summary(),

@@ -275,7 +275,7 @@ pub(crate) struct Judged {
 
 /// One log line the gate asks for: what it decided or learnt, with the facts the line shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Note {
+pub(super) enum Note {
     Judged(Judged),
     /// The switch failed; the previous config is kept.
     PromotionFailed {
