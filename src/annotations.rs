@@ -1,6 +1,6 @@
 //! The kubelet's downward-API annotations file: `key="value"` lines, values quoted by Go's `strconv.Quote`.
 //!
-//! Parsing is pure; [`read_file`] is the one read of the file. The kubelet writes keys sorted, one per line, with no trailing newline
+//! Parsing is pure; `read_file` is the one read of the file. The kubelet writes keys sorted, one per line, with no trailing newline
 //! (`pkg/fieldpath/fieldpath.go` `FormatMap`); neither JSON nor Rust escapes match Go's quoting, so
 //! the unquoter below follows `strconv.Unquote` for double-quoted strings.
 
@@ -34,7 +34,7 @@ pub(crate) fn read_file(path: &Path) -> Result<Annotations, String> {
     read(path).map(Option::unwrap_or_default)
 }
 
-/// [`read_file`], telling an absent file (`Ok(None)`) from an empty one. The read never blocks (a FIFO
+/// `read_file`, telling an absent file (`Ok(None)`) from an empty one. The read never blocks (a FIFO
 /// or device in its place is refused) and is bounded by [`MAX_BYTES`].
 pub fn read(path: &Path) -> Result<Option<Annotations>, String> {
     use std::io::Read;

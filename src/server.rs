@@ -24,8 +24,8 @@ pub(crate) const LIVENESS_DEADLINE: Duration = Duration::from_millis(500);
 /// Probes and scrapers send theirs at once; under the default 5 s shutdown grace, so a stalled client
 /// cannot make a clean shutdown late.
 pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(3);
-/// Connections served at once; a connection over it is closed at once. With [`LOOPBACK_RESERVE`] and
-/// [`MAX_BUF`], bounds the memory clients can make the server hold (about 72 × 24 KiB).
+/// Connections served at once; a connection over it is closed at once. With `LOOPBACK_RESERVE` and
+/// `MAX_BUF`, bounds the memory clients can make the server hold (about 72 × 24 KiB).
 pub const MAX_CONNECTIONS: usize = 64;
 /// Connections kept for loopback peers beyond [`MAX_CONNECTIONS`]. The kubelet's exec probes
 /// (`confgate probe`) run in the pod's network namespace and connect over loopback, which nothing

@@ -3,7 +3,7 @@
 //! A repeat is folded into the series of an earlier Event only when it says the same thing: same
 //! type, reason, action and note. kube's `Recorder` folds on type, reason and action alone, so a
 //! second promotion would count as a repeat of the first and the Event would keep naming the first
-//! version. [`Folding`] decides (pure, time passed in); [`EventSink`] talks to the API.
+//! version. `Folding` decides (pure, time passed in); `EventSink` talks to the API.
 
 use std::collections::HashMap;
 

@@ -78,10 +78,11 @@ pub(crate) fn credentials_problem(e: &kube::Error) -> String {
             io.kind()
         ),
         K::Parse(yaml) => format!(
-            "the kubeconfig is not valid YAML ({})",
+            "the kubeconfig {} is not valid YAML ({})",
+            kubeconfig_named(),
             yaml.to_string().lines().next().unwrap_or_default()
         ),
-        other => format!("the kubeconfig: {other}"),
+        other => format!("the kubeconfig {}: {other}", kubeconfig_named()),
     };
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     if in_cluster {
@@ -90,6 +91,15 @@ pub(crate) fn credentials_problem(e: &kube::Error) -> String {
         )
     } else {
         format!("no usable Kubernetes credentials: not in a cluster, and {problem}")
+    }
+}
+
+/// The kubeconfig kube read, as the operator named it: `KUBECONFIG` (one path, or the list it merged),
+/// else `~/.kube/config`. kube's parse errors do not carry the path.
+fn kubeconfig_named() -> String {
+    match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        Some(v) => v.to_string_lossy().into_owned(),
+        None => "~/.kube/config".to_owned(),
     }
 }
 

@@ -3,9 +3,9 @@
 //!
 //! Each watch lists with the field selector `metadata.name=NAME` (what RBAC `resourceNames` requires
 //! for list and watch), then watches from the list's resourceVersion. After any error the watch is
-//! dropped and a new one lists again, after the wait [`Backoff`] gives (none after a `410 Gone`), so
+//! dropped and a new one lists again, after the wait `Backoff` gives (none after a `410 Gone`), so
 //! the watch is called healthy only while it runs from a list made since the last error. Errors do
-//! not end the source; they are reported, and a run of them longer than [`STUCK_AFTER`] shows in
+//! not end the source; they are reported, and a run of them longer than `STUCK_AFTER` shows in
 //! `/livez`.
 
 use std::future::Future;

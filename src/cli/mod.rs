@@ -2,7 +2,7 @@
 //!
 //! The gate settings' flags are not written here: [`JudgeArgs`] and [`ActArgs`] make them from the
 //! declarations in [`crate::settings`], so a new setting reaches every command that takes its kind. Each
-//! command's help lists only the settings it reads ([`For`]), tagged with their annotation only where the
+//! command's help lists only the settings it reads (`For`), tagged with their annotation only where the
 //! command reads annotations.
 //!
 //! This file holds the commands and their own flags; `gate.rs` makes the gate settings' flags;

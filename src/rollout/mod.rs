@@ -8,7 +8,7 @@
 //! keys. Neither `.next` keys nor `confgate.rollout` are ever part of what is promoted.
 //!
 //! - [`Percent`] and [`Bucket`]: the share of the fleet, the pod's place in it.
-//! - [`Plan`]: what a ConfigMap says about its rollout (percentage, candidate keys), or why it cannot
+//! - `Plan`: what a ConfigMap says about its rollout (percentage, candidate keys), or why it cannot
 //!   be read.
 //! - `assign`: [`choose`], the set a pod promotes, judged by the existing machinery
 //!   ([`crate::variants::choose`]), with the candidate held back on that pod when it is not accepted or

@@ -16,8 +16,8 @@
 //! `binaryData` value is valid UTF-8, which is how `kubectl create configmap --from-file` chooses.
 //!
 //! What a rule may cost is bounded as the API server bounds it: before a rule runs, its cost on the
-//! config being judged is estimated (`cost`), and a rule over [`PER_RULE`] is not run and fails; all the
-//! rules of one judgement (every variant of a ConfigMap included) share [`Budget::PER_JUDGEMENT`].
+//! config being judged is estimated (`cost`), and a rule over `PER_RULE` is not run and fails; all the
+//! rules of one judgement (every variant of a ConfigMap included) share `Budget::PER_JUDGEMENT`.
 //!
 //! This file is the rule set as a setting, the budget and the failures; `eval.rs` compiles and
 //! evaluates rules with CEL (the `policy` feature); `cost.rs` estimates what a rule will cost.
@@ -209,11 +209,11 @@ pub enum Why {
     /// The kind of evaluation error only (its text could quote content).
     Error(&'static str),
     NotBool,
-    /// Its estimated cost on this config is over [`PER_RULE`]; it was not run.
+    /// Its estimated cost on this config is over `PER_RULE`; it was not run.
     OverBudget {
         cost: u64,
     },
-    /// Not run: this judgement's rules would cost more than [`Budget::PER_JUDGEMENT`] with it.
+    /// Not run: this judgement's rules would cost more than `Budget::PER_JUDGEMENT` with it.
     OverJudgement {
         cost: u64,
     },

@@ -1,5 +1,5 @@
 //! The container-level settings that are not gate settings (read once, at start), each declared once
-//! in [`CONTAINER_SETTINGS`] (the command line, the error messages and the table in `docs/settings.md`
+//! in `CONTAINER_SETTINGS` (the command line, the error messages and the table in `docs/settings.md`
 //! read it), and checked together before anything starts.
 
 use super::{ANN_SOURCE, Error, Invalid};
@@ -157,7 +157,7 @@ pub(crate) static CONTAINER_SETTINGS: &[&ContainerSetting] = &[
     &LOG_FILTER,
 ];
 
-/// The table of container settings in `docs/settings.md`, made from [`CONTAINER_SETTINGS`];
+/// The table of container settings in `docs/settings.md`, made from `CONTAINER_SETTINGS`;
 /// `tests/readme.rs` keeps the copy there equal to it.
 pub fn container_table() -> String {
     let mut out =

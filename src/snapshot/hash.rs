@@ -5,7 +5,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-/// `sha256:<hex>` over the documented encoding; `hmac-sha256:<hex>` once [`seal`] was called.
+/// `sha256:<hex>` over the documented encoding; `hmac-sha256:<hex>` once `seal` was called.
 ///
 /// The bytes are always the plain digest, so comparisons, de-duplication and the reload-owed marker
 /// (in the promoted dir, beside the content itself) work alike; only the text form is sealed.
@@ -128,7 +128,7 @@ pub enum PrintedHash {
 }
 
 impl ContentHash {
-    /// The hash as it is printed now (sealed once [`seal`] was called).
+    /// The hash as it is printed now (sealed once `seal` was called).
     pub fn printed(&self) -> PrintedHash {
         match SEAL.get() {
             Some(key) => PrintedHash::HmacSha256(hmac_sha256(key, &self.0)),

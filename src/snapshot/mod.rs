@@ -35,13 +35,13 @@ pub(crate) const DATA_LINK: &str = "..data";
 /// The mode a key file has when nothing else is known: the kubelet's `defaultMode` default.
 pub(crate) const DEFAULT_MODE: u32 = 0o644;
 
-/// One config version: every key with its bytes, and the modes that differ from [`DEFAULT_MODE`].
+/// One config version: every key with its bytes, and the modes that differ from `DEFAULT_MODE`.
 ///
 /// Modes are not part of the hash: a ConfigMap does not carry them (the pod's `defaultMode` and
 /// `items[].mode` do), and `confgate check` must print the volume's hash for a manifest.
 ///
 /// The fields are private so the hash always matches the keys: a snapshot is made only by
-/// [`Snapshot::new`] or [`Snapshot::with_modes`] and read through its accessors.
+/// [`Snapshot::new`] or `Snapshot::with_modes` and read through its accessors.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Snapshot {
     files: BTreeMap<String, Vec<u8>>,

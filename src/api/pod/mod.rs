@@ -1,5 +1,5 @@
 //! What confgate reports on its own pod: Events (accepted, rejected, missing, reload failed) through
-//! [`EventSink`] (events.k8s.io/v1, only identical repeats folded into a series), and the conditions
+//! `EventSink` (events.k8s.io/v1, only identical repeats folded into a series), and the conditions
 //! `confgate.io/config-compatible` and `confgate.io/config-current` on pods/status by strategic
 //! merge patch.
 //!
