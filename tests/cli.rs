@@ -267,4 +267,28 @@ fn api_mode_without_credentials_stops_before_starting_with_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&kubeconfig.display().to_string()), "{err}");
     assert!(!err.contains("failed to infer config"), "{err}");
+
+    // A kubeconfig that is there but broken is named too, with what is wrong, in one line.
+    std::fs::write(&kubeconfig, "apiVersion: v1\nclusters: [unclosed\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--source", "configmap:ns/cm", "--accepts", "^1"])
+        .args(["--listen", "127.0.0.1:0", "--watch"])
+        .arg(d.watch())
+        .arg("--promote-to")
+        .arg(d.promoted())
+        .env_clear()
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", d.root.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the kubeconfig {} is not valid YAML",
+            kubeconfig.display()
+        )),
+        "{err}"
+    );
 }
