@@ -796,6 +796,7 @@ fn variants_are_refused_with_exit_64_not_ignored() {
         err.contains("--variants config.v*.yaml -> config.yaml cannot be checked at admission"),
         "{err}"
     );
+    assert!(err.contains("CEL in the API server cannot parse"), "{err}");
     assert!(out.stdout.is_empty(), "no policy printed");
 }
 

@@ -62,8 +62,9 @@ pub enum Error {
     #[error("the policy would check nothing but deletion: give --accepts, --require or --rule")]
     Nothing,
     #[error(
-        "--variants {0} cannot be checked at admission: the policy would judge the keys as they are \
-         stored, where each variant has a name of its own and the promoted name is absent. Generate the \
+        "--variants {0} cannot be checked at admission: each variant carries its version inside its \
+         own document (--version-from yaml: or json:), which CEL in the API server cannot parse, and a \
+         file: version is one key every variant shares, so it cannot tell them apart. Generate the \
          policy without --variants and with only what holds for the stored keys (e.g. --require of keys \
          every variant shares), or leave the variants to the sidecar and `confgate check`"
     )]

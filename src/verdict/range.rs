@@ -6,13 +6,6 @@ use semver::{Comparator, Op, Version, VersionReq};
 use super::Verdict;
 
 /// Parses a version leniently: a leading `v`, `2.4` (= 2.4.0) and `3` (= 3.0.0) are accepted.
-///
-/// ```
-/// use confgate::verdict::parse_lenient;
-/// assert_eq!(parse_lenient("v2.4").unwrap(), semver::Version::new(2, 4, 0));
-/// assert_eq!(parse_lenient("3").unwrap().to_string(), "3.0.0");
-/// assert!(parse_lenient("2.4.x").is_err());
-/// ```
 pub(crate) fn parse_lenient(raw: &str) -> Result<Version, String> {
     let s = raw.trim();
     let s = s
@@ -33,14 +26,6 @@ pub(crate) fn parse_lenient(raw: &str) -> Result<Version, String> {
 }
 
 /// Places a version against a range: accepted, or which side of it the version falls on.
-///
-/// ```
-/// use confgate::verdict::{classify, Verdict};
-/// let range = semver::VersionReq::parse(">=2.4.0, <3.0.0").unwrap();
-/// assert_eq!(classify(&"3.1.0".parse().unwrap(), &range), Verdict::TooNew);
-/// assert_eq!(classify(&"2.3.9".parse().unwrap(), &range), Verdict::TooOld);
-/// assert_eq!(classify(&"2.5.0-rc.1".parse().unwrap(), &range), Verdict::OutOfRange);
-/// ```
 pub(crate) fn classify(v: &Version, req: &VersionReq) -> Verdict {
     if req.matches(v) {
         return Verdict::Accepted;
@@ -84,6 +69,24 @@ fn floor(c: &Comparator) -> Version {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn lenient_versions_as_documented() {
+        assert_eq!(parse_lenient("v2.4").unwrap(), Version::new(2, 4, 0));
+        assert_eq!(parse_lenient("3").unwrap().to_string(), "3.0.0");
+        assert!(parse_lenient("2.4.x").is_err());
+    }
+
+    #[test]
+    fn each_side_of_a_range_as_documented() {
+        let range = VersionReq::parse(">=2.4.0, <3.0.0").unwrap();
+        assert_eq!(classify(&"3.1.0".parse().unwrap(), &range), Verdict::TooNew);
+        assert_eq!(classify(&"2.3.9".parse().unwrap(), &range), Verdict::TooOld);
+        assert_eq!(
+            classify(&"2.5.0-rc.1".parse().unwrap(), &range),
+            Verdict::OutOfRange
+        );
+    }
 
     fn arb_version() -> impl Strategy<Value = Version> {
         (
