@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{DEADLINE, Gate, get, kubelet_write, output_with_stdin, wait_for};
+use common::{DEADLINE, Gate, confgate_alone, get, kubelet_write, output_with_stdin, wait_for};
 
 const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 const ACCEPTS: &str = ">=2.4.0, <3.0.0";
@@ -34,18 +34,11 @@ fn check_with(args: &[&str], stdin: Option<&str>) -> Run {
 
 /// `check_with`, run in `cwd` when given.
 fn check_in(cwd: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Run {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = confgate_alone();
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    cmd.arg("check")
-        .args(args)
-        .env_remove("CONFGATE_ACCEPTS")
-        .env_remove("CONFGATE_VERSION_FROM")
-        .env_remove("CONFGATE_REQUIRE")
-        .env_remove("CONFGATE_VARIANTS")
-        .env_remove("CONFGATE_RULES")
-        .env_remove("CONFGATE_RULES_FILE");
+    cmd.arg("check").args(args);
     let out = output_with_stdin(cmd, stdin.unwrap_or(""));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let lines = stdout

@@ -4,25 +4,13 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::output_with_stdin;
-
-const BIN: &str = env!("CARGO_BIN_EXE_confgate");
+use common::{confgate_alone, output_with_stdin};
 
 fn run(args: &[&str], stdin: &str) -> Output {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = confgate_alone();
     cmd.args(args);
-    for v in [
-        "CONFGATE_ACCEPTS",
-        "CONFGATE_VERSION_FROM",
-        "CONFGATE_REQUIRE",
-        "CONFGATE_VARIANTS",
-        "CONFGATE_RULES",
-        "CONFGATE_RULES_FILE",
-    ] {
-        cmd.env_remove(v);
-    }
     output_with_stdin(cmd, stdin)
 }
 

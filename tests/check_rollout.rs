@@ -7,9 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::output_with_stdin;
-
-const BIN: &str = env!("CARGO_BIN_EXE_confgate");
+use common::{confgate_alone, output_with_stdin};
 
 struct Run {
     code: i32,
@@ -19,19 +17,8 @@ struct Run {
 }
 
 fn check(args: &[&str], stdin: &str) -> Run {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = confgate_alone();
     cmd.arg("check").args(args).arg("-");
-    for v in [
-        "CONFGATE_ACCEPTS",
-        "CONFGATE_VERSION_FROM",
-        "CONFGATE_REQUIRE",
-        "CONFGATE_VARIANTS",
-        "CONFGATE_RULES",
-        "CONFGATE_RULES_FILE",
-        "CONFGATE_MODE",
-    ] {
-        cmd.env_remove(v);
-    }
     let out = output_with_stdin(cmd, stdin);
     let lines = String::from_utf8(out.stdout)
         .unwrap()

@@ -250,17 +250,20 @@ fn a_probe_that_cannot_connect_says_where_and_why() {
 fn api_mode_without_credentials_stops_before_starting_with_one_line() {
     let d = Dirs::new();
     let kubeconfig = d.root.path().join("no-such-kubeconfig");
-    let out = Command::new(BIN)
-        .args(["run", "--source", "configmap:ns/cm", "--accepts", "^1"])
-        .args(["--listen", "127.0.0.1:0", "--watch"])
-        .arg(d.watch())
-        .arg("--promote-to")
-        .arg(d.promoted())
-        .env_clear()
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOME", d.root.path())
-        .output()
-        .unwrap();
+    let run_api_mode = || {
+        Command::new(BIN)
+            .args(["run", "--source", "configmap:ns/cm", "--accepts", "^1"])
+            .args(["--listen", "127.0.0.1:0", "--watch"])
+            .arg(d.watch())
+            .arg("--promote-to")
+            .arg(d.promoted())
+            .env_clear()
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", d.root.path())
+            .output()
+            .unwrap()
+    };
+    let out = run_api_mode();
     assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(!err.contains("confgate started"), "{err}");
@@ -270,17 +273,7 @@ fn api_mode_without_credentials_stops_before_starting_with_one_line() {
 
     // A kubeconfig that is there but broken is named too, with what is wrong, in one line.
     std::fs::write(&kubeconfig, "apiVersion: v1\nclusters: [unclosed\n").unwrap();
-    let out = Command::new(BIN)
-        .args(["run", "--source", "configmap:ns/cm", "--accepts", "^1"])
-        .args(["--listen", "127.0.0.1:0", "--watch"])
-        .arg(d.watch())
-        .arg("--promote-to")
-        .arg(d.promoted())
-        .env_clear()
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOME", d.root.path())
-        .output()
-        .unwrap();
+    let out = run_api_mode();
     assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");

@@ -8,6 +8,7 @@
 #![cfg(feature = "policy")]
 
 mod common;
+use common::as_admission_words_it;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -217,23 +218,7 @@ fn check_accepts_cm(s: &Settings, cm: &Value) -> bool {
 fn check_reason(s: &Settings, cm: &Value) -> (Verdict, String) {
     let found = check::manifests("cm.json", &cm.to_string()).unwrap();
     let j = verdict::judge(&found[0].1, s);
-    let mut reason = j.reason;
-    // The list ends at the first `); `: a cut name inside it ends with `bytes)` followed by `)`.
-    if let Some(i) = reason.find(" (present: ") {
-        let end = i
-            + reason[i..]
-                .find("); ")
-                .expect("the fix after the keys present")
-            + 1;
-        reason.replace_range(i..end, "");
-    }
-    if let (Some(i), Some(j)) = (
-        reason.find(": not a semantic version ("),
-        reason.find("); allowed: "),
-    ) {
-        reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
-    }
-    (j.verdict, reason)
+    (j.verdict, as_admission_words_it(j.reason))
 }
 
 /// The policy refuses with `check`'s reason, after the ConfigMap's name; `Err` says how it differs.
@@ -1217,22 +1202,7 @@ fn check_first_refusal(s: &Settings, cm: &Value) -> Option<String> {
         .lines
         .into_iter()
         .find(|l| l.judgement.verdict != Verdict::Accepted)?;
-    let mut reason = line.judgement.reason;
-    if let Some(i) = reason.find(" (present: ") {
-        let end = i
-            + reason[i..]
-                .find("); ")
-                .expect("the fix after the keys present")
-            + 1;
-        reason.replace_range(i..end, "");
-    }
-    if let (Some(i), Some(j)) = (
-        reason.find(": not a semantic version ("),
-        reason.find("); allowed: "),
-    ) {
-        reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
-    }
-    Some(reason)
+    Some(as_admission_words_it(line.judgement.reason))
 }
 
 /// Mid-rollout the policy judges the candidate's version as the pods on the candidate do, and refuses

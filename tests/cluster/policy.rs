@@ -14,7 +14,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{self, poll};
+use crate::common::{self, as_admission_words_it, poll};
 use crate::confgate;
 use crate::server::{Cluster, client, cluster, runtime};
 
@@ -143,24 +143,7 @@ fn check(args: &[&str], corpus: &[Value]) -> Vec<Option<String>> {
     assert!(seen.iter().all(|&s| s), "{stdout}");
     first
         .into_iter()
-        .map(|reason| {
-            let mut reason = reason?;
-            if let Some(at) = reason.find(" (present: ") {
-                let end = at
-                    + reason[at..]
-                        .find("); ")
-                        .expect("the fix after the keys present")
-                    + 1;
-                reason.replace_range(at..end, "");
-            }
-            if let (Some(i), Some(j)) = (
-                reason.find(": not a semantic version ("),
-                reason.find("); allowed: "),
-            ) {
-                reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
-            }
-            Some(reason)
-        })
+        .map(|reason| reason.map(as_admission_words_it))
         .collect()
 }
 

@@ -25,6 +25,46 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_confgate");
 
+/// The binary with none of the gate settings' environment variables, so that every setting comes from
+/// the test's own flags whatever the environment the tests run in.
+pub fn confgate_alone() -> Command {
+    let mut cmd = Command::new(BIN);
+    for v in [
+        "CONFGATE_ACCEPTS",
+        "CONFGATE_VERSION_FROM",
+        "CONFGATE_REQUIRE",
+        "CONFGATE_VARIANTS",
+        "CONFGATE_RULES",
+        "CONFGATE_RULES_FILE",
+        "CONFGATE_MODE",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// A reason as the admission policy words it: CEL cannot list the keys present nor quote the semver
+/// parser's detail, so those two parts of `check`'s reason are left out; the rest, its fix included, is
+/// the same.
+pub fn as_admission_words_it(mut reason: String) -> String {
+    // The list ends at the first `); `: a cut name inside it ends with `bytes)` followed by `)`.
+    if let Some(i) = reason.find(" (present: ") {
+        let end = i
+            + reason[i..]
+                .find("); ")
+                .expect("the fix after the keys present")
+            + 1;
+        reason.replace_range(i..end, "");
+    }
+    if let (Some(i), Some(j)) = (
+        reason.find(": not a semantic version ("),
+        reason.find("); allowed: "),
+    ) {
+        reason.replace_range(i + ": not a semantic version".len()..j + 1, "");
+    }
+    reason
+}
+
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
 /// Polls `f` every few milliseconds until it returns `Some`, or panics with `what` after `deadline`.

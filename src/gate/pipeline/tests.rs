@@ -13,26 +13,35 @@ fn version(v: &str) -> snapshot::Snapshot {
     )]))
 }
 
-#[tokio::test]
-async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
-    // The volume in the kubelet's layout, written by the same code that writes the promoted dir.
+/// A volume in the kubelet's layout holding 1.0.0 (written by the same code that writes the promoted
+/// dir), and a pipeline's config and settings over it: range `^1`, and `reload` when given.
+fn fixture(
+    tmp: &std::path::Path,
+    reload: Option<&str>,
+) -> (Promoter, std::path::PathBuf, Config, Settings) {
+    let (watch, promoted) = (tmp.join("watch"), tmp.join("promoted"));
     let (volume, _) = Promoter::open(&watch).unwrap();
     volume.promote(&version("1.0.0")).unwrap();
     let cfg = Config {
         watch,
         promote_to: Some(promoted.clone()),
-        annotations: tmp.path().join("podinfo/annotations"),
+        annotations: tmp.join("podinfo/annotations"),
         resync: Duration::from_secs(30),
         bucket: None,
     };
     let base = Settings::from_raw(&Raw {
         accepts: Some("^1".into()),
-        reload: Some("http://127.0.0.1:9/reload".into()),
+        reload: reload.map(Into::into),
         ..Default::default()
     })
     .unwrap();
+    (volume, promoted, cfg, base)
+}
+
+#[tokio::test]
+async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (volume, promoted, cfg, base) = fixture(tmp.path(), Some("http://127.0.0.1:9/reload"));
     let mut p = Pipeline::open(
         cfg,
         Feed::Volume,
@@ -106,25 +115,10 @@ async fn the_reload_post_is_on_the_wire_before_the_loop_goes_on() {
     // On a task of its own, as `run` starts the loop.
     tokio::spawn(async move {
         let tmp = tempfile::tempdir().unwrap();
-        let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
-        let (volume, _) = Promoter::open(&watch).unwrap();
-        volume.promote(&version("1.0.0")).unwrap();
         let (url, arrived) = component();
         // Shared with the callback below, across the task's awaits.
         let arrived = std::sync::Mutex::new(arrived);
-        let cfg = Config {
-            watch,
-            promote_to: Some(promoted),
-            annotations: tmp.path().join("podinfo/annotations"),
-            resync: Duration::from_secs(30),
-            bucket: None,
-        };
-        let base = Settings::from_raw(&Raw {
-            accepts: Some("^1".into()),
-            reload: Some(url.as_str().into()),
-            ..Default::default()
-        })
-        .unwrap();
+        let (volume, _, cfg, base) = fixture(tmp.path(), Some(&url));
         let shared = Shared::new();
         let worker = reload::spawn_with(shared.clone(), crate::http::Client::new(None).unwrap());
         let mut p = Pipeline::open(cfg, Feed::Volume, base, shared, worker)
@@ -180,21 +174,7 @@ fn a_small_config_after_a_small_one_is_read_and_judged_on_the_loop() {
         .unwrap();
     rt.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
-        let (watch, promoted) = (tmp.path().join("watch"), tmp.path().join("promoted"));
-        let (volume, _) = Promoter::open(&watch).unwrap();
-        volume.promote(&version("1.0.0")).unwrap();
-        let cfg = Config {
-            watch,
-            promote_to: Some(promoted.clone()),
-            annotations: tmp.path().join("podinfo/annotations"),
-            resync: Duration::from_secs(30),
-            bucket: None,
-        };
-        let base = Settings::from_raw(&Raw {
-            accepts: Some("^1".into()),
-            ..Default::default()
-        })
-        .unwrap();
+        let (volume, promoted, cfg, base) = fixture(tmp.path(), None);
         let mut p = Pipeline::open(
             cfg,
             Feed::Volume,
