@@ -288,6 +288,28 @@ mod tests {
     use super::*;
     use crate::state::{ActiveView, CandidateView};
 
+    /// An accepted config in force, version `v`.
+    fn active(v: &str) -> Option<ActiveView> {
+        Some(ActiveView {
+            version: Some(v.into()),
+            sha256: hash(0xab),
+            since: jiff::Timestamp::UNIX_EPOCH,
+            verdict: Verdict::Accepted,
+            variant: None,
+        })
+    }
+
+    /// The newest config seen, version `v`, judged `verdict` for `reason`.
+    fn candidate(v: &str, verdict: Verdict, reason: &str) -> Option<CandidateView> {
+        Some(CandidateView {
+            version: Some(v.into()),
+            sha256: Some(hash(0xcd)),
+            verdict,
+            reason: reason.into(),
+            variant: None,
+        })
+    }
+
     fn hash(byte: u8) -> PrintedHash {
         PrintedHash::Sha256([byte; 32])
     }
@@ -307,20 +329,8 @@ mod tests {
     fn the_readiness_condition_is_readyz_and_the_held_config_shows_in_the_other() {
         let held = Status {
             ready: true,
-            active: Some(ActiveView {
-                version: Some("2.5.0".into()),
-                sha256: hash(0xab),
-                since: jiff::Timestamp::UNIX_EPOCH,
-                verdict: Verdict::Accepted,
-                variant: None,
-            }),
-            candidate: Some(CandidateView {
-                version: Some("3.0.0".into()),
-                sha256: Some(hash(0xcd)),
-                verdict: Verdict::TooNew,
-                reason: "too new".into(),
-                variant: None,
-            }),
+            active: active("2.5.0"),
+            candidate: candidate("3.0.0", Verdict::TooNew, "too new"),
             ..Status::default()
         };
         // `hold`: ready, compatible; not current.
@@ -468,13 +478,7 @@ mod tests {
     fn a_reload_that_keeps_failing_shows_in_config_current_not_in_readiness() {
         let mut s = Status {
             ready: true,
-            active: Some(ActiveView {
-                version: Some("2.5.0".into()),
-                sha256: hash(0xab),
-                since: jiff::Timestamp::UNIX_EPOCH,
-                verdict: Verdict::Accepted,
-                variant: None,
-            }),
+            active: active("2.5.0"),
             ..Status::default()
         };
         s.reload.target = "http://127.0.0.1:8080/reload".into();
@@ -498,13 +502,7 @@ mod tests {
         let f = facts(&s).unwrap().reload_failing.unwrap();
         assert_eq!(f.error, "connection refused");
         // A held config says why the newest is not in force, before the reload does.
-        s.candidate = Some(CandidateView {
-            version: Some("3.0.0".into()),
-            sha256: Some(hash(0xcd)),
-            verdict: Verdict::TooNew,
-            reason: "too new".into(),
-            variant: None,
-        });
+        s.candidate = candidate("3.0.0", Verdict::TooNew, "too new");
         assert_eq!(condition(&s).unwrap().reason, "TooNew");
         // Not ready for its settings while the reload fails: readiness does not blame the reload.
         s.candidate = None;
@@ -516,20 +514,8 @@ mod tests {
     fn a_change_waiting_for_the_reload_spread_is_not_current_and_not_a_failure() {
         let mut s = Status {
             ready: true,
-            active: Some(ActiveView {
-                version: Some("2.4.1".into()),
-                sha256: hash(0xab),
-                since: jiff::Timestamp::UNIX_EPOCH,
-                verdict: Verdict::Accepted,
-                variant: None,
-            }),
-            candidate: Some(CandidateView {
-                version: Some("2.5.0".into()),
-                sha256: Some(hash(0xcd)),
-                verdict: Verdict::Accepted,
-                reason: "2.5.0 is in ^2".into(),
-                variant: None,
-            }),
+            active: active("2.4.1"),
+            candidate: candidate("2.5.0", Verdict::Accepted, "2.5.0 is in ^2"),
             spread: Some(crate::state::SpreadView {
                 due_at: jiff::Timestamp::UNIX_EPOCH,
                 delay_ms: 1500,
