@@ -527,7 +527,7 @@ pub fn to_json(objects: &[Node; 2]) -> String {
     let list = serde_json::json!({
         "apiVersion": "v1",
         "kind": "List",
-        "items": [objects[0].to_json(), objects[1].to_json()],
+        "items": objects,
     });
     yaml::escape_json(&serde_json::to_string_pretty(&list).unwrap_or_default()) + "\n"
 }
