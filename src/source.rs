@@ -1,20 +1,24 @@
 //! Change detection on the kubelet volumes: the config dir and the annotations file's dir, each watched
-//! non-recursively with notify.
+//! non-recursively with inotify, read on the decision loop itself.
 //!
 //! Events only say "look again"; what changed is decided by re-reading and hashing. A `..data` event
 //! means a kubelet swap: read at once. Another name in the config dir means a plain directory is being
-//! edited: read after a quiet period. Access events (the kubelet's no-op syncs open every file) are
-//! dropped in the notify thread, so an idle volume wakes nothing. Watches are re-established when a
-//! watched dir disappears and returns (a new inode).
+//! edited: read after a quiet period. Opens and reads are not subscribed to (the kubelet's no-op syncs
+//! open every file), so an idle volume wakes nothing. Watches are re-established when a watched dir
+//! disappears and returns (a new inode).
+//!
+//! The inotify descriptor sits in tokio's reactor: a `..data` rename wakes the loop straight from
+//! epoll, with no watcher thread between the kernel and the decision.
 
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::time::Instant;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use notify::{EventKind, RecursiveMode, Watcher as _};
-use tokio::sync::Notify;
+use futures_core::Stream;
+use inotify::{EventMask, EventOwned, EventStream, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use crate::snapshot::DATA_LINK;
 
@@ -54,96 +58,79 @@ impl std::ops::BitOrAssign for Changes {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot start the file watcher: {0}")]
-    Start(#[source] notify::Error),
+    Start(#[source] std::io::Error),
 }
 
-/// State shared with notify's thread: pending changes as bits, a wake-up, the time of the last plain event.
-#[derive(Debug)]
-struct Pending {
-    bits: AtomicU8,
-    wake: Notify,
-    last_plain_ms: AtomicU64,
-    errors: AtomicU64,
-    epoch: Instant,
+/// What creates, removes, renames or writes a name in a watched dir, or moves or removes the dir.
+fn mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MODIFY
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::ATTRIB
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Watched {
     path: PathBuf,
     dev_ino: Option<(u64, u64)>,
+    wd: Option<WatchDescriptor>,
 }
 
 /// The watch on the config dir and the annotations dir.
+#[derive(Debug)]
 pub(crate) struct Source {
-    watcher: notify::RecommendedWatcher,
-    pending: Arc<Pending>,
+    /// Room for 16 events with the longest name (inotify never splits one across reads).
+    events: EventStream<Box<[u8]>>,
+    watches: Watches,
     config: Watched,
-    annotations: Option<Watched>,
+    /// The annotations dir and the file's name in it.
+    annotations: Option<(Watched, OsString)>,
+    /// Changes read but not yet taken.
+    pending: Changes,
+    last_plain: Instant,
+    errors: u64,
     /// The last error adding a watch, for `/status`.
     pub watch_error: Option<String>,
-}
-
-impl std::fmt::Debug for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Source")
-            .field("config", &self.config)
-            .field("annotations", &self.annotations)
-            .finish()
-    }
 }
 
 fn dev_ino(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
+fn unwatched(path: PathBuf) -> Watched {
+    Watched {
+        path,
+        dev_ino: None,
+        wd: None,
+    }
+}
+
 impl Source {
-    /// Watches `config_dir`, and the directory holding `annotations_file` when given.
+    /// Watches `config_dir`, and the directory holding `annotations_file` when given. Must be called
+    /// inside the tokio runtime, whose reactor then polls the inotify descriptor.
     pub(crate) fn new(config_dir: &Path, annotations_file: Option<&Path>) -> Result<Source, Error> {
-        let pending = Arc::new(Pending {
-            bits: AtomicU8::new(0),
-            wake: Notify::new(),
-            last_plain_ms: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            epoch: Instant::now(),
-        });
-        let config_dir = config_dir.to_path_buf();
-        let ann = annotations_file.map(|f| {
+        let events = Inotify::init()
+            .and_then(|i| i.into_event_stream(vec![0u8; 16 * (16 + 256)].into_boxed_slice()))
+            .map_err(Error::Start)?;
+        let annotations = annotations_file.map(|f| {
             let dir = f.parent().unwrap_or(Path::new(".")).to_path_buf();
-            let name = f.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-            (dir, name)
+            let name = f.file_name().map(OsStr::to_os_string).unwrap_or_default();
+            (unwatched(dir), name)
         });
-        let p = pending.clone();
-        let cfg = config_dir.clone();
-        let ann2 = ann.clone();
-        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            let changes = match res {
-                Ok(ev) => classify(&ev, &cfg, ann2.as_ref()),
-                Err(_) => {
-                    p.errors.fetch_add(1, Ordering::Relaxed);
-                    Changes::ALL
-                }
-            };
-            if changes.contains(Changes::PLAIN) {
-                p.last_plain_ms
-                    .store(p.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-            }
-            if !changes.is_empty() {
-                p.bits.fetch_or(changes.0, Ordering::AcqRel);
-                p.wake.notify_one();
-            }
-        })
-        .map_err(Error::Start)?;
         let mut s = Source {
-            watcher,
-            pending,
-            config: Watched {
-                path: config_dir,
-                dev_ino: None,
-            },
-            annotations: ann.map(|(dir, _)| Watched {
-                path: dir,
-                dev_ino: None,
-            }),
+            watches: events.watches(),
+            events,
+            config: unwatched(config_dir.to_path_buf()),
+            annotations,
+            pending: Changes::default(),
+            last_plain: Instant::now(),
+            errors: 0,
             watch_error: None,
         };
         s.ensure_watches();
@@ -154,18 +141,22 @@ impl Source {
     pub(crate) fn ensure_watches(&mut self) -> bool {
         let mut error = None;
         let mut refreshed = false;
-        for w in std::iter::once(&mut self.config).chain(self.annotations.as_mut()) {
+        let dirs =
+            std::iter::once(&mut self.config).chain(self.annotations.as_mut().map(|(w, _)| w));
+        for w in dirs {
             let now = dev_ino(&w.path);
             if now == w.dev_ino {
                 continue;
             }
-            if w.dev_ino.is_some() {
-                let _ = self.watcher.unwatch(&w.path);
+            // A removed dir's watch is already gone (IN_IGNORED); removing it again fails, harmlessly.
+            if let Some(wd) = w.wd.take() {
+                let _ = self.watches.remove(wd);
             }
             w.dev_ino = None;
             if now.is_some() {
-                match self.watcher.watch(&w.path, RecursiveMode::NonRecursive) {
-                    Ok(()) => {
+                match self.watches.add(&w.path, mask()) {
+                    Ok(wd) => {
+                        w.wd = Some(wd);
                         w.dev_ino = now;
                         refreshed = true;
                     }
@@ -175,70 +166,80 @@ impl Source {
         }
         if refreshed {
             // Whatever happened while unwatched must be looked at.
-            self.pending.bits.fetch_or(Changes::ALL.0, Ordering::AcqRel);
+            self.pending |= Changes::ALL;
         }
         self.watch_error = error;
         self.config.dev_ino.is_some()
     }
 
-    /// Waits for changes and takes them.
-    pub(crate) async fn changed(&self) -> Changes {
+    /// Waits for changes and takes them. Cancel-safe: what was read is kept until taken.
+    pub(crate) async fn changed(&mut self) -> Changes {
+        std::future::poll_fn(|cx| self.poll_changed(cx)).await
+    }
+
+    /// Reads every event already queued, so that a burst is one change, then takes what they ask for.
+    fn poll_changed(&mut self, cx: &mut Context<'_>) -> Poll<Changes> {
         loop {
-            let bits = self.pending.bits.swap(0, Ordering::AcqRel);
-            if bits != 0 {
-                return Changes(bits);
+            match Pin::new(&mut self.events).poll_next(cx) {
+                Poll::Ready(Some(Ok(ev))) => {
+                    let c = classify(&ev, &self.config, self.annotations.as_ref());
+                    if ev.mask.contains(EventMask::Q_OVERFLOW) {
+                        self.errors += 1;
+                    }
+                    if c.contains(Changes::PLAIN) {
+                        self.last_plain = Instant::now();
+                    }
+                    self.pending |= c;
+                }
+                // A failed read is counted and answered by looking at everything; the next call
+                // reads again.
+                Poll::Ready(Some(Err(_)) | None) => {
+                    self.errors += 1;
+                    self.pending |= Changes::ALL;
+                    break;
+                }
+                Poll::Pending => break,
             }
-            self.pending.wake.notified().await;
+        }
+        if self.pending.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(std::mem::take(&mut self.pending))
         }
     }
 
     /// Time since the last event on a plain (non-`..data`) name in the config dir.
-    pub(crate) fn since_plain_event(&self) -> std::time::Duration {
-        let now = self.pending.epoch.elapsed().as_millis() as u64;
-        std::time::Duration::from_millis(
-            now.saturating_sub(self.pending.last_plain_ms.load(Ordering::Relaxed)),
-        )
+    pub(crate) fn since_plain_event(&self) -> Duration {
+        self.last_plain.elapsed()
     }
 
     /// Watch errors and overflows since the last call.
-    pub(crate) fn take_errors(&self) -> u64 {
-        self.pending.errors.swap(0, Ordering::Relaxed)
+    pub(crate) fn take_errors(&mut self) -> u64 {
+        std::mem::take(&mut self.errors)
     }
 }
 
-fn classify(
-    ev: &notify::Event,
-    config_dir: &Path,
-    ann: Option<&(PathBuf, std::ffi::OsString)>,
-) -> Changes {
-    if matches!(ev.kind, EventKind::Access(_)) {
-        return Changes::default();
-    }
-    if ev.need_rescan() {
+/// What one event asks to look at again. An event on a watched dir itself (moved, removed) or a lost
+/// queue asks for everything the dir holds.
+fn classify(ev: &EventOwned, config: &Watched, ann: Option<&(Watched, OsString)>) -> Changes {
+    if ev.mask.contains(EventMask::Q_OVERFLOW) {
         return Changes::ALL;
     }
     let mut out = Changes::default();
-    for path in &ev.paths {
-        if path == config_dir {
-            out |= Changes::CONFIG;
-            continue;
-        }
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            continue;
+    let name = ev.name.as_deref();
+    if config.wd.as_ref() == Some(&ev.wd) {
+        out |= match name {
+            None => Changes::CONFIG,
+            Some(n) if n == DATA_LINK => Changes::CONFIG,
+            Some(n) if n.as_encoded_bytes().starts_with(b"..") => Changes::default(),
+            Some(_) => Changes::PLAIN,
         };
-        if let Some((dir, file)) = ann
-            && parent == dir
-            && (name == DATA_LINK || name == file.as_os_str())
-        {
-            out |= Changes::ANNOTATIONS;
-        }
-        if parent == config_dir {
-            if name == DATA_LINK {
-                out |= Changes::CONFIG;
-            } else if !name.to_string_lossy().starts_with("..") {
-                out |= Changes::PLAIN;
-            }
-        }
+    }
+    if let Some((w, file)) = ann
+        && w.wd.as_ref() == Some(&ev.wd)
+        && name.is_none_or(|n| n == DATA_LINK || n == file)
+    {
+        out |= Changes::ANNOTATIONS;
     }
     out
 }
@@ -246,57 +247,58 @@ fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use notify::event::{AccessKind, CreateKind, ModifyKind, RenameMode};
 
-    fn ev(kind: EventKind, paths: &[&str]) -> notify::Event {
-        let mut e = notify::Event::new(kind);
-        for p in paths {
-            e = e.add_path(PathBuf::from(p));
-        }
-        e
+    /// The kubelet's swap, in the order it writes, on real dirs: only the `..data` rename is a change,
+    /// and the annotations file's own swap is one of the annotations.
+    #[tokio::test]
+    async fn the_kubelet_sequence_wakes_for_the_data_rename_only() {
+        let root = tempfile::tempdir().unwrap();
+        let (v, pi) = (root.path().join("v"), root.path().join("pi"));
+        std::fs::create_dir_all(&v).unwrap();
+        std::fs::create_dir_all(&pi).unwrap();
+        let mut s = Source::new(&v, Some(&pi.join("annotations"))).unwrap();
+        assert_eq!(
+            s.changed().await,
+            Changes::ALL,
+            "the first watch looks at everything"
+        );
+
+        let ts = v.join("..2026_11_29_22_37_35.1");
+        std::fs::create_dir(&ts).unwrap();
+        std::fs::write(ts.join("app.yaml"), "x").unwrap();
+        std::os::unix::fs::symlink("..2026_11_29_22_37_35.1", v.join("..data_tmp")).unwrap();
+        std::fs::rename(v.join("..data_tmp"), v.join("..data")).unwrap();
+        assert_eq!(s.changed().await, Changes::CONFIG);
+
+        std::fs::write(v.join("app.yaml"), "plain").unwrap();
+        assert_eq!(s.changed().await, Changes::PLAIN);
+        assert!(s.since_plain_event() < Duration::from_secs(60));
+
+        std::fs::write(pi.join("other"), "x").unwrap();
+        std::fs::write(pi.join("annotations"), "a=\"b\"").unwrap();
+        assert_eq!(s.changed().await, Changes::ANNOTATIONS);
+
+        // Reading is not a change: a no-op sync opens every file.
+        std::fs::read(v.join("app.yaml")).unwrap();
+        std::fs::write(pi.join("annotations"), "a=\"c\"").unwrap();
+        assert_eq!(s.changed().await, Changes::ANNOTATIONS);
+        assert_eq!(s.take_errors(), 0);
     }
 
-    #[test]
-    fn classification_follows_the_kubelet_event_sequence() {
-        let cfg = Path::new("/v");
-        let ann = (
-            PathBuf::from("/pi"),
-            std::ffi::OsString::from("annotations"),
-        );
-        let c = |e: notify::Event| classify(&e, cfg, Some(&ann));
-        assert!(
-            c(ev(
-                EventKind::Create(CreateKind::Folder),
-                &["/v/..2026_11_29_22_37_35.1"]
-            ))
-            .is_empty()
-        );
-        assert!(c(ev(EventKind::Create(CreateKind::File), &["/v/..data_tmp"])).is_empty());
-        assert_eq!(
-            c(ev(
-                EventKind::Modify(ModifyKind::Name(RenameMode::To)),
-                &["/v/..data"]
-            )),
-            Changes::CONFIG
-        );
-        assert_eq!(
-            c(ev(
-                EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
-                &["/v/..data_tmp", "/v/..data"]
-            )),
-            Changes::CONFIG
-        );
-        assert_eq!(
-            c(ev(EventKind::Create(CreateKind::File), &["/v/app.yaml"])),
-            Changes::PLAIN
-        );
-        assert!(c(ev(EventKind::Access(AccessKind::Any), &["/v/..data"])).is_empty());
-        assert_eq!(c(ev(EventKind::Any, &["/pi/..data"])), Changes::ANNOTATIONS);
-        assert_eq!(
-            c(ev(EventKind::Any, &["/pi/annotations"])),
-            Changes::ANNOTATIONS
-        );
-        assert!(c(ev(EventKind::Any, &["/pi/other"])).is_empty());
-        assert_eq!(c(ev(EventKind::Any, &["/v"])), Changes::CONFIG);
+    #[tokio::test]
+    async fn a_removed_and_recreated_dir_is_watched_again() {
+        let root = tempfile::tempdir().unwrap();
+        let v = root.path().join("v");
+        std::fs::create_dir(&v).unwrap();
+        let mut s = Source::new(&v, None).unwrap();
+        assert_eq!(s.changed().await, Changes::ALL);
+        std::fs::remove_dir(&v).unwrap();
+        assert!(s.changed().await.contains(Changes::CONFIG));
+        assert!(!s.ensure_watches(), "a missing dir is not watched");
+        std::fs::create_dir(&v).unwrap();
+        assert!(s.ensure_watches());
+        assert_eq!(s.changed().await, Changes::ALL);
+        std::fs::write(v.join("app.yaml"), "x").unwrap();
+        assert_eq!(s.changed().await, Changes::PLAIN);
     }
 }
