@@ -151,18 +151,17 @@ pub struct Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct BootTicks(pub u64);
 
-/// `USER_HZ`: 100 on every architecture Kubernetes runs on; `/proc/uptime` counts in hundredths.
+/// `USER_HZ`: 100 on every architecture Kubernetes runs on.
 const USER_HZ: u64 = 100;
 
 impl BootTicks {
-    /// Now, from `/proc/uptime` (the boot-time clock that process start times are counted on).
+    /// Now, on `CLOCK_BOOTTIME`, the clock process start times are counted on (and `/proc/uptime`
+    /// shows); read through the vDSO, with no system call on the promotion's path.
     pub fn now() -> Option<BootTicks> {
-        let text = std::fs::read_to_string("/proc/uptime").ok()?;
-        let up = text.split_whitespace().next()?;
-        let (secs, frac) = up.split_once('.').unwrap_or((up, "0"));
-        let secs: u64 = secs.parse().ok()?;
-        let hundredths: u64 = format!("{frac:0<2}").get(..2)?.parse().ok()?;
-        Some(BootTicks(secs * USER_HZ + hundredths * USER_HZ / 100))
+        let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+        let secs = u64::try_from(t.tv_sec()).ok()?;
+        let ticks = u64::try_from(t.tv_nsec()).ok()? / (1_000_000_000 / USER_HZ);
+        Some(BootTicks(secs * USER_HZ + ticks))
     }
 }
 

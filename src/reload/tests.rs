@@ -28,6 +28,21 @@ fn own_start_time_is_before_now() {
     assert!(now.0 - me.0 < 3600 * USER_HZ, "{me:?} {now:?}");
 }
 
+/// The clock is the one `/proc/uptime` shows (a monotonic clock would stop during a suspend, and
+/// process start times would drift from it).
+#[test]
+fn now_is_on_the_clock_of_proc_uptime() {
+    let uptime = || {
+        let text = std::fs::read_to_string("/proc/uptime").unwrap();
+        let secs: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
+        (secs * USER_HZ as f64) as u64
+    };
+    let before = uptime();
+    let now = BootTicks::now().unwrap().0;
+    let after = uptime();
+    assert!(before <= now && now <= after + 1, "{before} {now} {after}");
+}
+
 #[test]
 fn first_line_is_bounded_and_sanitised() {
     assert_eq!(

@@ -79,10 +79,26 @@ pub fn read(dir: &Path) -> Observed {
     ))
 }
 
-/// The directory `..data` names, fully resolved, which must be a directory inside `dir`: a `..data`
-/// pointing at a link that leads out of the volume (`..data -> ..x -> /outside`) is refused.
+/// The directory `..data` names, which must be a directory inside `dir`: a `..data` pointing at a
+/// link that leads out of the volume (`..data -> ..x -> /outside`) is refused. `name` is one path
+/// component, so a real directory of that name is inside `dir` and needs no resolving: the kubelet's
+/// case, one `lstat`. Only a link is followed and checked.
 fn resolve_data_dir(dir: &Path, name: &str) -> Result<PathBuf, Problem> {
     let base = dir.join(name);
+    let not_a_dir = || {
+        Problem::Bad(format!(
+            "{}/..data points to {name}, which is not a directory",
+            dir.display()
+        ))
+    };
+    let meta = std::fs::symlink_metadata(&base).map_err(|e| Problem::from((base.as_path(), e)))?;
+    if !meta.file_type().is_symlink() {
+        return if meta.is_dir() {
+            Ok(base)
+        } else {
+            Err(not_a_dir())
+        };
+    }
     let real = std::fs::canonicalize(&base).map_err(|e| Problem::from((base.as_path(), e)))?;
     let top = std::fs::canonicalize(dir).map_err(|e| Problem::from((dir, e)))?;
     if real == top || !real.starts_with(&top) {
@@ -94,10 +110,7 @@ fn resolve_data_dir(dir: &Path, name: &str) -> Result<PathBuf, Problem> {
     }
     match std::fs::metadata(&real) {
         Ok(m) if m.is_dir() => Ok(real),
-        Ok(_) => Err(Problem::Bad(format!(
-            "{}/..data points to {name}, which is not a directory",
-            dir.display()
-        ))),
+        Ok(_) => Err(not_a_dir()),
         Err(e) => Err(Problem::from((real.as_path(), e))),
     }
 }
@@ -190,12 +203,15 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
             let meta =
                 std::fs::symlink_metadata(&path).map_err(|e| Problem::from((path.as_path(), e)))?;
             let ft = meta.file_type();
-            let real = if ft.is_symlink() {
-                resolve_inside(&path, top, &key)?
+            // A regular entry's `lstat` is its `stat`; only a link needs a second look.
+            let (real, meta) = if ft.is_symlink() {
+                let real = resolve_inside(&path, top, &key)?;
+                let meta =
+                    std::fs::metadata(&real).map_err(|e| Problem::from((real.as_path(), e)))?;
+                (real, meta)
             } else {
-                path.clone()
+                (path.clone(), meta)
             };
-            let meta = std::fs::metadata(&real).map_err(|e| Problem::from((real.as_path(), e)))?;
             if meta.is_dir() {
                 if depth + 1 >= MAX_DEPTH {
                     return Err(Problem::Bad(format!(
@@ -213,8 +229,8 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
                 )));
             }
             let budget = MAX_BYTES.saturating_sub(total);
-            let bytes =
-                read_limited(&real, budget).map_err(|e| Problem::from((real.as_path(), e)))?;
+            let bytes = read_limited(&real, meta.len(), budget)
+                .map_err(|e| Problem::from((real.as_path(), e)))?;
             total += bytes.len() as u64;
             if total > MAX_BYTES {
                 return Err(Problem::Bad(format!(
@@ -266,15 +282,16 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
 }
 
 /// Reads at most `budget + 1` bytes, so an oversized file is detected without being loaded whole.
-fn read_limited(path: &Path, budget: u64) -> io::Result<Vec<u8>> {
+/// `len` (from the type check's stat) only sizes the buffer: the file may have changed since.
+fn read_limited(path: &Path, len: u64, budget: u64) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
     // O_NONBLOCK: a FIFO swapped in after the type check must not block the decision loop.
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK)
         .open(path)?;
-    let hint = f.metadata().map(|m| m.len()).unwrap_or(0).min(budget + 1);
-    let mut buf = Vec::with_capacity(hint as usize);
+    // One byte more than the stat said, so the read that finds the end needs no second allocation.
+    let mut buf = Vec::with_capacity(len.saturating_add(1).min(budget + 1) as usize);
     f.take(budget + 1).read_to_end(&mut buf)?;
     Ok(buf)
 }
@@ -362,6 +379,29 @@ mod tests {
         match read(tmp.path()) {
             Observed::Broken(why) => assert!(why.contains("not a regular file"), "{why}"),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn data_naming_a_file_directly_or_through_a_link_is_broken() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cfg");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("..f"), "1.0.0").unwrap();
+        std::os::unix::fs::symlink("..f", dir.join("..data")).unwrap();
+        for (hop, want) in [("direct", "..f"), ("through a link", "..l")] {
+            if hop != "direct" {
+                std::os::unix::fs::symlink("..f", dir.join("..l")).unwrap();
+                std::fs::remove_file(dir.join("..data")).unwrap();
+                std::os::unix::fs::symlink("..l", dir.join("..data")).unwrap();
+            }
+            match read(&dir) {
+                Observed::Broken(why) => assert!(
+                    why.contains(&format!("points to {want}, which is not a directory")),
+                    "{hop}: {why}"
+                ),
+                other => panic!("{hop}: {other:?}"),
+            }
         }
     }
 
