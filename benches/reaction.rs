@@ -546,6 +546,8 @@ struct SideBySide {
     per: usize,
     ours: Stats,
     rss_kib: u64,
+    /// CPU time per update of the rounds, in microseconds (threads that ended meanwhile not counted).
+    cpu_us: f64,
     /// Whether configmap-reload was among the rivals.
     peer: bool,
     rivals: Vec<RivalResult>,
@@ -556,6 +558,7 @@ struct RivalResult {
     key: &'static str,
     stats: Stats,
     rss_kib: u64,
+    cpu_us: f64,
     bytes: Option<u64>,
 }
 
@@ -623,24 +626,35 @@ fn side_by_side(
             })
             .collect()
     };
+    let cpu_start = common::cpu_ns(pid);
+    let rival_cpu_start: Vec<u64> = rivals
+        .iter()
+        .map(|r| common::cpu_ns(r.process.pid()))
+        .collect();
     for _ in 0..rounds {
         ours.extend(spaced(vol, sink, seq));
         for (r, t) in rivals.iter_mut().zip(&mut theirs) {
             t.extend(spaced(&r.vol, &r.sink, &mut r.seq));
         }
     }
+    let per_update = |start: u64, pid: u32, n: usize| {
+        common::cpu_ns(pid).saturating_sub(start) as f64 / 1000.0 / n.max(1) as f64
+    };
     SideBySide {
         rounds,
         per,
+        cpu_us: per_update(cpu_start, pid, ours.len()),
         ours: stats(ours),
         rss_kib: common::status_kb(pid, "VmRSS"),
         peer: peer.is_some(),
         rivals: rivals
             .iter()
             .zip(theirs)
-            .map(|(r, t)| RivalResult {
+            .zip(rival_cpu_start)
+            .map(|((r, t), start)| RivalResult {
                 name: r.name,
                 key: r.key,
+                cpu_us: per_update(start, r.process.pid(), t.len()),
                 stats: stats(t),
                 rss_kib: common::status_kb(r.process.pid(), "VmRSS"),
                 bytes: r.bytes,
@@ -674,6 +688,11 @@ fn comparison(side: &SideBySide, bin_size: u64) -> Vec<(String, String, String)>
                 },
             ));
         }
+        cmp_rows.push((
+            format!("vs {}: CPU per update", r.name),
+            format!("{:.0} us vs {:.0} us", side.cpu_us, r.cpu_us),
+            format!("ratio {:.2}", side.cpu_us / r.cpu_us),
+        ));
         let rss_ratio = side.rss_kib as f64 / r.rss_kib as f64;
         cmp_rows.push((
             format!("vs {}: RSS after the run", r.name),
@@ -1014,9 +1033,11 @@ fn main() {
     sbs.insert("per_round".into(), json!(side.per));
     sbs.insert("confgate".into(), stats_json(side.ours));
     sbs.insert("rss_kib_confgate".into(), json!(side.rss_kib));
+    sbs.insert("cpu_us_per_update_confgate".into(), json!(side.cpu_us));
     for r in &side.rivals {
         sbs.insert(r.key.into(), stats_json(r.stats));
         sbs.insert(format!("rss_kib_{}", r.key), json!(r.rss_kib));
+        sbs.insert(format!("cpu_us_per_update_{}", r.key), json!(r.cpu_us));
         if let Some(b) = r.bytes {
             sbs.insert(format!("binary_bytes_{}", r.key), json!(b));
         }
