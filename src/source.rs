@@ -301,4 +301,26 @@ mod tests {
         std::fs::write(v.join("app.yaml"), "x").unwrap();
         assert_eq!(s.changed().await, Changes::PLAIN);
     }
+
+    /// Events the kernel could not queue are a look at everything, and are counted as an error.
+    #[tokio::test]
+    async fn a_lost_queue_is_a_full_look_and_counted() {
+        let root = tempfile::tempdir().unwrap();
+        let v = root.path().join("v");
+        std::fs::create_dir(&v).unwrap();
+        let mut s = Source::new(&v, None).unwrap();
+        assert_eq!(s.changed().await, Changes::ALL);
+        let max: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(16384);
+        // Each file is one IN_CREATE and one IN_CLOSE_WRITE: more than the queue holds. The names are
+        // the writer's own (`..`), so only the overflow can make this a change.
+        for i in 0..max / 2 + 1 {
+            std::fs::File::create(v.join(format!("..f{i}"))).unwrap();
+        }
+        let seen = tokio::time::timeout(Duration::from_secs(30), s.changed()).await;
+        assert_eq!(seen.ok(), Some(Changes::ALL));
+        assert!(s.take_errors() >= 1);
+    }
 }
