@@ -5,7 +5,7 @@
 //! means a kubelet swap: read at once. Another name in the config dir means a plain directory is being
 //! edited: read after a quiet period. Opens and reads are not subscribed to (the kubelet's no-op syncs
 //! open every file), so an idle volume wakes nothing. Watches are re-established when a watched dir
-//! disappears and returns (a new inode).
+//! disappears and returns (a new inode, or the same number with the watch dropped).
 //!
 //! The inotify descriptor sits in tokio's reactor: a `..data` rename wakes the loop straight from
 //! epoll, with no watcher thread between the kernel and the decision.
@@ -189,6 +189,9 @@ impl Source {
                     if c.contains(Changes::PLAIN) {
                         self.last_plain = Instant::now();
                     }
+                    if ev.mask.contains(EventMask::IGNORED) {
+                        self.forget(&ev.wd);
+                    }
                     self.pending |= c;
                 }
                 // A failed read is counted and answered by looking at everything; the next call
@@ -205,6 +208,17 @@ impl Source {
             Poll::Pending
         } else {
             Poll::Ready(std::mem::take(&mut self.pending))
+        }
+    }
+
+    /// The kernel dropped a watch (its dir was removed): the next [`Source::ensure_watches`] adds it
+    /// again even when the dir made since has the old inode number, as ext4 hands it out again.
+    fn forget(&mut self, wd: &WatchDescriptor) {
+        let dirs =
+            std::iter::once(&mut self.config).chain(self.annotations.as_mut().map(|(w, _)| w));
+        for w in dirs.filter(|w| w.wd.as_ref() == Some(wd)) {
+            w.wd = None;
+            w.dev_ino = None;
         }
     }
 
@@ -300,6 +314,37 @@ mod tests {
         assert_eq!(s.changed().await, Changes::ALL);
         std::fs::write(v.join("app.yaml"), "x").unwrap();
         assert_eq!(s.changed().await, Changes::PLAIN);
+    }
+
+    /// ext4 hands a removed dir's inode number to the next dir made: a dir removed and made again
+    /// before the loop looks has the (dev, inode) it had, but its watch went with the old one
+    /// (`IN_IGNORED`), and must be added again.
+    #[tokio::test]
+    async fn a_dir_made_again_with_its_old_inode_number_is_watched_again() {
+        let root = tempfile::tempdir().unwrap();
+        let v = root.path().join("v");
+        std::fs::create_dir(&v).unwrap();
+        let mut s = Source::new(&v, None).unwrap();
+        assert_eq!(s.changed().await, Changes::ALL);
+        std::fs::remove_dir(&v).unwrap();
+        std::fs::create_dir(&v).unwrap();
+        // Stands in for the reuse where the file system does not reuse inode numbers.
+        let reused = dev_ino(&v);
+        if s.config.dev_ino.is_some() {
+            s.config.dev_ino = reused;
+        }
+        assert!(s.changed().await.contains(Changes::CONFIG));
+        assert!(s.ensure_watches());
+        std::fs::write(v.join("app.yaml"), "x").unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if s.changed().await.contains(Changes::PLAIN) {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(seen.is_ok(), "a write in the new dir was never seen");
     }
 
     /// Events the kernel could not queue are a look at everything, and are counted as an error.

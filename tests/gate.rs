@@ -288,6 +288,40 @@ fn watched_dir_disappears_and_returns() {
     assert!(s["watch_error"].is_null(), "{s}");
 }
 
+/// The watched dir removed and made again while the loop is not looking: on ext4 the new dir can
+/// have the old one's inode number, yet the old watch went with the old dir, so an edit in the new dir
+/// must still be seen (well before the safety re-read).
+#[test]
+fn watched_dir_made_again_with_its_old_inode_number_is_watched_again() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Dirs::new();
+    write_version(&d.watch(), "1.0.0");
+    let g = Gate::start(&d, &["--accepts", "^1", "--resync-interval", "1h"]);
+    g.wait_active("1.0.0");
+    let ino = std::fs::metadata(d.watch()).unwrap().ino();
+    let pid = nix::unistd::Pid::from_raw(g.pid() as i32);
+    // Stopped, the loop cannot look between the removal and the new dir.
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    std::fs::remove_dir_all(d.watch()).unwrap();
+    std::fs::create_dir(d.watch()).unwrap();
+    // The file system chooses the number: ask again until it is the old one, where it reuses numbers.
+    for _ in 0..1000 {
+        if std::fs::metadata(d.watch()).unwrap().ino() == ino {
+            break;
+        }
+        std::fs::remove_dir(d.watch()).unwrap();
+        std::fs::create_dir(d.watch()).unwrap();
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    g.wait_status("missing: the new dir is empty", |s| {
+        s["candidate"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("holds no keys"))
+    });
+    std::fs::write(d.watch().join("version"), "1.1.0").unwrap();
+    g.wait_active("1.1.0");
+}
+
 /// Gate-only mode (no `--promote-to`) gates readiness and copies nothing.
 #[test]
 fn gate_only_mode() {
