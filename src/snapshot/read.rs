@@ -283,13 +283,30 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
 
 /// Reads at most `budget + 1` bytes, so an oversized file is detected without being loaded whole.
 /// `len` (from the type check's stat) only sizes the buffer: the file may have changed since.
+///
+/// `path` was a regular file when stated. Something else there now (a FIFO, which would read as
+/// empty, or a link, which may lead out of the volume) was swapped in since: that is `NotFound`, a
+/// read to start again, whose type check then names what is there.
 fn read_limited(path: &Path, len: u64, budget: u64) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
+    let swapped = || {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "replaced since its type was checked",
+        )
+    };
     // O_NONBLOCK: a FIFO swapped in after the type check must not block the decision loop.
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)?;
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => swapped(),
+            _ => e,
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(swapped());
+    }
     // One byte more than the stat said, so the read that finds the end needs no second allocation.
     let mut buf = Vec::with_capacity(len.saturating_add(1).min(budget + 1) as usize);
     f.take(budget + 1).read_to_end(&mut buf)?;
@@ -380,6 +397,29 @@ mod tests {
             Observed::Broken(why) => assert!(why.contains("not a regular file"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A key swapped for a FIFO or a link after its type was checked: the open sees what is there now,
+    /// and the read starts again (so the next look names it), never an empty key nor a read out of
+    /// the volume.
+    #[test]
+    fn a_key_swapped_after_its_stat_is_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (fifo, link, outside) = (
+            tmp.path().join("pipe"),
+            tmp.path().join("link"),
+            tmp.path().join("outside"),
+        );
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::fs::write(&outside, "secret").unwrap();
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        for path in [&fifo, &link] {
+            match read_limited(path, 5, MAX_BYTES) {
+                Err(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound, "{path:?}: {e}"),
+                Ok(bytes) => panic!("{path:?} read as {} bytes", bytes.len()),
+            }
+        }
+        assert_eq!(read_limited(&outside, 0, MAX_BYTES).unwrap(), b"secret");
     }
 
     #[test]
