@@ -185,12 +185,14 @@ impl Source {
                     let c = classify(&ev, &self.config, self.annotations.as_ref());
                     if ev.mask.contains(EventMask::Q_OVERFLOW) {
                         self.errors += 1;
+                        // What was lost may be a watch's `IN_IGNORED`: check every watch again.
+                        self.forget(|_| true);
                     }
                     if c.contains(Changes::PLAIN) {
                         self.last_plain = Instant::now();
                     }
                     if ev.mask.contains(EventMask::IGNORED) {
-                        self.forget(&ev.wd);
+                        self.forget(|wd| wd == &ev.wd);
                     }
                     self.pending |= c;
                 }
@@ -211,13 +213,13 @@ impl Source {
         }
     }
 
-    /// The kernel dropped a watch (its dir was removed): the next [`Source::ensure_watches`] adds it
-    /// again even when the dir made since has the old inode number, as ext4 hands it out again.
-    fn forget(&mut self, wd: &WatchDescriptor) {
+    /// The kernel dropped a watch (its dir was removed), or may have: the next
+    /// [`Source::ensure_watches`] adds the watches `which` picks again even when the dir there now has
+    /// the old inode number, as ext4 hands it out again.
+    fn forget(&mut self, which: impl Fn(&WatchDescriptor) -> bool) {
         let dirs =
             std::iter::once(&mut self.config).chain(self.annotations.as_mut().map(|(w, _)| w));
-        for w in dirs.filter(|w| w.wd.as_ref() == Some(wd)) {
-            w.wd = None;
+        for w in dirs.filter(|w| w.wd.as_ref().is_some_and(&which)) {
             w.dev_ino = None;
         }
     }
@@ -334,6 +336,51 @@ mod tests {
             s.config.dev_ino = reused;
         }
         assert!(s.changed().await.contains(Changes::CONFIG));
+        assert!(s.ensure_watches());
+        std::fs::write(v.join("app.yaml"), "x").unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if s.changed().await.contains(Changes::PLAIN) {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(seen.is_ok(), "a write in the new dir was never seen");
+    }
+
+    /// A full queue drops the `IN_IGNORED` of a removed dir too: after an overflow every watch is
+    /// checked again, so a dir made again with the old inode number is not left unwatched.
+    #[tokio::test]
+    async fn after_an_overflow_a_dir_made_again_is_watched_again() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let v = root.path().join("v");
+        std::fs::create_dir(&v).unwrap();
+        let mut s = Source::new(&v, None).unwrap();
+        assert_eq!(s.changed().await, Changes::ALL);
+        let max: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(16384);
+        // Two names taking turns, so the kernel cannot merge the events; the writer's own names.
+        let (a, b) = (v.join("..a"), v.join("..b"));
+        std::fs::write(&a, "").unwrap();
+        std::fs::write(&b, "").unwrap();
+        for i in 0..max {
+            let mode = std::fs::Permissions::from_mode(0o600);
+            std::fs::set_permissions(if i % 2 == 0 { &a } else { &b }, mode).unwrap();
+        }
+        std::fs::remove_file(&a).unwrap();
+        std::fs::remove_file(&b).unwrap();
+        std::fs::remove_dir(&v).unwrap();
+        std::fs::create_dir(&v).unwrap();
+        // Stands in for the reuse where the file system does not reuse inode numbers.
+        if s.config.dev_ino.is_some() {
+            s.config.dev_ino = dev_ino(&v);
+        }
+        assert_eq!(s.changed().await, Changes::ALL);
+        assert!(s.take_errors() >= 1, "the queue did not overflow");
         assert!(s.ensure_watches());
         std::fs::write(v.join("app.yaml"), "x").unwrap();
         let seen = tokio::time::timeout(Duration::from_secs(5), async {
