@@ -399,6 +399,20 @@ mod tests {
         }
     }
 
+    /// The stat's size is only a capacity: a key that grew or shrank since is read whole, and the
+    /// budget, not the size, bounds the read.
+    #[test]
+    fn a_key_that_changed_size_since_its_stat_is_read_whole_within_the_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = tmp.path().join("k");
+        std::fs::write(&k, "0123456789").unwrap();
+        for stated in [0, 3, 10, 4096] {
+            assert_eq!(read_limited(&k, stated, MAX_BYTES).unwrap(), b"0123456789");
+        }
+        assert_eq!(read_limited(&k, 10, 4).unwrap(), b"01234", "budget + 1 bytes");
+        assert_eq!(read_limited(&k, 3, 0).unwrap(), b"0");
+    }
+
     /// A key swapped for a FIFO or a link after its type was checked: the open sees what is there now,
     /// and the read starts again (so the next look names it), never an empty key nor a read out of
     /// the volume.
