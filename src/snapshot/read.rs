@@ -409,7 +409,11 @@ mod tests {
         for stated in [0, 3, 10, 4096] {
             assert_eq!(read_limited(&k, stated, MAX_BYTES).unwrap(), b"0123456789");
         }
-        assert_eq!(read_limited(&k, 10, 4).unwrap(), b"01234", "budget + 1 bytes");
+        assert_eq!(
+            read_limited(&k, 10, 4).unwrap(),
+            b"01234",
+            "budget + 1 bytes"
+        );
         assert_eq!(read_limited(&k, 3, 0).unwrap(), b"0");
     }
 
