@@ -264,6 +264,13 @@ fn classify(ev: &EventOwned, config: &Watched, ann: Option<&(Watched, OsString)>
 mod tests {
     use super::*;
 
+    /// The next change, or a failure after 5 s (a lost watch would otherwise hang the test).
+    async fn next(s: &mut Source) -> Changes {
+        tokio::time::timeout(Duration::from_secs(5), s.changed())
+            .await
+            .expect("no change within 5 s")
+    }
+
     /// The kubelet's swap, in the order it writes, on real dirs: only the `..data` rename is a change,
     /// and the annotations file's own swap is one of the annotations.
     #[tokio::test]
@@ -347,6 +354,37 @@ mod tests {
         })
         .await;
         assert!(seen.is_ok(), "a write in the new dir was never seen");
+    }
+
+    /// A projected volume holding the config and the annotations file: one dir, one watch, and a swap
+    /// is a change of both, also once the dir was made again.
+    #[tokio::test]
+    async fn the_annotations_file_in_the_config_dir_is_one_watch_for_both() {
+        let root = tempfile::tempdir().unwrap();
+        let v = root.path().join("v");
+        std::fs::create_dir(&v).unwrap();
+        let mut s = Source::new(&v, Some(&v.join("annotations"))).unwrap();
+        assert_eq!(next(&mut s).await, Changes::ALL);
+        for round in 0..2 {
+            std::os::unix::fs::symlink("..ts", v.join("..data_tmp")).unwrap();
+            std::fs::rename(v.join("..data_tmp"), v.join("..data")).unwrap();
+            assert_eq!(
+                next(&mut s).await,
+                Changes::CONFIG | Changes::ANNOTATIONS,
+                "round {round}"
+            );
+            std::fs::remove_file(v.join("..data")).unwrap();
+            assert_eq!(next(&mut s).await, Changes::CONFIG | Changes::ANNOTATIONS);
+            std::fs::remove_dir(&v).unwrap();
+            std::fs::create_dir(&v).unwrap();
+            if s.config.dev_ino.is_some() {
+                s.config.dev_ino = dev_ino(&v);
+                s.annotations.as_mut().unwrap().0.dev_ino = dev_ino(&v);
+            }
+            assert!(next(&mut s).await.contains(Changes::CONFIG));
+            assert!(s.ensure_watches());
+            assert_eq!(next(&mut s).await, Changes::ALL);
+        }
     }
 
     /// A full queue drops the `IN_IGNORED` of a removed dir too: after an overflow every watch is
