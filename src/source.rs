@@ -95,6 +95,10 @@ pub(crate) struct Source {
     pending: Changes,
     last_plain: Instant,
     errors: u64,
+    /// Why the inotify descriptor stopped giving events, once it has: it is not read again (a
+    /// descriptor that fails once would fail every turn and spin the loop), and changes are then found
+    /// by the periodic re-read alone.
+    failed: Option<String>,
     /// The last error adding a watch, for `/status`.
     pub watch_error: Option<String>,
 }
@@ -131,6 +135,7 @@ impl Source {
             pending: Changes::default(),
             last_plain: Instant::now(),
             errors: 0,
+            failed: None,
             watch_error: None,
         };
         s.ensure_watches();
@@ -168,7 +173,7 @@ impl Source {
             // Whatever happened while unwatched must be looked at.
             self.pending |= Changes::ALL;
         }
-        self.watch_error = error;
+        self.watch_error = self.failed.clone().or(error);
         self.config.dev_ino.is_some()
     }
 
@@ -179,7 +184,7 @@ impl Source {
 
     /// Reads every event already queued, so that a burst is one change, then takes what they ask for.
     fn poll_changed(&mut self, cx: &mut Context<'_>) -> Poll<Changes> {
-        loop {
+        while self.failed.is_none() {
             match Pin::new(&mut self.events).poll_next(cx) {
                 Poll::Ready(Some(Ok(ev))) => {
                     let c = classify(&ev, &self.config, self.annotations.as_ref());
@@ -196,12 +201,17 @@ impl Source {
                     }
                     self.pending |= c;
                 }
-                // A failed read is counted and answered by looking at everything; the next call
-                // reads again.
-                Poll::Ready(Some(Err(_)) | None) => {
+                // A failed read is counted and answered by looking at everything, once.
+                Poll::Ready(end) => {
+                    let why = match end {
+                        Some(Err(e)) => e.to_string(),
+                        _ => "end of events".to_owned(),
+                    };
+                    self.failed = Some(format!(
+                        "the file watch failed ({why}); changes are found by the periodic re-read only"
+                    ));
                     self.errors += 1;
                     self.pending |= Changes::ALL;
-                    break;
                 }
                 Poll::Pending => break,
             }

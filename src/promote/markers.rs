@@ -38,14 +38,25 @@ impl Promoter {
     /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
     /// and not yet cleared), as found at start-up.
     pub(crate) fn reload_owed(&self) -> Option<ContentHash> {
-        let text = std::fs::read_to_string(self.dir.join(RELOAD_OWED)).ok()?;
+        let path = self.dir.join(RELOAD_OWED);
+        let text = match std::fs::read_link(&path) {
+            Ok(target) => target.into_os_string().into_string().ok()?,
+            // A regular file holding the hash: how earlier versions recorded it.
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
+                std::fs::read_to_string(&path).ok()?
+            }
+            Err(_) => return None,
+        };
         parse_hash(text.trim())
     }
 
-    /// Records durably that the component is owed a reload for `sha`.
+    /// Records durably that the component is owed a reload for `sha`: a link whose target is the
+    /// hash, as `..data` names its dir. A link has no data to write, and ext4 renames it over the last
+    /// marker without the flush it forces when a written file replaces another (`auto_da_alloc`).
     pub(crate) fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
         let tmp = self.dir.join(RELOAD_OWED_TMP);
-        std::fs::write(&tmp, format!("{}\n", sha.plain())).map_err(io_err("write", &tmp))?;
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(sha.plain().to_string(), &tmp).map_err(io_err("link", &tmp))?;
         let path = self.dir.join(RELOAD_OWED);
         std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
     }

@@ -14,9 +14,9 @@
 //! keys, remove the old dir). Between them the old dir and the links of vanished keys are still there,
 //! as they are in a kubelet volume between its swap and its cleanup.
 //!
-//! "Reload owed" is a file in the promoted dir, `RELOAD_OWED`, holding the plain `sha256:` of the promoted
-//! config the component has not yet been told about. It is written before the switch, so a crash at any
-//! point after it still owes the reload at the next start-up.
+//! "Reload owed" is a link in the promoted dir, `RELOAD_OWED`, whose target is the plain `sha256:` of
+//! the promoted config the component has not yet been told about. It is written before the switch, so
+//! a crash at any point after it still owes the reload at the next start-up.
 //!
 //! What the component did with earlier configs is kept beside it, for a restart: `APPLIED` links the
 //! dir of the last config it applied, and `REJECTED` lists the contents it refused (a handful of
@@ -37,7 +37,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::snapshot::{self, DATA_LINK, Observed, Snapshot};
+use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
 
 pub(crate) use markers::{APPLIED, REJECTED, RELOAD_OWED};
 
@@ -208,7 +208,7 @@ impl Promoter {
             .keys()
             .map(|k| k.split('/').next().unwrap_or(k).to_owned())
             .collect();
-        let owed_before = std::fs::read(self.dir.join(RELOAD_OWED)).ok();
+        let owed_before = self.reload_owed();
         let ts = self.new_timestamp_dir()?;
         let ts_path = self.dir.join(&ts);
         let mut linked = Vec::new();
@@ -230,7 +230,7 @@ impl Promoter {
                 let _ = std::fs::remove_file(link);
             }
             if owe_reload {
-                let _ = self.restore_owed(owed_before.as_deref());
+                let _ = self.restore_owed(owed_before);
             }
             return Err(e);
         }
@@ -281,11 +281,10 @@ impl Promoter {
         Ok(())
     }
 
-    fn restore_owed(&self, before: Option<&[u8]>) -> Result<(), Error> {
-        let path = self.dir.join(RELOAD_OWED);
+    fn restore_owed(&self, before: Option<ContentHash>) -> Result<(), Error> {
         match before {
-            None => remove_file(&path),
-            Some(b) => std::fs::write(&path, b).map_err(io_err("write", &path)),
+            None => remove_file(&self.dir.join(RELOAD_OWED)),
+            Some(sha) => self.mark_reload_owed(sha),
         }
     }
 

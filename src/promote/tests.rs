@@ -267,6 +267,30 @@ fn reload_owed_is_recorded_before_the_switch_and_cleared_by_its_hash() {
     assert_eq!(p.reload_owed(), Some(b.hash()));
 }
 
+/// The marker an earlier version wrote (a file holding the hash) is still read, and replaced by the
+/// next one; a link left by a crash between writing and renaming does not stop the next record.
+#[test]
+fn a_reload_owed_file_of_an_earlier_version_and_a_leftover_link_are_read_and_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "1.0.0")]);
+    let b = snap(&[("version", "2.0.0")]);
+    std::fs::write(dir.join(RELOAD_OWED), format!("{}\n", a.hash().plain())).unwrap();
+    assert_eq!(p.reload_owed(), Some(a.hash()));
+    std::os::unix::fs::symlink(
+        "sha256:left-by-a-crash",
+        dir.join("..confgate_reload_owed_tmp"),
+    )
+    .unwrap();
+    p.mark_reload_owed(b.hash()).unwrap();
+    assert_eq!(p.reload_owed(), Some(b.hash()));
+    let target = std::fs::read_link(dir.join(RELOAD_OWED)).unwrap();
+    assert_eq!(target.to_str(), Some(b.hash().plain().to_string().as_str()));
+    assert!(p.clear_reload_owed(b.hash()).unwrap());
+    assert!(std::fs::symlink_metadata(dir.join(RELOAD_OWED)).is_err());
+}
+
 #[test]
 fn switch_makes_the_new_config_live_and_finish_removes_the_old_one() {
     let tmp = tempfile::tempdir().unwrap();
