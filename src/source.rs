@@ -281,6 +281,24 @@ mod tests {
             .expect("no change within 5 s")
     }
 
+    /// A file written in `v` is seen as a plain edit within 5 s.
+    async fn sees_a_write_in(s: &mut Source, v: &Path) {
+        std::fs::write(v.join("app.yaml"), "x").unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(5), async {
+            while !s.changed().await.contains(Changes::PLAIN) {}
+        })
+        .await;
+        assert!(seen.is_ok(), "a write in the new dir was never seen");
+    }
+
+    /// How many events the kernel queues before it drops them.
+    fn queue_max() -> usize {
+        std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(16384)
+    }
+
     /// The kubelet's swap, in the order it writes, on real dirs: only the `..data` rename is a change,
     /// and the annotations file's own swap is one of the annotations.
     #[tokio::test]
@@ -354,16 +372,7 @@ mod tests {
         }
         assert!(s.changed().await.contains(Changes::CONFIG));
         assert!(s.ensure_watches());
-        std::fs::write(v.join("app.yaml"), "x").unwrap();
-        let seen = tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                if s.changed().await.contains(Changes::PLAIN) {
-                    return;
-                }
-            }
-        })
-        .await;
-        assert!(seen.is_ok(), "a write in the new dir was never seen");
+        sees_a_write_in(&mut s, &v).await;
     }
 
     /// A projected volume holding the config and the annotations file: one dir, one watch, and a swap
@@ -407,10 +416,7 @@ mod tests {
         std::fs::create_dir(&v).unwrap();
         let mut s = Source::new(&v, None).unwrap();
         assert_eq!(s.changed().await, Changes::ALL);
-        let max: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(16384);
+        let max = queue_max();
         // Two names taking turns, so the kernel cannot merge the events; the writer's own names.
         let (a, b) = (v.join("..a"), v.join("..b"));
         std::fs::write(&a, "").unwrap();
@@ -430,16 +436,7 @@ mod tests {
         assert_eq!(s.changed().await, Changes::ALL);
         assert!(s.take_errors() >= 1, "the queue did not overflow");
         assert!(s.ensure_watches());
-        std::fs::write(v.join("app.yaml"), "x").unwrap();
-        let seen = tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                if s.changed().await.contains(Changes::PLAIN) {
-                    return;
-                }
-            }
-        })
-        .await;
-        assert!(seen.is_ok(), "a write in the new dir was never seen");
+        sees_a_write_in(&mut s, &v).await;
     }
 
     /// Events the kernel could not queue are a look at everything, and are counted as an error.
@@ -450,10 +447,7 @@ mod tests {
         std::fs::create_dir(&v).unwrap();
         let mut s = Source::new(&v, None).unwrap();
         assert_eq!(s.changed().await, Changes::ALL);
-        let max: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(16384);
+        let max = queue_max();
         // Each file is one IN_CREATE and one IN_CLOSE_WRITE: more than the queue holds. The names are
         // the writer's own (`..`), so only the overflow can make this a change.
         for i in 0..max / 2 + 1 {
