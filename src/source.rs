@@ -281,6 +281,21 @@ mod tests {
             .expect("no change within 5 s")
     }
 
+    /// A new dir `v` watched alone, past the first full look. The temporary dir goes with the first
+    /// value.
+    async fn watching_v() -> (tempfile::TempDir, PathBuf, Source) {
+        let root = tempfile::tempdir().unwrap();
+        let v = root.path().join("v");
+        std::fs::create_dir(&v).unwrap();
+        let mut s = Source::new(&v, None).unwrap();
+        assert_eq!(
+            s.changed().await,
+            Changes::ALL,
+            "the first watch looks at everything"
+        );
+        (root, v, s)
+    }
+
     /// A file written in `v` is seen as a plain edit within 5 s.
     async fn sees_a_write_in(s: &mut Source, v: &Path) {
         std::fs::write(v.join("app.yaml"), "x").unwrap();
@@ -338,11 +353,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_removed_and_recreated_dir_is_watched_again() {
-        let root = tempfile::tempdir().unwrap();
-        let v = root.path().join("v");
-        std::fs::create_dir(&v).unwrap();
-        let mut s = Source::new(&v, None).unwrap();
-        assert_eq!(s.changed().await, Changes::ALL);
+        let (_root, v, mut s) = watching_v().await;
         std::fs::remove_dir(&v).unwrap();
         assert!(s.changed().await.contains(Changes::CONFIG));
         assert!(!s.ensure_watches(), "a missing dir is not watched");
@@ -358,11 +369,7 @@ mod tests {
     /// (`IN_IGNORED`), and must be added again.
     #[tokio::test]
     async fn a_dir_made_again_with_its_old_inode_number_is_watched_again() {
-        let root = tempfile::tempdir().unwrap();
-        let v = root.path().join("v");
-        std::fs::create_dir(&v).unwrap();
-        let mut s = Source::new(&v, None).unwrap();
-        assert_eq!(s.changed().await, Changes::ALL);
+        let (_root, v, mut s) = watching_v().await;
         std::fs::remove_dir(&v).unwrap();
         std::fs::create_dir(&v).unwrap();
         // Stands in for the reuse where the file system does not reuse inode numbers.
@@ -411,11 +418,7 @@ mod tests {
     #[tokio::test]
     async fn after_an_overflow_a_dir_made_again_is_watched_again() {
         use std::os::unix::fs::PermissionsExt;
-        let root = tempfile::tempdir().unwrap();
-        let v = root.path().join("v");
-        std::fs::create_dir(&v).unwrap();
-        let mut s = Source::new(&v, None).unwrap();
-        assert_eq!(s.changed().await, Changes::ALL);
+        let (_root, v, mut s) = watching_v().await;
         let max = queue_max();
         // Two names taking turns, so the kernel cannot merge the events; the writer's own names.
         let (a, b) = (v.join("..a"), v.join("..b"));
@@ -442,11 +445,7 @@ mod tests {
     /// Events the kernel could not queue are a look at everything, and are counted as an error.
     #[tokio::test]
     async fn a_lost_queue_is_a_full_look_and_counted() {
-        let root = tempfile::tempdir().unwrap();
-        let v = root.path().join("v");
-        std::fs::create_dir(&v).unwrap();
-        let mut s = Source::new(&v, None).unwrap();
-        assert_eq!(s.changed().await, Changes::ALL);
+        let (_root, v, mut s) = watching_v().await;
         let max = queue_max();
         // Each file is one IN_CREATE and one IN_CLOSE_WRITE: more than the queue holds. The names are
         // the writer's own (`..`), so only the overflow can make this a change.
