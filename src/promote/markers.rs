@@ -55,8 +55,16 @@ impl Promoter {
     /// marker without the flush it forces when a written file replaces another (`auto_da_alloc`).
     pub(crate) fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
         let tmp = self.dir.join(RELOAD_OWED_TMP);
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(sha.plain().to_string(), &tmp).map_err(io_err("link", &tmp))?;
+        let target = sha.plain().to_string();
+        // A leftover of a crash between link and rename is removed only when met: on the promotion's
+        // path, not an unlink every time.
+        if let Err(e) = std::os::unix::fs::symlink(&target, &tmp) {
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                return Err(io_err("link", &tmp)(e));
+            }
+            remove_file(&tmp)?;
+            std::os::unix::fs::symlink(&target, &tmp).map_err(io_err("link", &tmp))?;
+        }
         let path = self.dir.join(RELOAD_OWED);
         std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
     }

@@ -17,11 +17,11 @@ fn settings(accepts: &str) -> Settings {
     Settings::from_raw(&raw(accepts)).unwrap()
 }
 
-fn cm(files: &[(&str, &str)]) -> Observed {
+fn cm<K: AsRef<str>, V: AsRef<str>>(files: &[(K, V)]) -> Observed {
     Observed::Config(Snapshot::new(
         files
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+            .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().as_bytes().to_vec()))
             .collect(),
     ))
 }
@@ -209,16 +209,12 @@ fn a_thousand_invalid_variants_give_a_short_reason() {
         })
         .chain((0..1000).map(|i| (format!("other-{i:04}"), "o".to_owned())))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     let s = Settings::from_raw(&Raw {
         require: Some("must-exist".into()),
         ..raw("^1")
     })
     .unwrap();
-    let c = choose(cm(&refs), &s);
+    let c = choose(cm(&files), &s);
     assert_eq!(c.judgement.verdict, Verdict::Invalid);
     let r = &c.judgement.reason;
     assert!(
@@ -251,17 +247,13 @@ fn variants_share_one_budget_for_content_rules() {
         })
         .chain([("shared".to_owned(), shared)])
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     let s = Settings::from_raw(&Raw {
         rules: Some("data.shared.startsWith('x')".into()),
         ..raw("^1")
     })
     .unwrap();
     let t = std::time::Instant::now();
-    let c = choose(cm(&refs), &s);
+    let c = choose(cm(&files), &s);
     assert_eq!(c.judgement.verdict, Verdict::Invalid);
     let r = &c.judgement.reason;
     assert!(r.contains("config.v000.yaml 1.0.0 invalid (version 1.0.0 is in ^1, but rule 1 (`data.shared.startsWith('x')`) was not evaluated: it would take this ConfigMap's content rules over their budget"), "{r}");
@@ -271,13 +263,13 @@ fn variants_share_one_budget_for_content_rules() {
         t.elapsed()
     );
     // The newest variant was judged on its content.
-    let newest = judge_one(&refs, &s, "config.v199.yaml");
+    let newest = judge_one(&files, &s, "config.v199.yaml");
     assert!(newest.reason.ends_with("is false"), "{}", newest.reason);
 }
 
 /// The judgement of one variant's set alone.
 #[cfg(feature = "policy")]
-fn judge_one(files: &[(&str, &str)], s: &Settings, key: &str) -> Judgement {
+fn judge_one<K: AsRef<str>, V: AsRef<str>>(files: &[(K, V)], s: &Settings, key: &str) -> Judgement {
     let Observed::Config(snap) = cm(files) else {
         panic!()
     };

@@ -38,11 +38,9 @@ fn fixture(
     (volume, promoted, cfg, base)
 }
 
-#[tokio::test]
-async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (volume, promoted, cfg, base) = fixture(tmp.path(), Some("http://127.0.0.1:9/reload"));
-    let mut p = Pipeline::open(
+/// A pipeline on the volume whose reloads go nowhere.
+async fn inert(cfg: Config, base: Settings) -> Pipeline {
+    Pipeline::open(
         cfg,
         Feed::Volume,
         base,
@@ -50,7 +48,14 @@ async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
         reload::Handle::inert(),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (volume, promoted, cfg, base) = fixture(tmp.path(), Some("http://127.0.0.1:9/reload"));
+    let mut p = inert(cfg, base).await;
     p.process().await;
     let old = promoted.join(std::fs::read_link(promoted.join("..data")).unwrap());
     let requested = p.reloads.requested();
@@ -175,15 +180,7 @@ fn a_small_config_after_a_small_one_is_read_and_judged_on_the_loop() {
     rt.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
         let (volume, promoted, cfg, base) = fixture(tmp.path(), None);
-        let mut p = Pipeline::open(
-            cfg,
-            Feed::Volume,
-            base,
-            Shared::new(),
-            reload::Handle::inert(),
-        )
-        .await
-        .unwrap();
+        let mut p = inert(cfg, base).await;
         // Nothing was read yet: the first read is off the loop.
         p.process().await;
         assert_eq!(
