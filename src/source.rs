@@ -1,5 +1,7 @@
 //! Change detection on the kubelet volumes: the config dir and the annotations file's dir, each watched
-//! non-recursively with inotify, read on the decision loop itself.
+//! non-recursively with inotify, read on the decision loop itself. When the config path is itself a
+//! symlink (git-sync's `current`), its parent is watched too, for that one name: a link moved over it
+//! points the path elsewhere without an event in the old target.
 //!
 //! Events only say "look again"; what changed is decided by re-reading and hashing. A `..data` event
 //! means a kubelet swap: read at once. Another name in the config dir means a plain directory is being
@@ -91,6 +93,8 @@ pub(crate) struct Source {
     config: Watched,
     /// The annotations dir and the file's name in it.
     annotations: Option<(Watched, OsString)>,
+    /// The config path's parent dir and the path's name in it, while the path is a symlink.
+    link: Option<(Watched, OsString)>,
     /// Changes read but not yet taken.
     pending: Changes,
     last_plain: Instant,
@@ -132,6 +136,7 @@ impl Source {
             events,
             config: unwatched(config_dir.to_path_buf()),
             annotations,
+            link: None,
             pending: Changes::default(),
             last_plain: Instant::now(),
             errors: 0,
@@ -146,8 +151,12 @@ impl Source {
     pub(crate) fn ensure_watches(&mut self) -> bool {
         let mut error = None;
         let mut refreshed = false;
-        let dirs =
-            std::iter::once(&mut self.config).chain(self.annotations.as_mut().map(|(w, _)| w));
+        if dev_ino(&self.config.path) != self.config.dev_ino {
+            self.follow_link();
+        }
+        let dirs = std::iter::once(&mut self.config)
+            .chain(self.annotations.as_mut().map(|(w, _)| w))
+            .chain(self.link.as_mut().map(|(w, _)| w));
         for w in dirs {
             let now = dev_ino(&w.path);
             if now == w.dev_ino {
@@ -177,6 +186,38 @@ impl Source {
         self.config.dev_ino.is_some()
     }
 
+    /// Starts or stops watching the config path's parent as the path is or is not a symlink, looked at
+    /// whenever the path may point at another dir.
+    fn follow_link(&mut self) {
+        let is_link = std::fs::symlink_metadata(&self.config.path).is_ok_and(|m| m.is_symlink());
+        match (&self.link, is_link) {
+            (None, true) => {
+                let path = &self.config.path;
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+                let name = path
+                    .file_name()
+                    .map(OsStr::to_os_string)
+                    .unwrap_or_default();
+                self.link = Some((
+                    unwatched(parent.unwrap_or(Path::new(".")).to_path_buf()),
+                    name,
+                ));
+            }
+            (Some(_), false) => {
+                // Kept when the annotations dir shares it.
+                if let Some((Watched { wd: Some(wd), .. }, _)) = self.link.take()
+                    && self
+                        .annotations
+                        .as_ref()
+                        .is_none_or(|(a, _)| a.wd.as_ref() != Some(&wd))
+                {
+                    let _ = self.watches.remove(wd);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Waits for changes and takes them. Cancel-safe: what was read is kept until taken.
     pub(crate) async fn changed(&mut self) -> Changes {
         std::future::poll_fn(|cx| self.poll_changed(cx)).await
@@ -187,7 +228,12 @@ impl Source {
         while self.failed.is_none() {
             match Pin::new(&mut self.events).poll_next(cx) {
                 Poll::Ready(Some(Ok(ev))) => {
-                    let c = classify(&ev, &self.config, self.annotations.as_ref());
+                    let c = classify(
+                        &ev,
+                        &self.config,
+                        self.annotations.as_ref(),
+                        self.link.as_ref(),
+                    );
                     if ev.mask.contains(EventMask::Q_OVERFLOW) {
                         self.errors += 1;
                         // What was lost may be a watch's `IN_IGNORED`: check every watch again.
@@ -227,8 +273,9 @@ impl Source {
     /// [`Source::ensure_watches`] adds the watches `which` picks again even when the dir there now has
     /// the old inode number, as ext4 hands it out again.
     fn forget(&mut self, which: impl Fn(&WatchDescriptor) -> bool) {
-        let dirs =
-            std::iter::once(&mut self.config).chain(self.annotations.as_mut().map(|(w, _)| w));
+        let dirs = std::iter::once(&mut self.config)
+            .chain(self.annotations.as_mut().map(|(w, _)| w))
+            .chain(self.link.as_mut().map(|(w, _)| w));
         for w in dirs.filter(|w| w.wd.as_ref().is_some_and(&which)) {
             w.dev_ino = None;
         }
@@ -247,7 +294,12 @@ impl Source {
 
 /// What one event asks to look at again. An event on a watched dir itself (moved, removed) or a lost
 /// queue asks for everything the dir holds.
-fn classify(ev: &EventOwned, config: &Watched, ann: Option<&(Watched, OsString)>) -> Changes {
+fn classify(
+    ev: &EventOwned,
+    config: &Watched,
+    ann: Option<&(Watched, OsString)>,
+    link: Option<&(Watched, OsString)>,
+) -> Changes {
     if ev.mask.contains(EventMask::Q_OVERFLOW) {
         return Changes::ALL;
     }
@@ -266,6 +318,12 @@ fn classify(ev: &EventOwned, config: &Watched, ann: Option<&(Watched, OsString)>
         && name.is_none_or(|n| n == DATA_LINK || n == file)
     {
         out |= Changes::ANNOTATIONS;
+    }
+    if let Some((w, name_in_parent)) = link
+        && w.wd.as_ref() == Some(&ev.wd)
+        && name.is_none_or(|n| n == name_in_parent)
+    {
+        out |= Changes::CONFIG;
     }
     out
 }
@@ -380,6 +438,53 @@ mod tests {
         assert!(s.changed().await.contains(Changes::CONFIG));
         assert!(s.ensure_watches());
         sees_a_write_in(&mut s, &v).await;
+    }
+
+    /// git-sync's layout: the config path is a link moved over by a new one, the old target kept. The
+    /// path's parent is watched for the link's name, and the new target is watched once looked at.
+    #[tokio::test]
+    async fn a_config_path_link_moved_over_is_seen_and_its_new_target_watched() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b, cur) = (
+            root.path().join("a"),
+            root.path().join("b"),
+            root.path().join("cur"),
+        );
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let pi = root.path().join("pi");
+        std::fs::create_dir(&pi).unwrap();
+        std::os::unix::fs::symlink("a", &cur).unwrap();
+        let mut s = Source::new(&cur, Some(&pi.join("annotations"))).unwrap();
+        assert_eq!(next(&mut s).await, Changes::ALL);
+        sees_a_write_in(&mut s, &cur).await;
+
+        std::os::unix::fs::symlink("b", root.path().join("cur.tmp")).unwrap();
+        std::fs::rename(root.path().join("cur.tmp"), &cur).unwrap();
+        assert!(next(&mut s).await.contains(Changes::CONFIG), "the retarget");
+        assert!(s.ensure_watches());
+        assert_eq!(next(&mut s).await, Changes::ALL, "the new target, watched");
+        // The old target is no longer the config: an edit there, then the annotations, is the
+        // annotations alone (one queue, read in order).
+        std::fs::write(a.join("app.yaml"), "old").unwrap();
+        std::fs::write(pi.join("annotations"), "a=\"b\"").unwrap();
+        assert_eq!(next(&mut s).await, Changes::ANNOTATIONS);
+        sees_a_write_in(&mut s, &b).await;
+        assert_eq!(s.take_errors(), 0);
+
+        // Other names in the parent are not the config.
+        std::fs::write(root.path().join("other"), "x").unwrap();
+        std::fs::write(b.join("app.yaml"), "y").unwrap();
+        assert_eq!(next(&mut s).await, Changes::PLAIN);
+
+        // A plain dir moved over the link: the parent is no longer watched.
+        std::fs::remove_file(&cur).unwrap();
+        assert!(next(&mut s).await.contains(Changes::CONFIG));
+        std::fs::create_dir(&cur).unwrap();
+        assert!(s.ensure_watches());
+        assert!(s.link.is_none());
+        assert_eq!(next(&mut s).await, Changes::ALL);
+        sees_a_write_in(&mut s, &cur).await;
     }
 
     /// A projected volume holding the config and the annotations file: one dir, one watch, and a swap

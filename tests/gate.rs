@@ -322,6 +322,29 @@ fn watched_dir_made_again_with_its_old_inode_number_is_watched_again() {
     g.wait_active("1.1.0");
 }
 
+/// git-sync's layout: the watched path is a link to a checkout, and a new checkout arrives as a link
+/// moved over it, the old one still there. With the periodic re-read an hour away, only a watch on the
+/// link's name can see it.
+#[test]
+fn a_watched_link_moved_over_to_a_new_checkout_is_followed() {
+    let d = Dirs::new();
+    let (a, b) = (d.root.path().join("rev-a"), d.root.path().join("rev-b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    std::fs::write(a.join("version"), "1.0.0").unwrap();
+    std::fs::write(b.join("version"), "1.1.0").unwrap();
+    std::os::unix::fs::symlink("rev-a", d.watch()).unwrap();
+    let g = Gate::start(&d, &["--accepts", "^1", "--resync-interval", "1h"]);
+    g.wait_active("1.0.0");
+    let tmp = d.root.path().join("incoming.tmp");
+    std::os::unix::fs::symlink("rev-b", &tmp).unwrap();
+    std::fs::rename(&tmp, d.watch()).unwrap();
+    g.wait_active("1.1.0");
+    // The new checkout is watched: an edit there is followed too.
+    std::fs::write(b.join("version"), "1.2.0").unwrap();
+    g.wait_active("1.2.0");
+}
+
 /// Gate-only mode (no `--promote-to`) gates readiness and copies nothing.
 #[test]
 fn gate_only_mode() {
