@@ -149,16 +149,19 @@ impl Source {
 
     /// Re-adds watches on dirs that appeared or were replaced. Returns true when the config dir is watched.
     pub(crate) fn ensure_watches(&mut self) -> bool {
-        let mut error = None;
-        let mut refreshed = false;
-        if dev_ino(&self.config.path) != self.config.dev_ino {
+        // One stat per watched dir and turn: the config dir's also tells whether to follow a link.
+        let config_now = dev_ino(&self.config.path);
+        if config_now != self.config.dev_ino {
             self.follow_link();
         }
-        let dirs = std::iter::once(&mut self.config)
-            .chain(self.annotations.as_mut().map(|(w, _)| w))
-            .chain(self.link.as_mut().map(|(w, _)| w));
-        for w in dirs {
+        let mut error = None;
+        let mut refreshed = false;
+        let others = self.annotations.iter_mut().chain(self.link.iter_mut());
+        let dirs = std::iter::once((&mut self.config, config_now)).chain(others.map(|(w, _)| {
             let now = dev_ino(&w.path);
+            (w, now)
+        }));
+        for (w, now) in dirs {
             if now == w.dev_ino {
                 continue;
             }
