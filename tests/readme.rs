@@ -235,8 +235,21 @@ fn check_names(words: &[String]) -> Option<String> {
             return Some(format!("{word} {next} names nothing in this repository"));
         }
         if let Some(image) = path.strip_prefix("ghcr.io/confgate/") {
+            // `kustomize edit set image OLD=NEW` names the manifests' image on the left; the
+            // `-policy` image is the default one's tag with a suffix.
+            let image = image.split('=').next().unwrap_or(image);
+            let image = image.strip_suffix("-policy").unwrap_or(image);
             let named = read("manifests/native-sidecar/deployment.yaml");
-            if !named.contains(&format!("image: ghcr.io/confgate/{image}\n")) {
+            let bare = |line: &str| {
+                line.trim()
+                    .strip_prefix("image: ghcr.io/confgate/")
+                    .map(str::to_owned)
+            };
+            if !named
+                .lines()
+                .filter_map(bare)
+                .any(|n| n == image || n.split(':').next() == Some(image))
+            {
                 return Some(format!(
                     "image ghcr.io/confgate/{image} is not the image the manifests run"
                 ));

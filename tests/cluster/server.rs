@@ -278,7 +278,7 @@ pub fn write_kubeconfig_for(
 
 /// A server process in `dir`: killed by the kernel when the test process ends, its output appended
 /// to `log`.
-fn server(
+pub fn server(
     dir: &Path,
     setpriv: &Path,
     bin: &Path,

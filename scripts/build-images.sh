@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds confgate's container images as archives, offline: no registry, no Docker daemon, no base image.
+#
+# Usage: scripts/build-images.sh [OUT_DIR]        (default: target/images)
+#
+# Writes, each importable with `ctr -n k8s.io images import`, `docker load -i` and
+# `kind load image-archive`:
+#   confgate.tar            IMAGE                     the default build (volume and API mode, https)
+#   confgate-policy.tar     IMAGE-policy              + CEL content rules and `confgate policy`
+#   example-component.tar   example-component:TAG     the manifests' example component
+#   pause.tar               pause:TAG                 a pod sandbox, for a node with no registry
+# where IMAGE is ${CONFGATE_IMAGE:-ghcr.io/confgate/confgate}:VERSION and VERSION is Cargo.toml's.
+# The binaries are the static ones scripts/build-static.sh makes, the Dockerfile's too: same user
+# (65532), entrypoint and environment. Set CONFGATE_IMAGE to name your own registry's repository.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out="${1:-target/images}"
+mkdir -p "$out"
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+image="${CONFGATE_IMAGE:-ghcr.io/confgate/confgate}"
+repo="${image%/*}"
+target_dir="${CARGO_TARGET_DIR:-target}"
+target="$(uname -m)-unknown-linux-gnu"
+rel="$target_dir/$target/release"
+
+# The -policy binary first: both builds write target/.../release/confgate, so it is copied aside.
+policy_bin=$(scripts/build-static.sh --policy | tail -1)
+cp "$policy_bin" "$out/.confgate-policy"
+bin=$(scripts/build-static.sh --with-example | tail -1)
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --target "$target" --example pause >&2
+
+# Kept in step with the Dockerfile's ENV (why: the Dockerfile says).
+tunables="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=1"
+labels=(--label org.opencontainers.image.title=confgate --label org.opencontainers.image.licenses=Apache-2.0
+        --label "org.opencontainers.image.version=$version")
+scripts/oci-image.py --out "$out/confgate.tar" --name "$image:$version" --entrypoint /confgate --cmd run \
+  --env "$tunables" --port 9797 "${labels[@]}" "$bin=/confgate"
+scripts/oci-image.py --out "$out/confgate-policy.tar" --name "$image:$version-policy" --entrypoint /confgate \
+  --cmd run --env "$tunables" --port 9797 "${labels[@]}" "$out/.confgate-policy=/confgate"
+scripts/oci-image.py --out "$out/example-component.tar" --name "$repo/example-component:$version" \
+  --entrypoint /component --cmd /etc/component/config --cmd 0.0.0.0:8080 "$rel/examples/component=/component"
+scripts/oci-image.py --out "$out/pause.tar" --name "$repo/pause:$version" --entrypoint /pause \
+  "$rel/examples/pause=/pause"
+rm -f "$out/.confgate-policy"

@@ -1,0 +1,487 @@
+//! A real node beside the suite's kube-apiserver: containerd (with runc) and a kubelet, each run by the
+//! suite with a root, state dir, socket and cgroup of its own, and confgate's images imported offline.
+//!
+//! What the node needs on this machine, each measured here (docs/development.md has the details):
+//! - cgroup v1 hierarchies are mounted, so the kubelet runs with `failCgroupV1: false` and the
+//!   `cgroupfs` driver, under a `cgroupRoot` made for this node (a kubelet deletes pod cgroups it does
+//!   not know under its root, so no two nodes share one);
+//! - root here lacks CAP_SYS_RESOURCE, so containerd's CRI sets `restrict_oom_score_adj` (otherwise
+//!   runc fails every sandbox setting the pause container's oom_score_adj of -998);
+//! - pods are `hostNetwork` (no CNI plugin needed) and bound with `nodeName` (no scheduler); the
+//!   controller-manager's jobs the pods need (a ServiceAccount, `kube-root-ca.crt`) are done by the
+//!   suite; probes are exec probes, so nothing but loopback is ever dialled.
+//!
+//! Binaries come from `KUBELET_BIN`, `CONTAINERD_BIN` and `RUNC_BIN`, images from `CONFGATE_IMAGES`
+//! (the dir `scripts/build-images.sh` writes); the node tests are `#[ignore]`d with what they need, and
+//! a run with `--ignored` that lacks one fails saying which. Nothing outlives the test process: the
+//! daemons run under `setpriv --pdeathsig KILL`, and a janitor kills what is left in the node's
+//! cgroups (containers outlive containerd through their shims) when the process is gone.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::server::{self, Cluster, Guard};
+
+/// The node's name, as `nodeName` binds pods to it.
+pub const NODE: &str = "confgate-node";
+/// A warm node registers in about 12 s; a cold one on a loaded 2-core machine takes longer.
+const REGISTER_DEADLINE: Duration = Duration::from_secs(120);
+/// The v1 hierarchies the kubelet's cgroupfs driver uses.
+const HIERARCHIES: &[&str] = &[
+    "cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd",
+];
+
+pub struct Node {
+    pub cluster: &'static Cluster,
+    pub dir: PathBuf,
+    /// The image names imported, by archive stem (`confgate`, `example-component`, ...).
+    pub images: std::collections::BTreeMap<String, String>,
+    _containerd: Guard,
+    _kubelet: Guard,
+    _janitor: std::process::ChildStdin,
+}
+
+/// The node, started once for the test binary on the shared cluster; panics saying what is missing.
+pub fn node() -> &'static Node {
+    static NODE_STATE: OnceLock<Result<Node, String>> = OnceLock::new();
+    match NODE_STATE.get_or_init(start) {
+        Ok(n) => n,
+        Err(why) => panic!("the node suite cannot run: {why}"),
+    }
+}
+
+fn env_path(var: &str, what: &str) -> Result<PathBuf, String> {
+    match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(v) => {
+            let p = PathBuf::from(v);
+            if p.exists() {
+                Ok(p)
+            } else {
+                Err(format!("{var}={} does not exist", p.display()))
+            }
+        }
+        None => Err(format!("{var} is not set ({what})")),
+    }
+}
+
+fn start() -> Result<Node, String> {
+    let kubelet = env_path("KUBELET_BIN", "a kubelet built from the Kubernetes tree")?;
+    let containerd = env_path("CONTAINERD_BIN", "Debian's containerd")?;
+    let runc = env_path("RUNC_BIN", "Debian's runc")?;
+    let images = env_path("CONFGATE_IMAGES", "the dir scripts/build-images.sh writes")?;
+    let Some(cluster) = server::cluster() else {
+        return Err("ETCD_BIN and KUBE_APISERVER_BIN are needed too".into());
+    };
+    let dir = cluster.dir.join("node");
+    std::fs::create_dir_all(dir.join("manifests")).map_err(|e| e.to_string())?;
+    let cgroup = format!("confgate-node-{}", fastrand::u32(..));
+    for h in HIERARCHIES {
+        let d = Path::new("/sys/fs/cgroup").join(h).join(&cgroup);
+        std::fs::create_dir_all(&d).map_err(|e| format!("cgroup {}: {e}", d.display()))?;
+        if *h == "cpuset" {
+            // A new cpuset has no CPUs or memory nodes until given its parent's.
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                let v = std::fs::read_to_string(Path::new("/sys/fs/cgroup/cpuset").join(f))
+                    .map_err(|e| e.to_string())?;
+                std::fs::write(d.join(f), v.trim()).map_err(|e| format!("{f}: {e}"))?;
+            }
+        }
+    }
+    let janitor = janitor(&dir, &cgroup)?;
+
+    let sock = dir.join("containerd.sock");
+    let d = dir.display();
+    let config = format!(
+        r#"version = 2
+root = "{d}/containerd-root"
+state = "{d}/containerd-state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "{sock}"
+[ttrpc]
+  address = "{d}/containerd-ttrpc.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "{runc}"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{d}/cni-bin"
+    conf_dir = "{d}/cni-conf"
+"#,
+        sock = sock.display(),
+        pause = image_name(&images, "pause")?,
+        runc = runc.display(),
+    );
+    std::fs::write(dir.join("containerd.toml"), config).map_err(|e| e.to_string())?;
+    let containerd_guard = server::server(
+        &dir,
+        &cluster.setpriv,
+        &containerd,
+        &[format!("--config={d}/containerd.toml")],
+        "containerd.log",
+    )?;
+    let ctr = containerd.with_file_name("ctr");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !sock.exists() {
+        if Instant::now() > end {
+            return Err(format!(
+                "containerd made no socket; its log ends:\n{}",
+                server::log_tail(&dir.join("containerd.log"))
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut names = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&images).map_err(|e| e.to_string())? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|e| e == "tar") {
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            import(&ctr, &sock, &path)?;
+            names.insert(stem.clone(), image_name(&images, &stem)?);
+        }
+    }
+
+    // Debian's Prometheus, the real component a refused config is rolled back in: its binary and the
+    // libraries `ldd` names, as an image made with the project's own image writer.
+    let prometheus = dir.join("prometheus.tar");
+    host_image(
+        &prometheus,
+        "localhost/confgate-tests/prometheus:debian",
+        "/usr/bin/prometheus",
+    )?;
+    import(&ctr, &sock, &prometheus)?;
+    names.insert(
+        "prometheus".into(),
+        "localhost/confgate-tests/prometheus:debian".into(),
+    );
+
+    // kube-scheduler for the static pod, built from the same tree (static, CGO_ENABLED=0).
+    if let Ok(bin) = env_path(
+        "KUBE_SCHEDULER_BIN",
+        "kube-scheduler from the Kubernetes tree",
+    ) {
+        let archive = dir.join("kube-scheduler.tar");
+        let name = "localhost/confgate-tests/kube-scheduler:node";
+        let file = format!("{}=/usr/local/bin/kube-scheduler", bin.display());
+        oci_image(&archive, name, "/usr/local/bin/kube-scheduler", &[file])?;
+        import(&ctr, &sock, &archive)?;
+        names.insert("kube-scheduler".into(), name.into());
+    }
+
+    let port = fastrand::u16(20_000..30_000);
+    let kubeconfig = dir.join("kubelet.kubeconfig");
+    std::fs::copy(&cluster.admin, &kubeconfig).map_err(|e| e.to_string())?;
+    let kubelet_config = format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /{cgroup}
+staticPodPath: {d}/manifests
+fileCheckFrequency: 1s
+syncFrequency: 1s
+configMapAndSecretChangeDetectionStrategy: Watch
+address: 127.0.0.1
+port: {port}
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+failSwapOn: false
+podLogsDir: {d}/pod-logs
+evictionHard:
+  memory.available: 1Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+makeIPTablesUtilChains: false
+localStorageCapacityIsolation: false
+nodeStatusUpdateFrequency: 2s
+shutdownGracePeriod: 0s
+resolvConf: ''
+"
+    );
+    std::fs::write(dir.join("kubelet.yaml"), kubelet_config).map_err(|e| e.to_string())?;
+    let args: Vec<String> = vec![
+        format!("--config={d}/kubelet.yaml"),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--container-runtime-endpoint=unix://{}", sock.display()),
+        format!("--root-dir={d}/kubelet-root"),
+        format!("--cert-dir={d}/kubelet-pki"),
+        format!("--hostname-override={NODE}"),
+        "--v=1".into(),
+    ];
+    let kubelet_guard = server::server(&dir, &cluster.setpriv, &kubelet, &args, "kubelet.log")?;
+    let end = Instant::now() + REGISTER_DEADLINE;
+    loop {
+        let out = cluster
+            .kubectl()
+            .args(["get", "node", NODE, "-o", "name"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            break;
+        }
+        if Instant::now() > end {
+            return Err(format!(
+                "the kubelet did not register; its log ends:\n{}",
+                server::log_tail(&dir.join("kubelet.log"))
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(Node {
+        cluster,
+        dir,
+        images: names,
+        _containerd: containerd_guard,
+        _kubelet: kubelet_guard,
+        _janitor: janitor,
+    })
+}
+
+/// `ctr images import` of one archive into the CRI's namespace.
+fn import(ctr: &Path, sock: &Path, archive: &Path) -> Result<(), String> {
+    let out = Command::new(ctr)
+        .arg("--address")
+        .arg(sock)
+        .args(["-n", "k8s.io", "images", "import"])
+        .arg(archive)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("ctr: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ctr images import {}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// An image of a program installed on this machine, with the shared libraries it loads.
+fn host_image(out: &Path, name: &str, program: &str) -> Result<(), String> {
+    let ldd = Command::new("ldd")
+        .arg(program)
+        .output()
+        .map_err(|e| format!("ldd: {e}"))?;
+    let mut files = vec![format!("{program}={program}")];
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)` or `/lib64/ld-linux-x86-64.so.2 (0x...)`
+        let path = line
+            .split_whitespace()
+            .find(|w| w.starts_with('/'))
+            .map(str::to_owned);
+        if let Some(path) = path {
+            files.push(format!("{path}={path}"));
+        }
+    }
+    oci_image(out, name, program, &files)
+}
+
+/// `scripts/oci-image.py`: an image of `files` (`SRC=/DEST`) whose entrypoint is `entrypoint`.
+fn oci_image(out: &Path, name: &str, entrypoint: &str, files: &[String]) -> Result<(), String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/oci-image.py");
+    let result = Command::new("python3")
+        .arg(script)
+        .arg("--out")
+        .arg(out)
+        .args(["--name", name, "--entrypoint", entrypoint])
+        .args(["--env", "PATH=/usr/local/bin:/usr/bin:/bin"])
+        .args(files)
+        .output()
+        .map_err(|e| format!("oci-image.py: {e}"))?;
+    if !result.status.success() {
+        return Err(format!(
+            "oci-image.py: {}",
+            String::from_utf8_lossy(&result.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// The name an image archive was tagged with (its index's `io.containerd.image.name`).
+fn image_name(images: &Path, stem: &str) -> Result<String, String> {
+    let path = images.join(format!("{stem}.tar"));
+    let mut archive = tar_index(&path)?;
+    archive["manifests"][0]["annotations"]["io.containerd.image.name"]
+        .take()
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{}: no image name in index.json", path.display()))
+}
+
+/// `index.json` of an image archive, read with `tar`.
+fn tar_index(path: &Path) -> Result<Value, String> {
+    let out = Command::new("tar")
+        .arg("-xOf")
+        .arg(path)
+        .arg("index.json")
+        .output()
+        .map_err(|e| format!("tar: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Kills what runs in the node's cgroups, and their shims, once the test process is gone (its end of
+/// the pipe closes with it).
+fn janitor(dir: &Path, cgroup: &str) -> Result<std::process::ChildStdin, String> {
+    let script = r#"cat >/dev/null
+pkill -KILL -f "containerd-shim-runc-v2 .*$1" 2>/dev/null
+for i in 1 2 3; do
+  for f in $(find /sys/fs/cgroup/pids/"$2" -name cgroup.procs 2>/dev/null); do
+    for p in $(cat "$f"); do kill -KILL "$p" 2>/dev/null; done
+  done
+  sleep 1
+done
+for h in /sys/fs/cgroup/*/"$2"; do find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null; done
+umount -R "$1" 2>/dev/null
+for m in $(grep -o " $1[^ ]*" /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null; done
+"#;
+    let mut child = Command::new("sh")
+        .args(["-c", script, "node-janitor"])
+        .arg(dir)
+        .arg(cgroup)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("janitor: {e}"))?;
+    Ok(child.stdin.take().expect("piped stdin"))
+}
+
+impl Node {
+    /// The image named for archive `stem`.
+    pub fn image(&self, stem: &str) -> &str {
+        self.images
+            .get(stem)
+            .unwrap_or_else(|| panic!("no {stem}.tar among the images"))
+    }
+
+    /// A namespace with what a controller-manager would have made: the `default` ServiceAccount and
+    /// the `kube-root-ca.crt` ConfigMap that a projected token volume reads.
+    pub fn namespace(&self, ns: &str, labels: &[(&str, &str)]) {
+        let c = self.cluster;
+        let ca = std::fs::read_to_string(&c.ca).unwrap();
+        let labels: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        let items = json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": ns},
+             "data": {"ca.crt": ca}},
+        ]});
+        c.kubectl_ok(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=confgate-tests",
+                "-f",
+                "-",
+            ],
+            &items.to_string(),
+        );
+    }
+
+    /// `kubectl ARGS` as the admin; its stdout, or a panic with its stderr.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.cluster.kubectl_ok(args, "")
+    }
+
+    /// `kubectl apply -f -` of `object`.
+    pub fn apply(&self, object: &Value) {
+        self.cluster
+            .kubectl_ok(&["apply", "-f", "-"], &object.to_string());
+    }
+
+    /// The pod as JSON.
+    pub fn pod(&self, ns: &str, name: &str) -> Value {
+        serde_json::from_str(&self.kubectl(&["get", "pod", "-n", ns, name, "-o", "json"])).unwrap()
+    }
+
+    /// Waits up to `deadline` for the pod to satisfy `pred`; the pod's last JSON in the panic.
+    pub fn wait_pod(
+        &self,
+        ns: &str,
+        name: &str,
+        what: &str,
+        deadline: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let end = Instant::now() + deadline;
+        loop {
+            let pod = self.pod(ns, name);
+            if pred(&pod) {
+                return pod;
+            }
+            if Instant::now() > end {
+                panic!(
+                    "timed out after {deadline:?} waiting for {what}; the pod's status: {}\nkubelet log ends:\n{}",
+                    serde_json::to_string_pretty(&pod["status"]).unwrap(),
+                    server::log_tail(&self.dir.join("kubelet.log"))
+                );
+            }
+            // Polling, not synchronising: the next look at a condition with a deadline.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// A free-looking loopback port for a hostNetwork container: pods share the node's network, so
+    /// each pod's listeners get ports of their own (a collision shows as a container that cannot bind).
+    pub fn port(&self) -> u16 {
+        fastrand::u16(30_000..32_000)
+    }
+}
+
+/// A container's status in a pod, by name, among init and app containers.
+pub fn container<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
+    ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .filter_map(|k| pod["status"][k].as_array())
+        .flatten()
+        .find(|c| c["name"] == name)
+}
+
+/// The pod's condition `type_`'s status ("True"/"False"), if set.
+pub fn condition<'a>(pod: &'a Value, type_: &str) -> Option<&'a Value> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+pub fn condition_is(pod: &Value, type_: &str, status: &str) -> bool {
+    condition(pod, type_).is_some_and(|c| c["status"] == status)
+}
+
+pub fn running(pod: &Value, name: &str) -> bool {
+    container(pod, name).is_some_and(|c| c["state"]["running"].is_object())
+}
