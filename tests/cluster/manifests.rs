@@ -110,6 +110,25 @@ fn every_shipped_manifest_passes_server_side_dry_run() {
     let mut namespaces = namespaces_of(&all);
     namespaces.insert("default".into());
     c.namespaces(&namespaces.iter().map(String::as_str).collect::<Vec<_>>());
+    // What a controller-manager makes in every namespace; a Pod naming no ServiceAccount (the static
+    // pod's) needs it to pass admission.
+    let accounts: Vec<Value> = namespaces
+        .iter()
+        .map(|ns| {
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                         "metadata": {"name": "default", "namespace": ns}})
+        })
+        .collect();
+    c.kubectl_ok(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=confgate-tests",
+            "-f",
+            "-",
+        ],
+        &json!({"apiVersion": "v1", "kind": "List", "items": accounts}).to_string(),
+    );
 
     let mut applied = 0;
     let mut without_crd = BTreeSet::new();

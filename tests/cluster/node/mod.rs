@@ -727,3 +727,50 @@ fn a_static_kube_scheduler_runs_only_a_config_api_version_it_serves() {
     );
     std::fs::remove_file(n.dir.join("manifests/kube-scheduler.json")).unwrap();
 }
+
+#[test]
+#[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn a_pod_confgate_inject_rewrote_runs_as_injected() {
+    let n = node();
+    let ns = "node-inject";
+    namespace(n, ns, &[]);
+    let port = n.port();
+    // A component's own pod, as its owners write it: the ConfigMap mounted where it reads its config.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "injected", "namespace": ns, "annotations": {
+            "confgate.io/accepts": ">=2.4.0, <3.0.0",
+            "confgate.io/version-from": "yaml:config.yaml#/schemaVersion",
+            "confgate.io/reload": format!("http://127.0.0.1:{port}/reload"),
+        }},
+        "spec": {"nodeName": harness::NODE, "hostNetwork": true, "automountServiceAccountToken": false,
+                 "containers": [{"name": "component", "image": n.image("example-component"),
+                                 "args": ["/etc/component/config", format!("127.0.0.1:{port}")],
+                                 "volumeMounts": [{"name": "config", "mountPath": "/etc/component/config"}]}],
+                 "volumes": [{"name": "config", "configMap": {"name": "injected-config"}}]}});
+    let out = crate::common::output_with_stdin(
+        {
+            let mut cmd = crate::confgate();
+            cmd.args(["inject", "--image", n.image("confgate"), "-"]);
+            cmd
+        },
+        &pod.to_string(),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let injected = String::from_utf8(out.stdout).unwrap();
+    n.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "injected-config", "namespace": ns},
+                    "data": {"config.yaml": config("3.0.0")}}));
+    n.cluster.kubectl_ok(&["apply", "-f", "-"], &injected);
+    let p = PodSpec {
+        ns: ns.into(),
+        name: "injected".into(),
+        configmap: "injected-config".into(),
+        component_port: port,
+        gate_port: 0,
+        annotations: Vec::new(),
+    };
+    harness_wait_text(n, &p, "Startup probe failed: no accepted config yet");
+    assert_eq!(p.component_version(), None);
+    n.apply(&p.configmap("2.4.1"));
+    wait_version(&p, "2.4.1", CHANGE);
+}
