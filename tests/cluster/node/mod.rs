@@ -277,6 +277,11 @@ fn a_restarted_confgate_container_keeps_its_records_and_does_not_reload_again() 
     n.apply(&p.configmap("2.4.1"));
     n.apply(&p.object(n));
     wait_version(&p, "2.4.1", START);
+    // Settled: the start-up check confirmed what the component runs, so nothing is owed.
+    crate::common::poll("2.4.1 applied", CHANGE, || {
+        let s = crate::common::status(p.gate_port)?;
+        (s["applied"]["version"] == "2.4.1").then_some(())
+    });
     let before = reloads(&p);
 
     // The kubelet restarts the sidecar after its process is killed (restartPolicy: Always).
