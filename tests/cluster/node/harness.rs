@@ -385,7 +385,7 @@ impl Node {
     }
 
     /// A namespace with what a controller-manager would have made: the `default` ServiceAccount and
-    /// the `kube-root-ca.crt` ConfigMap that a projected token volume reads.
+    /// the `kube-root-ca.crt` ConfigMap (and `openshift-service-ca.crt`) that a token volume reads.
     pub fn namespace(&self, ns: &str, labels: &[(&str, &str)]) {
         let c = self.cluster;
         let ca = std::fs::read_to_string(&c.ca).unwrap();
@@ -398,6 +398,10 @@ impl Node {
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}},
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": ns},
              "data": {"ca.crt": ca}},
+            // openshift/kubernetes' ServiceAccount admission also projects this one into an
+            // automounted token volume (its service CA); the kubelet waits for it.
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "openshift-service-ca.crt", "namespace": ns},
+             "data": {"service-ca.crt": ca}},
         ]});
         c.kubectl_ok(
             &[

@@ -37,6 +37,8 @@ struct PodSpec {
     component_port: u16,
     gate_port: u16,
     annotations: Vec<(String, String)>,
+    /// The Deployment whose pod template is run (the shipped native-sidecar one unless said).
+    deployment: Option<Value>,
 }
 
 impl PodSpec {
@@ -48,6 +50,7 @@ impl PodSpec {
             component_port: n.port(),
             gate_port: n.port(),
             annotations: Vec::new(),
+            deployment: None,
         }
     }
 
@@ -61,8 +64,10 @@ impl PodSpec {
             env!("CARGO_MANIFEST_DIR"),
             "/manifests/native-sidecar/deployment.yaml"
         );
-        let deployment: Value =
-            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let deployment: Value = match &self.deployment {
+            Some(d) => d.clone(),
+            None => serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap(),
+        };
         let mut template = deployment["spec"]["template"].clone();
         let meta = &mut template["metadata"];
         meta["name"] = json!(self.name);
@@ -134,8 +139,56 @@ fn namespace(n: &Node, ns: &str, labels: &[(&str, &str)]) {
     n.cluster.kubectl_ok(&["apply", "-n", ns, "-f", "-"], &rbac);
 }
 
+/// The ends of the pod's container logs as the kubelet wrote them, for a failing test's message.
+fn pod_logs(p: &PodSpec) -> String {
+    let root = node().dir.join("pod-logs");
+    let prefix = format!("{}_{}_", p.ns, p.name);
+    let status = node().cluster.kubectl_with(
+        &[
+            "get",
+            "pod",
+            "-n",
+            &p.ns,
+            &p.name,
+            "-o",
+            "jsonpath={.status}",
+        ],
+        "",
+    );
+    let mut out = format!("status: {}\n", String::from_utf8_lossy(&status.stdout));
+    let kubelet = std::fs::read_to_string(node().dir.join("kubelet.log")).unwrap_or_default();
+    let about: Vec<&str> = kubelet
+        .lines()
+        .filter(|l| l.contains(&format!("{}/{}", p.ns, p.name)))
+        .collect();
+    out += &format!(
+        "kubelet on the pod:\n{}\n",
+        about[about.len().saturating_sub(8)..].join("\n")
+    );
+    for pod in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        if !pod.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        for c in std::fs::read_dir(pod.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in std::fs::read_dir(c.path()).into_iter().flatten().flatten() {
+                out += &format!(
+                    "== {}\n{}\n",
+                    f.path().display(),
+                    crate::server::log_tail(&f.path())
+                );
+            }
+        }
+    }
+    out
+}
+
 /// Waits until the component answers with `version`; the time it took.
 fn wait_version(p: &PodSpec, version: &str, deadline: Duration) -> Duration {
+    // The waits below are for a pod's start or a change: the pod must exist first.
     let start = Instant::now();
     let end = start + deadline;
     loop {
@@ -144,8 +197,9 @@ fn wait_version(p: &PodSpec, version: &str, deadline: Duration) -> Duration {
         }
         assert!(
             Instant::now() < end,
-            "the component never ran {version}; it runs {:?}",
-            p.component_version()
+            "the component never ran {version}; it runs {:?}; the pod's logs:\n{}",
+            p.component_version(),
+            pod_logs(p)
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -773,9 +827,90 @@ fn a_pod_confgate_inject_rewrote_runs_as_injected() {
         component_port: port,
         gate_port: 0,
         annotations: Vec::new(),
+        deployment: None,
     };
     harness_wait_text(n, &p, "Startup probe failed: no accepted config yet");
     assert_eq!(p.component_version(), None);
     n.apply(&p.configmap("2.4.1"));
     wait_version(&p, "2.4.1", CHANGE);
+}
+
+#[test]
+#[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn api_mode_under_its_shipped_role_drives_the_readiness_gate_the_kubelet_honours() {
+    let n = node();
+    let ns = "node-api";
+    n.namespace(ns, &[]);
+    // `kubectl apply -k manifests/api-mode`, moved to this namespace as its kustomization says.
+    let built = n
+        .kubectl(&[
+            "kustomize",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/api-mode"),
+        ])
+        .replace("webhook-system", ns);
+    let docs: Vec<Value> = serde_saphyr::from_multiple::<Value>(&built)
+        .unwrap()
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect();
+    let (deployments, rest): (Vec<Value>, Vec<Value>) =
+        docs.into_iter().partition(|d| d["kind"] == "Deployment");
+    let rest: Vec<Value> = rest
+        .into_iter()
+        .filter(|d| d["kind"] != "Namespace")
+        .collect();
+    n.apply(&json!({"apiVersion": "v1", "kind": "List", "items": rest}));
+    let mut p = PodSpec::new(n, ns, "api");
+    p.configmap = "webhook-config".into();
+    p.deployment = Some(deployments[0].clone());
+    n.apply(&p.configmap("2.4.1"));
+    n.apply(&p.object(n));
+    wait_version(&p, "2.4.1", START);
+    n.wait_pod(
+        ns,
+        &p.name,
+        "Ready through the readiness gate",
+        START,
+        |pod| {
+            condition_is(pod, "confgate.io/config-compatible", "True")
+                && condition_is(pod, "Ready", "True")
+        },
+    );
+
+    n.kubectl(&[
+        "annotate",
+        "pod",
+        "-n",
+        ns,
+        &p.name,
+        "--overwrite",
+        "confgate.io/on-incompatible=unready",
+    ]);
+    n.apply(&p.configmap("3.0.0"));
+    let pod = n.wait_pod(
+        ns,
+        &p.name,
+        "the gate False and the pod not Ready",
+        CHANGE,
+        |pod| {
+            condition_is(pod, "confgate.io/config-compatible", "False")
+                && condition_is(pod, "Ready", "False")
+        },
+    );
+    // Every container is ready: it is the readiness gate that holds the pod back.
+    assert!(
+        pod["status"]["containerStatuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["ready"] == true),
+        "{}",
+        pod["status"]
+    );
+    assert_eq!(p.component_version().as_deref(), Some("2.4.1"));
+    n.apply(&p.configmap("2.5.0"));
+    wait_version(&p, "2.5.0", CHANGE);
+    n.wait_pod(ns, &p.name, "Ready again", CHANGE, |pod| {
+        condition_is(pod, "Ready", "True")
+    });
 }
