@@ -914,3 +914,123 @@ fn api_mode_under_its_shipped_role_drives_the_readiness_gate_the_kubelet_honours
         condition_is(pod, "Ready", "True")
     });
 }
+
+/// The rollout test's ConfigMap: `version` and `config.yaml` at 2.4.1 and, with `percent`, a candidate
+/// 2.5.0 whose `config.yaml` the component refuses (it has no `schemaVersion`; confgate reads the
+/// version from the `version` key, so it accepts it).
+fn rollout_configmap(ns: &str, percent: Option<&str>) -> Value {
+    let mut data = json!({"version": "2.4.1", "config.yaml": config("2.4.1")});
+    if let Some(p) = percent {
+        data["version.next"] = json!("2.5.0");
+        data["config.yaml.next"] = json!("greeting: no schema version here\n");
+        data["confgate.rollout"] = json!(p);
+    }
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "fleet-config", "namespace": ns}, "data": data})
+}
+
+#[test]
+#[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn a_rollout_across_six_pods_rolls_a_refused_candidate_back_on_the_canary_pods_only() {
+    let n = node();
+    let ns = "node-rollout";
+    namespace(n, ns, &[]);
+    n.apply(&rollout_configmap(ns, None));
+    let pods: Vec<PodSpec> = (0..6)
+        .map(|i| {
+            let mut p = PodSpec::new(n, ns, &format!("fleet-{i}"))
+                .annotate("confgate.io/version-from", "file:version");
+            p.configmap = "fleet-config".into();
+            n.apply(&p.object(n));
+            p
+        })
+        .collect();
+    for p in &pods {
+        wait_version(p, "2.4.1", START);
+    }
+    let status = |args: &[&str]| {
+        let mut cmd = crate::confgate();
+        cmd.env("KUBECONFIG", &n.cluster.admin)
+            .args([
+                "status",
+                "-n",
+                ns,
+                "-l",
+                "app.kubernetes.io/name=component",
+                "--configmap",
+                "fleet-config",
+            ])
+            .args(args);
+        cmd.output().unwrap()
+    };
+    crate::common::poll("every pod reporting 2.4.1", CHANGE, || {
+        status(&[]).status.success().then_some(())
+    });
+
+    for percent in ["50%", "100%"] {
+        let mut canaries = 0;
+        // `kubectl patch`, as an operator advances a rollout.
+        let patch = json!({"data": rollout_configmap(ns, Some(percent))["data"]}).to_string();
+        n.kubectl(&[
+            "patch",
+            "configmap",
+            "-n",
+            ns,
+            "fleet-config",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
+        // Each pod judges the rollout for itself: a canary promotes the candidate, the component
+        // refuses it, and confgate rolls back to 2.4.1; a stable pod never promotes it.
+        for p in &pods {
+            let last = std::cell::RefCell::new(Value::Null);
+            let what = format!(
+                "{}'s part of the rollout at {percent} (last /status, on timeout: below)",
+                p.name
+            );
+            let guard = LastStatus(&last);
+            let s = crate::common::poll(&what, CHANGE, || {
+                let s = crate::common::status(p.gate_port)?;
+                *last.borrow_mut() = s.clone();
+                let r = &s["rollout"];
+                let settled = r["percent"].is_string()
+                    && r["percent"] == percent
+                    && (r["assigned"] == "stable"
+                        || r["held"]["verdict"] == "rejected-by-component");
+                settled.then_some(s)
+            });
+            std::mem::forget(guard);
+            // A canary held the candidate the component refused and runs stable again.
+            assert_eq!(s["rollout"]["track"], "stable", "{}: {s}", p.name);
+            canaries += usize::from(s["rollout"]["assigned"] == "candidate");
+            assert_eq!(s["active"]["version"], "2.4.1", "{}: {s}", p.name);
+            assert_eq!(s["applied"]["version"], "2.4.1", "{}: {s}", p.name);
+            assert_eq!(
+                p.component_version().as_deref(),
+                Some("2.4.1"),
+                "{}",
+                p.name
+            );
+        }
+        let out = status(&[]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        eprintln!("node: confgate status at {percent} ({canaries}/6 canaries):\n{text}");
+        if percent == "100%" {
+            assert_eq!(canaries, 6, "every pod is a canary at 100%");
+        }
+        assert!(text.contains("rollout"), "{text}");
+    }
+    // At 100% every pod is a canary: `status --wait` stops at the first refusal, exit 1.
+    let out = status(&["--wait", "--timeout", "60s"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
+/// Prints the last `/status` seen when a wait panics (dropped during the unwind).
+struct LastStatus<'a>(&'a std::cell::RefCell<Value>);
+
+impl Drop for LastStatus<'_> {
+    fn drop(&mut self) {
+        eprintln!("last /status: {}", self.0.borrow());
+    }
+}
