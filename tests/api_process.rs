@@ -357,10 +357,11 @@ fn volume_mode_without_a_token_says_so_once_and_gates() {
 /// The shipped API-mode manifest's memory limit for the sidecar (manifests/api-mode:
 /// `resources.limits.memory: 16Mi`).
 const API_MODE_LIMIT_KIB: u64 = 16 * 1024;
-/// The release build's RSS in API mode once it has promoted a small config (docs/performance.md,
-/// 2026-12-03). The test binary is a debug build, many MiB larger in file-backed pages alone, so what
-/// is measured here is the growth the ConfigMap causes; the release RSS plus that growth must fit.
-const API_MODE_RELEASE_RSS_KIB: u64 = 6 * 1024;
+/// The release build's RSS in API mode once it has promoted a small config and reported it (the most
+/// measured, docs/performance.md, 2026-12-03). The test binary is a debug build, many MiB larger in
+/// file-backed pages alone, so what is measured here is the growth the ConfigMap causes; the release
+/// RSS plus that growth must stay within three quarters of the limit.
+const API_MODE_RELEASE_RSS_KIB: u64 = 7_340;
 
 /// A ConfigMap of 100,000 one-byte keys (700 KB of keys and values, within the API server's 1 MiB),
 /// with the managedFields a server-side apply writes, which name every key again: its JSON is about
