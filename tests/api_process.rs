@@ -118,14 +118,15 @@ async fn handle(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible>
     })
 }
 
-#[test]
-fn run_in_api_mode_promotes_reports_and_shows_the_source() {
-    let seen: Seen = Arc::default();
+/// Serves `handler` on a loopback port from a thread of its own, which ends with the test process.
+fn stand_in<F, Fut>(seen: Seen, handler: F) -> std::net::SocketAddr
+where
+    F: Fn(Request<Incoming>, Seen) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = Result<Reply, Infallible>> + Send + 'static,
+{
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     std_listener.set_nonblocking(true).unwrap();
     let api = std_listener.local_addr().unwrap();
-    let s = seen.clone();
-    // The stand-in runs on its own thread; it ends with the test process.
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -137,9 +138,9 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let s = s.clone();
+                let s = seen.clone();
                 tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| handle(req, s.clone()));
+                    let svc = hyper::service::service_fn(move |req| handler(req, s.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), svc)
                         .await;
@@ -147,11 +148,14 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
             }
         });
     });
+    api
+}
 
-    let tmp = tempfile::tempdir().unwrap();
-    let kubeconfig = tmp.path().join("kubeconfig");
+/// A kubeconfig in `dir` naming the stand-in at `api`, with a static token.
+fn kubeconfig(dir: &std::path::Path, api: std::net::SocketAddr) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
     std::fs::write(
-        &kubeconfig,
+        &path,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: stand-in\n  cluster:\n    server: http://{api}\n\
              users:\n- name: confgate\n  user:\n    token: not-a-secret\ncontexts:\n- name: c\n  context:\n    \
@@ -159,6 +163,15 @@ fn run_in_api_mode_promotes_reports_and_shows_the_source() {
         ),
     )
     .unwrap();
+    path
+}
+
+#[test]
+fn run_in_api_mode_promotes_reports_and_shows_the_source() {
+    let seen: Seen = Arc::default();
+    let api = stand_in(seen.clone(), handle);
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig(tmp.path(), api);
     let promoted = tmp.path().join("promoted");
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"));
     cmd.args(["run", "--accepts", "^2.4", "--source", "configmap:prod/app"])
@@ -338,5 +351,150 @@ fn volume_mode_without_a_token_says_so_once_and_gates() {
         log.matches("no Kubernetes credentials").count(),
         1,
         "said once: {log}"
+    );
+}
+
+/// The shipped API-mode manifest's memory limit for the sidecar (manifests/api-mode:
+/// `resources.limits.memory: 16Mi`).
+const API_MODE_LIMIT_KIB: u64 = 16 * 1024;
+/// The release build's RSS in API mode once it has promoted a small config and reported it (the most
+/// measured, docs/performance.md, 2026-12-03). The test binary is a debug build, many MiB larger in
+/// file-backed pages alone, so what is measured here is the growth the ConfigMap causes; the release
+/// RSS plus that growth must stay within three quarters of the limit.
+const API_MODE_RELEASE_RSS_KIB: u64 = 7_340;
+
+/// A ConfigMap of 100,000 one-byte keys (700 KB of keys and values, within the API server's 1 MiB),
+/// with the managedFields a server-side apply writes, which name every key again: its JSON is about
+/// 2.5 MB.
+fn many_keys(rv: &str) -> Value {
+    let data: serde_json::Map<String, Value> = (0..100_000)
+        .map(|i| (format!("k{i:05}"), json!("x")))
+        .collect();
+    let fields: serde_json::Map<String, Value> =
+        data.keys().map(|k| (format!("f:{k}"), json!({}))).collect();
+    json!({"metadata": {"name": "app", "namespace": "prod", "uid": "uid-1", "resourceVersion": rv,
+                        "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "v1",
+                                           "fieldsType": "FieldsV1", "fieldsV1": {"f:data": fields}}]},
+           "data": data})
+}
+
+/// Lets the first watch answer: the test measures memory before.
+static MANY_KEYS_NOW: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// First list: a small ConfigMap. Its watch, once the test says so: the ConfigMap modified to 100,000 keys, then `410 Gone`.
+/// Second list: the 100,000 keys again. Its watch stays open.
+async fn many_keys_handler(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible> {
+    let what = format!(
+        "{} {}?{}",
+        req.method(),
+        req.uri().path(),
+        req.uri().query().unwrap_or_default()
+    );
+    let path = req.uri().path().to_owned();
+    let watch = what.contains("watch=true");
+    let (lists, watches) = {
+        let mut seen = seen.lock().unwrap();
+        seen.push((what.clone(), Value::Null));
+        let count = |w: bool| {
+            seen.iter()
+                .filter(|(s, _)| s.starts_with("GET /api/v1/namespaces/prod/configmaps?"))
+                .filter(|(s, _)| s.contains("watch=true") == w)
+                .count()
+        };
+        (count(false), count(true))
+    };
+    let list = |item: Value, rv: &str| {
+        reply(
+            200,
+            json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": rv},
+                   "items": [item]}),
+        )
+    };
+    Ok(match path.as_str() {
+        "/api/v1/namespaces/prod/configmaps" if watch && watches == 1 => {
+            MANY_KEYS_NOW.notified().await;
+            let mut body =
+                serde_json::to_vec(&json!({"type": "MODIFIED", "object": many_keys("101")}))
+                    .unwrap();
+            body.push(b'\n');
+            let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": "too old resource version", "reason": "Expired", "code": 410}});
+            body.extend(serde_json::to_vec(&gone).unwrap());
+            body.push(b'\n');
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body)).boxed())
+                .unwrap()
+        }
+        "/api/v1/namespaces/prod/configmaps" if watch => {
+            let stream = futures::stream::pending::<Result<Frame<Bytes>, Infallible>>();
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(StreamBody::new(stream).boxed())
+                .unwrap()
+        }
+        "/api/v1/namespaces/prod/configmaps" if lists == 1 => list(configmap(), "100"),
+        "/api/v1/namespaces/prod/configmaps" => list(many_keys("102"), "102"),
+        _ => reply(
+            404,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "not found", "reason": "NotFound", "code": 404}),
+        ),
+    })
+}
+
+/// A ConfigMap within the API server's size limit but of 100,000 one-byte keys, in a watch event and
+/// then in the list made after a `410 Gone`: confgate refuses it past 8192 keys while reading it, and
+/// its peak memory stays within the shipped API-mode limit with room to spare.
+#[test]
+fn a_configmap_of_many_small_keys_fits_the_api_mode_memory_limit() {
+    let seen: Seen = Arc::default();
+    let api = stand_in(seen.clone(), many_keys_handler);
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig(tmp.path(), api);
+    let promoted = tmp.path().join("promoted");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"));
+    cmd.args(["run", "--accepts", "^2.4", "--source", "configmap:prod/app"])
+        .arg("--promote-to")
+        .arg(&promoted)
+        .arg("--watch")
+        .arg(tmp.path().join("no-volume"))
+        .arg("--annotations")
+        .arg(tmp.path().join("no-annotations"))
+        .args(["--pod-report", "off"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    let gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
+    gate.wait_active("2.4.1");
+    // The growth is measured from here: the watch answers only now.
+    let before = common::status_kb(gate.pid(), "VmRSS");
+    MANY_KEYS_NOW.notify_one();
+    let second_watch = |seen: &Seen| {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|(w, _)| w.contains("watch=true") && w.contains("resourceVersion=102"))
+            .then_some(())
+    };
+    // The second list was read whole once the watch after it is asked for.
+    wait_for("the list after the 410", Duration::from_secs(60), || {
+        second_watch(&seen)
+    });
+    let status = gate.wait_status("the 100,000 keys refused", |s| {
+        s.to_string().contains("more than 8192 keys")
+    });
+    assert_eq!(common::active_version(&status), Some("2.4.1"), "{status}");
+    assert_eq!(
+        std::fs::read_to_string(promoted.join("version")).unwrap(),
+        "2.4.1"
+    );
+    let peak = common::status_kb(gate.pid(), "VmHWM");
+    let growth = peak.saturating_sub(before);
+    eprintln!(
+        "API mode: RSS {before} KiB before the 100,000 keys, peak {peak} KiB: grew {growth} KiB"
+    );
+    assert!(
+        API_MODE_RELEASE_RSS_KIB + growth < API_MODE_LIMIT_KIB * 3 / 4,
+        "peak RSS grew by {growth} KiB; with the release build's {API_MODE_RELEASE_RSS_KIB} KiB that is not well within the {API_MODE_LIMIT_KIB} KiB limit"
     );
 }

@@ -1,11 +1,11 @@
 //! API mode: the Kubernetes API as a config source and as a place to report, behind the `api` feature.
 //!
 //! - [`source`]: one ConfigMap or Secret watched through the API, fed to the same decision loop as
-//!   the volume.
+//!   the volume; its hashes are sealed for a Secret (see `snapshot::seal`).
+//! - [`listwatch`]: the list and watch of that one object over kube's client, and [`object`]: the
+//!   object read from JSON straight into the keys the gate judges, bounded while it is read.
 //! - [`backoff`]: how long the source waits before it lists again after an error.
 //! - [`events`]: Events created through events.k8s.io/v1, folded only when identical.
-//! - [`secret`]: a Secret's events as the source reads them; its hashes are sealed (see
-//!   `snapshot::seal`).
 //! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
 //!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod, in API and volume
 //!   mode alike.
@@ -20,9 +20,10 @@
 pub mod backoff;
 pub mod condition;
 pub mod events;
+pub mod listwatch;
+pub mod object;
 pub mod pod;
 pub mod pod_view;
-pub mod secret;
 pub mod source;
 pub mod status_cmd;
 

@@ -2,27 +2,31 @@
 //! the volume gives, so the decision loop judges both alike.
 //!
 //! Each watch lists with the field selector `metadata.name=NAME` (what RBAC `resourceNames` requires
-//! for list and watch), then watches from the list's resourceVersion. After any error the watch is
-//! dropped and a new one lists again, after the wait `Backoff` gives (none after a `410 Gone`), so
-//! the watch is called healthy only while it runs from a list made since the last error. Errors do
-//! not end the source; they are reported, and a run of them longer than `STUCK_AFTER` shows in
-//! `/livez`.
+//! for list and watch), then watches from the list's resourceVersion (`listwatch`). After any error
+//! the watch is dropped and a new one lists again, after the wait `Backoff` gives (none after a
+//! `410 Gone`), so the watch is called healthy only while it runs from a list made since the last
+//! error. Errors do not end the source; they are reported, and a run of them longer than
+//! `STUCK_AFTER` shows in `/livez`.
+//!
+//! A Secret is read as the kubelet writes a Secret volume: its `data` keys as bytes (base64 in the
+//! API); `stringData` is write-only and never comes back. Hashes of its content are printed sealed
+//! (`snapshot::seal`, set at start-up for a `secret:` source), never as the plain `sha256:`, and
+//! content never leaves the process.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::Target;
 use super::backoff::{Backoff, Failure};
-use super::{Target, explain};
-use crate::configmap::{self, Keys};
+use super::listwatch::{self, Event, ListWatch};
+use super::object::Object;
+use crate::configmap;
 use crate::metrics::WatchSource;
 use crate::snapshot::Observed;
 use crate::state::{Shared, SourceView};
@@ -30,21 +34,9 @@ use crate::state::{Shared, SourceView};
 /// How long the watch may keep failing before `/livez` says so.
 pub(crate) const STUCK_AFTER: Duration = Duration::from_secs(60);
 
-/// The keys of a ConfigMap as the kubelet would project them: `data` as UTF-8 bytes, `binaryData` decoded.
-pub fn files(cm: &ConfigMap) -> Result<Keys, String> {
-    let mut keys = Keys::default();
-    for (k, v) in cm.data.iter().flatten() {
-        keys.insert("data", k, v.as_bytes().to_vec())?;
-    }
-    for (k, v) in cm.binary_data.iter().flatten() {
-        keys.insert("binaryData", k, v.0.clone())?;
-    }
-    Ok(keys)
-}
-
-/// What a ConfigMap object means to the gate.
-pub fn observe(cm: &ConfigMap) -> Observed {
-    configmap::observe(files(cm))
+/// What a ConfigMap or Secret object means to the gate.
+pub fn observe(obj: Object) -> Observed {
+    configmap::observe(obj.keys)
 }
 
 /// The kind of object watched: named in the view, the log lines and the RBAC rule a 403 calls for.
@@ -72,14 +64,12 @@ impl Kind {
     }
 }
 
-/// Folds watcher events into snapshots and the source's view (identity, recreation, health).
+/// Folds list and watch events into snapshots and the source's view (identity, recreation, health).
 #[derive(Debug)]
 pub struct Tracker {
     kind: Kind,
     target: Target,
     view: SourceView,
-    /// The object seen in the current initial list, if any.
-    listed: Option<ConfigMap>,
 }
 
 impl Tracker {
@@ -87,8 +77,7 @@ impl Tracker {
         Tracker::of_kind(Kind::ConfigMap, target, stuck_after)
     }
 
-    /// A tracker of a `kind` object; a Secret's events arrive as ConfigMaps with its `data` as
-    /// `binaryData` (see `api::secret`).
+    /// A tracker of a `kind` object.
     pub(crate) fn of_kind(kind: Kind, target: Target, stuck_after: Duration) -> Tracker {
         Tracker {
             kind,
@@ -107,7 +96,6 @@ impl Tracker {
                 stuck_after,
             },
             target,
-            listed: None,
         }
     }
 
@@ -115,40 +103,29 @@ impl Tracker {
         &self.view
     }
 
-    /// A watcher event; returns the snapshot to hand to the gate, if the event settles one.
-    pub fn event(&mut self, ev: watcher::Event<ConfigMap>) -> Option<Observed> {
-        // `Init` comes before the list request, so it proves nothing; every other event is an answer.
-        if !matches!(ev, watcher::Event::Init) {
-            self.view.failing_since = None;
-            self.view.last_error = None;
-        }
+    /// An event of the list or the watch; returns the snapshot it settles. Every event is an answer,
+    /// so it ends a run of failures.
+    pub fn event(&mut self, ev: Event) -> Observed {
+        self.view.failing_since = None;
+        self.view.last_error = None;
         match ev {
-            watcher::Event::Init => {
-                self.listed = None;
-                self.view.watching = false;
-                None
-            }
-            watcher::Event::InitApply(cm) => {
-                self.listed = Some(cm);
-                None
-            }
-            watcher::Event::InitDone => {
+            Event::Listed(obj) => {
                 self.view.watching = true;
-                match self.listed.take() {
-                    Some(cm) => Some(self.apply(&cm)),
-                    None => Some(self.gone("does not exist")),
+                match obj {
+                    Some(obj) => self.apply(obj),
+                    None => self.gone("does not exist"),
                 }
             }
-            watcher::Event::Apply(cm) => Some(self.apply(&cm)),
-            watcher::Event::Delete(cm) => {
-                self.view.resource_version = cm.metadata.resource_version.clone();
-                Some(self.gone("was deleted"))
+            Event::Apply(obj) => self.apply(obj),
+            Event::Delete(obj) => {
+                self.view.resource_version = obj.resource_version;
+                self.gone("was deleted")
             }
         }
     }
 
-    fn apply(&mut self, cm: &ConfigMap) -> Observed {
-        let uid = cm.metadata.uid.clone();
+    fn apply(&mut self, obj: Object) -> Observed {
+        let uid = obj.uid.clone();
         if let (Some(old), Some(new)) = (&self.view.uid, &uid)
             && old != new
         {
@@ -159,8 +136,8 @@ impl Tracker {
         if uid.is_some() {
             self.view.uid = uid;
         }
-        self.view.resource_version = cm.metadata.resource_version.clone();
-        observe(cm)
+        self.view.resource_version = obj.resource_version.clone();
+        observe(obj)
     }
 
     fn gone(&self, what: &str) -> Observed {
@@ -170,7 +147,7 @@ impl Tracker {
 
     /// A watcher error, after which the watch lists again: a `410 Gone` is the normal end of a watch
     /// window; anything else starts or continues a run of failures. Says what the error was.
-    pub fn error(&mut self, e: &watcher::Error) -> Failure {
+    pub fn error(&mut self, e: &listwatch::Error) -> Failure {
         self.view.watching = false;
         let failure = classify(e);
         if failure == Failure::Gone {
@@ -193,37 +170,28 @@ impl Tracker {
     }
 
     /// The error as a user can act on it; a 403 names the Role rule that is missing.
-    pub fn describe(&self, e: &watcher::Error) -> String {
+    pub fn describe(&self, e: &listwatch::Error) -> String {
         let rule = format!(
             "a Role rule allowing get, list and watch on {}s (apiGroups [\"\"]) with resourceNames [\"{}\"] in namespace {} (see manifests/rbac)",
             self.kind.as_str(),
             self.target.name,
             self.target.namespace
         );
-        match e {
-            watcher::Error::InitialListFailed(k) => format!("list: {}", explain(k, &rule)),
-            watcher::Error::WatchStartFailed(k) => format!("watch: {}", explain(k, &rule)),
-            watcher::Error::WatchFailed(k) => format!("watch: {}", explain(k, &rule)),
-            watcher::Error::WatchError(s) => {
-                format!("watch: {}", explain(&kube::Error::Api(s.clone()), &rule))
-            }
-            other => other.to_string(),
-        }
+        e.describe(&rule)
     }
 }
 
 /// Whether the API server answered the failed request, and whether it said `410 Gone`.
-fn classify(e: &watcher::Error) -> Failure {
+fn classify(e: &listwatch::Error) -> Failure {
+    use listwatch::Error as E;
     let status = match e {
-        watcher::Error::WatchError(s) => Some(s.code),
-        watcher::Error::InitialListFailed(k)
-        | watcher::Error::WatchStartFailed(k)
-        | watcher::Error::WatchFailed(k) => match k {
+        E::Event(s) => Some(s.code),
+        E::List(k) | E::WatchStart(k) | E::Watch(k) => match k {
             kube::Error::Api(s) => Some(s.code),
             _ => None,
         },
-        // The server answered, with something kube could not use.
-        _ => Some(0),
+        // The server answered, with something that could not be used.
+        E::Unreadable { .. } | E::TooLarge { .. } | E::NoResourceVersion { .. } => Some(0),
     };
     match status {
         Some(410) => Failure::Gone,
@@ -251,35 +219,20 @@ pub async fn run(
     stuck_after: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
-    let fields = format!("metadata.name={}", target.name);
-    let config = watcher::Config::default().fields(&fields);
     let tracker = Tracker::of_kind(kind, target.clone(), stuck_after);
-    match kind {
-        Kind::ConfigMap => {
-            let api: Api<ConfigMap> = Api::namespaced(client, &target.namespace);
-            let watch = || watcher(api.clone(), config.clone());
-            drive(watch, tracker, out, shared, shutdown).await;
-        }
-        Kind::Secret => {
-            let api: Api<Secret> = Api::namespaced(client, &target.namespace);
-            let watch =
-                || watcher(api.clone(), config.clone()).map(|item| item.map(super::secret::event));
-            drive(watch, tracker, out, shared, shutdown).await;
-        }
-    }
+    let watch = || ListWatch::new(client.clone(), kind, &target);
+    drive(watch, tracker, out, shared, shutdown).await;
 }
 
-/// Feeds the events of the watches `watch` makes through `tracker` until `shutdown`: a new watch
+/// Feeds the events of the list-watches `watch` makes through `tracker` until `shutdown`: a new one
 /// (which lists first) after each error, once the backoff's wait is over.
-pub(crate) async fn drive<S>(
-    mut watch: impl FnMut() -> S,
+async fn drive(
+    mut watch: impl FnMut() -> ListWatch,
     mut tracker: Tracker,
     out: Outputs,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()>,
-) where
-    S: futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>>,
-{
+) {
     let publish = |tracker: &Tracker| {
         out.view.send_if_modified(|v| {
             let same = v.as_ref() == Some(tracker.view());
@@ -291,40 +244,36 @@ pub(crate) async fn drive<S>(
     tokio::pin!(shutdown);
     let mut backoff = Backoff::default();
     loop {
-        let stream = watch();
-        tokio::pin!(stream);
+        let mut lw = watch();
         let wait = loop {
             let item = tokio::select! {
-                item = stream.next() => item,
+                item = lw.next() => item,
                 () = &mut shutdown => return,
             };
             match item {
-                Some(Ok(ev)) => {
-                    let listed = matches!(ev, watcher::Event::InitDone);
-                    if matches!(ev, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
+                Ok(ev) => {
+                    let listed = matches!(ev, Event::Listed(_));
+                    if !listed {
                         backoff.watched();
                     }
-                    if let Some(obs) = tracker.event(ev) {
-                        out.snapshots.send_if_modified(|cur| {
-                            let same = cur.as_ref().is_some_and(|c| c.same_as(&obs));
-                            *cur = Some(obs);
-                            !same
-                        });
-                    }
+                    let obs = tracker.event(ev);
+                    out.snapshots.send_if_modified(|cur| {
+                        let same = cur.as_ref().is_some_and(|c| c.same_as(&obs));
+                        *cur = Some(obs);
+                        !same
+                    });
                     if listed {
                         backoff.listed(Instant::now());
                     }
                     publish(&tracker);
                 }
-                Some(Err(e)) => {
+                Err(e) => {
                     let failure = tracker.error(&e);
                     if failure != Failure::Gone {
                         shared.metrics.watch_error(WatchSource::Api);
                     }
                     break backoff.failed(failure, Instant::now(), fastrand::f64());
                 }
-                // kube's watcher does not end; should it, start again as after an error.
-                None => break backoff.failed(Failure::Answered, Instant::now(), fastrand::f64()),
             }
         };
         publish(&tracker);
@@ -338,28 +287,32 @@ pub(crate) async fn drive<S>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::ByteString;
+    use crate::api::object;
 
-    fn cm(data: &[(&str, &str)], binary: &[(&str, &[u8])]) -> ConfigMap {
-        ConfigMap {
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            binary_data: Some(
-                binary
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
-                    .collect(),
-            ),
-            ..ConfigMap::default()
+    fn read(kind: Kind, v: serde_json::Value) -> Object {
+        object::object(kind, serde_json::to_vec(&v).unwrap().as_slice()).unwrap()
+    }
+
+    fn cm(v: serde_json::Value) -> Observed {
+        observe(read(Kind::ConfigMap, v))
+    }
+
+    fn target(name: &str) -> Target {
+        Target {
+            namespace: "ns".into(),
+            name: name.into(),
         }
+    }
+
+    fn forbidden() -> listwatch::Error {
+        let status = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
+        listwatch::Error::List(kube::Error::Api(status.boxed()))
     }
 
     #[test]
     fn same_content_same_hash_as_the_volume_and_check() {
-        let obs = observe(&cm(&[("version", "2.4.1")], &[("blob", &[0, 255])]));
+        let obs =
+            cm(serde_json::json!({"data": {"version": "2.4.1"}, "binaryData": {"blob": "AP8="}}));
         let expected = crate::snapshot::ContentHash::of([
             ("version", b"2.4.1".as_slice()),
             ("blob", [0u8, 255].as_slice()),
@@ -369,34 +322,55 @@ mod tests {
 
     #[test]
     fn empty_overlapping_and_bad_keys() {
-        assert!(matches!(observe(&cm(&[], &[])), Observed::Missing(m) if m.contains("no keys")));
+        assert!(matches!(cm(serde_json::json!({})), Observed::Missing(m) if m.contains("no keys")));
         assert!(matches!(
-            observe(&cm(&[("a", "x")], &[("a", b"y")])),
+            cm(serde_json::json!({"data": {"a": "x"}, "binaryData": {"a": "eQ=="}})),
             Observed::Broken(m) if m.contains("in both data and binaryData")
         ));
         assert!(matches!(
-            observe(&cm(&[("..data", "x")], &[])),
+            cm(serde_json::json!({"data": {"..data": "x"}})),
             Observed::Broken(m) if m.contains("not a valid ConfigMap key")
         ));
     }
 
     #[test]
-    fn init_alone_does_not_end_a_run_of_failures() {
-        let mut t = Tracker::new(
-            Target {
-                namespace: "ns".into(),
-                name: "cm".into(),
-            },
-            STUCK_AFTER,
-        );
-        let forbidden = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
-        t.error(&watcher::Error::InitialListFailed(kube::Error::Api(
-            forbidden.boxed(),
-        )));
+    fn an_answer_ends_a_run_of_failures() {
+        let mut t = Tracker::new(target("cm"), STUCK_AFTER);
+        t.error(&forbidden());
         assert!(t.view().failing_for().is_some());
-        t.event(watcher::Event::Init);
-        assert!(t.view().failing_for().is_some());
-        t.event(watcher::Event::InitDone);
+        assert!(!t.view().watching);
+        t.event(Event::Listed(None));
         assert!(t.view().failing_for().is_none());
+        assert!(t.view().watching);
+    }
+
+    #[test]
+    fn a_deleted_secret_is_named_as_a_secret() {
+        let mut t = Tracker::of_kind(Kind::Secret, target("tokens"), STUCK_AFTER);
+        assert_eq!(t.view().kind, "secret");
+        let obs = t.event(Event::Listed(None));
+        assert_eq!(
+            obs,
+            Observed::Missing("Secret ns/tokens does not exist".into())
+        );
+        let why = t.describe(&forbidden());
+        assert!(
+            why.contains("on secrets (apiGroups [\"\"]) with resourceNames [\"tokens\"]"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_secret_s_keys_are_its_data_as_bytes() {
+        let obs = observe(read(
+            Kind::Secret,
+            serde_json::json!({"data": {"token": "MTIzNA==", "blob": "AP8="}}),
+        ));
+        let Observed::Config(s) = obs else {
+            panic!("{obs:?}")
+        };
+        assert_eq!(s.files().keys().collect::<Vec<_>>(), ["blob", "token"]);
+        assert_eq!(s.files()["blob"], [0, 255]);
+        assert_eq!(s.files()["token"], b"1234");
     }
 }

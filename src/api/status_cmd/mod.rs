@@ -12,7 +12,6 @@
 //! This file reads the fleet (and waits on it); `judge.rs` decides whether each pod runs what it
 //! should; `render.rs` prints the table and the summary lines.
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
@@ -176,15 +175,22 @@ pub async fn fleet(client: Client, args: &Query) -> Result<Fleet, Error> {
     let configmap = match &args.configmap {
         None => None,
         Some(name) => {
-            let cms: Api<ConfigMap> = Api::namespaced(client, &namespace);
-            let cm = cms.get_opt(name).await.map_err(|e| Error::ConfigMap {
+            let target = super::Target {
                 namespace: namespace.clone(),
                 name: name.clone(),
-                why: explain(&e, "get on configmaps"),
-            })?;
+            };
+            let cm = super::listwatch::get(client, super::source::Kind::ConfigMap, &target)
+                .await
+                .map_err(|e| Error::ConfigMap {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    why: match &e {
+                        super::listwatch::Error::List(k) => explain(k, "get on configmaps"),
+                        other => other.to_string(),
+                    },
+                })?;
             let snap = cm
-                .as_ref()
-                .and_then(|cm| super::source::files(cm).ok())
+                .and_then(|cm| cm.keys.ok())
                 .map(|f| Snapshot::new(f.into_map()));
             tracks = snap.as_ref().and_then(tracks_of);
             Some((name.clone(), snap.map(|s| s.hash())))
