@@ -7,6 +7,7 @@
 //! Every test is `#[ignore]`d with what it needs: a run with `--ignored` where a binary is missing fails
 //! saying which, so a missing node never passes as a tested one.
 
+mod captured;
 mod harness;
 
 use std::time::{Duration, Instant};
@@ -205,6 +206,15 @@ fn wait_version(p: &PodSpec, version: &str, deadline: Duration) -> Duration {
     }
 }
 
+/// `kubectl get pod -o wide` with the node's own address named, not shown.
+fn wide(n: &Node, p: &PodSpec, pod: &Value) -> String {
+    let out = n.kubectl(&["get", "pod", "-n", &p.ns, &p.name, "-o", "wide"]);
+    match pod["status"]["hostIP"].as_str() {
+        Some(ip) => out.replace(ip, "NODE-IP"),
+        None => out,
+    }
+}
+
 fn describe(n: &Node, p: &PodSpec) -> String {
     n.kubectl(&["describe", "pod", "-n", &p.ns, &p.name])
 }
@@ -229,6 +239,11 @@ fn a_too_new_config_keeps_the_component_from_starting_until_an_accepted_one_arri
     assert!(reason.contains("3.0.0 is too-new"), "{reason}");
     let pod = n.pod(ns, &p.name);
     assert!(container(&pod, "component").is_some_and(|c| c["state"]["waiting"].is_object()));
+    captured::capture("blocked start: kubectl get pod -o wide", &wide(n, &p, &pod));
+    captured::capture(
+        "blocked start: kubectl describe pod (Events)",
+        &captured::events_of(&describe(n, &p)),
+    );
 
     n.apply(&p.configmap("2.4.1"));
     let took = wait_version(&p, "2.4.1", CHANGE);
@@ -302,6 +317,21 @@ fn under_unready_a_held_update_takes_the_pod_out_of_ready_and_an_annotation_edit
     });
     let out = n.kubectl(&["get", "pod", "-n", ns, &p.name]);
     assert!(out.contains("1/2"), "{out}");
+    let pod = n.pod(ns, &p.name);
+    captured::capture(
+        "hold under unready: kubectl get pod -o wide",
+        &wide(n, &p, &pod),
+    );
+    let text = describe(n, &p);
+    let conditions: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Conditions:"))
+        .take_while(|l| !l.starts_with("Volumes:"))
+        .collect();
+    captured::capture(
+        "hold under unready: kubectl describe pod (Conditions)",
+        &conditions.join("\n"),
+    );
     assert_eq!(p.component_version().as_deref(), Some("2.4.1"));
 
     // The component is upgraded in place: its accepted range is raised with `kubectl annotate`.
@@ -947,6 +977,11 @@ fn a_rollout_across_six_pods_rolls_a_refused_candidate_back_on_the_canary_pods_o
         .collect();
     for p in &pods {
         wait_version(p, "2.4.1", START);
+        // The start-up check confirms what the component runs once it answers.
+        crate::common::poll("2.4.1 applied", CHANGE, || {
+            let s = crate::common::status(p.gate_port)?;
+            (s["applied"]["version"] == "2.4.1").then_some(())
+        });
     }
     let status = |args: &[&str]| {
         let mut cmd = crate::confgate();
@@ -1018,6 +1053,10 @@ fn a_rollout_across_six_pods_rolls_a_refused_candidate_back_on_the_canary_pods_o
         eprintln!("node: confgate status at {percent} ({canaries}/6 canaries):\n{text}");
         if percent == "100%" {
             assert_eq!(canaries, 6, "every pod is a canary at 100%");
+            captured::capture(
+                "rollout at 100% with a refused candidate: confgate status",
+                &text,
+            );
         }
         assert!(text.contains("rollout"), "{text}");
     }
