@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 
-use crate::values::Confirm;
+use crate::values::{Confirm, Url};
 
 /// How long confgate waits after a reload for the metrics to say applied or rejected.
 pub(crate) const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,11 +32,11 @@ const MAX_LINE: usize = 64 << 10;
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
     #[error("GET {url}: {what}")]
-    Read { url: String, what: String },
+    Read { url: Url, what: String },
     #[error("GET {url} answered {status}")]
-    Status { url: String, status: u16 },
+    Status { url: Url, status: u16 },
     #[error("{url} exposes no {metric}")]
-    Absent { url: String, metric: String },
+    Absent { url: Url, metric: String },
 }
 
 /// The gauges as read once.
@@ -63,11 +63,14 @@ pub(crate) async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Re
         what,
     };
     let fetch = async {
-        let req = hyper::Request::get(c.url.as_str())
-            .header(
-                hyper::header::USER_AGENT,
-                concat!("confgate/", env!("CARGO_PKG_VERSION")),
-            )
+        let mut get = hyper::Request::get(c.url.uri()).header(
+            hyper::header::USER_AGENT,
+            concat!("confgate/", env!("CARGO_PKG_VERSION")),
+        );
+        if let Some(auth) = c.url.authorization() {
+            get = get.header(hyper::header::AUTHORIZATION, auth);
+        }
+        let req = get
             .body(Empty::<Bytes>::new())
             .map_err(|e| rd(e.to_string()))?;
         let resp = client.send(req).await.map_err(|e| rd(e.to_string()))?;

@@ -241,3 +241,165 @@ fn text_logs_parse_as_logfmt() {
         "the whole reason is one value"
     );
 }
+
+/// A loopback server that answers only requests carrying `Authorization: Basic` of `user:password`
+/// (401 otherwise): `POST /reload` with 200, `GET /metrics` with a reload that succeeded just now.
+/// Every request's line and whether its credentials were right are recorded.
+struct Guarded {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, bool)>>>,
+}
+
+impl Guarded {
+    fn start(user: &str, password: &str) -> Guarded {
+        use base64::Engine;
+        use std::io::{BufRead, BufReader, Write};
+        let want = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                let mut authorized = false;
+                let mut request = None;
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    let l = line.trim_end().to_owned();
+                    line.clear();
+                    if l.is_empty() {
+                        break;
+                    }
+                    if request.is_none() {
+                        request = Some(l);
+                    } else if let Some((name, value)) = l.split_once(':')
+                        && name.eq_ignore_ascii_case("authorization")
+                    {
+                        authorized = value.trim() == want;
+                    }
+                }
+                let request = request.unwrap_or_default();
+                record.lock().unwrap().push((request.clone(), authorized));
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+                    + 1;
+                let (code, body) = match (authorized, request.split(' ').nth(1)) {
+                    (false, _) => ("401 Unauthorized", "who are you\n".to_owned()),
+                    (true, Some("/metrics")) => {
+                        ("200 OK", format!("app_ok 1\napp_ok_time {now}\n"))
+                    }
+                    (true, _) => ("200 OK", "reloaded\n".to_owned()),
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Guarded { port, seen }
+    }
+
+    /// How many requests for `path` came with the right credentials, and how many without.
+    fn counts(&self, path: &str) -> (usize, usize) {
+        let seen = self.seen.lock().unwrap();
+        let of = |ok| {
+            seen.iter()
+                .filter(|(r, a)| r.split(' ').nth(1) == Some(path) && *a == ok)
+                .count()
+        };
+        (of(true), of(false))
+    }
+}
+
+/// A reload URL and a confirm URL with `user:password@` (flags, then annotations): the credentials are
+/// sent as HTTP Basic to the component, and shown nowhere: no log line at any level (the settings in
+/// force, an annotation overriding a flag, a bad annotation, the reloads and confirmations), not
+/// `/status`, not `/readyz?verbose`.
+#[test]
+fn credentials_in_reload_and_confirm_urls_are_sent_and_never_shown() {
+    let d = Dirs::new();
+    let reload = Guarded::start("admin", "RELOADPW");
+    let metrics = Guarded::start("ops", "METRICSPW");
+    let confirm = |password: &str, metric: &str| {
+        format!(
+            "http://ops:{password}@127.0.0.1:{}/metrics#{metric}",
+            metrics.port
+        )
+    };
+    write_version(&d.watch(), "2.4.1");
+    write_annotations(
+        &d.podinfo(),
+        &[(
+            "confgate.io/confirm",
+            &confirm("METRICSPW", "app_ok,app_ok_time"),
+        )],
+    );
+    let reload_url = format!("http://admin:RELOADPW@127.0.0.1:{}/reload", reload.port);
+    let flag_confirm = confirm("FLAGPW", "app_ok");
+    let g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^2",
+            "--reload",
+            &reload_url,
+            "--confirm",
+            &flag_confirm,
+        ],
+    );
+    g.wait_active("2.4.1");
+    write_version(&d.watch(), "2.4.2");
+    g.wait_status("2.4.2 reloaded and confirmed", |s| {
+        s["applied"]["version"] == "2.4.2"
+    });
+    assert!(reload.counts("/reload").0 >= 1, "{:?}", reload.seen);
+    assert_eq!(reload.counts("/reload").1, 0, "{:?}", reload.seen);
+    assert!(metrics.counts("/metrics").0 >= 1, "{:?}", metrics.seen);
+    // The annotation changes to other credentials (it overrides the flag, logged), then to a bad value.
+    write_annotations(
+        &d.podinfo(),
+        &[(
+            "confgate.io/confirm",
+            &confirm("OTHERPW", "app_ok,app_ok_time"),
+        )],
+    );
+    wait_for("the override logged", DEADLINE, || {
+        (g.log_text().matches("annotation overrides flag").count() >= 2).then_some(())
+    });
+    write_annotations(
+        &d.podinfo(),
+        &[("confgate.io/confirm", &confirm("BADPW", "9not-a-metric"))],
+    );
+    wait_for("the bad annotation reported", DEADLINE, || {
+        g.log_text().contains("settings problem").then_some(())
+    });
+    let status = common::get(g.port, "/status").unwrap().1;
+    let verbose = common::get(g.port, "/readyz?verbose").unwrap().1;
+    let log = g.log_text();
+    assert!(log.contains("<credentials removed>@127.0.0.1"), "{log}");
+    assert!(
+        status.contains("<credentials removed>@127.0.0.1"),
+        "{status}"
+    );
+    for secret in [
+        "RELOADPW",
+        "METRICSPW",
+        "FLAGPW",
+        "OTHERPW",
+        "BADPW",
+        "admin:",
+        "ops:",
+    ] {
+        for (what, text) in [("log", &log), ("/status", &status), ("/readyz", &verbose)] {
+            assert!(!text.contains(secret), "{secret} in {what}: {text}");
+        }
+    }
+}

@@ -539,7 +539,7 @@ fn check_reload(at: &str, spec: &Value, all: &[&Value], settings: &Settings, rep
             }
         }
         Reload::Http(url) => {
-            let uri: hyper::Uri = url.parse().unwrap();
+            let uri = url.uri();
             let port = i64::from(uri.port_u16().unwrap_or(80));
             let local = matches!(uri.host(), Some("127.0.0.1" | "localhost"));
             let served = all

@@ -15,7 +15,7 @@ use crate::confirm;
 use crate::http::Client;
 use crate::snapshot::ContentHash;
 use crate::state::Shared;
-use crate::values::{Confirm, Reload};
+use crate::values::{Confirm, Reload, Url};
 
 mod signal;
 
@@ -35,14 +35,14 @@ pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum Error {
     #[error("POST {url}: {}", chain(source))]
     Request {
-        url: String,
+        url: Url,
         #[source]
         source: hyper_util::client::legacy::Error,
     },
     /// The component answered and refused: a rejection, not retried.
     #[error("POST {url} answered {status}: {first_line}")]
     Status {
-        url: String,
+        url: Url,
         status: u16,
         /// The first line of the component's answer, bounded and sanitised: its own text.
         first_line: String,
@@ -52,7 +52,7 @@ pub enum Error {
     #[error(
         "POST {url} answered {status}, a redirect (not followed): the component was not reached"
     )]
-    Redirect { url: String, status: u16 },
+    Redirect { url: Url, status: u16 },
     #[error("{0}")]
     Url(String),
     /// The component's metrics say the reload failed.
@@ -472,16 +472,19 @@ async fn attempt(
                 )));
             }
             #[cfg(not(feature = "tls"))]
-            if url.starts_with("https://") {
+            if url.is_https() {
                 return Err(Error::Url(format!(
                     "{url}: this build has no TLS client (cargo feature tls); use an http:// target or a signal"
                 )));
             }
-            let req = hyper::Request::post(url.as_str())
-                .header(
-                    hyper::header::USER_AGENT,
-                    concat!("confgate/", env!("CARGO_PKG_VERSION")),
-                )
+            let mut post = hyper::Request::post(url.uri()).header(
+                hyper::header::USER_AGENT,
+                concat!("confgate/", env!("CARGO_PKG_VERSION")),
+            );
+            if let Some(auth) = url.authorization() {
+                post = post.header(hyper::header::AUTHORIZATION, auth);
+            }
+            let req = post
                 .body(Empty::<Bytes>::new())
                 .map_err(|e| Error::Url(format!("{url}: {e}")))?;
             let resp = client.send(req).await.map_err(|source| Error::Request {
@@ -515,17 +518,17 @@ async fn attempt(
 
 /// What an answer to the reload POST means: 2xx applied; a redirect not reached (it is not followed);
 /// anything else the component's refusal, unless [`Error::is_rejection`] says it did not reach it.
-fn answered(url: &str, status: hyper::StatusCode, head: &[u8]) -> Result<Sent, Error> {
+fn answered(url: &Url, status: hyper::StatusCode, head: &[u8]) -> Result<Sent, Error> {
     if status.is_success() {
         Ok(Sent::Reloaded(1))
     } else if status.is_redirection() {
         Err(Error::Redirect {
-            url: url.to_owned(),
+            url: url.clone(),
             status: status.as_u16(),
         })
     } else {
         Err(Error::Status {
-            url: url.to_owned(),
+            url: url.clone(),
             status: status.as_u16(),
             first_line: first_line(head),
         })

@@ -60,14 +60,14 @@ fn first_line_is_bounded_and_sanitised() {
 #[test]
 fn only_answers_that_refuse_are_rejections() {
     let status = Error::Status {
-        url: "u".into(),
+        url: "http://u".parse().unwrap(),
         status: 500,
         first_line: "bad".into(),
     };
     assert!(status.is_rejection() && Error::Confirmed("0".into()).is_rejection());
     assert!(!Error::Timeout(ATTEMPT_TIMEOUT).is_rejection());
     let busy = Error::Status {
-        url: "u".into(),
+        url: "http://u".parse().unwrap(),
         status: 503,
         first_line: String::new(),
     };
@@ -79,7 +79,7 @@ fn only_answers_that_refuse_are_rejections() {
 #[test]
 fn a_redirect_is_not_reached_never_a_refusal() {
     use hyper::StatusCode;
-    let url = "http://127.0.0.1:9/-/reload";
+    let url = &"http://127.0.0.1:9/-/reload".parse().unwrap();
     for code in [301, 302, 303, 307, 308] {
         let status = StatusCode::from_u16(code).unwrap();
         let e = answered(url, status, b"<a href=\"https://login\">moved</a>").unwrap_err();

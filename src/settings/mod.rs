@@ -12,7 +12,7 @@
 
 use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, OnIncompatible, VersionFrom};
-pub use crate::values::{Mode, Reload, Variants};
+pub use crate::values::{Mode, Reload, Url, Variants};
 use crate::values::{
     duration_text, parse_accepts, parse_require, parse_spread, parse_variants, redact,
 };
@@ -133,6 +133,7 @@ pub struct Setting {
     pub redact: bool,
     set: fn(&mut Settings, &RawValue) -> Result<(), String>,
     keep: fn(&mut Settings, &Settings),
+    same: fn(&Settings, &Settings) -> bool,
     show: fn(&Settings) -> String,
     raw_mut: fn(&mut Raw) -> &mut Option<RawValue>,
     raw_ref: fn(&Raw) -> Option<&RawValue>,
@@ -152,6 +153,12 @@ impl Setting {
         let reads_back = (self.set)(&mut parsed, &RawValue::Text(text.clone())).is_ok()
             && parsed == Settings::default();
         (reads_back && !text.is_empty()).then_some(text)
+    }
+
+    /// Whether `a` and `b` hold the same value of it: its text may not tell (a URL's credentials are
+    /// not shown).
+    pub(crate) fn same(&self, a: &Settings, b: &Settings) -> bool {
+        (self.same)(a, b)
     }
 
     /// Its raw value, as clap gave it.
@@ -218,6 +225,7 @@ macro_rules! gate_settings {
                     Ok(())
                 },
                 keep: |s, from| s.$field.clone_from(&from.$field),
+                same: |a, b| a.$field == b.$field,
                 show: |s| {
                     let show: fn(&$ty) -> String = $show;
                     show(&s.$field)
@@ -371,7 +379,7 @@ gate_settings! {
         default_means: "the reload's own answer decides ([applied and rolled back](reload.md#applied-rejected-and-rolled-back))",
         repeat: Repeat::Once,
         judging: false,
-        redact: false,
+        redact: true,
     }
 
     /// Variant keys and the name the chosen one is promoted as; `None` promotes the ConfigMap as it is.

@@ -5,12 +5,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::url::Url;
+
 /// How a component is told to reload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reload {
     None,
     /// POST to this URL; any 2xx is success.
-    Http(String),
+    Http(Url),
     /// Send `signal` to every process named `process`.
     Signal {
         signal: nix::sys::signal::Signal,
@@ -24,23 +26,9 @@ impl FromStr for Reload {
         if s == "none" {
             return Ok(Reload::None);
         }
-        if let Some(rest) = s
-            .strip_prefix("http://")
-            .or_else(|| s.strip_prefix("https://"))
-        {
-            if rest.is_empty() || rest.starts_with('/') {
-                return Err("the URL has no host".into());
-            }
-            if authority(rest).contains('@') {
-                // Never sent and shown in /status and logs: refused, and never repeated (see `redact`).
-                return Err(
-                    "the URL carries credentials (user:password@); confgate does not send them"
-                        .into(),
-                );
-            }
-            s.parse::<hyper::Uri>()
-                .map_err(|e| format!("not a valid URL ({e})"))?;
-            return Ok(Reload::Http(s.to_owned()));
+        if s.starts_with("http://") || s.starts_with("https://") {
+            // Its credentials, if any, are sent as Basic and shown nowhere (see `Url`).
+            return Ok(Reload::Http(s.parse()?));
         }
         if let Some(rest) = s.strip_prefix("signal:") {
             let (name, process) = rest.split_once(':').ok_or("signal: needs NAME:PROCESS")?;
@@ -68,7 +56,7 @@ impl fmt::Display for Reload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reload::None => f.write_str("none"),
-            Reload::Http(url) => f.write_str(url),
+            Reload::Http(url) => url.fmt(f),
             Reload::Signal { signal, process } => {
                 let name = signal.as_str();
                 write!(
@@ -81,29 +69,11 @@ impl fmt::Display for Reload {
     }
 }
 
-/// The authority part of a URL after its scheme.
-fn authority(rest: &str) -> &str {
-    rest.split(['/', '?', '#']).next().unwrap_or(rest)
-}
-
-/// A reload target as it may be shown: any `user:password@` replaced, so an error never repeats it.
-pub(crate) fn redact(value: &str) -> String {
-    for scheme in ["http://", "https://"] {
-        if let Some(rest) = value.strip_prefix(scheme) {
-            let auth = authority(rest);
-            if let Some(at) = auth.rfind('@') {
-                return format!("{scheme}<credentials removed>@{}", &rest[at + 1..]);
-            }
-        }
-    }
-    value.to_owned()
-}
-
 /// The `confirm` setting, `URL#SUCCESS[,SUCCESS_TIME]`: where the component's metrics are and which
 /// gauges say whether its last reload was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confirm {
-    pub url: String,
+    pub url: Url,
     /// 1: the last reload was applied; 0: it was rejected.
     pub success: String,
     /// Unix seconds of the last successful reload.
@@ -114,12 +84,11 @@ impl FromStr for Confirm {
     type Err = String;
     fn from_str(s: &str) -> Result<Confirm, String> {
         let s = s.trim();
+        // Metric names hold no `#`: the last one ends the URL.
         let (url, names) = s
-            .split_once('#')
+            .rsplit_once('#')
             .ok_or("no #METRIC after the URL".to_owned())?;
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err("the URL must start with http:// or https://".into());
-        }
+        let url: Url = url.parse()?;
         let mut names = names.split(',').map(str::trim);
         let success = names.next().unwrap_or_default();
         let success_time = names.next();
@@ -127,12 +96,16 @@ impl FromStr for Confirm {
             return Err("at most two metric names".into());
         }
         for n in std::iter::once(success).chain(success_time) {
+            if n.contains('@') {
+                // Part of a URL's credentials, never repeated.
+                return Err("a metric name holds '@'; write a '#' in the URL as %23".into());
+            }
             if !is_metric_name(n) {
                 return Err(format!("{n:?} is not a metric name"));
             }
         }
         Ok(Confirm {
-            url: url.to_owned(),
+            url,
             success: success.to_owned(),
             success_time: success_time.map(str::to_owned),
         })

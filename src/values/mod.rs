@@ -6,14 +6,16 @@
 
 mod acting;
 mod judging;
+mod url;
 mod verdict;
 
-pub(crate) use acting::redact;
 pub use acting::{Confirm, OnIncompatible};
 pub use acting::{Mode, Reload};
 pub use judging::Variants;
 pub use judging::{Accepts, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
+pub use url::Url;
+pub(crate) use url::redact;
 pub use verdict::Verdict;
 
 /// Parses a duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).

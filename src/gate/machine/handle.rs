@@ -270,11 +270,13 @@ impl Gate {
         }
         let base = self.base.describe();
         let new = self.settings.describe();
-        for ((b, o), n) in base.iter().zip(before.describe()).zip(new) {
-            if n.2 == o.2 {
+        // Compared as values, not as text: a changed password shows as the same text.
+        let settings = crate::settings::SETTINGS.iter();
+        for ((b, n), setting) in base.iter().zip(new).zip(settings) {
+            if setting.same(&self.settings, before) {
                 continue;
             }
-            out.push(Action::Log(if n.2 == b.2 {
+            out.push(Action::Log(if setting.same(&self.settings, &self.base) {
                 Note::AnnotationGone {
                     setting: n.0,
                     value: n.2,

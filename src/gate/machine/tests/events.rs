@@ -172,7 +172,7 @@ fn reload_owed_then_requested_then_confirmed_and_coalesced() {
             promoted: c.at(10).wall
         }
     );
-    assert_eq!(r[0].target, Reload::Http(TARGET.into()));
+    assert_eq!(r[0].target, Reload::Http(TARGET.parse().unwrap()));
     // The request first, then the yield, then the bookkeeping and the tidying.
     let order: Vec<_> = first
         .iter()
@@ -382,7 +382,11 @@ fn a_corrected_reload_target_resends_the_owed_request() {
     assert_eq!(r.len(), 1, "{changed:?}");
     assert_eq!(
         (&r[0].target, r[0].sha, r[0].promoted_at),
-        (&Reload::Http(fixed.into()), hash(&a), Some(BootTicks(100)))
+        (
+            &Reload::Http(fixed.parse().unwrap()),
+            hash(&a),
+            Some(BootTicks(100))
+        )
     );
     // Once done, a change of target sends nothing.
     g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(40));
