@@ -596,3 +596,41 @@ fn the_most_keys_a_config_may_have_fit_in_memory_and_one_more_is_invalid() {
     assert!(reason.contains("more than 8192 keys"), "{reason}");
     assert_eq!(common::active_version(&s), Some("1.2.0"));
 }
+
+/// A promotion held up in the promoted dir runs off the thread that answers `/livez`. The stall is
+/// made real and deterministic: `..confgate_reload_owed` is a FIFO (a marker earlier versions wrote
+/// as a file), so reading it before the switch blocks until the test, its only writer, closes it, as
+/// a read on a stalled disk would. Meanwhile `/livez` answers and the old config stays active; once
+/// the FIFO gives way the promotion completes.
+#[test]
+fn livez_answers_while_a_promotion_is_blocked_in_the_promoted_dir() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let s = start(&[], &[("version", b"1.0.0")]);
+    let fifo = s.promoted.join("..confgate_reload_owed");
+    let _ = std::fs::remove_file(&fifo);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    // A large config after a small one: not read, judged or promoted on the loop.
+    s.vol
+        .write(&[("version", b"1.1.0"), ("big", &vec![b'x'; 512 * 1024])])
+        .unwrap();
+    // Opening the write end without blocking succeeds only once confgate has the read end open:
+    // its promotion is then blocked reading it, for as long as this end stays open.
+    let writer = common::wait_for("the promotion to read the FIFO", DEADLINE, || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&fifo)
+            .ok()
+    });
+    for _ in 0..3 {
+        assert_eq!(
+            common::get(s.cg.port, "/livez").map(|(c, _)| c),
+            Some(200),
+            "/livez answers while the promotion is blocked"
+        );
+    }
+    let status = s.cg.status();
+    assert_eq!(common::active_version(&status), Some("1.0.0"), "{status}");
+    drop(writer);
+    s.cg.wait_active("1.1.0");
+}

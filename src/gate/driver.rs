@@ -81,6 +81,9 @@ pub async fn run_fed(
     let mut debounce = Debounce::default();
     // The safety re-read is a deadline: liveness pings and other wake-ups must not postpone it.
     let mut resync_at = Instant::now() + resync;
+    // The watch's problem last told to the gate: an unchanged one is not told again, so a wake-up
+    // that changed nothing (a liveness ping) hands the gate nothing and rebuilds no status.
+    let mut told: Option<Option<String>> = None;
     tokio::pin!(shutdown);
     loop {
         if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
@@ -104,7 +107,10 @@ pub async fn run_fed(
             (None, true) => None,
         };
         let errors = source.take_errors();
-        pipeline.handle(Event::Watch { errors, problem }).await;
+        if errors > 0 || told.as_ref() != Some(&problem) {
+            told = Some(problem.clone());
+            pipeline.handle(Event::Watch { errors, problem }).await;
+        }
         pipeline.publish();
         let mut wake = resync_at;
         if !watched {

@@ -21,7 +21,7 @@ pub use hash::Plain;
 pub(crate) use hash::seal;
 pub use hash::{ContentHash, PrintedHash, sealed};
 pub use read::read;
-pub(crate) use read::too_many_keys;
+pub(crate) use read::{stat_small, too_many_keys};
 
 /// The ConfigMap size limit (`core.MaxSecretSize`): the sum of all values.
 pub const MAX_BYTES: u64 = 1024 * 1024;

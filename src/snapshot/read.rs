@@ -79,6 +79,38 @@ pub fn read(dir: &Path) -> Observed {
     ))
 }
 
+/// Whether what [`read`] would read from `dir` is at most `keys` top-level regular files of
+/// `bytes` in all, by their `stat` alone: nothing is opened, so this cannot block on a file, and it
+/// stops at the first entry past the bounds. A nested dir, a FIFO, anything unreadable: not small
+/// (the read, wherever it runs, says what is wrong). What the read finds is bounded on its own.
+pub(crate) fn stat_small(dir: &Path, keys: usize, bytes: u64) -> bool {
+    let base = match std::fs::read_link(dir.join(DATA_LINK)) {
+        Ok(target) => dir.join(target),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => dir.to_path_buf(),
+        Err(_) => return false,
+    };
+    let Ok(entries) = std::fs::read_dir(&base) else {
+        return false;
+    };
+    let (mut count, mut total) = (0usize, 0u64);
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        if entry.file_name().as_encoded_bytes().starts_with(b"..") {
+            continue;
+        }
+        count += 1;
+        // `metadata` follows a key's link to what the read would open.
+        match std::fs::metadata(entry.path()) {
+            Ok(m) if m.is_file() && count <= keys => total += m.len(),
+            _ => return false,
+        }
+        if total > bytes {
+            return false;
+        }
+    }
+    true
+}
+
 /// The directory `..data` names, which must be a directory inside `dir`: a `..data` pointing at a
 /// link that leads out of the volume (`..data -> ..x -> /outside`) is refused. `name` is one path
 /// component, so a real directory of that name is inside `dir` and needs no resolving: the kubelet's
@@ -387,6 +419,28 @@ mod tests {
             Observed::Broken(why) => assert!(why.contains("size limit of 1048576"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn small_by_stat_alone_is_few_regular_files_of_few_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join("a"), vec![b'x'; 1000]).unwrap();
+        std::fs::write(dir.join("b"), vec![b'x'; 24]).unwrap();
+        assert!(stat_small(dir, 2, 1024));
+        assert!(!stat_small(dir, 1, 1024), "too many keys");
+        assert!(!stat_small(dir, 2, 1023), "too many bytes");
+        // Through `..data`, as the kubelet lays it out: the timestamped dir's files count.
+        let vol = dir.join("vol");
+        std::fs::create_dir_all(vol.join("..ts")).unwrap();
+        std::fs::write(vol.join("..ts/big"), vec![b'x'; 2048]).unwrap();
+        std::os::unix::fs::symlink("..ts", vol.join(DATA_LINK)).unwrap();
+        std::os::unix::fs::symlink("..data/big", vol.join("big")).unwrap();
+        assert!(!stat_small(&vol, 8, 1024), "the key behind ..data is large");
+        assert!(stat_small(&vol, 8, 4096));
+        // A FIFO is not small, and looking at it does not open it (this would block).
+        nix::unistd::mkfifo(&dir.join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(!stat_small(dir, 8, 1 << 20));
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub struct Pipeline {
     cfg: Config,
     feed: Feed,
     gate: Gate,
-    promoter: Option<Promoter>,
+    /// Shared with the blocking pool, where its file work runs ([`Pipeline::on_dir`]).
+    promoter: Option<Arc<Promoter>>,
     /// What the promoted dir held when opened, until the gate adopts it.
     found: Option<Observed>,
     shared: Arc<Shared>,
@@ -43,6 +44,15 @@ pub struct Pipeline {
     rejudge: bool,
     /// Whether the last config read was small ([`is_small`]): the next is then read on the loop.
     small_before: bool,
+    /// Whether the switch in `switched` was made on the loop (a small config after a small one): its
+    /// tidy is then too.
+    switched_here: bool,
+    /// Whether anything was handed to the gate since the last [`Pipeline::publish`]: only then can
+    /// the status differ, so a liveness ping does not rebuild it.
+    dirty: bool,
+    /// How many statuses were built, for the tests.
+    #[cfg(test)]
+    built: u64,
 }
 
 impl Pipeline {
@@ -57,17 +67,21 @@ impl Pipeline {
         reloads: reload::Handle,
     ) -> Result<Pipeline, Error> {
         let publisher = shared.publisher().ok_or(Error::Publisher)?;
-        let (promoter, found) = match &cfg.promote_to {
-            Some(dir) => {
-                let (p, found) = Promoter::open(dir)?;
-                (Some(p), Some(found))
-            }
+        // The cleanup of the promoted dir and the annotations read, off the thread the server's
+        // `/livez` runs on: the port answers while a slow disk holds them up.
+        let (dir, file) = (cfg.promote_to.clone(), cfg.annotations.clone());
+        let (opened, read) = off_loop(&shared, move || {
+            let opened = dir.as_deref().map(Promoter::open).transpose();
+            (opened, annotations::read(&file))
+        })
+        .await;
+        let (promoter, found) = match opened? {
+            Some((p, found)) => (Some(Arc::new(p)), Some(found)),
             None => (None, None),
         };
         let gate = Gate::new(base, promoter.is_none())
             .with_annotations_file(&cfg.annotations)
             .with_bucket(cfg.bucket);
-        let read = annotations::read(&cfg.annotations);
         let mut p = Pipeline {
             cfg,
             feed,
@@ -81,6 +95,10 @@ impl Pipeline {
             rollout: None,
             rejudge: false,
             small_before: false,
+            switched_here: false,
+            dirty: true,
+            #[cfg(test)]
+            built: 0,
         };
         p.handle(Event::Start(read)).await;
         p.publish();
@@ -122,6 +140,7 @@ impl Pipeline {
 
     /// [`Pipeline::handle`], calling `at_yield` where a promotion lets the reload worker go first.
     async fn run(&mut self, event: Event, mut at_yield: impl FnMut(&Pipeline)) {
+        self.dirty = true;
         let mut stack = vec![self.gate.handle(event, now()).into_iter()];
         while let Some(top) = stack.last_mut() {
             let Some(action) = top.next() else {
@@ -143,7 +162,9 @@ impl Pipeline {
         match action {
             Action::Adopt { settings } => return self.adopt(*settings).await,
             Action::ReadAnnotations => {
-                return Some(Event::Annotations(annotations::read(&self.cfg.annotations)));
+                let file = self.cfg.annotations.clone();
+                let read = off_loop(&self.shared, move || annotations::read(&file)).await;
+                return Some(Event::Annotations(read));
             }
             Action::Judge { settings, unless } => return self.judge(*settings, unless).await,
             Action::RejudgeActive { settings } => {
@@ -160,18 +181,28 @@ impl Pipeline {
                 snapshot,
                 owe_reload,
             } => {
-                let r = match &self.promoter {
-                    Some(p) => p.switch(&snapshot, owe_reload).map(|s| {
-                        self.switched = Some(s);
-                    }),
-                    None => Ok(()),
+                let Some(p) = self.promoter.clone() else {
+                    return Some(Event::Switched(Ok(BootTicks::now())));
                 };
+                // A small config after a small one is switched on the loop, as it was read: its
+                // few files cost less than the two thread hand-offs on the way to the reload.
+                // Anything larger is written on the blocking pool while the loop answers pings.
+                let here = self.small_before && is_small_snapshot(&snapshot);
+                let r = if here {
+                    p.switch(&snapshot, owe_reload)
+                } else {
+                    off_loop(&self.shared, move || p.switch(&snapshot, owe_reload)).await
+                };
+                let r = r.map(|s| {
+                    self.switched = Some(s);
+                    self.switched_here = here;
+                });
                 return Some(Event::Switched(
                     r.map(|()| BootTicks::now()).map_err(|e| e.to_string()),
                 ));
             }
             Action::RollBack => {
-                let r = self.promoter.as_ref()?.roll_back();
+                let r = self.on_dir(Promoter::roll_back).await?;
                 return Some(Event::RolledBack(
                     r.map(|now| (now.hash(), BootTicks::now()))
                         .map_err(|e| e.to_string()),
@@ -188,13 +219,16 @@ impl Pipeline {
             // One yield is not enough for that: see `YIELDS`.
             Action::Yield => yield_to_worker().await,
             Action::FinishSwitch => {
-                if let (Some(p), Some(s)) = (&self.promoter, self.switched.take()) {
-                    p.finish(s);
+                if let (Some(p), Some(s)) = (self.promoter.clone(), self.switched.take()) {
+                    if self.switched_here {
+                        p.finish(s);
+                    } else {
+                        off_loop(&self.shared, move || p.finish(s)).await;
+                    }
                 }
             }
             Action::MarkApplied { sha, version } => {
-                let Some(p) = &self.promoter else { return None };
-                match p.mark_applied() {
+                match self.on_dir(Promoter::mark_applied).await? {
                     Ok(()) => {
                         info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "applied by the component")
                     }
@@ -204,23 +238,18 @@ impl Pipeline {
                 }
             }
             Action::RecordRejected(entries) => {
-                if let (Some(p), Some((sha, _))) = (&self.promoter, entries.last())
-                    && let Err(e) = p.record_rejected(&entries)
-                {
+                let (sha, _) = *entries.last()?;
+                if let Err(e) = self.on_dir(move |p| p.record_rejected(&entries)).await? {
                     warn!(error = %e, sha = %sha.short(), "cannot record the refusal in the promoted dir; a restart would offer it again");
                 }
             }
             Action::MarkReloadOwed(sha) => {
-                if let Some(p) = &self.promoter
-                    && let Err(e) = p.mark_reload_owed(sha)
-                {
+                if let Err(e) = self.on_dir(move |p| p.mark_reload_owed(sha)).await? {
                     warn!(error = %e, sha = %sha.short(), "cannot record the rollback's reload as owed; a restart would not send it");
                 }
             }
             Action::ClearReloadOwed { sha, refused } => {
-                if let Some(p) = &self.promoter
-                    && let Err(e) = p.clear_reload_owed(sha)
-                {
+                if let Err(e) = self.on_dir(move |p| p.clear_reload_owed(sha)).await? {
                     if refused {
                         warn!(error = %e, sha = %sha.short(), "cannot clear the reload-owed marker of refused content");
                     } else {
@@ -229,10 +258,10 @@ impl Pipeline {
                 }
             }
             Action::Tidy => {
-                if let Some(p) = &self.promoter
-                    && p.needs_tidy()
-                    && let Err(e) = p.tidy()
-                {
+                let tidied = self
+                    .on_dir(|p| p.needs_tidy().then(|| p.tidy()).transpose())
+                    .await?;
+                if let (Err(e), Some(p)) = (tidied, &self.promoter) {
                     warn!(error = %e, dir = %p.dir().display(), "tidying the promoted dir failed; will retry");
                 }
             }
@@ -252,29 +281,32 @@ impl Pipeline {
                 &Places {
                     annotations: &self.cfg.annotations,
                     watch: &self.cfg.watch,
-                    promoted: self.promoter.as_ref().map(Promoter::dir),
+                    promoted: self.promoter.as_deref().map(Promoter::dir),
                 },
             ),
         }
         None
     }
 
-    /// What a previous run left in the promoted dir, judged off the loop.
+    /// What a previous run left in the promoted dir, read and judged off the loop.
     async fn adopt(&mut self, settings: Settings) -> Option<Event> {
         let on_disk = self.found.take()?;
-        let p = self.promoter.as_ref()?;
-        let judged = settings.clone();
-        let (on_disk, judgement) = off_loop(&self.shared, move || {
-            let j = verdict::judge(&on_disk, &judged);
-            (on_disk, j)
+        let p = self.promoter.clone()?;
+        let (on_disk, judgement, refused, applied, owed) = off_loop(&self.shared, move || {
+            let judgement = verdict::judge(&on_disk, &settings);
+            // What the component did before the restart: what it refused is not offered again, and
+            // what it applied is the rollback base again.
+            let applied = p.applied().map(|(applied, since)| {
+                let j = verdict::judge(&applied, &settings);
+                (applied, j, since)
+            });
+            (on_disk, judgement, p.rejected(), applied, p.reload_owed())
         })
         .await;
+        let dir = self.promoter.as_ref()?.dir();
         if let Some(h) = on_disk.hash() {
-            info!(dir = %p.dir().display(), sha = %h.short(), "promoted dir already holds a config");
+            info!(dir = %dir.display(), sha = %h.short(), "promoted dir already holds a config");
         }
-        // What the component did before the restart: what it refused is not offered again, and what
-        // it applied is the rollback base again.
-        let refused = p.rejected();
         if let Some(why) = &refused.ignored {
             warn!(problem = %why, "the record of contents the component refused is damaged; ignoring what cannot be read");
         }
@@ -284,24 +316,23 @@ impl Pipeline {
                 "contents the component refused before the restart are not offered again"
             );
         }
-        let applied = match p.applied() {
-            Some((applied, since)) => {
-                let (applied, j) = off_loop(&self.shared, move || {
-                    let j = verdict::judge(&applied, &settings);
-                    (applied, j)
-                })
-                .await;
-                Some((applied, j, since))
-            }
-            None => None,
-        };
         Some(Event::Adopted(Box::new(Found {
             on_disk,
             judgement,
             refused: refused.entries,
             applied,
-            owed: p.reload_owed(),
+            owed,
         })))
+    }
+
+    /// Runs `work` on the promoted dir on the blocking pool, answering liveness pings meanwhile
+    /// (`None` without a promoted dir). The loop waits for it: the dir's writes stay in order.
+    async fn on_dir<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Promoter) -> T + Send + 'static,
+    ) -> Option<T> {
+        let p = self.promoter.clone()?;
+        Some(off_loop(&self.shared, move || work(&p)).await)
     }
 
     /// Reads the newest snapshot (the volume, or the feed's) and judges it, unless it is what was last
@@ -323,9 +354,13 @@ impl Pipeline {
             .iter()
             .map(|(h, _)| *h)
             .collect();
+        // After a small config the next is read on the loop only when its `stat` proves it small
+        // too: a 1 MiB config after a small one is read off the loop, like any large one.
+        let here = self.small_before
+            && (fed.is_some() || snapshot::stat_small(&watch, SMALL_KEYS, SMALL_BYTES as u64));
         let read = move || fed.unwrap_or_else(|| snapshot::read(&watch));
         let rules = !settings.rules.is_empty();
-        let (seen, choice) = if self.small_before {
+        let (seen, choice) = if here {
             let obs = read();
             self.small_before = is_small(&obs);
             let seen = Seen::of(&obs);
@@ -439,8 +474,16 @@ impl Pipeline {
         self.gate.wake_at()
     }
 
-    /// Publishes the status for the server, `wait`, metrics and the pod reporter.
-    pub(crate) fn publish(&self) {
+    /// Publishes the status for the server, `wait`, metrics and the pod reporter, when the gate
+    /// was handed anything since the last time (nothing else changes what it shows).
+    pub(crate) fn publish(&mut self) {
+        if !std::mem::take(&mut self.dirty) {
+            return;
+        }
+        #[cfg(test)]
+        {
+            self.built += 1;
+        }
         let mut status = self.gate.published(self.reloads.requested());
         status.rollout.clone_from(&self.rollout);
         self.publisher.publish(status);
@@ -471,12 +514,13 @@ const SMALL_KEYS: usize = 64;
 /// A missing or broken config is: nothing of it was judged.
 fn is_small(obs: &Observed) -> bool {
     match obs {
-        Observed::Config(s) => {
-            s.files().len() <= SMALL_KEYS
-                && s.files().values().map(Vec::len).sum::<usize>() <= SMALL_BYTES
-        }
+        Observed::Config(s) => is_small_snapshot(s),
         _ => true,
     }
+}
+
+fn is_small_snapshot(s: &snapshot::Snapshot) -> bool {
+    s.files().len() <= SMALL_KEYS && s.files().values().map(Vec::len).sum::<usize>() <= SMALL_BYTES
 }
 
 fn now() -> Now {

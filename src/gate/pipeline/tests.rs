@@ -203,6 +203,32 @@ fn a_small_config_after_a_small_one_is_read_and_judged_on_the_loop() {
     });
 }
 
+#[tokio::test]
+async fn the_status_is_built_again_only_after_the_gate_was_handed_something() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (volume, _, cfg, base) = fixture(tmp.path(), None);
+    let mut p = inert(cfg, base).await;
+    p.process().await;
+    p.publish();
+    let built = p.built;
+    // What a liveness ping leaves: nothing handed to the gate, nothing to rebuild.
+    p.publish();
+    p.publish();
+    assert_eq!(p.built, built);
+    volume.promote(&version("1.1.0")).unwrap();
+    p.process().await;
+    p.publish();
+    assert_eq!(p.built, built + 1);
+    assert_eq!(
+        p.shared
+            .snapshot()
+            .active
+            .and_then(|a| a.version)
+            .as_deref(),
+        Some("1.1.0")
+    );
+}
+
 #[test]
 fn small_is_at_most_64_keys_and_64_kib() {
     let keys = |n: usize, each: usize| {
