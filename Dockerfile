@@ -23,6 +23,10 @@ RUN mkdir src examples && echo 'fn main() {}' > src/main.rs && touch src/lib.rs 
     && rm -rf src examples
 COPY src ./src
 COPY examples ./examples
+# The build context has no .git: `confgate --version` names the commit given here
+# (`--build-arg CONFGATE_GIT_COMMIT=$(git rev-parse HEAD)`), else `unknown`.
+ARG CONFGATE_GIT_COMMIT=
+ENV CONFGATE_GIT_COMMIT=${CONFGATE_GIT_COMMIT}
 # glibc linked statically (+crt-static): the final image has no libc. The Rust target is the build
 # machine's own, so a multi-platform build (linux/amd64, linux/arm64) builds natively on each platform.
 # Two cargo runs: building an example enables dev-dependencies, whose features would otherwise be

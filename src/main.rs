@@ -2,9 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
 use confgate::app::{self, Outcome};
-use confgate::cli::{Cli, Command, LogFormat};
+use confgate::cli::{Command, LogFormat};
 use confgate::settings::Settings;
 use confgate::{check, settings};
 
@@ -18,7 +17,7 @@ const EXIT_UNAVAILABLE: u8 = 69;
 const EXIT_INTERNAL: u8 = 70;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match confgate::cli::parse(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let e = confgate::cli::without_far_suggestions(e);
@@ -56,6 +55,14 @@ fn main() -> ExitCode {
         #[cfg(feature = "policy")]
         Command::Policy(args) => return run_policy(&args),
         Command::Inject(args) => return run_inject(&args),
+        Command::Completions(args) => {
+            print!("{}", confgate::cli::completions(args.shell));
+            return ExitCode::from(EXIT_OK);
+        }
+        #[cfg(not(feature = "policy"))]
+        Command::Policy(_) => return unbuilt("policy"),
+        #[cfg(not(feature = "api"))]
+        Command::Status(_) => return unbuilt("status"),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::from(EXIT_OK),
@@ -82,6 +89,13 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// A command this build lacks: a usage error that names the build which has it.
+#[cfg(any(not(feature = "policy"), not(feature = "api")))]
+fn unbuilt(command: &str) -> ExitCode {
+    eprintln!("confgate: {}", confgate::cli::unbuilt(command));
+    ExitCode::from(EXIT_USAGE)
 }
 
 fn usage(e: &settings::Error) -> ExitCode {

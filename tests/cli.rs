@@ -285,3 +285,222 @@ fn api_mode_without_credentials_stops_before_starting_with_one_line() {
         "{err}"
     );
 }
+
+/// `--version` names the version, the commit built from (this checkout's, when it is a git checkout)
+/// and the features built in, so an operator can tell which image a pod runs; `-V` says the same on
+/// one line.
+#[test]
+fn version_names_the_commit_and_the_features_built_in() {
+    let long = text(&run(&["--version"]).stdout);
+    let mut lines = long.lines();
+    assert_eq!(
+        lines.next(),
+        Some(concat!("confgate ", env!("CARGO_PKG_VERSION"))),
+        "{long}"
+    );
+    let commit = lines
+        .next()
+        .and_then(|l| l.strip_prefix("commit: "))
+        .unwrap_or_else(|| panic!("no commit line:\n{long}"));
+    let head = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| text(&o.stdout).trim().to_owned());
+    match head {
+        Some(head) => assert!(
+            commit.len() == 12 && head.starts_with(commit),
+            "commit {commit}, HEAD {head}"
+        ),
+        None => assert_eq!(commit, "unknown"),
+    }
+    let built: Vec<&str> = [
+        ("api", cfg!(feature = "api")),
+        ("tls", cfg!(feature = "tls")),
+        ("policy", cfg!(feature = "policy")),
+    ]
+    .into_iter()
+    .filter_map(|(f, on)| on.then_some(f))
+    .collect();
+    let features = if built.is_empty() {
+        "none".to_owned()
+    } else {
+        built.join(", ")
+    };
+    assert_eq!(lines.next(), Some(format!("features: {features}").as_str()));
+    // Where the missing feature is, when it is missing.
+    let rest: Vec<&str> = lines.collect();
+    if cfg!(feature = "policy") {
+        assert!(rest.is_empty(), "{long}");
+    } else {
+        assert!(rest[0].contains("-policy image") && rest[0].contains("--features policy"));
+    }
+    let short = text(&run(&["-V"]).stdout);
+    assert_eq!(
+        short.trim(),
+        format!(
+            "confgate {} (commit {commit}; features: {features})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
+/// A build without `policy` answers `confgate policy` with the build that has it, not clap's
+/// "unrecognized subcommand".
+#[cfg(not(feature = "policy"))]
+#[test]
+fn policy_in_a_build_without_it_names_the_build_that_has_it() {
+    let out = run(&[
+        "policy",
+        "--namespace",
+        "ns",
+        "--name",
+        "cm",
+        "--accepts",
+        "^1",
+    ]);
+    assert_eq!(out.status.code(), Some(64));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("`policy` is not in this build"), "{err}");
+    assert!(err.contains("-policy"), "{err}");
+    assert!(err.contains("cargo build --features policy"), "{err}");
+}
+
+/// Completion scripts for bash, zsh and fish, from the same command line: bash's is loaded by a real
+/// bash and completes the commands.
+#[test]
+fn completions_are_printed_for_bash_zsh_and_fish() {
+    for (shell, marker) in [
+        ("bash", "complete -F _confgate"),
+        ("zsh", "#compdef confgate"),
+        ("fish", "complete -c confgate"),
+    ] {
+        let out = run(&["completions", shell]);
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}:\n{script}");
+        for command in ["run", "check", "inject", "probe"] {
+            assert!(script.contains(command), "{shell} lacks {command}");
+        }
+    }
+    let Some(bash) = common::tool("bash") else {
+        return;
+    };
+    // What bash offers after `confgate ` and after `confgate probe `.
+    let offered = |line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        let script = format!(
+            "source <({BIN} completions bash)\nCOMP_WORDS=({line}); COMP_CWORD={}; COMP_LINE='{line}'; \
+             COMP_POINT=${{#COMP_LINE}}\n_confgate confgate '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            words.len() - 1,
+            words[words.len() - 1],
+            words[words.len() - 2],
+        );
+        let out = Command::new(&bash).args(["-c", &script]).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let commands = offered("confgate ''");
+    for command in ["run", "wait", "check", "probe", "inject", "completions"] {
+        assert!(commands.lines().any(|l| l == command), "{commands}");
+    }
+    let kinds = offered("confgate probe ''");
+    for kind in ["ready", "live", "startup"] {
+        assert!(kinds.lines().any(|l| l == kind), "{kinds}");
+    }
+}
+
+/// The binary installed as `kubectl-confgate` is a kubectl plugin: its help says `kubectl confgate`
+/// and lists the workstation's commands; it runs them as `confgate` does.
+#[test]
+fn installed_as_kubectl_confgate_it_answers_as_a_kubectl_plugin() {
+    let bin = tempfile::tempdir().unwrap();
+    let plugin = bin.path().join("kubectl-confgate");
+    std::os::unix::fs::symlink(BIN, &plugin).unwrap();
+
+    let out = Command::new(&plugin).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    assert!(help.contains("Usage: kubectl confgate <COMMAND>"), "{help}");
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut expected = vec!["check", "inject"];
+    if cfg!(feature = "policy") {
+        expected.push("policy");
+    }
+    if cfg!(feature = "api") {
+        expected.push("status");
+    }
+    expected.push("help");
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(sorted, expected, "{help}");
+    let check_help = text(
+        &Command::new(&plugin)
+            .args(["check", "--help"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert!(
+        check_help.contains("Usage: kubectl confgate check"),
+        "{check_help}"
+    );
+
+    // A real command through the plugin name: check a directory.
+    let d = Dirs::new();
+    write_version(&d.watch(), "2.4.1");
+    let out = Command::new(&plugin)
+        .args(["check", "--accepts", ">=2.4.0, <3.0.0"])
+        .arg(d.watch())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        text(
+            &run(&[
+                "check",
+                "--accepts",
+                ">=2.4.0, <3.0.0",
+                &d.watch().display().to_string()
+            ])
+            .stdout
+        )
+    );
+
+    // kubectl's own plugin discovery: on PATH, `kubectl plugin list` names it and `kubectl confgate`
+    // runs it.
+    let Some(kubectl) = common::tool("kubectl") else {
+        return;
+    };
+    let kubectl_run = |args: &[&str]| {
+        Command::new(&kubectl)
+            .args(args)
+            .env("PATH", bin.path())
+            .env("HOME", bin.path())
+            .env("KUBECONFIG", bin.path().join("none"))
+            .output()
+            .unwrap()
+    };
+    let out = kubectl_run(&["plugin", "list"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&plugin.display().to_string()),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = kubectl_run(&["confgate", "--help"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Usage: kubectl confgate <COMMAND>"));
+    let out = kubectl_run(&["confgate", "inject", "--help"]);
+    assert!(text(&out.stdout).contains("Usage: kubectl confgate inject"));
+}

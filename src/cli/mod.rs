@@ -8,10 +8,11 @@
 //! This file holds the commands and their own flags; `gate.rs` makes the gate settings' flags;
 //! `suggest.rs` keeps clap's suggestion for an unknown flag only when it is near.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
 use crate::settings::container::{
     ANNOTATIONS, CONTENT, LISTEN, LOG_FORMAT, POD_REPORT, PROMOTE_TO, RELOAD_CA, RESYNC_INTERVAL,
@@ -30,10 +31,107 @@ pub use suggest::without_far_suggestions;
 const LOG_HELP: &str = "Environment:\n  CONFGATE_LOG  The log filter, in tracing's env-filter syntax: \
                         info (the default), debug, or per module, e.g. confgate=debug,kube=warn";
 
+/// `confgate -V`: the version, the commit it was built from and the cargo features built in, on one line.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CONFGATE_GIT_COMMIT"),
+    "; features: ",
+    env!("CONFGATE_FEATURES"),
+    ")"
+);
+
+/// `confgate --version`: the same, one fact a line, and where the features this build lacks are.
+#[cfg(feature = "policy")]
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("CONFGATE_GIT_COMMIT"),
+    "\nfeatures: ",
+    env!("CONFGATE_FEATURES"),
+);
+#[cfg(not(feature = "policy"))]
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("CONFGATE_GIT_COMMIT"),
+    "\nfeatures: ",
+    env!("CONFGATE_FEATURES"),
+    "\nnot built in: policy (CEL content rules and `confgate policy`): in the -policy image, ",
+    "ghcr.io/confgate/confgate:",
+    env!("CARGO_PKG_VERSION"),
+    "-policy, or `cargo build --features policy`"
+);
+
+/// The name the binary answers to as a kubectl plugin: `kubectl confgate ...` runs `kubectl-confgate`
+/// found on PATH, with the arguments after `confgate`.
+pub const KUBECTL_PLUGIN: &str = "kubectl-confgate";
+
+/// The commands a workstation runs; the sidecar's own (`run`, `wait`, `probe`) are hidden from the
+/// plugin's help.
+const PLUGIN_COMMANDS: &[&str] = &["status", "check", "inject", "policy"];
+
+/// Parses the command line. Invoked as [`KUBECTL_PLUGIN`] (argv\[0\]'s file name), the help and usage
+/// say `kubectl confgate` and list the workstation's commands only.
+pub fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut cmd = Cli::command();
+    if args.first().is_some_and(|a| is_plugin_name(a)) {
+        cmd = as_kubectl_plugin(cmd);
+    }
+    let mut matches = cmd.try_get_matches_from_mut(args)?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+}
+
+/// argv\[0\] names the plugin: its file name is `kubectl-confgate` (kubectl runs it by full path).
+fn is_plugin_name(argv0: &std::ffi::OsStr) -> bool {
+    std::path::Path::new(argv0)
+        .file_name()
+        .is_some_and(|n| n == KUBECTL_PLUGIN)
+}
+
+/// The command as `kubectl confgate` shows it.
+fn as_kubectl_plugin(cmd: clap::Command) -> clap::Command {
+    let hidden: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .filter(|n| !PLUGIN_COMMANDS.contains(&n.as_str()))
+        .collect();
+    hidden
+        .iter()
+        .fold(cmd, |cmd, name| cmd.mut_subcommand(name, |s| s.hide(true)))
+        .name("kubectl confgate")
+        .bin_name("kubectl confgate")
+        .display_name("kubectl confgate")
+}
+
+/// The completion script for a shell, for the binary's own command line.
+pub fn completions(shell: Shell) -> String {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    match shell {
+        Shell::Bash => {
+            clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "confgate", &mut out)
+        }
+        Shell::Zsh => {
+            clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, "confgate", &mut out)
+        }
+        Shell::Fish => {
+            clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, "confgate", &mut out)
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "confgate",
-    version,
+    version = VERSION,
+    long_version = LONG_VERSION,
     after_help = LOG_HELP,
     about = "Lets a component run only a ConfigMap version it accepts",
     long_about = "Watches a mounted ConfigMap, checks its schema version against the semver range the \
@@ -65,6 +163,61 @@ pub enum Command {
     Status(StatusArgs),
     /// Add the confgate native sidecar to every workload whose pods carry confgate.io/accepts; prints YAML.
     Inject(InjectArgs),
+    /// Print a shell completion script: source <(confgate completions bash)
+    Completions(CompletionsArgs),
+    /// A command this build lacks: refused, naming the build that has it.
+    #[cfg(not(feature = "policy"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Policy(Unbuilt),
+    #[cfg(not(feature = "api"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Status(Unbuilt),
+}
+
+/// The arguments of a command this build lacks, taken whatever they are, so the refusal names the
+/// feature rather than a flag.
+#[derive(Debug, Clone, Args)]
+pub struct Unbuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub args: Vec<OsString>,
+}
+
+/// Why a command is missing from this build and which build has it.
+pub fn unbuilt(command: &str) -> String {
+    let (feature, image) = match command {
+        "policy" => (
+            "policy",
+            concat!(
+                "ghcr.io/confgate/confgate:",
+                env!("CARGO_PKG_VERSION"),
+                "-policy"
+            ),
+        ),
+        _ => (
+            "api",
+            concat!("ghcr.io/confgate/confgate:", env!("CARGO_PKG_VERSION")),
+        ),
+    };
+    format!(
+        "`{command}` is not in this build (features: {}); it is in the image {image}, or a build \
+         with `cargo build --features {feature}`",
+        env!("CONFGATE_FEATURES")
+    )
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// The shells `completions` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
