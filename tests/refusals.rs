@@ -162,3 +162,65 @@ fn a_redirect_is_not_reached_retried_and_never_rolled_back() {
         s["applied"]["version"] == "2.1.0" && s["reload"]["last_result"] == "success"
     });
 }
+
+/// A typo in the reload path answers 404: the target is misconfigured, not the config refused. It is
+/// retried and shown as such, nothing is recorded against the config, and once the annotation names
+/// the right URL the config is reloaded there and applied.
+#[test]
+fn a_404_from_a_mistyped_reload_path_is_a_misconfigured_target_never_a_refusal() {
+    let d = Dirs::new();
+    let typo = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &typo.url()]);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    typo.code.store(404, Ordering::Relaxed);
+    let before = typo.count();
+    write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("the misconfigured target reported", |s| {
+        s["reload"]["last_result"] == "failure"
+    });
+    let error = s["reload"]["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("answered 404") && error.contains("misconfigured"),
+        "{error}"
+    );
+    wait_for("the reload retried", DEADLINE, || {
+        (typo.count() >= before + 2).then_some(())
+    });
+    let s = g.status();
+    assert!(s["candidate"].is_null(), "{s}");
+    assert_eq!(s["active"]["version"], "2.1.0");
+    assert_eq!(promoted_version(&d).as_deref(), Some("2.1.0"));
+    assert!(!d.promoted().join("..confgate_rejected").exists());
+    // The URL fixed by an annotation edit: the owed reload goes there.
+    let right = Sink::watching(d.promoted());
+    write_annotations(&d.podinfo(), &[("confgate.io/reload", &right.url())]);
+    g.wait_status("2.1.0 applied through the fixed target", |s| {
+        s["applied"]["version"] == "2.1.0" && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(right.last_version().as_deref(), Some("2.1.0"));
+}
+
+/// A refusal recorded under one reload target is not held against the config under another: after
+/// a restart with a different target, the config refused before is offered to it.
+#[test]
+fn a_refusal_recorded_under_another_target_is_not_held_after_a_restart() {
+    let d = Dirs::new();
+    let first = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let mut g = Gate::start(&d, &["--accepts", "^2", "--reload", &first.url()]);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    *first.refuse.lock().unwrap() = Some("2.1.0".into());
+    write_version(&d.watch(), "2.1.0");
+    g.wait_candidate(Some("2.1.0"), "rejected-by-component");
+    g.wait_status("rolled back to 2.0.0", |s| {
+        s["active"]["version"] == "2.0.0"
+    });
+    g.kill();
+    let other = Sink::watching(d.promoted());
+    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &other.url()]);
+    g.wait_status("2.1.0 applied under the other target", |s| {
+        s["applied"]["version"] == "2.1.0"
+    });
+    assert_eq!(other.last_version().as_deref(), Some("2.1.0"));
+}

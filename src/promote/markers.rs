@@ -16,7 +16,9 @@ const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
 /// A link to the timestamped dir of the last config the component applied, kept for a rollback.
 pub(crate) const APPLIED: &str = "..confgate_applied";
 const APPLIED_TMP: &str = "..confgate_applied_tmp";
-/// The contents the component refused, newest last: one `sha256:HEX REASON` line each.
+/// The contents the component refused, newest last: one `sha256:HEX REASON` line each, after a
+/// `target TARGET` line naming the reload target they were refused under (as shown, credentials
+/// removed; a record without it is an earlier version's).
 pub(crate) const REJECTED: &str = "..confgate_rejected";
 pub(super) const REJECTED_TMP: &str = "..confgate_rejected_tmp";
 /// Bound on what is read of [`REJECTED`]: the gate keeps a handful of lines; anything past this is not
@@ -32,6 +34,8 @@ pub(crate) struct Rejected {
     pub(crate) entries: Vec<(ContentHash, String)>,
     /// Why part or all of the record was ignored (a damaged or unreadable file), if it was.
     pub(crate) ignored: Option<String>,
+    /// The reload target the contents were refused under; `None` in an earlier version's record.
+    pub(crate) target: Option<String>,
 }
 
 impl Promoter {
@@ -92,8 +96,8 @@ impl Promoter {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Rejected::default(),
             Err(e) => {
                 return Rejected {
-                    entries: Vec::new(),
                     ignored: Some(format!("cannot read {}: {e}", path.display())),
+                    ..Rejected::default()
                 };
             }
         }
@@ -109,9 +113,14 @@ impl Promoter {
         r
     }
 
-    /// Replaces the record of refused contents with `entries` (oldest first), with one `rename`.
-    pub(crate) fn record_rejected(&self, entries: &[(ContentHash, String)]) -> Result<(), Error> {
-        let mut text = String::new();
+    /// Replaces the record of refused contents with `entries` (oldest first), refused under the
+    /// reload target `target` (as shown), with one `rename`.
+    pub(crate) fn record_rejected(
+        &self,
+        target: &str,
+        entries: &[(ContentHash, String)],
+    ) -> Result<(), Error> {
+        let mut text = format!("{TARGET_LINE}{}\n", reason_line(target));
         for (h, why) in entries {
             // The plain form: a sealed one (a Secret's) is keyed per process and would not be
             // recognised after a restart; this file sits beside the content itself anyway.
@@ -209,6 +218,9 @@ fn parse_hash(text: &str) -> Option<ContentHash> {
     Some(ContentHash(out))
 }
 
+/// How the line naming the reload target of a record of refusals starts.
+const TARGET_LINE: &str = "target ";
+
 /// Reads a record of refused contents: `sha256:HEX REASON` lines. Lines that are not one are skipped
 /// and counted in the answer's `ignored`.
 fn parse_rejected(bytes: &[u8]) -> Rejected {
@@ -216,6 +228,10 @@ fn parse_rejected(bytes: &[u8]) -> Rejected {
     let mut r = Rejected::default();
     let mut bad = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Some(target) = line.strip_prefix(TARGET_LINE) {
+            r.target = Some(target.trim().to_owned());
+            continue;
+        }
         let (hash, why) = line.split_once(' ').unwrap_or((line, ""));
         match parse_hash(hash) {
             Some(h) => {
