@@ -224,3 +224,46 @@ fn a_refusal_recorded_under_another_target_is_not_held_after_a_restart() {
     });
     assert_eq!(other.last_version().as_deref(), Some("2.1.0"));
 }
+
+/// The component shares the promoted dir and can write into it: a FIFO in place of the record of
+/// refusals and of the reload-owed marker, and the applied marker made a link to `..data`. The restart
+/// neither hangs nor trusts them: `/livez` answers, the FIFOs are set aside with a warning, the
+/// applied marker is no rollback base, and a refusal is recorded again in a file of confgate's own.
+#[test]
+fn hostile_records_in_the_promoted_dir_are_set_aside_never_trusted_never_fatal() {
+    let d = Dirs::new();
+    let sink = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let args = ["--accepts", "^2", "--reload", &sink.url()];
+    let mut g = Gate::start(&d, &args);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    g.kill();
+    let p = d.promoted();
+    for name in ["..confgate_rejected", "..confgate_reload_owed"] {
+        let _ = std::fs::remove_file(p.join(name));
+        nix::unistd::mkfifo(
+            &p.join(name),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+    }
+    std::fs::remove_file(p.join("..confgate_applied")).unwrap();
+    std::os::unix::fs::symlink("..data", p.join("..confgate_applied")).unwrap();
+    // Gate::start waits for /livez: a FIFO opened for reading would block start-up for good.
+    let g = Gate::start(&d, &args);
+    let s = g.wait_active("2.0.0");
+    assert!(s["applied"].is_null(), "a link to ..data is no base: {s}");
+    let log = g.log_text();
+    assert!(log.contains("not trusted"), "{log}");
+    assert!(log.contains("set aside"), "{log}");
+    assert!(p.join("..confgate_rejected.bad").exists());
+    *sink.refuse.lock().unwrap() = Some("2.1.0".into());
+    write_version(&d.watch(), "2.1.0");
+    g.wait_candidate(Some("2.1.0"), "rejected-by-component");
+    wait_for("the refusal recorded", DEADLINE, || {
+        std::fs::symlink_metadata(p.join("..confgate_rejected"))
+            .is_ok_and(|m| m.is_file())
+            .then_some(())
+    });
+    assert!(!g.log_text().contains("other content in place"));
+}

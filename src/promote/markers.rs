@@ -45,9 +45,17 @@ impl Promoter {
         let path = self.dir.join(RELOAD_OWED);
         let text = match std::fs::read_link(&path) {
             Ok(target) => target.into_os_string().into_string().ok()?,
-            // A regular file holding the hash: how earlier versions recorded it.
+            // A regular file holding the hash: how earlier versions recorded it. Anything else (a
+            // FIFO the component made) is no marker, and never waited on.
             Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
-                std::fs::read_to_string(&path).ok()?
+                match read_record(&path, 256) {
+                    Ok(bytes) => String::from_utf8(bytes).ok()?,
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), error = %e, "the reload-owed marker is not one confgate wrote; ignoring it");
+                        set_aside(&path);
+                        return None;
+                    }
+                }
             }
             Err(_) => return None,
         };
@@ -86,21 +94,20 @@ impl Promoter {
     /// record is read as far as it makes sense: lines that are not a record are skipped and said so in
     /// [`Rejected::ignored`], never an error.
     pub(crate) fn rejected(&self) -> Rejected {
-        use std::io::Read;
         let path = self.dir.join(REJECTED);
-        let mut bytes = Vec::new();
-        let read = std::fs::File::open(&path)
-            .and_then(|f| f.take(REJECTED_READ_MAX + 1).read_to_end(&mut bytes));
-        match read {
-            Ok(_) => {}
+        let bytes = match read_record(&path, REJECTED_READ_MAX + 1) {
+            Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Rejected::default(),
             Err(e) => {
+                // Not a record this writer made (a FIFO, a link, a dir): set aside so the next
+                // refusal can be recorded, never trusted, never waited on.
+                let aside = set_aside(&path);
                 return Rejected {
-                    ignored: Some(format!("cannot read {}: {e}", path.display())),
+                    ignored: Some(format!("cannot read {}: {e}{aside}", path.display())),
                     ..Rejected::default()
                 };
             }
-        }
+        };
         let mut r = parse_rejected(&bytes[..bytes.len().min(REJECTED_READ_MAX as usize)]);
         if bytes.len() as u64 > REJECTED_READ_MAX {
             r.ignored = Some(format!(
@@ -134,7 +141,13 @@ impl Promoter {
 
     /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
     pub(crate) fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
-        let ts = self.applied_dir()?;
+        let Some(ts) = self.applied_dir() else {
+            let path = self.dir.join(APPLIED);
+            if path.symlink_metadata().is_ok() {
+                tracing::warn!(file = %path.display(), "the applied marker does not name one of the promoted dir's config dirs; not trusted, no rollback base");
+            }
+            return None;
+        };
         let since = std::fs::symlink_metadata(self.dir.join(APPLIED))
             .and_then(|m| m.modified())
             .ok()
@@ -143,11 +156,17 @@ impl Promoter {
     }
 
     /// The timestamped dir [`APPLIED`] names, when it is one that exists.
+    ///
+    /// Only a link to one of the promoted dir's own timestamped dirs counts: a link to `..data` (a
+    /// link itself) or to a marker is no applied config, whoever made it.
     pub(super) fn applied_dir(&self) -> Option<String> {
         let t = std::fs::read_link(self.dir.join(APPLIED)).ok()?;
         let name = t.to_str()?.to_owned();
-        (name.starts_with("..") && !name.contains('/') && self.dir.join(&name).is_dir())
-            .then_some(name)
+        let own_dir = name.starts_with("..")
+            && !name.contains('/')
+            && !name.starts_with("..confgate_")
+            && std::fs::symlink_metadata(self.dir.join(&name)).is_ok_and(|m| m.is_dir());
+        own_dir.then_some(name)
     }
 
     /// Records that the component applied what `..data` points at now: that dir is kept, for
@@ -260,4 +279,42 @@ fn reason_line(why: &str) -> String {
         out.push(if c.is_control() { ' ' } else { c });
     }
     out
+}
+
+/// Reads one of confgate's record files, at most `max` bytes: opened without following a link and
+/// without blocking (the component shares the dir and may put a FIFO or a link in its place), and only
+/// when it is a regular file.
+fn read_record(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => io::Error::other("a link, not a record confgate wrote"),
+            _ => e,
+        })?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
+    f.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Moves a record that is not one confgate wrote out of the way (to `NAME.bad`, replacing an earlier
+/// one), so the next record can be written; what that did, for the warning.
+fn set_aside(path: &Path) -> String {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".bad");
+    let aside = std::path::PathBuf::from(aside);
+    if std::fs::symlink_metadata(&aside).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir_all(&aside);
+    }
+    match std::fs::rename(path, &aside) {
+        Ok(()) => format!("; set aside as {}", aside.display()),
+        Err(e) => format!("; could not set it aside: {e}"),
+    }
 }

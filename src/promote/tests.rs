@@ -127,8 +127,10 @@ fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
     std::fs::create_dir(dir.join(REJECTED)).unwrap();
     let r = p.rejected();
     assert!(r.entries.is_empty() && r.ignored.is_some(), "{r:?}");
+    // Set aside, so the next refusal can be recorded.
+    assert!(!dir.join(REJECTED).exists());
+    assert!(dir.join(format!("{REJECTED}.bad")).is_dir());
     // A long reason is cut.
-    std::fs::remove_dir(dir.join(REJECTED)).unwrap();
     p.record_rejected("none", &[(good, "é".repeat(1000))])
         .unwrap();
     let (_, why) = &p.rejected().entries[0];
