@@ -225,12 +225,8 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
     );
     assert!(m.contains("confgate_last_reload_successful 1"), "{m}");
 
-    // Prometheus restarted now starts cleanly on the rolled-back files.
-    drop(prom);
-    let (prom, port) = point(&g);
-    wait_serving(port, "2.0.5");
-
-    // The same bytes again are not offered to Prometheus: nothing is promoted.
+    // The same bytes again are not offered to Prometheus: nothing is promoted (under
+    // the same reload target: a refusal is held under the target it was made under).
     let promotions = |m: &str| {
         m.lines()
             .find(|l| l.starts_with("confgate_promotions_total "))
@@ -243,6 +239,11 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
     g.wait_candidate(Some("2.1.0"), "rejected-by-component");
     assert!(promoted_rules(&d).contains("rules_version_2_0_1"));
     assert_eq!(before, promotions(&metrics(&g)));
+
+    // Prometheus restarted now starts cleanly on the rolled-back files.
+    drop(prom);
+    let (prom, port) = point(&g);
+    wait_serving(port, "2.0.1");
 
     // A fixed config is applied and reported.
     configmap(&d.watch(), "2.1.1", false);
@@ -397,11 +398,20 @@ fn the_first_update_refused_by_prometheus_rolls_back_to_the_config_it_started_on
     );
     assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
     assert!(!owed.exists());
-    // And Prometheus, restarted too, starts cleanly on what is promoted.
+    // And Prometheus, restarted too, starts cleanly on what is promoted. Its new port is a new
+    // reload target, under which the refusal made under the old one is not held: 2.1.0 is offered
+    // to it, refused again and rolled back, and 2.0.0 is what it serves.
     drop(prom);
     let (_prom, port) = start_and_point(&g, &exe, &d, true, "confgate.io/reload", reload_url);
     wait_serving(port, "2.0.0");
-    assert_eq!(g.status()["reload"]["requested"], 0);
+    g.wait_status("2.1.0 refused again under the new target", |s| {
+        s["candidate"]["verdict"] == "rejected-by-component"
+            && s["reload"]["requested"].as_u64() >= Some(1)
+            && s["active"]["version"] == "2.0.0"
+            && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(serving_rules(port).unwrap(), ["2_0_0"]);
+    assert!(promoted_rules(&d).contains("rules_version_2_0_0"));
 }
 
 /// Waits until the boot-time clock, on which process start times are counted in 10 ms ticks, is two

@@ -162,3 +162,108 @@ fn a_redirect_is_not_reached_retried_and_never_rolled_back() {
         s["applied"]["version"] == "2.1.0" && s["reload"]["last_result"] == "success"
     });
 }
+
+/// A typo in the reload path answers 404: the target is misconfigured, not the config refused. It is
+/// retried and shown as such, nothing is recorded against the config, and once the annotation names
+/// the right URL the config is reloaded there and applied.
+#[test]
+fn a_404_from_a_mistyped_reload_path_is_a_misconfigured_target_never_a_refusal() {
+    let d = Dirs::new();
+    let typo = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &typo.url()]);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    typo.code.store(404, Ordering::Relaxed);
+    let before = typo.count();
+    write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("the misconfigured target reported", |s| {
+        s["reload"]["last_result"] == "failure"
+    });
+    let error = s["reload"]["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("answered 404") && error.contains("misconfigured"),
+        "{error}"
+    );
+    wait_for("the reload retried", DEADLINE, || {
+        (typo.count() >= before + 2).then_some(())
+    });
+    let s = g.status();
+    assert!(s["candidate"].is_null(), "{s}");
+    assert_eq!(s["active"]["version"], "2.1.0");
+    assert_eq!(promoted_version(&d).as_deref(), Some("2.1.0"));
+    assert!(!d.promoted().join("..confgate_rejected").exists());
+    // The URL fixed by an annotation edit: the owed reload goes there.
+    let right = Sink::watching(d.promoted());
+    write_annotations(&d.podinfo(), &[("confgate.io/reload", &right.url())]);
+    g.wait_status("2.1.0 applied through the fixed target", |s| {
+        s["applied"]["version"] == "2.1.0" && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(right.last_version().as_deref(), Some("2.1.0"));
+}
+
+/// A refusal recorded under one reload target is not held against the config under another: after
+/// a restart with a different target, the config refused before is offered to it.
+#[test]
+fn a_refusal_recorded_under_another_target_is_not_held_after_a_restart() {
+    let d = Dirs::new();
+    let first = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let mut g = Gate::start(&d, &["--accepts", "^2", "--reload", &first.url()]);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    *first.refuse.lock().unwrap() = Some("2.1.0".into());
+    write_version(&d.watch(), "2.1.0");
+    g.wait_candidate(Some("2.1.0"), "rejected-by-component");
+    g.wait_status("rolled back to 2.0.0", |s| {
+        s["active"]["version"] == "2.0.0"
+    });
+    g.kill();
+    let other = Sink::watching(d.promoted());
+    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &other.url()]);
+    g.wait_status("2.1.0 applied under the other target", |s| {
+        s["applied"]["version"] == "2.1.0"
+    });
+    assert_eq!(other.last_version().as_deref(), Some("2.1.0"));
+}
+
+/// The component shares the promoted dir and can write into it: a FIFO in place of the record of
+/// refusals and of the reload-owed marker, and the applied marker made a link to `..data`. The restart
+/// neither hangs nor trusts them: `/livez` answers, the FIFOs are set aside with a warning, the
+/// applied marker is no rollback base, and a refusal is recorded again in a file of confgate's own.
+#[test]
+fn hostile_records_in_the_promoted_dir_are_set_aside_never_trusted_never_fatal() {
+    let d = Dirs::new();
+    let sink = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let args = ["--accepts", "^2", "--reload", &sink.url()];
+    let mut g = Gate::start(&d, &args);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    g.kill();
+    let p = d.promoted();
+    for name in ["..confgate_rejected", "..confgate_reload_owed"] {
+        let _ = std::fs::remove_file(p.join(name));
+        nix::unistd::mkfifo(
+            &p.join(name),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+    }
+    std::fs::remove_file(p.join("..confgate_applied")).unwrap();
+    std::os::unix::fs::symlink("..data", p.join("..confgate_applied")).unwrap();
+    // Gate::start waits for /livez: a FIFO opened for reading would block start-up for good.
+    let g = Gate::start(&d, &args);
+    let s = g.wait_active("2.0.0");
+    assert!(s["applied"].is_null(), "a link to ..data is no base: {s}");
+    let log = g.log_text();
+    assert!(log.contains("not trusted"), "{log}");
+    assert!(log.contains("set aside"), "{log}");
+    assert!(p.join("..confgate_rejected.bad").exists());
+    *sink.refuse.lock().unwrap() = Some("2.1.0".into());
+    write_version(&d.watch(), "2.1.0");
+    g.wait_candidate(Some("2.1.0"), "rejected-by-component");
+    wait_for("the refusal recorded", DEADLINE, || {
+        std::fs::symlink_metadata(p.join("..confgate_rejected"))
+            .is_ok_and(|m| m.is_file())
+            .then_some(())
+    });
+    assert!(!g.log_text().contains("other content in place"));
+}

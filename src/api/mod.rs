@@ -324,39 +324,97 @@ pub(crate) async fn spawn_pod_reporter(
 /// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the in-cluster config.
 ///
 /// A token file is read as kubectl reads it: whitespace around the token (a trailing newline) is
-/// not part of it. kube keeps the file's text as it is and re-reads it every minute; a file that
-/// needs trimming is read here once, as the token.
+/// not part of it. kube keeps the file's text as it is, so confgate reads a token file itself,
+/// trimmed at every read, and re-reads it as kube would (the kubelet rotates a projected token).
 pub async fn client() -> Result<kube::Client, kube::Error> {
-    let mut config = kube::Config::infer()
+    let config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
-    trim_token_file(&mut config.auth_info);
-    kube::Client::try_from(config)
+    client_from(config, TOKEN_REREAD)
 }
 
-/// Replaces a `tokenFile` whose text has whitespace around the token by the trimmed token.
-fn trim_token_file(auth: &mut kube::config::AuthInfo) {
-    if auth.token.is_some() {
-        return;
-    }
-    // A file that cannot be read is left for kube to report, naming it.
-    let Some(text) = auth
-        .token_file
-        .as_deref()
-        .and_then(|p| std::fs::read_to_string(p).ok())
-    else {
-        return;
-    };
-    let token = text.trim();
-    if token.len() == text.len() || token.is_empty() {
-        return;
-    }
-    // The token's type lives in a crate confgate does not name; its deserializer builds it.
-    let trimmed =
-        serde_json::from_value::<kube::config::AuthInfo>(serde_json::json!({"token": token}));
-    if let Ok(a) = trimmed {
-        auth.token = a.token;
+/// How old the token read from a token file may be before the next request reads the file again
+/// (kube's own rule: at least once a minute, so a rotated token is in use long before the old one
+/// expires).
+const TOKEN_REREAD: std::time::Duration = std::time::Duration::from_secs(50);
+
+/// A client from `config`, its token file (if it authenticates with one) read by [`TokenFile`].
+fn client_from(
+    mut config: kube::Config,
+    reread: std::time::Duration,
+) -> Result<kube::Client, kube::Error> {
+    let token = TokenFile::take(&mut config.auth_info, reread);
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match token {
+        None => builder.build(),
+        Some(token) => {
+            let token = Arc::new(std::sync::Mutex::new(token));
+            builder
+                .with_layer(&tower::util::MapRequestLayer::new(
+                    move |mut req: hyper::Request<kube::client::Body>| {
+                        if let Some(value) = token.lock().ok().and_then(|mut t| t.header()) {
+                            req.headers_mut()
+                                .insert(hyper::header::AUTHORIZATION, value);
+                        }
+                        req
+                    },
+                ))
+                .build()
+        }
+    })
+}
+
+/// A `tokenFile` read as kubectl reads it: trimmed, every time it is read, and read again once the
+/// token in hand is older than `reread`. A read that fails or finds no token keeps the last token
+/// (as kube does: a file may be removed once read).
+struct TokenFile {
+    path: std::path::PathBuf,
+    reread: std::time::Duration,
+    header: hyper::header::HeaderValue,
+    read_at: std::time::Instant,
+}
+
+impl TokenFile {
+    /// Takes over the token file of `auth` when kube would authenticate with it (no inline token, no
+    /// user and password, no auth provider) and it holds a token now; otherwise leaves `auth` for
+    /// kube, which reports a file it cannot read, naming it.
+    fn take(auth: &mut kube::config::AuthInfo, reread: std::time::Duration) -> Option<TokenFile> {
+        let basic = auth.username.is_some() && auth.password.is_some();
+        if auth.token.is_some() || basic || auth.auth_provider.is_some() {
+            return None;
+        }
+        let path = std::path::PathBuf::from(auth.token_file.as_deref()?);
+        let header = Self::read(&path)?;
         auth.token_file = None;
+        Some(TokenFile {
+            path,
+            reread,
+            header,
+            read_at: std::time::Instant::now(),
+        })
+    }
+
+    /// The `Authorization` value of the file's token, trimmed; `None` when it holds none.
+    fn read(path: &std::path::Path) -> Option<hyper::header::HeaderValue> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let token = text.trim();
+        if token.is_empty() {
+            return None;
+        }
+        let mut value = hyper::header::HeaderValue::try_from(format!("Bearer {token}")).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+
+    /// The header to send, the file read again first when the token in hand is old.
+    fn header(&mut self) -> Option<hyper::header::HeaderValue> {
+        if self.read_at.elapsed() >= self.reread {
+            if let Some(fresh) = Self::read(&self.path) {
+                self.header = fresh;
+            }
+            self.read_at = std::time::Instant::now();
+        }
+        Some(self.header.clone())
     }
 }
 
@@ -375,36 +433,83 @@ pub(crate) fn explain(e: &kube::Error, rule: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_token_file_ending_in_a_newline_is_trimmed_as_kubectl_does() {
-        use kube::config::AuthInfo;
+    /// A token file with a trailing newline (as `echo` writes one) is sent trimmed, and read again
+    /// as it rotates: the token is never frozen at the one read at start.
+    #[tokio::test]
+    async fn a_token_file_is_trimmed_at_every_read_and_follows_its_rotation() {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut auth = None;
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    if line.trim_end().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = line.split_once(':')
+                        && k.eq_ignore_ascii_case("authorization")
+                    {
+                        auth = Some(v.trim().to_owned());
+                    }
+                    line.clear();
+                }
+                let _ = tx.send(auth);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            }
+        });
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("token");
-        let file = |text: &str| {
-            std::fs::write(&path, text).unwrap();
-            AuthInfo {
-                token_file: Some(path.display().to_string()),
-                ..AuthInfo::default()
-            }
+        std::fs::write(&path, "first.token\n").unwrap();
+        let mut config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+        config.auth_info.token_file = Some(path.display().to_string());
+        // Every request reads the file again: the rotation is seen at the next request.
+        let client = client_from(config, std::time::Duration::ZERO).unwrap();
+        let ask = || async {
+            let req = hyper::Request::get("/version").body(Vec::new()).unwrap();
+            client.request_text(req).await.unwrap();
+            rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap()
         };
-        let mut auth = file("abc.def\n");
-        trim_token_file(&mut auth);
-        assert_eq!(auth.token_file, None);
-        let token = auth.token.expect("the trimmed token");
-        let json = serde_json::to_value(AuthInfo {
-            token: Some(token),
+        assert_eq!(ask().await.as_deref(), Some("Bearer first.token"));
+        std::fs::write(&path, "  second.token \n").unwrap();
+        assert_eq!(ask().await.as_deref(), Some("Bearer second.token"));
+        // A file emptied (or removed) keeps the last token, as kube does.
+        std::fs::write(&path, "\n").unwrap();
+        assert_eq!(ask().await.as_deref(), Some("Bearer second.token"));
+    }
+
+    #[test]
+    fn a_token_file_is_left_to_kube_when_it_would_not_use_it_or_cannot_read_it() {
+        use kube::config::AuthInfo;
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = AuthInfo {
+            token_file: Some(tmp.path().join("absent").display().to_string()),
             ..AuthInfo::default()
-        })
-        .unwrap();
-        assert_eq!(json["token"], "abc.def");
-        // A clean file stays a file, which kube re-reads as it rotates.
-        let mut auth = file("abc.def");
-        trim_token_file(&mut auth);
+        };
+        let mut auth = missing.clone();
+        assert!(TokenFile::take(&mut auth, TOKEN_REREAD).is_none());
         assert_eq!(
-            auth.token_file.as_deref(),
-            Some(&*path.display().to_string())
+            auth.token_file, missing.token_file,
+            "kube reports the file it cannot read"
         );
-        assert!(auth.token.is_none());
+        let path = tmp.path().join("token");
+        std::fs::write(&path, "t\n").unwrap();
+        let inline = serde_json::from_value::<AuthInfo>(serde_json::json!({
+            "token": "inline", "tokenFile": path.display().to_string()
+        }))
+        .unwrap();
+        let mut auth = inline.clone();
+        assert!(TokenFile::take(&mut auth, TOKEN_REREAD).is_none());
+        assert_eq!(
+            auth.token_file, inline.token_file,
+            "an inline token comes first, as in kube"
+        );
     }
 
     #[test]

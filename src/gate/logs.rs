@@ -71,6 +71,12 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
         Note::OwedRefused { sha } => {
             info!(sha = %sha.short(), "the reload owed before the restart is of content the component refused; not sent")
         }
+        Note::RefusalsForgotten { count } => {
+            info!(
+                count,
+                "the reload target changed: contents refused under the one before are no longer held against them"
+            )
+        }
         Note::RefusedInPlace { sha } => {
             warn!(sha = %sha.short(), "the promoted dir holds content the component refused before the restart; rolling back")
         }

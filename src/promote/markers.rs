@@ -16,7 +16,9 @@ const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
 /// A link to the timestamped dir of the last config the component applied, kept for a rollback.
 pub(crate) const APPLIED: &str = "..confgate_applied";
 const APPLIED_TMP: &str = "..confgate_applied_tmp";
-/// The contents the component refused, newest last: one `sha256:HEX REASON` line each.
+/// The contents the component refused, newest last: one `sha256:HEX REASON` line each, after a
+/// `target TARGET` line naming the reload target they were refused under (as shown, credentials
+/// removed; a record without it is an earlier version's).
 pub(crate) const REJECTED: &str = "..confgate_rejected";
 pub(super) const REJECTED_TMP: &str = "..confgate_rejected_tmp";
 /// Bound on what is read of [`REJECTED`]: the gate keeps a handful of lines; anything past this is not
@@ -32,6 +34,8 @@ pub(crate) struct Rejected {
     pub(crate) entries: Vec<(ContentHash, String)>,
     /// Why part or all of the record was ignored (a damaged or unreadable file), if it was.
     pub(crate) ignored: Option<String>,
+    /// The reload target the contents were refused under; `None` in an earlier version's record.
+    pub(crate) target: Option<String>,
 }
 
 impl Promoter {
@@ -41,9 +45,17 @@ impl Promoter {
         let path = self.dir.join(RELOAD_OWED);
         let text = match std::fs::read_link(&path) {
             Ok(target) => target.into_os_string().into_string().ok()?,
-            // A regular file holding the hash: how earlier versions recorded it.
+            // A regular file holding the hash: how earlier versions recorded it. Anything else (a
+            // FIFO the component made) is no marker, and never waited on.
             Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
-                std::fs::read_to_string(&path).ok()?
+                match read_record(&path, 256) {
+                    Ok(bytes) => String::from_utf8(bytes).ok()?,
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), error = %e, "the reload-owed marker is not one confgate wrote; ignoring it");
+                        set_aside(&path);
+                        return None;
+                    }
+                }
             }
             Err(_) => return None,
         };
@@ -82,21 +94,20 @@ impl Promoter {
     /// record is read as far as it makes sense: lines that are not a record are skipped and said so in
     /// [`Rejected::ignored`], never an error.
     pub(crate) fn rejected(&self) -> Rejected {
-        use std::io::Read;
         let path = self.dir.join(REJECTED);
-        let mut bytes = Vec::new();
-        let read = std::fs::File::open(&path)
-            .and_then(|f| f.take(REJECTED_READ_MAX + 1).read_to_end(&mut bytes));
-        match read {
-            Ok(_) => {}
+        let bytes = match read_record(&path, REJECTED_READ_MAX + 1) {
+            Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Rejected::default(),
             Err(e) => {
+                // Not a record this writer made (a FIFO, a link, a dir): set aside so the next
+                // refusal can be recorded, never trusted, never waited on.
+                let aside = set_aside(&path);
                 return Rejected {
-                    entries: Vec::new(),
-                    ignored: Some(format!("cannot read {}: {e}", path.display())),
+                    ignored: Some(format!("cannot read {}: {e}{aside}", path.display())),
+                    ..Rejected::default()
                 };
             }
-        }
+        };
         let mut r = parse_rejected(&bytes[..bytes.len().min(REJECTED_READ_MAX as usize)]);
         if bytes.len() as u64 > REJECTED_READ_MAX {
             r.ignored = Some(format!(
@@ -109,9 +120,14 @@ impl Promoter {
         r
     }
 
-    /// Replaces the record of refused contents with `entries` (oldest first), with one `rename`.
-    pub(crate) fn record_rejected(&self, entries: &[(ContentHash, String)]) -> Result<(), Error> {
-        let mut text = String::new();
+    /// Replaces the record of refused contents with `entries` (oldest first), refused under the
+    /// reload target `target` (as shown), with one `rename`.
+    pub(crate) fn record_rejected(
+        &self,
+        target: &str,
+        entries: &[(ContentHash, String)],
+    ) -> Result<(), Error> {
+        let mut text = format!("{TARGET_LINE}{}\n", reason_line(target));
         for (h, why) in entries {
             // The plain form: a sealed one (a Secret's) is keyed per process and would not be
             // recognised after a restart; this file sits beside the content itself anyway.
@@ -125,7 +141,13 @@ impl Promoter {
 
     /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
     pub(crate) fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
-        let ts = self.applied_dir()?;
+        let Some(ts) = self.applied_dir() else {
+            let path = self.dir.join(APPLIED);
+            if path.symlink_metadata().is_ok() {
+                tracing::warn!(file = %path.display(), "the applied marker does not name one of the promoted dir's config dirs; not trusted, no rollback base");
+            }
+            return None;
+        };
         let since = std::fs::symlink_metadata(self.dir.join(APPLIED))
             .and_then(|m| m.modified())
             .ok()
@@ -134,11 +156,17 @@ impl Promoter {
     }
 
     /// The timestamped dir [`APPLIED`] names, when it is one that exists.
+    ///
+    /// Only a link to one of the promoted dir's own timestamped dirs counts: a link to `..data` (a
+    /// link itself) or to a marker is no applied config, whoever made it.
     pub(super) fn applied_dir(&self) -> Option<String> {
         let t = std::fs::read_link(self.dir.join(APPLIED)).ok()?;
         let name = t.to_str()?.to_owned();
-        (name.starts_with("..") && !name.contains('/') && self.dir.join(&name).is_dir())
-            .then_some(name)
+        let own_dir = name.starts_with("..")
+            && !name.contains('/')
+            && !name.starts_with("..confgate_")
+            && std::fs::symlink_metadata(self.dir.join(&name)).is_ok_and(|m| m.is_dir());
+        own_dir.then_some(name)
     }
 
     /// Records that the component applied what `..data` points at now: that dir is kept, for
@@ -209,6 +237,9 @@ fn parse_hash(text: &str) -> Option<ContentHash> {
     Some(ContentHash(out))
 }
 
+/// How the line naming the reload target of a record of refusals starts.
+const TARGET_LINE: &str = "target ";
+
 /// Reads a record of refused contents: `sha256:HEX REASON` lines. Lines that are not one are skipped
 /// and counted in the answer's `ignored`.
 fn parse_rejected(bytes: &[u8]) -> Rejected {
@@ -216,6 +247,10 @@ fn parse_rejected(bytes: &[u8]) -> Rejected {
     let mut r = Rejected::default();
     let mut bad = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Some(target) = line.strip_prefix(TARGET_LINE) {
+            r.target = Some(target.trim().to_owned());
+            continue;
+        }
         let (hash, why) = line.split_once(' ').unwrap_or((line, ""));
         match parse_hash(hash) {
             Some(h) => {
@@ -244,4 +279,42 @@ fn reason_line(why: &str) -> String {
         out.push(if c.is_control() { ' ' } else { c });
     }
     out
+}
+
+/// Reads one of confgate's record files, at most `max` bytes: opened without following a link and
+/// without blocking (the component shares the dir and may put a FIFO or a link in its place), and only
+/// when it is a regular file.
+fn read_record(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => io::Error::other("a link, not a record confgate wrote"),
+            _ => e,
+        })?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
+    f.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Moves a record that is not one confgate wrote out of the way (to `NAME.bad`, replacing an earlier
+/// one), so the next record can be written; what that did, for the warning.
+fn set_aside(path: &Path) -> String {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".bad");
+    let aside = std::path::PathBuf::from(aside);
+    if std::fs::symlink_metadata(&aside).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir_all(&aside);
+    }
+    match std::fs::rename(path, &aside) {
+        Ok(()) => format!("; set aside as {}", aside.display()),
+        Err(e) => format!("; could not set it aside: {e}"),
+    }
 }

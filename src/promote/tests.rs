@@ -76,7 +76,8 @@ fn what_the_component_did_is_read_back_after_a_restart() {
         (b.hash(), "POST u answered 500: bad\nrule\tx".to_owned()),
         (snap(&[("v", "9")]).hash(), String::new()),
     ];
-    p.record_rejected(&refused).unwrap();
+    p.record_rejected("http://127.0.0.1:9/reload", &refused)
+        .unwrap();
     // A crash while recording leaves a temporary file; a restart removes it and keeps the record.
     std::fs::write(dir.join(REJECTED_TMP), "sha256:half").unwrap();
     let (p, now) = Promoter::open(&dir).unwrap();
@@ -87,6 +88,7 @@ fn what_the_component_did_is_read_back_after_a_restart() {
     assert!(since.is_some());
     let back = p.rejected();
     assert_eq!(back.ignored, None);
+    assert_eq!(back.target.as_deref(), Some("http://127.0.0.1:9/reload"));
     // The reason is one line: a newline in it would have started a record.
     assert_eq!(
         back.entries,
@@ -110,6 +112,7 @@ fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
     std::fs::write(dir.join(REJECTED), &text).unwrap();
     let r = p.rejected();
     assert_eq!(r.entries, [(good, "it said no".to_owned())]);
+    assert_eq!(r.target, None, "an earlier version's record");
     let why = r.ignored.unwrap();
     assert!(why.contains("4 line(s)"), "{why}");
     // Too big to be ours: read up to the bound, said so.
@@ -124,9 +127,12 @@ fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
     std::fs::create_dir(dir.join(REJECTED)).unwrap();
     let r = p.rejected();
     assert!(r.entries.is_empty() && r.ignored.is_some(), "{r:?}");
+    // Set aside, so the next refusal can be recorded.
+    assert!(!dir.join(REJECTED).exists());
+    assert!(dir.join(format!("{REJECTED}.bad")).is_dir());
     // A long reason is cut.
-    std::fs::remove_dir(dir.join(REJECTED)).unwrap();
-    p.record_rejected(&[(good, "é".repeat(1000))]).unwrap();
+    p.record_rejected("none", &[(good, "é".repeat(1000))])
+        .unwrap();
     let (_, why) = &p.rejected().entries[0];
     assert!(why.len() <= REJECTED_REASON_MAX + '…'.len_utf8() && why.ends_with('…'));
 }

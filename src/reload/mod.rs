@@ -47,6 +47,17 @@ pub enum Error {
         /// The first line of the component's answer, bounded and sanitised: its own text.
         first_line: String,
     },
+    /// An answer that says the target is wrong, not the config (404, 405, 401/403, any answer
+    /// outside [`refuses`]): the POST did not reach a component judging it.
+    #[error(
+        "POST {url} answered {status}{}; not reached: the reload target is misconfigured (a wrong path or method, missing credentials, or an endpoint that is off)",
+        if first_line.is_empty() { String::new() } else { format!(": {first_line}") }
+    )]
+    Misconfigured {
+        url: Url,
+        status: u16,
+        first_line: String,
+    },
     /// A redirect (an auth proxy, http to https): the POST is not followed, so the component never
     /// saw the request.
     #[error(
@@ -90,11 +101,36 @@ impl Error {
     pub(crate) fn is_rejection(&self) -> bool {
         match self {
             // Busy, or a proxy that did not reach it: the component has not judged the config.
-            Error::Status { status, .. } => !matches!(status, 429 | 502 | 503 | 504),
+            Error::Status {
+                status, first_line, ..
+            } => refuses(*status, first_line),
             Error::Confirmed(_) => true,
             _ => false,
         }
     }
+}
+
+/// Whether an answer to the reload POST is the component refusing the config: 400, 422 or 500 with
+/// the component's words about it (Prometheus answers a bad config with 500 and `failed to reload
+/// config: ...`). Any other answer says nothing about the config.
+pub(crate) fn refuses(status: u16, first_line: &str) -> bool {
+    matches!(status, 400 | 422 | 500) && !first_line.is_empty()
+}
+
+/// Whether a refusal recorded with `reason` (an [`Error`]'s text, as kept in the promoted dir) is one
+/// under [`refuses`]: a record an earlier version made of an answer that said the target was wrong
+/// (a 404, a 403) is no verdict on the config. Reasons that are not an HTTP answer (the metrics said
+/// so) are refusals.
+pub(crate) fn reason_refuses(reason: &str) -> bool {
+    let answer = reason
+        .strip_prefix("POST ")
+        .and_then(|r| r.split_once(" answered "))
+        .map(|(_, rest)| rest);
+    let Some(answer) = answer else {
+        return true;
+    };
+    let (code, line) = answer.split_once(": ").unwrap_or((answer, ""));
+    code.parse().is_ok_and(|code| refuses(code, line.trim()))
 }
 
 /// Bound on the component's text kept with a rejection.
@@ -517,20 +553,29 @@ async fn attempt(
 }
 
 /// What an answer to the reload POST means: 2xx applied; a redirect not reached (it is not followed);
-/// anything else the component's refusal, unless [`Error::is_rejection`] says it did not reach it.
+/// the component's refusal only when [`refuses`] says so; busy (429, 502, 503, 504, a 5xx with no
+/// words) not reached; any other answer a misconfigured target, never a verdict on the config.
 fn answered(url: &Url, status: hyper::StatusCode, head: &[u8]) -> Result<Sent, Error> {
+    let (code, first_line) = (status.as_u16(), first_line(head));
     if status.is_success() {
         Ok(Sent::Reloaded(1))
     } else if status.is_redirection() {
         Err(Error::Redirect {
             url: url.clone(),
-            status: status.as_u16(),
+            status: code,
         })
-    } else {
+    } else if refuses(code, &first_line) || (status.is_server_error() && !matches!(code, 501 | 505))
+    {
         Err(Error::Status {
             url: url.clone(),
-            status: status.as_u16(),
-            first_line: first_line(head),
+            status: code,
+            first_line,
+        })
+    } else {
+        Err(Error::Misconfigured {
+            url: url.clone(),
+            status: code,
+            first_line,
         })
     }
 }

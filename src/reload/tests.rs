@@ -108,3 +108,62 @@ fn default_actions() {
     assert!(!terminates_by_default(SIGWINCH));
     assert!(is_restart(SIGTERM) && !is_restart(SIGHUP));
 }
+
+/// Only an answer about the config refuses it: a wrong path, method, credentials or an endpoint that is
+/// off (Prometheus without `--web.enable-lifecycle` answers 403) is a misconfigured target, retried.
+#[test]
+fn an_answer_that_says_the_target_is_wrong_is_not_a_refusal() {
+    use hyper::StatusCode;
+    let url = &"http://127.0.0.1:9090/-/relaod".parse().unwrap();
+    for (code, body) in [
+        (404, &b"404 page not found\n"[..]),
+        (405, b"Method Not Allowed\n"),
+        (401, b"Unauthorized\n"),
+        (403, b"Lifecycle API is not enabled.\n"),
+        (410, b""),
+        (501, b"not implemented\n"),
+        (400, b""),
+    ] {
+        let e = answered(url, StatusCode::from_u16(code).unwrap(), body).unwrap_err();
+        assert!(!e.is_rejection(), "{code}: {e}");
+        assert!(matches!(e, Error::Misconfigured { .. }), "{code}: {e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("answered {code}")) && text.contains("misconfigured"),
+            "{text}"
+        );
+        assert!(!reason_refuses(&text), "{text}");
+    }
+    // Busy, or a 500 with no words: not reached, retried, not misconfigured either.
+    for (code, body) in [(503, &b"busy"[..]), (500, b""), (502, b"")] {
+        let e = answered(url, StatusCode::from_u16(code).unwrap(), body).unwrap_err();
+        assert!(
+            !e.is_rejection() && matches!(e, Error::Status { .. }),
+            "{code}: {e}"
+        );
+    }
+    // The component's words about the config refuse it.
+    for code in [400, 422, 500] {
+        let e = answered(
+            url,
+            StatusCode::from_u16(code).unwrap(),
+            b"failed to reload config: bad rule\n",
+        )
+        .unwrap_err();
+        assert!(e.is_rejection(), "{code}: {e}");
+        assert!(reason_refuses(&e.to_string()), "{e}");
+    }
+    // What earlier versions recorded of a 404 or a 403 is no refusal; the metrics' word is one.
+    assert!(!reason_refuses(
+        "POST http://127.0.0.1:9090/-/relaod answered 404: 404 page not found"
+    ));
+    assert!(!reason_refuses(
+        "POST http://127.0.0.1:9090/-/reload answered 403: Lifecycle API is not enabled."
+    ));
+    assert!(reason_refuses(
+        "POST http://127.0.0.1:9090/-/reload answered 500: failed to reload config: x"
+    ));
+    assert!(reason_refuses(
+        "the component's metrics: up is 0 after the reload"
+    ));
+}

@@ -410,7 +410,7 @@ gate_settings! {
         env: "CONFGATE_RELOAD_SPREAD",
         annotation: "confgate.io/reload-spread",
         help: "Spread a config change over this period across the fleet: each pod promotes and reloads it after its bucket's share (0: at once)",
-        allowed: "a duration from 0 (off) to 1h, e.g. 500ms, 30s, 5m",
+        allowed: "a duration from 0 (off) to 1h, as Go and Kubernetes write one, e.g. 500ms, 30s, 1m30s, 1.5m",
         default_means: "every pod promotes a change at once ([reload spread](rollout.md#reload-spread))",
         repeat: Repeat::Once,
         judging: false,

@@ -230,3 +230,16 @@ mod rules_tests {
         assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
     }
 }
+
+/// `confgate.io/reload-spread: "1m30s"` (or `"1.5m"`), the Go and Kubernetes duration form, is a good
+/// annotation, not a settings problem that would make the pod unready.
+#[test]
+fn a_spread_written_the_kubernetes_way_is_a_good_annotation() {
+    let base = Settings::default();
+    for text in ["1m30s", "1.5m", "90s", "90"] {
+        let r =
+            Settings::with_annotations(&base, &base, &ann(&[("confgate.io/reload-spread", text)]));
+        assert!(r.problems.is_empty(), "{text}: {:?}", r.problems);
+        assert_eq!(r.settings.reload_spread.as_secs(), 90, "{text}");
+    }
+}

@@ -18,23 +18,64 @@ pub use url::Url;
 pub(crate) use url::redact;
 pub use verdict::Verdict;
 
-/// Parses a duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).
+/// Parses a duration as Go's `time.ParseDuration` (and so Kubernetes' `metav1.Duration`) reads one:
+/// a sequence of decimal numbers, each with an optional fraction and a unit (`ns`, `us`, `µs`, `ms`,
+/// `s`, `m`, `h`), such as `300ms`, `1.5m`, `1m30s` or `2h45m`; `0` alone; and, as confgate always
+/// has, a bare number of seconds (`30`). No sign: no setting takes a negative duration.
 pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 5m)"))?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "" | "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => None,
+    let bad = || format!("{s:?} is not a duration (e.g. 500ms, 30s, 1m30s, 1.5m)");
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        let secs: u64 = s.parse().map_err(|_| bad())?;
+        return Ok(std::time::Duration::from_secs(secs));
     }
-    .ok_or_else(|| format!("{s:?} is not a duration (e.g. 500ms, 30s, 5m)"))?;
-    Ok(std::time::Duration::from_millis(ms))
+    if s.is_empty() {
+        return Err(bad());
+    }
+    let mut nanos: u128 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (num, after) = rest.split_at(num_len);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let per: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return Err(bad()),
+        };
+        let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+        if (whole.is_empty() && frac.is_empty()) || frac.contains('.') {
+            return Err(bad());
+        }
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| bad())?
+        };
+        let mut part = whole.checked_mul(per).ok_or_else(bad)?;
+        // The fraction, digit by digit, as Go does (the digits past a nanosecond do not count).
+        let mut scale = per;
+        for d in frac.bytes() {
+            scale /= 10;
+            part += u128::from(d - b'0') * scale;
+        }
+        nanos = nanos.checked_add(part).ok_or_else(bad)?;
+        rest = next;
+    }
+    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad())?;
+    Ok(std::time::Duration::new(
+        secs,
+        (nanos % 1_000_000_000) as u32,
+    ))
 }
 
 /// The longest reload spread: longer would leave a change unapplied on part of the fleet for more
@@ -52,6 +93,13 @@ pub(crate) fn parse_spread(s: &str) -> Result<std::time::Duration, String> {
 
 /// A duration as [`parse_duration`] reads it back: the largest unit that shows it whole.
 pub(crate) fn duration_text(d: std::time::Duration) -> String {
+    let ns = d.as_nanos();
+    if !ns.is_multiple_of(1_000_000) {
+        return match ns {
+            _ if ns.is_multiple_of(1000) => format!("{}us", ns / 1000),
+            _ => format!("{ns}ns"),
+        };
+    }
     let ms = d.as_millis();
     match ms {
         0 => "0s".to_owned(),
@@ -74,6 +122,46 @@ mod tests {
         assert_eq!(parse_duration("5").unwrap().as_secs(), 5);
         assert!(parse_duration("5d").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    /// Go's `time.ParseDuration` syntax, as Kubernetes users write a `metav1.Duration`, besides the
+    /// forms confgate always read.
+    #[test]
+    fn durations_in_go_syntax() {
+        let ms = |s: &str| parse_duration(s).map(|d| d.as_millis());
+        for (text, want) in [
+            ("1m30s", 90_000),
+            ("1.5m", 90_000),
+            ("300ms", 300),
+            ("2h", 7_200_000),
+            ("2h45m", 9_900_000),
+            (".5s", 500),
+            ("1.s", 1000),
+            ("0", 0),
+            ("0s", 0),
+            ("1h0m0s", 3_600_000),
+            (" 90s ", 90_000),
+        ] {
+            assert_eq!(ms(text), Ok(want), "{text}");
+        }
+        assert_eq!(parse_duration("1500us").unwrap().as_micros(), 1500);
+        assert_eq!(parse_duration("1µs").unwrap().as_nanos(), 1000);
+        assert_eq!(parse_duration("7ns").unwrap().as_nanos(), 7);
+        for bad in [
+            "-1s", "+1s", "1x", "s", ".s", "1..5s", "1m30", "1 m", "1.5.5m",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        // Shown back as read.
+        for d in ["1500us", "7ns", "90s", "1500ms"] {
+            assert_eq!(duration_text(parse_duration(d).unwrap()), d);
+        }
+        // A spread in Go syntax is a good spread, and still within an hour.
+        assert_eq!(
+            parse_spread("1m30s").map(duration_text),
+            Ok("90s".to_owned())
+        );
+        assert!(parse_spread("1h0m1s").is_err());
     }
 
     #[test]

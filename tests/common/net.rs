@@ -228,8 +228,20 @@ fn serve_sink(conn: TcpStream, sh: Shared) {
         };
         let _ = sh.tx.send(at);
         std::thread::sleep(Duration::from_millis(sh.delay_ms.load(Ordering::Relaxed)));
+        // An error answer has the component's words, as a component refusing a config gives them.
+        let body = if code >= 400 {
+            "the stand-in says no\n"
+        } else {
+            ""
+        };
         if out
-            .write_all(format!("HTTP/1.1 {code} X\r\ncontent-length: 0\r\n\r\n").as_bytes())
+            .write_all(
+                format!(
+                    "HTTP/1.1 {code} X\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )
             .is_err()
         {
             return;

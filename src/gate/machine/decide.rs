@@ -3,7 +3,7 @@
 
 use super::{Active, Decision, Gate, Modes, Newest, REJECTED_KEPT, Tell, modes};
 use crate::annotations::Annotations;
-use crate::settings::{Mode, Settings};
+use crate::settings::{Mode, Reload, Settings};
 use crate::snapshot::{ContentHash, Observed};
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -220,6 +220,16 @@ impl Gate {
         }
     }
 
+    /// The reload target in force changed from `before`: what was refused under it is no longer
+    /// held (an answer of a wrong target is no verdict on a config; a right one refuses it again).
+    /// The number of refusals forgotten.
+    pub(super) fn forget_refusals_of(&mut self, before: &Reload) -> usize {
+        if self.settings.reload == *before {
+            return 0;
+        }
+        std::mem::take(&mut self.rejected).len()
+    }
+
     /// The contents the component refused that are remembered, oldest first: what a restart must know.
     pub(crate) fn rejected_record(&self) -> &[(ContentHash, String)] {
         &self.rejected
@@ -286,5 +296,24 @@ impl Gate {
 
     pub(super) fn promotion_failed(&mut self, why: String) {
         self.promote_error = Some(why);
+    }
+}
+
+/// At start-up, the refusals of a previous run's record that still hold under the reload target in
+/// force: none when it was made under another target, and of an earlier version's record (which names
+/// no target) only those that are refusals under today's rule (`reload::reason_refuses`: a 404 or a
+/// 403 it recorded said the target was wrong, not the config).
+pub(crate) fn held_refusals(
+    record_target: Option<&str>,
+    entries: Vec<(ContentHash, String)>,
+    target: &Reload,
+) -> Vec<(ContentHash, String)> {
+    match record_target {
+        Some(t) if t != target.to_string() => Vec::new(),
+        Some(_) => entries,
+        None => entries
+            .into_iter()
+            .filter(|(_, why)| crate::reload::reason_refuses(why))
+            .collect(),
     }
 }

@@ -243,6 +243,14 @@ impl Gate {
                     settings: Box::new(self.settings.clone()),
                 });
             }
+            // Refused under another target: not held against those contents now.
+            let count = self.forget_refusals_of(&before.reload);
+            if count > 0 {
+                out.push(Action::Log(Note::RefusalsForgotten { count }));
+                if !self.gate_only {
+                    out.push(Action::RecordRejected(Vec::new()));
+                }
+            }
             // The owed request carries the target and the confirmation in force: a corrected one of
             // either is used at once.
             if (&self.settings.reload, &self.settings.confirm) != (&before.reload, &before.confirm)

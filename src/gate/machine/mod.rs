@@ -32,6 +32,7 @@ use crate::state::SourceView;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
+pub(crate) use decide::held_refusals;
 pub(crate) use grace::ANNOTATIONS_GRACE;
 use grace::Grace;
 use reloads::Reloads;
@@ -335,6 +336,11 @@ pub(super) enum Note {
     /// At start-up, a reload owed before the restart of content the component refused: not sent.
     OwedRefused {
         sha: ContentHash,
+    },
+    /// The reload target changed: the refusals made under the one before are not held against those
+    /// contents any more (a wrong target's answer was no verdict on them).
+    RefusalsForgotten {
+        count: usize,
     },
     /// At start-up, the promoted dir holds content the component refused: rolling back.
     RefusedInPlace {

@@ -9,7 +9,9 @@ use tracing::{info, warn};
 
 use super::feed::{off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
-use super::machine::{Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, Seen};
+use super::machine::{
+    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, Seen, held_refusals,
+};
 use super::{Config, Error, Feed};
 use crate::annotations;
 use crate::promote::{Promoter, Switched};
@@ -239,8 +241,9 @@ impl Pipeline {
             }
             Action::RecordRejected(entries) => {
                 let (sha, _) = *entries.last()?;
-                if let Err(e) = self.on_dir(move |p| p.record_rejected(&entries)).await? {
-                    warn!(error = %e, sha = %sha.short(), "cannot record the refusal in the promoted dir; a restart would offer it again");
+                let target = self.gate.settings().reload.to_string();
+                if let Err(e) = self.on_dir(move |p| p.record_rejected(&target, &entries)).await? {
+                    warn!(error = %e, sha = %sha.short(), "cannot record the refusals in the promoted dir; a restart would not know them");
                 }
             }
             Action::MarkReloadOwed(sha) => {
@@ -310,16 +313,24 @@ impl Pipeline {
         if let Some(why) = &refused.ignored {
             warn!(problem = %why, "the record of contents the component refused is damaged; ignoring what cannot be read");
         }
-        if !refused.entries.is_empty() {
+        let recorded = refused.entries.len();
+        let entries = held_refusals(refused.target.as_deref(), refused.entries, &settings.reload);
+        if entries.len() < recorded {
             info!(
-                count = refused.entries.len(),
+                count = recorded - entries.len(),
+                "refusals recorded under another reload target, or answers that said the target was wrong, are not held against those contents"
+            );
+        }
+        if !entries.is_empty() {
+            info!(
+                count = entries.len(),
                 "contents the component refused before the restart are not offered again"
             );
         }
         Some(Event::Adopted(Box::new(Found {
             on_disk,
             judgement,
-            refused: refused.entries,
+            refused: entries,
             applied,
             owed,
         })))

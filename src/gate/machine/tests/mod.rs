@@ -465,3 +465,39 @@ fn failed_promotion_is_reported_and_not_active() {
     assert!(!s.ready && s.reason.contains("disk full"), "{s:?}");
     assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
 }
+
+/// A refusal is held only under the reload target it was made under: a changed target forgets it
+/// (live, and at a restart through the record's target line), and of an earlier version's record,
+/// which names no target, an answer that said the target was wrong (404, 403) is no refusal.
+#[test]
+fn refusals_are_held_only_under_the_target_they_were_made_under() {
+    let target = |u: &str| u.parse::<Reload>().unwrap();
+    let (a, b) = (cfg("2.1.0").hash().unwrap(), cfg("2.2.0").hash().unwrap());
+    let refused = vec![(a, "POST http://x/r answered 500: bad rule".to_owned())];
+    let x = target("http://x/r");
+    assert_eq!(
+        held_refusals(Some("http://x/r"), refused.clone(), &x),
+        refused
+    );
+    assert!(held_refusals(Some("http://x/r"), refused.clone(), &target("http://y/r")).is_empty());
+    let legacy = vec![
+        (
+            a,
+            "POST http://x/-/relaod answered 404: 404 page not found".to_owned(),
+        ),
+        (
+            b,
+            "POST http://x/-/reload answered 500: bad rule".to_owned(),
+        ),
+    ];
+    assert_eq!(held_refusals(None, legacy.clone(), &x), legacy[1..]);
+
+    let mut g = gate("^2");
+    g.settings.reload = x.clone();
+    g.rejected_by_component(a, "POST http://x/r answered 500: bad rule");
+    assert_eq!(g.forget_refusals_of(&x), 0, "the same target keeps it");
+    assert!(g.is_rejected(a));
+    g.settings.reload = target("http://y/r");
+    assert_eq!(g.forget_refusals_of(&x), 1);
+    assert!(!g.is_rejected(a) && g.rejected_record().is_empty());
+}
