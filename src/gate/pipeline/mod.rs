@@ -180,6 +180,7 @@ impl Pipeline {
             Action::Switch {
                 snapshot,
                 owe_reload,
+                variant,
             } => {
                 let Some(p) = self.promoter.clone() else {
                     return Some(Event::Switched(Ok(BootTicks::now())));
@@ -189,9 +190,12 @@ impl Pipeline {
                 // Anything larger is written on the blocking pool while the loop answers pings.
                 let here = self.small_before && is_small_snapshot(&snapshot);
                 let r = if here {
-                    p.switch(&snapshot, owe_reload)
+                    p.switch_variant(&snapshot, owe_reload, variant.as_deref())
                 } else {
-                    off_loop(&self.shared, move || p.switch(&snapshot, owe_reload)).await
+                    off_loop(&self.shared, move || {
+                        p.switch_variant(&snapshot, owe_reload, variant.as_deref())
+                    })
+                    .await
                 };
                 let r = r.map(|s| {
                     self.switched = Some(s);
@@ -291,17 +295,19 @@ impl Pipeline {
     async fn adopt(&mut self, settings: Settings) -> Option<Event> {
         let on_disk = self.found.take()?;
         let p = self.promoter.clone()?;
-        let (on_disk, judgement, refused, applied, owed) = off_loop(&self.shared, move || {
-            let judgement = verdict::judge(&on_disk, &settings);
-            // What the component did before the restart: what it refused is not offered again, and
-            // what it applied is the rollback base again.
-            let applied = p.applied().map(|(applied, since)| {
-                let j = verdict::judge(&applied, &settings);
-                (applied, j, since)
-            });
-            (on_disk, judgement, p.rejected(), applied, p.reload_owed())
-        })
-        .await;
+        let (on_disk, judgement, (refused, owed, variants), applied) =
+            off_loop(&self.shared, move || {
+                let judgement = verdict::judge(&on_disk, &settings);
+                // What the component did before the restart: what it refused is not offered again, and
+                // what it applied is the rollback base again.
+                let applied = p.applied().map(|(applied, since)| {
+                    let j = verdict::judge(&applied, &settings);
+                    (applied, j, since)
+                });
+                let record = (p.rejected(), p.reload_owed(), p.variants());
+                (on_disk, judgement, record, applied)
+            })
+            .await;
         let dir = self.promoter.as_ref()?.dir();
         if let Some(h) = on_disk.hash() {
             info!(dir = %dir.display(), sha = %h.short(), "promoted dir already holds a config");
@@ -321,6 +327,7 @@ impl Pipeline {
             refused: refused.entries,
             applied,
             owed,
+            variants,
         })))
     }
 
