@@ -1,11 +1,16 @@
 //! Outgoing HTTP: the client that reload POSTs and `confirm`'s metric reads go through (with its TLS
 //! roots), and the plain blocking GET of `confgate probe`. Knows nothing of settings or status.
 
-#[cfg(feature = "tls")]
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::Empty;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use tokio::sync::watch;
 
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +29,10 @@ type Connector = hyper_util::client::legacy::connect::HttpConnector;
 
 /// The HTTP(S) client reload POSTs and `confirm`'s reads go through.
 #[derive(Clone, Debug)]
-pub(crate) struct Client(hyper_util::client::legacy::Client<Connector, Empty<Bytes>>);
+pub(crate) struct Client(
+    hyper_util::client::legacy::Client<Wired<Connector>, Empty<Bytes>>,
+    Arc<Wire>,
+);
 
 impl Client {
     pub(crate) async fn send(
@@ -32,6 +40,151 @@ impl Client {
         req: hyper::Request<Empty<Bytes>>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
         self.0.request(req).await
+    }
+
+    /// What tells that a request of this client is on its way.
+    pub(crate) fn wire(&self) -> &Arc<Wire> {
+        &self.1
+    }
+}
+
+/// Tells that a request is on its way: armed with a tag before the request, it fires that tag once,
+/// at the first write on any of the client's connections (the request, which the client's
+/// connection task writes). Whoever waits for it learns that no work of this thread stands between
+/// the request and the component.
+#[derive(Debug)]
+pub(crate) struct Wire {
+    armed: AtomicU64,
+    fired: watch::Sender<u64>,
+}
+
+impl Wire {
+    fn new() -> Wire {
+        Wire {
+            armed: AtomicU64::new(0),
+            fired: watch::Sender::new(0),
+        }
+    }
+
+    /// Fires `tag` (non-zero) at the next write.
+    pub(crate) fn arm(&self, tag: u64) {
+        self.armed.store(tag, Ordering::Relaxed);
+    }
+
+    /// Fires `tag` now: the request went another way, or will not go.
+    pub(crate) fn fire_now(&self, tag: u64) {
+        self.armed.store(0, Ordering::Relaxed);
+        self.fired.send_if_modified(|t| {
+            let newer = tag > *t;
+            *t = (*t).max(tag);
+            newer
+        });
+    }
+
+    fn fire(&self) {
+        let tag = self.armed.swap(0, Ordering::Relaxed);
+        if tag != 0 {
+            self.fire_now(tag);
+        }
+    }
+
+    /// The newest tag fired.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.fired.subscribe()
+    }
+}
+
+/// A connector whose connections fire the [`Wire`].
+#[derive(Clone, Debug)]
+pub(crate) struct Wired<C> {
+    inner: C,
+    wire: Arc<Wire>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower_service::Service<hyper::Uri> for Wired<C>
+where
+    C: tower_service::Service<hyper::Uri>,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = WiredIo<C::Response>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let wire = self.wire.clone();
+        Box::pin(async move {
+            let io = connecting.await.map_err(Into::into)?;
+            Ok(WiredIo { io, wire })
+        })
+    }
+}
+
+/// A connection that fires its [`Wire`] when written to.
+#[derive(Debug)]
+pub(crate) struct WiredIo<T> {
+    io: T,
+    wire: Arc<Wire>,
+}
+
+impl<T: Connection> Connection for WiredIo<T> {
+    fn connected(&self) -> Connected {
+        self.io.connected()
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WiredIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WiredIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.wire.fire();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.wire.fire();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -56,7 +209,12 @@ impl Client {
             }
             hyper_util::client::legacy::connect::HttpConnector::new()
         };
-        Ok(Client(builder.build(connector)))
+        let wire = Arc::new(Wire::new());
+        let connector = Wired {
+            inner: connector,
+            wire: wire.clone(),
+        };
+        Ok(Client(builder.build(connector), wire))
     }
 }
 

@@ -29,7 +29,11 @@ struct Pod {
 }
 
 fn pod(watch: &Path, range: &str, extra: &[&str]) -> Pod {
-    let dir = tempfile::tempdir().unwrap();
+    pod_in(tempfile::tempdir().unwrap(), watch, range, extra)
+}
+
+/// [`pod`] with its promoted dir and annotations in `dir`, as a restarted container finds them.
+fn pod_in(dir: tempfile::TempDir, watch: &Path, range: &str, extra: &[&str]) -> Pod {
     let promoted = dir.path().join("active");
     let (w, p, a) = (
         watch.display().to_string(),
@@ -220,6 +224,32 @@ fn upgrade_old_pod_restarted_mid_rollout_starts_on_v2_and_removing_v2_holds_old_
         std::fs::read_link(new.promoted.join("..data")).unwrap(),
         new_link
     );
+}
+
+/// A pod holding v2 after v2 left the ConfigMap restarts: what it runs, and from which variant, is
+/// read back from the promoted dir, so `/status` and the active-config metric still name v2.
+#[test]
+fn a_restart_keeps_the_variant_of_the_config_in_place_after_it_left_the_configmap() {
+    let vol = tempfile::tempdir().unwrap();
+    let watch = vol.path().join("incoming");
+    write(&watch, &[("config.v2.yaml", v2())]);
+    let old = pod(&watch, "^2", &[]);
+    wait_running(&old, "config.v2.yaml", "2.1.0");
+    write(&watch, &[("config.v3.yaml", v3())]);
+    old.gate.wait_candidate(None, "too-new");
+
+    let Pod { gate, _dir, .. } = old;
+    drop(gate);
+    let old = pod_in(_dir, &watch, "^2", &[]);
+    let s = old.gate.wait_candidate(None, "too-new");
+    assert_eq!(s["active"]["version"], "2.1.0", "{s}");
+    assert_eq!(s["active"]["variant"], "config.v2.yaml", "{s}");
+    let (_, m) = get(old.gate.port, "/metrics").unwrap();
+    let info = m
+        .lines()
+        .find(|l| l.starts_with("confgate_active_config_info{"))
+        .unwrap_or_else(|| panic!("no active config metric: {m}"));
+    assert!(info.contains("variant=\"config.v2.yaml\""), "{info}");
 }
 
 /// A reader of the promoted dir sees, in every read, exactly the promoted name and the shared key, and

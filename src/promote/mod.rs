@@ -42,6 +42,9 @@ use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
 pub(crate) use markers::{APPLIED, REJECTED, RELOAD_OWED};
 
 const DATA_TMP: &str = "..data_tmp";
+/// Inside a timestamped dir, a link whose target is the variant key its config was promoted from
+/// (with the variants setting): kept with the dir, so the applied dir's is the applied config's.
+const VARIANT: &str = "..confgate_variant";
 
 /// Why a promotion could not be made. The previous config is still whole in every case.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +113,19 @@ impl Promoter {
 
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The variant keys the live config and the applied one were promoted from, as recorded beside
+    /// each ([`Promoter::switch_variant`]); a record that is not a link naming a key is ignored.
+    pub(crate) fn variants(&self) -> (Option<String>, Option<String>) {
+        let of = |ts: &Path| {
+            let name = std::fs::read_link(ts.join(VARIANT)).ok()?.into_os_string();
+            name.into_string()
+                .ok()
+                .filter(|n| crate::configmap::is_valid_key(n))
+        };
+        let applied = self.applied_dir().and_then(|ts| of(&self.dir.join(ts)));
+        (of(&self.dir.join(DATA_LINK)), applied)
     }
 
     /// Whether a promotion went live but left something to tidy (an old dir, a stale link): call
@@ -198,6 +214,16 @@ impl Promoter {
     /// [`Switched`] to [`Promoter::finish`] (after telling the component, which needs nothing it does).
     /// On error the previous config is in place and whole, as with [`Promoter::promote`].
     pub(crate) fn switch(&self, snap: &Snapshot, owe_reload: bool) -> Result<Switched, Error> {
+        self.switch_variant(snap, owe_reload, None)
+    }
+
+    /// [`Promoter::switch`], recording beside the new config the `variant` key it was chosen from.
+    pub(crate) fn switch_variant(
+        &self,
+        snap: &Snapshot,
+        owe_reload: bool,
+        variant: Option<&str>,
+    ) -> Result<Switched, Error> {
         let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
         let old_keys = match &old {
             Some(ts) => top_level_names(&self.dir.join(ts)),
@@ -214,6 +240,13 @@ impl Promoter {
         let mut linked = Vec::new();
         let prepared = self
             .fill(&ts_path, snap)
+            .and_then(|()| match variant {
+                Some(v) => {
+                    let link = ts_path.join(VARIANT);
+                    std::os::unix::fs::symlink(v, &link).map_err(io_err("link", &link))
+                }
+                None => Ok(()),
+            })
             .and_then(|()| self.link_new(&new_keys, &mut linked))
             .and_then(|()| {
                 if owe_reload {

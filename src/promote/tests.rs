@@ -335,3 +335,34 @@ fn leftovers_of_an_unfinished_tidy_go_at_the_next_promotion_or_tidy() {
     p.tidy().unwrap();
     assert_eq!(names(&dir).len(), 3, "{:?}", names(&dir));
 }
+
+#[test]
+fn the_variant_promoted_is_read_back_for_the_live_and_the_applied_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (p, _) = Promoter::open(&tmp.path().join("promoted")).unwrap();
+    let a = snap(&[("config.yaml", "version: 2.0.0\n")]);
+    p.switch_variant(&a, false, Some("config.v2.yaml"))
+        .map(|s| p.finish(s))
+        .unwrap();
+    p.mark_applied().unwrap();
+    let b = snap(&[("config.yaml", "version: 3.0.0\n")]);
+    p.switch_variant(&b, false, Some("config.v3.yaml"))
+        .map(|s| p.finish(s))
+        .unwrap();
+    assert_eq!(
+        p.variants(),
+        (Some("config.v3.yaml".into()), Some("config.v2.yaml".into()))
+    );
+    // The record is not a key: the snapshot's hash is the config's alone.
+    assert_eq!(snapshot::read(p.dir()), Observed::Config(b));
+    p.roll_back().unwrap();
+    assert_eq!(p.variants().0.as_deref(), Some("config.v2.yaml"));
+    // Without variants nothing is recorded; a record naming no key is ignored.
+    p.switch(&a, false).map(|s| p.finish(s)).unwrap();
+    assert_eq!(p.variants().0, None);
+    let live = p
+        .dir()
+        .join(std::fs::read_link(p.dir().join(DATA_LINK)).unwrap());
+    std::os::unix::fs::symlink("../../etc/passwd", live.join(VARIANT)).unwrap();
+    assert_eq!(p.variants().0, None);
+}

@@ -27,6 +27,10 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A start-up check looks again for a component still starting at most this far apart, so the
 /// baseline is known soon after it is up.
 pub(crate) const STARTUP_POLL_MAX: Duration = Duration::from_secs(5);
+/// The most the decision loop waits for a request to be on its way ([`Handle::on_its_way`]): a
+/// connection the network takes longer to make (a remote target, a dropped SYN) is not waited for,
+/// and the request goes when it is made. A loopback connection is made in one turn of the reactor.
+pub(crate) const ON_ITS_WAY_MAX: Duration = Duration::from_millis(250);
 /// Bound on one attempt (connect, request, response).
 pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -223,12 +227,24 @@ pub enum Outcome {
     Waiting(String),
 }
 
+/// What the worker is doing, for [`Handle::on_its_way`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Progress {
+    /// The request it works on (or last worked on).
+    on: u64,
+    /// Whether an attempt is under way (not waiting for a request or a retry).
+    busy: bool,
+}
+
 /// The decision loop's side of the worker: requests go out, outcomes come back.
 #[derive(Debug)]
 pub struct Handle {
     tx: watch::Sender<Option<Request>>,
     seq: u64,
     outcomes: mpsc::UnboundedReceiver<Outcome>,
+    /// The newest request the worker has sent on its way ([`crate::http::Wire`]).
+    wire: watch::Receiver<u64>,
+    progress: watch::Receiver<Progress>,
     /// The confirmation setting in force, attached to each request.
     confirm: Option<Confirm>,
     /// Keeps an inert handle's outcome channel open, so waiting on it waits forever.
@@ -270,6 +286,33 @@ impl Handle {
     pub(crate) fn set_confirm(&mut self, confirm: Option<Confirm>) {
         self.confirm = confirm;
     }
+
+    /// Waits until the newest request is on its way: its first bytes written (the POST, or the
+    /// metrics read before it), its signal handed to the thread that sends it, or the attempt over;
+    /// at most [`ON_ITS_WAY_MAX`], for a connection the network is slow to make. Without it, the
+    /// worker and the client's connection task, on this thread, would wait for whatever the caller
+    /// does next. An attempt of an older request still under way is not waited for: the newest goes
+    /// after it.
+    pub(crate) async fn on_its_way(&mut self) {
+        let seq = self.seq;
+        let (wire, progress) = (&mut self.wire, &mut self.progress);
+        let _ = tokio::time::timeout(ON_ITS_WAY_MAX, async move {
+            loop {
+                if *wire.borrow_and_update() >= seq {
+                    return;
+                }
+                let p = *progress.borrow_and_update();
+                if p.busy && p.on < seq {
+                    return;
+                }
+                tokio::select! {
+                    r = wire.changed() => if r.is_err() { return },
+                    r = progress.changed() => if r.is_err() { return },
+                }
+            }
+        })
+        .await;
+    }
 }
 
 impl Handle {
@@ -280,6 +323,9 @@ impl Handle {
             tx: watch::Sender::new(None),
             seq: 0,
             outcomes,
+            // Closed: nothing is ever on its way, and nothing is waited for.
+            wire: watch::channel(0).1,
+            progress: watch::channel(Progress::default()).1,
             confirm: None,
             _inert: Some(otx),
         }
@@ -312,11 +358,15 @@ pub(crate) fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
     let (tx, rx) = watch::channel(None);
     // Unbounded: at most three outcomes per attempt, and attempts are spaced by backoff.
     let (otx, outcomes) = mpsc::unbounded_channel();
-    tokio::spawn(worker(rx, otx, shared, client));
+    let (progress_tx, progress) = watch::channel(Progress::default());
+    let wire = client.wire().subscribe();
+    tokio::spawn(worker(rx, otx, progress_tx, shared, client));
     Handle {
         tx,
         seq: 0,
         outcomes,
+        wire,
+        progress,
         confirm: None,
         _inert: None,
     }
@@ -325,12 +375,16 @@ pub(crate) fn spawn_with(shared: Arc<Shared>, client: Client) -> Handle {
 async fn worker(
     mut rx: watch::Receiver<Option<Request>>,
     report: mpsc::UnboundedSender<Outcome>,
+    progress: watch::Sender<Progress>,
     shared: Arc<Shared>,
     client: Client,
 ) {
     while rx.changed().await.is_ok() {
         let Some(req) = rx.borrow_and_update().clone() else {
             continue;
+        };
+        let busy = |busy| {
+            progress.send_replace(Progress { on: req.seq, busy });
         };
         let startup = matches!(req.kind, Kind::Startup { .. });
         let max = if startup {
@@ -342,6 +396,8 @@ async fn worker(
         // A start-up check says once why it waits (and again when that changes), not every attempt.
         let mut waiting_for: Option<String> = None;
         loop {
+            busy(true);
+            client.wire().arm(req.seq);
             let _ = report.send(Outcome::Attempting);
             // What the component's metrics say before the reload, to see them move.
             let before = match &req.confirm {
@@ -374,6 +430,7 @@ async fn worker(
                 }
                 _ => {}
             }
+            client.wire().fire_now(req.seq);
             let took = started.elapsed();
             let sha = req.sha256.short();
             let version = req.version.as_deref().unwrap_or("");
@@ -423,6 +480,7 @@ async fn worker(
                     warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
                     let _ = report.send(Outcome::Failed(e.to_string()));
                     delay = (delay * 2).min(max);
+                    busy(false);
                     if superseded(&mut rx, wait).await {
                         break;
                     }
@@ -440,10 +498,12 @@ async fn worker(
             let _ = report.send(Outcome::Waiting(why.clone()));
             waiting_for = Some(why);
             delay = (delay * 2).min(max);
+            busy(false);
             if superseded(&mut rx, wait).await {
                 break;
             }
         }
+        busy(false);
     }
 }
 
@@ -545,8 +605,10 @@ async fn attempt(
         Reload::Signal { signal, process } => {
             let (signal, process, since) = (*signal, process.clone(), req.promoted_at);
             // The /proc scan reads a file or three per process: off the thread that answers probes.
-            tokio::task::spawn_blocking(move || signal_by_name(signal, &process, since))
-                .await
+            let scan = tokio::task::spawn_blocking(move || signal_by_name(signal, &process, since));
+            // Sent from that thread, whatever this one does meanwhile.
+            client.wire().fire_now(req.seq);
+            scan.await
                 .unwrap_or_else(|e| Err(Error::Url(format!("the /proc scan failed: {e}"))))
         }
     }

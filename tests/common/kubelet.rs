@@ -153,6 +153,10 @@ pub fn read_promoted(dir: &Path) -> Option<BTreeMap<String, String>> {
     let ts = std::fs::read_link(dir.join("..data")).ok()?;
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(dir.join(ts)).ok()?.flatten() {
+        // A `..` name is the writer's own (confgate's record of the variant), as at the top.
+        if e.file_name().to_string_lossy().starts_with("..") {
+            continue;
+        }
         let v = std::fs::read_to_string(e.path()).ok()?;
         out.insert(e.file_name().to_string_lossy().into_owned(), v);
     }

@@ -212,6 +212,20 @@ impl Gate {
         });
     }
 
+    /// At start-up, the variant keys the active and the applied config were promoted from, as
+    /// recorded beside each (shown only with the variants setting in force).
+    pub(super) fn adopt_variants(&mut self, (active, applied): (Option<String>, Option<String>)) {
+        if self.settings.variants.is_none() {
+            return;
+        }
+        if let Some(a) = &mut self.active {
+            a.variant = active;
+        }
+        if let Some(a) = &mut self.applied {
+            a.variant = applied;
+        }
+    }
+
     /// At start-up, the contents the component refused, as recorded by a previous run (oldest first):
     /// they are not offered to it again.
     pub(super) fn adopt_rejected(&mut self, refused: Vec<(ContentHash, String)>) {

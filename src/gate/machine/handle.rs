@@ -130,6 +130,7 @@ impl Gate {
             refused,
             applied,
             owed,
+            variants,
         } = found;
         self.adopt_on_disk(&on_disk, &judgement, now.wall);
         self.adopt_rejected(refused);
@@ -142,6 +143,7 @@ impl Gate {
                 }));
             }
         }
+        self.adopt_variants(variants);
         // A reload owed by a previous run: the content is in place, the component was never told.
         if let (Some(h), Some(o)) = (on_disk.hash(), owed)
             && h == o
@@ -304,6 +306,7 @@ impl Gate {
         let (choice, decision) = self.decide(choice);
         // With variants, what is promoted (and hashed) is the chosen variant's set.
         let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
+        let promoted_variant = variant.clone();
         out.push(Action::Count(Count::Candidate(j.verdict)));
         let judged = Judged {
             accepted: j.verdict == Verdict::Accepted,
@@ -333,6 +336,7 @@ impl Gate {
                 out.push(Action::Switch {
                     snapshot,
                     owe_reload,
+                    variant: promoted_variant,
                 });
             }
             (Decision::Activate, _) => {

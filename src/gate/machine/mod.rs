@@ -152,6 +152,8 @@ pub(crate) struct Found {
     pub(crate) applied: Option<(Observed, Judgement, Option<jiff::Timestamp>)>,
     /// The reload-owed marker.
     pub(crate) owed: Option<ContentHash>,
+    /// The variant keys the config on disk and the applied one were promoted from, as recorded.
+    pub(crate) variants: (Option<String>, Option<String>),
 }
 
 /// Everything the gate is told: what changed, and what an action read or did.
@@ -225,6 +227,8 @@ pub(crate) enum Action {
     Switch {
         snapshot: Snapshot,
         owe_reload: bool,
+        /// The variant key it was chosen from (with the variants setting), recorded beside it.
+        variant: Option<String>,
     },
     /// Send this request to the reload worker (the newest replaces an unsent one).
     Reload(ReloadRequest),

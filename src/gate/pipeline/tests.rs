@@ -83,8 +83,9 @@ async fn the_reload_is_requested_before_the_old_dir_is_tidied() {
         Observed::Config(version("1.1.0"))
     );
 }
-/// A loopback component that answers every request `200` and reports each one as it arrives.
-fn component() -> (String, std::sync::mpsc::Receiver<()>) {
+/// A loopback component that answers every request `200` and reports each one as it arrives;
+/// `close`: each answer closes its connection, so every request needs a new one.
+fn component(close: bool) -> (String, std::sync::mpsc::Receiver<()>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/reload", listener.local_addr().unwrap());
@@ -106,6 +107,12 @@ fn component() -> (String, std::sync::mpsc::Receiver<()>) {
                     while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
                         head.drain(..end + 4);
                         let _ = tx.send(());
+                        if close {
+                            let _ = conn.write_all(
+                                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                            );
+                            return;
+                        }
                         let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
                     }
                 }
@@ -117,10 +124,37 @@ fn component() -> (String, std::sync::mpsc::Receiver<()>) {
 
 #[tokio::test]
 async fn the_reload_post_is_on_the_wire_before_the_loop_goes_on() {
+    on_the_wire(0, false).await;
+}
+
+/// As above, on a new connection (the component closed the last one, or its keep-alive ran out, as
+/// between reloads minutes apart) to a target named by host name: the loop waits while the name is
+/// resolved (on the blocking pool) and the connection made, however many turns of the runtime that
+/// takes.
+#[tokio::test]
+async fn the_reload_post_on_a_new_connection_is_on_the_wire_before_the_loop_goes_on() {
+    on_the_wire(0, true).await;
+}
+
+/// As above, with other tasks ready to run on the same thread (connections being served): however
+/// many, the loop goes on only once the POST is written, not after a count of yields.
+#[tokio::test]
+async fn the_reload_post_is_on_the_wire_before_the_loop_goes_on_whatever_else_runs() {
+    on_the_wire(16, false).await;
+}
+
+/// A promotion with a reload, `busy` tasks that only yield running beside the loop.
+async fn on_the_wire(busy: usize, close: bool) {
     // On a task of its own, as `run` starts the loop.
     tokio::spawn(async move {
         let tmp = tempfile::tempdir().unwrap();
-        let (url, arrived) = component();
+        let (url, arrived) = component(close);
+        // A new connection each time is also made to a name, not an address.
+        let url = if close {
+            url.replace("127.0.0.1", "localhost")
+        } else {
+            url
+        };
         // Shared with the callback below, across the task's awaits.
         let arrived = std::sync::Mutex::new(arrived);
         let (volume, _, cfg, base) = fixture(tmp.path(), Some(&url));
@@ -151,6 +185,15 @@ async fn the_reload_post_is_on_the_wire_before_the_loop_goes_on() {
             tokio::task::yield_now().await;
         }
 
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for _ in 0..busy {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
         volume.promote(&version("1.1.0")).unwrap();
         let mut seen = false;
         p.run(Event::Files(Files::CONFIG), |_| {
@@ -165,6 +208,7 @@ async fn the_reload_post_is_on_the_wire_before_the_loop_goes_on() {
         })
         .await;
         assert!(seen, "the promotion yielded to the worker");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
     })
     .await
     .unwrap();

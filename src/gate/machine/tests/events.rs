@@ -43,6 +43,7 @@ pub(super) fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
             refused: Vec::new(),
             applied: None,
             owed: None,
+            variants: (None, None),
         })),
         c.at(0),
     );
@@ -330,6 +331,7 @@ fn a_restart_requests_the_reload_owed_unless_the_content_was_refused() {
                 refused,
                 applied,
                 owed: Some(hash(&b)),
+                variants: (None, None),
             })),
             c.at(0),
         );

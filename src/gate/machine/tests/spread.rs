@@ -183,6 +183,7 @@ fn the_first_promotion_and_a_pod_without_an_accepted_config_never_wait() {
             refused: Vec::new(),
             applied: None,
             owed: None,
+            variants: (None, None),
         })),
         c.at(0),
     );
