@@ -116,6 +116,11 @@ fn the_pod_monitor_finds_sidecars_by_their_port_not_by_app_labels() {
         "the selector names no labels"
     );
     assert_eq!(monitor["spec"]["namespaceSelector"]["any"], true);
+    // kube-prometheus-stack selects PodMonitors by its Helm release label.
+    assert_eq!(
+        monitor["metadata"]["labels"]["release"], "kube-prometheus-stack",
+        "{monitor}"
+    );
     let port = monitor["spec"]["podMetricsEndpoints"][0]["port"]
         .as_str()
         .unwrap();
@@ -347,4 +352,30 @@ fn every_example_builds_and_what_it_names_is_in_it() {
             .any(|p| p.contains("ServiceAccount confgate-status is created nowhere")),
         "{found:?}"
     );
+}
+
+/// A placeholder a user must replace is announced where `kubectl apply -k` starts: the kustomization of
+/// the directory holding it says to edit it first.
+#[test]
+fn a_placeholder_account_is_marked_edit_first() {
+    let mut seen = 0;
+    for dir in ["admission/aws-auth"] {
+        let dir = manifests().join(dir);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            if text.contains("111122223333") {
+                seen += 1;
+                let kustomization =
+                    std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+                assert!(
+                    kustomization.starts_with("# EDIT FIRST:")
+                        && kustomization.contains("111122223333"),
+                    "{} names the placeholder account, and its kustomization does not say to edit it",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(seen > 0);
 }
