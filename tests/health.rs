@@ -147,6 +147,7 @@ fn the_argocd_lua_check_gives_the_same_health_and_leaves_other_pods_to_theirs() 
 
 /// The fixtures are pods as confgate reports on them: the two condition types, each with a reason
 /// confgate gives, and the facts annotation in the form `confgate status` reads.
+#[cfg(feature = "api")]
 #[test]
 fn the_fixtures_carry_what_confgate_writes() {
     for (name, _, _) in PODS {
