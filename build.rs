@@ -1,8 +1,8 @@
 //! Build facts and link options for the `confgate` binary.
 //!
-//! `confgate --version` names the commit and the cargo features built in, so an operator can tell which
-//! image a pod runs and why a command is missing from it: the commit is `git rev-parse HEAD` (or
-//! `CONFGATE_GIT_COMMIT`, for a build from a tree without `.git`), `unknown` when neither gives one.
+//! `confgate --version` names the commit (and the cargo features built in), so an operator can tell
+//! which image a pod runs: the commit is `git rev-parse HEAD` (or `CONFGATE_GIT_COMMIT`, for a build
+//! from a tree without `.git`), `unknown` when neither gives one.
 //!
 //! On Linux with glibc the executable is position-independent, so the loader patches every pointer in
 //! its tables at each start: 24,000 relocations of 24 bytes each, 0.6 MB of the binary, read on every
@@ -20,18 +20,6 @@ fn main() {
         .or_else(git_commit)
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=CONFGATE_GIT_COMMIT={commit}");
-
-    // The optional features, in the order the help names them; cargo sets CARGO_FEATURE_<NAME>.
-    let features: Vec<&str> = ["api", "tls", "policy"]
-        .into_iter()
-        .filter(|f| std::env::var_os(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_some())
-        .collect();
-    let features = if features.is_empty() {
-        "none".to_owned()
-    } else {
-        features.join(", ")
-    };
-    println!("cargo:rustc-env=CONFGATE_FEATURES={features}");
 
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();

@@ -98,19 +98,9 @@ fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
         "--manifest-path",
     ]);
     build.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
-    // `cargo run` gives this process the package's variables (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...).
-    // Build scripts such as ring's rerun when one of them changes, so passing them on would make this
-    // build, and the next plain `cargo build`/`cargo test` after it, recompile the TLS stack and all
-    // that depends on it.
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_MANIFEST_")
-            || matches!(
-                &*name,
-                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
-            )
-        {
+        if set_by_cargo_run(&name) {
             build.env_remove(&*name);
         }
     }
@@ -121,6 +111,24 @@ fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
         return Err("cargo build --bin confgate failed".into());
     }
     Ok(bin)
+}
+
+/// Whether `cargo run` gave this process the variable for the package (CARGO_MANIFEST_DIR, CARGO_PKG_*,
+/// OUT_DIR of the package's build script, ...). Build scripts such as ring's rerun when one of them
+/// changes, so passing them on to the nested build would make it, and the next plain `cargo
+/// build`/`cargo test` after it, recompile the TLS stack and all that depends on it. `CARGO` itself is
+/// kept: it names the cargo to run.
+pub fn set_by_cargo_run(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+        )
 }
 
 /// Whether `bin` is newer than every source it is built from: then a re-run starts at once, without

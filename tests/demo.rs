@@ -66,3 +66,29 @@ fn the_demo_shows_every_step_and_exits_zero() {
         );
     }
 }
+
+/// The nested build the demo starts gets none of the variables `cargo run` set for the example,
+/// `OUT_DIR` included: with it, ring's build script reran and the re-run rebuilt the TLS stack (20 s).
+#[test]
+fn the_demos_nested_build_drops_what_cargo_run_set() {
+    for name in [
+        "OUT_DIR",
+        "CARGO_PKG_VERSION",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        assert!(demo::set_by_cargo_run(name), "{name}");
+    }
+    for name in [
+        "CARGO",
+        "PATH",
+        "CARGO_TARGET_DIR",
+        "CARGO_HOME",
+        "RUSTFLAGS",
+    ] {
+        assert!(!demo::set_by_cargo_run(name), "{name}");
+    }
+}

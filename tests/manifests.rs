@@ -324,12 +324,24 @@ fn check_mounts(
                 report.problem(format!("{at}: API mode without {want} in env"));
             }
         }
-        if str_of(spec, "serviceAccountName").is_none()
-            || spec
-                .get("automountServiceAccountToken")
-                .and_then(Value::as_bool)
-                == Some(false)
-        {
+        // The token: automounted, or (better: the component does not get it) a projected
+        // serviceAccountToken volume mounted where the in-cluster client reads it.
+        let automounted = spec
+            .get("automountServiceAccountToken")
+            .and_then(Value::as_bool)
+            != Some(false);
+        let token_volumes: Vec<&str> = seq(spec.get("volumes"))
+            .filter(|v| {
+                seq(v.get("projected").and_then(|p| p.get("sources")))
+                    .any(|s| s.get("serviceAccountToken").is_some())
+            })
+            .filter_map(|v| str_of(v, "name"))
+            .collect();
+        let projected = seq(c.get("volumeMounts")).any(|m| {
+            str_of(m, "mountPath") == Some("/var/run/secrets/kubernetes.io/serviceaccount")
+                && str_of(m, "name").is_some_and(|n| token_volumes.contains(&n))
+        });
+        if str_of(spec, "serviceAccountName").is_none() || !(automounted || projected) {
             report.problem(format!("{at}: API mode without a ServiceAccount token"));
         }
     }

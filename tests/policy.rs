@@ -910,7 +910,7 @@ const CORPUS_RANGES: &[&str] = &[
     "^0",
     "~2",
     "~2.4",
-    ">=3, <2",
+    ">=2.4.1, <2.4.2",
     "2.4.0-rc.1",
     "=2.4",
     ">2.4",
@@ -1135,6 +1135,14 @@ fn arb_range() -> impl Strategy<Value = String> {
         prop::collection::vec(cmp, 1..3).prop_map(|cs| cs.join(", ")),
         (0u64..4).prop_map(|a| format!("{a}.*")),
     ]
+    // A range that matches no version (`>=3, <2`) is refused as a setting.
+    .prop_filter("a range some version matches", |r| {
+        Settings::from_raw(&Raw {
+            accepts: Some(RawValue::from(r.as_str())),
+            ..Raw::default()
+        })
+        .is_ok()
+    })
 }
 
 /// The policy admits a generated ConfigMap exactly when `check` accepts it.

@@ -31,37 +31,65 @@ pub use suggest::without_far_suggestions;
 const LOG_HELP: &str = "Environment:\n  CONFGATE_LOG  The log filter, in tracing's env-filter syntax: \
                         info (the default), debug, or per module, e.g. confgate=debug,kube=warn";
 
+/// The commit the binary was built from (`build.rs`), `unknown` when the build did not say.
+pub const COMMIT: &str = match option_env!("CONFGATE_GIT_COMMIT") {
+    Some(c) => c,
+    None => "unknown",
+};
+
+/// The optional cargo features built in, in the order the help names them.
+pub fn features() -> Vec<&'static str> {
+    [
+        ("api", cfg!(feature = "api")),
+        ("tls", cfg!(feature = "tls")),
+        ("policy", cfg!(feature = "policy")),
+    ]
+    .into_iter()
+    .filter_map(|(f, on)| on.then_some(f))
+    .collect()
+}
+
+fn features_text() -> String {
+    let f = features();
+    if f.is_empty() {
+        "none".to_owned()
+    } else {
+        f.join(", ")
+    }
+}
+
 /// `confgate -V`: the version, the commit it was built from and the cargo features built in, on one line.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("CONFGATE_GIT_COMMIT"),
-    "; features: ",
-    env!("CONFGATE_FEATURES"),
-    ")"
-);
+pub fn version() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        format!(
+            "{} (commit {COMMIT}; features: {})",
+            env!("CARGO_PKG_VERSION"),
+            features_text()
+        )
+    })
+}
 
 /// `confgate --version`: the same, one fact a line, and where the features this build lacks are.
-#[cfg(feature = "policy")]
-pub const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    "\ncommit: ",
-    env!("CONFGATE_GIT_COMMIT"),
-    "\nfeatures: ",
-    env!("CONFGATE_FEATURES"),
-);
-#[cfg(not(feature = "policy"))]
-pub const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    "\ncommit: ",
-    env!("CONFGATE_GIT_COMMIT"),
-    "\nfeatures: ",
-    env!("CONFGATE_FEATURES"),
-    "\nnot built in: policy (CEL content rules and `confgate policy`): in the -policy image, ",
-    "ghcr.io/confgate/confgate:",
-    env!("CARGO_PKG_VERSION"),
-    "-policy, or `cargo build --features policy`"
-);
+pub fn long_version() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let mut v = format!(
+            "{}\ncommit: {COMMIT}\nfeatures: {}",
+            env!("CARGO_PKG_VERSION"),
+            features_text()
+        );
+        if !cfg!(feature = "policy") {
+            v.push_str(concat!(
+                "\nnot built in: policy (CEL content rules and `confgate policy`): in the -policy \
+                 image, ghcr.io/confgate/confgate:",
+                env!("CARGO_PKG_VERSION"),
+                "-policy, or `cargo build --features policy`"
+            ));
+        }
+        v
+    })
+}
 
 /// The name the binary answers to as a kubectl plugin: `kubectl confgate ...` runs `kubectl-confgate`
 /// found on PATH, with the arguments after `confgate`.
@@ -130,8 +158,8 @@ pub fn completions(shell: Shell) -> String {
 #[derive(Debug, Parser)]
 #[command(
     name = "confgate",
-    version = VERSION,
-    long_version = LONG_VERSION,
+    version = version(),
+    long_version = long_version(),
     after_help = LOG_HELP,
     about = "Lets a component run only a ConfigMap version it accepts",
     long_about = "Watches a mounted ConfigMap, checks its schema version against the semver range the \
@@ -201,7 +229,7 @@ pub fn unbuilt(command: &str) -> String {
     format!(
         "`{command}` is not in this build (features: {}); it is in the image {image}, or a build \
          with `cargo build --features {feature}`",
-        env!("CONFGATE_FEATURES")
+        features_text()
     )
 }
 

@@ -108,12 +108,67 @@ pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, String> {
     if text.contains("||") {
         return Err("alternatives (||) are not supported; write one range".into());
     }
-    VersionReq::parse(&comma_separated(text))
-        .map(|req| Accepts {
-            req,
-            text: text.to_owned(),
-        })
-        .map_err(|e| format!("not a semver range ({e})"))
+    let req = VersionReq::parse(&comma_separated(text))
+        .map_err(|e| format!("not a semver range ({e})"))?;
+    if matches_nothing(&req) {
+        return Err(format!(
+            "{text} matches no version: its lower bound is above its upper bound (a range lists \
+             the lowest version first, e.g. >=2.4.0, <3.0.0)"
+        ));
+    }
+    Ok(Accepts {
+        req,
+        text: text.to_owned(),
+    })
+}
+
+/// Whether no version can satisfy every comparator: the highest lower bound is above the lowest
+/// upper bound (`>=3, <2`). Only the bounds that are certain count (a comparator with a pre-release,
+/// or the upper end of `^` and `~`, is left out), so a range this accepts may still be narrow, never
+/// one that matches something is refused.
+fn matches_nothing(req: &VersionReq) -> bool {
+    use semver::Op;
+    // A bound is (major, minor, patch) and whether it is inclusive.
+    type Bound = ((u64, u64, u64), bool);
+    let mut lower: Option<Bound> = None;
+    let mut upper: Option<Bound> = None;
+    let mut raise = |b: Bound| {
+        if lower.is_none_or(|l| b.0 > l.0 || (b.0 == l.0 && !b.1)) {
+            lower = Some(b);
+        }
+    };
+    let mut lower_upper = |b: Bound| {
+        if upper.is_none_or(|u| b.0 < u.0 || (b.0 == u.0 && !b.1)) {
+            upper = Some(b);
+        }
+    };
+    for c in &req.comparators {
+        if !c.pre.is_empty() {
+            continue;
+        }
+        let v = (c.major, c.minor.unwrap_or(0), c.patch.unwrap_or(0));
+        // The first version past the part given: 3 -> 4.0.0, 3.1 -> 3.2.0, 3.1.2 -> 3.1.3.
+        let next = match (c.minor, c.patch) {
+            (None, _) => (c.major.saturating_add(1), 0, 0),
+            (Some(m), None) => (c.major, m.saturating_add(1), 0),
+            (Some(m), Some(p)) => (c.major, m, p.saturating_add(1)),
+        };
+        match c.op {
+            Op::Exact | Op::Wildcard => {
+                raise((v, true));
+                lower_upper((next, false));
+            }
+            Op::Greater => raise((next, true)),
+            Op::GreaterEq | Op::Tilde | Op::Caret => raise((v, true)),
+            Op::Less => lower_upper((v, false)),
+            Op::LessEq => lower_upper((next, false)),
+            _ => {}
+        }
+    }
+    match (lower, upper) {
+        (Some((l, li)), Some((u, ui))) => l > u || (l == u && !(li && ui)),
+        _ => false,
+    }
 }
 
 /// The npm/Helm dialect separates comparators by spaces (`>=2.4.0 <3.0.0`, `>= 2.4.0`); the semver
@@ -217,6 +272,34 @@ pub(crate) fn parse_require(s: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_that_matches_no_version_is_refused() {
+        for empty in [
+            ">=3, <2",
+            ">=3.0.0 <3.0.0",
+            ">2.4, <2.5",
+            "=3, <3",
+            ">=2.5.0, <=2.4.9",
+            "<1, ^2",
+        ] {
+            let e = parse_accepts(empty).unwrap_err();
+            assert!(e.contains("matches no version"), "{empty}: {e}");
+        }
+        for some in [
+            ">=2.4.0, <3.0.0",
+            ">=3.0.0, <=3.0.0",
+            "=3",
+            ">2.4, <2.6",
+            "^2.4",
+            "~2.4, <2.4.5",
+            ">=3.0.0-rc.1, <3.0.0",
+            "*",
+            ">=1",
+        ] {
+            assert!(parse_accepts(some).is_ok(), "{some}");
+        }
+    }
 
     #[test]
     fn variants_syntax() {

@@ -11,7 +11,11 @@ use crate::{common, confgate};
 
 /// API groups the manifests use that a bare API server does not serve: their CRDs come with the
 /// operator the manifest is for.
-const NEEDS_CRD: &[&str] = &["monitoring.coreos.com/", "argoproj.io/"];
+const NEEDS_CRD: &[&str] = &[
+    "monitoring.coreos.com/",
+    "argoproj.io/",
+    "kustomize.toolkit.fluxcd.io/",
+];
 
 fn documents(text: &str) -> Vec<Value> {
     serde_saphyr::from_multiple::<Value>(text)
@@ -153,6 +157,7 @@ fn every_shipped_manifest_passes_server_side_dry_run() {
         without_crd.into_iter().collect::<Vec<_>>(),
         [
             "AnalysisTemplate/\"confgate-rollout\"",
+            "Kustomization/\"web\"",
             "PodMonitor/\"confgate\""
         ],
         "objects whose CRD this API server lacks"

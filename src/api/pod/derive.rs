@@ -200,7 +200,8 @@ pub fn facts(s: &Status) -> Option<Facts> {
 /// holding an older config under `hold`, or observing under `--mode observe`, stays ready; so does
 /// one whose reload keeps failing, since the component still runs the config it had).
 /// `config-current` is True when the newest config is the one in force, accepted, and taken by the
-/// component; its reason is the newest config's verdict (`TooNew` while one is held), or
+/// component; its reason is the newest config's verdict (`TooNew` while one is held; mid-rollout, the
+/// held candidate's verdict on a pod its bucket assigns the candidate), or
 /// `ReloadFailing` when the reload of an accepted newest config keeps failing. Both carry the same
 /// message, the [`Facts`] in prose.
 pub fn conditions(s: &Status) -> Vec<Condition> {
@@ -219,7 +220,14 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
         Some(c) if c.verdict == Verdict::Accepted => Reason::NotPromoted,
         _ => Reason::Verdict(newest),
     };
+    let held = facts.rollout.as_ref().and_then(|r| r.held.as_ref());
     let current_reason = match verdict_reason {
+        // The candidate this pod's bucket assigns is held back: what the ConfigMap assigns it is not
+        // in force, whatever the stable config's verdict. The reason says so, so that health checks
+        // read it rather than the message.
+        Reason::Verdict(Verdict::Accepted) if held.is_some() => {
+            Reason::Verdict(held.map_or(Verdict::Accepted, |h| h.verdict))
+        }
         Reason::Verdict(Verdict::Accepted) if facts.reload_failing.is_some() => {
             Reason::ReloadFailing
         }
@@ -323,6 +331,44 @@ mod tests {
         let c = conditions(s).swap_remove(0);
         assert_eq!(c.type_, CONDITION_TYPE);
         (c.status, c.reason)
+    }
+
+    /// Mid-rollout, a pod whose bucket assigns it the candidate runs stable when the candidate is held
+    /// on it: ready, compatible, and not current, with the held candidate's verdict as the reason, so
+    /// a health check reads the reason and never the message.
+    #[test]
+    fn a_candidate_held_on_its_pod_makes_config_current_false_with_its_verdict() {
+        use crate::state::{RolloutHeld, RolloutView, Track};
+        for verdict in [Verdict::TooNew, Verdict::RejectedByComponent] {
+            let s = Status {
+                ready: true,
+                active: active("2.4.1"),
+                rollout: Some(RolloutView {
+                    percent: Some("25%".into()),
+                    assigned: Track::Candidate,
+                    held: Some(RolloutHeld {
+                        version: Some("3.0.0".into()),
+                        sha256: Some(hash(7).to_string()),
+                        verdict,
+                        reason: "held".into(),
+                    }),
+                    hundredths: 2500,
+                    bucket: Some("12.00%".into()),
+                    track: Track::Stable,
+                    keys: "config.yaml".into(),
+                    reason: "held".into(),
+                }),
+                ..Status::default()
+            };
+            assert_eq!(compatible(&s), (true, "Accepted".into()));
+            let c = condition(&s).unwrap();
+            assert_eq!((c.status, c.reason.as_str()), (false, verdict.reason()));
+            // Not held: current.
+            let mut running = s.clone();
+            running.rollout.as_mut().unwrap().held = None;
+            let c = condition(&running).unwrap();
+            assert_eq!((c.status, c.reason.as_str()), (true, "Accepted"));
+        }
     }
 
     #[test]

@@ -202,6 +202,12 @@ impl Fleet {
                 }
                 Some((true, _)) => match (&r.current, &r.held) {
                     (Some((false, _)), Some(held)) => held.to_string(),
+                    // Mid-rollout, the candidate is held on the pod: the refusal says it.
+                    (Some((false, _)), None)
+                        if r.rollout.as_ref().is_some_and(|p| p.held.is_some()) =>
+                    {
+                        format!("running {}: the candidate is held", version(r))
+                    }
                     // Observe mode: what runs is the active config, which it does not accept.
                     (Some((false, reason)), None) => {
                         format!("running {}: {}", version(r), kebab(reason))
