@@ -12,6 +12,7 @@
 
 use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, OnIncompatible, VersionFrom};
+pub use crate::values::{ApiVersion, ApiVersions, KubeVersion, Range, SchemeVersion, Standing};
 pub use crate::values::{Mode, Reload, Variants};
 use crate::values::{
     duration_text, parse_accepts, parse_require, parse_spread, parse_variants, redact,
@@ -230,7 +231,8 @@ macro_rules! gate_settings {
 }
 
 gate_settings! {
-    /// The semver range the component accepts; `None`: nothing is, so confgate is never ready.
+    /// The semver range, or the Kubernetes API versions, the component accepts; `None`: nothing is,
+    /// so confgate is never ready.
     accepts: Option<Accepts> = None, {
         parse: |v| parse_accepts(v).map(Some),
         show: |a| a.as_ref().map_or("none", |a| a.text.as_str()).to_owned(),
@@ -239,8 +241,8 @@ gate_settings! {
         value_name: "REQ",
         env: "CONFGATE_ACCEPTS",
         annotation: "confgate.io/accepts",
-        help: "Semver range the component accepts, e.g. \">=2.4.0, <3.0.0\" or \">=2.4.0 <3.0.0\"",
-        allowed: "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"",
+        help: "Semver range the component accepts, e.g. \">=2.4.0, <3.0.0\", or the Kubernetes API versions it serves, e.g. \"kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3\"",
+        allowed: "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"; or a list of Kubernetes GROUP/VERSIONs such as \"kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3\" (not both)",
         default_means: "not ready",
         repeat: Repeat::PerRange,
         judging: true,

@@ -5,14 +5,16 @@
 //! imported is `configmap`, for the key-name rule.
 
 mod acting;
+mod api_version;
 mod judging;
 mod verdict;
 
 pub(crate) use acting::redact;
 pub use acting::{Confirm, OnIncompatible};
 pub use acting::{Mode, Reload};
+pub use api_version::{ApiVersion, ApiVersions, KubeVersion, Standing};
 pub use judging::Variants;
-pub use judging::{Accepts, VersionFrom};
+pub use judging::{Accepts, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
 pub use verdict::Verdict;
 

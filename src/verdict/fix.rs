@@ -29,6 +29,39 @@ pub(crate) fn write_a_version(from: &VersionFrom) -> String {
     format!("write a version such as 2.4.1 at {from} in the ConfigMap")
 }
 
+/// An API version such as `example` cannot be read where `from` says.
+pub(crate) fn write_an_api_version(from: &VersionFrom, example: &str) -> String {
+    format!("write an API version such as {example} at {from} in the ConfigMap")
+}
+
+/// A config carries the API version `version` while `accepts` holds a semver range.
+pub(crate) fn api_scheme(version: &str) -> String {
+    format!(
+        "set {ANN_ACCEPTS} to the API versions the component serves (e.g. {version}), or point {ANN_VERSION_FROM} at a semantic version"
+    )
+}
+
+/// The API version `version` is newer than every version of its group in `list`.
+pub(crate) fn api_too_new(list: &str, version: &str) -> String {
+    format!(
+        "roll the ConfigMap back to an API version in {list}, or add {version} to {ANN_ACCEPTS} once the component serves it"
+    )
+}
+
+/// The API version `version` is older than every version of its group in `list`.
+pub(crate) fn api_too_old(list: &str, version: &str) -> String {
+    format!(
+        "update the ConfigMap to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component still serves it"
+    )
+}
+
+/// The API version `version` is of a group `list` does not name, or between its versions.
+pub(crate) fn api_not_served(list: &str, version: &str) -> String {
+    format!(
+        "set the ConfigMap to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component serves it"
+    )
+}
+
 /// `version` is newer than `range` allows.
 pub fn too_new(range: &str, version: &str) -> String {
     format!(
