@@ -13,7 +13,7 @@
 use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, OnIncompatible, VersionFrom};
 pub use crate::values::{ApiVersion, ApiVersions, KubeVersion, Range, SchemeVersion, Standing};
-pub use crate::values::{Mode, Reload, Variants};
+pub use crate::values::{Mode, Reload, Validate, Variants};
 use crate::values::{
     duration_text, parse_accepts, parse_require, parse_spread, parse_variants, redact,
 };
@@ -406,6 +406,40 @@ gate_settings! {
         help: "Spread a config change over this period across the fleet: each pod promotes and reloads it after its bucket's share (0: at once)",
         allowed: "a duration from 0 (off) to 1h, e.g. 500ms, 30s, 5m",
         default_means: "every pod promotes a change at once ([reload spread](rollout.md#reload-spread))",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// The component's own checker, run on the staged candidate before it is promoted.
+    validate: Validate = Validate::None, {
+        parse: |v| v.parse(),
+        show: |v| v.to_string(),
+        title: "validator",
+        flag: "validate",
+        value_name: "exec:CMD",
+        env: "CONFGATE_VALIDATE",
+        annotation: "confgate.io/validate",
+        help: "The component's own checker, run on the staged candidate before promotion, e.g. \"exec:/validators/promtool check config {dir}/prometheus.yml\" (a non-zero exit holds the config)",
+        allowed: "none, or exec:PROGRAM ARGS... with PROGRAM an absolute path and {dir} (the staged candidate's dir) in an argument; split at spaces, no shell",
+        default_means: "no checker runs ([validating with the component's own checker](validate.md))",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// How long the checker may run before the candidate is held as not validated.
+    validate_timeout: std::time::Duration = std::time::Duration::from_secs(10), {
+        parse: crate::values::parse_validate_timeout,
+        show: |d| duration_text(*d),
+        title: "validator time bound",
+        flag: "validate-timeout",
+        value_name: "DUR",
+        env: "CONFGATE_VALIDATE_TIMEOUT",
+        annotation: "confgate.io/validate-timeout",
+        help: "How long the validate checker may run; past it, it is killed and the config held",
+        allowed: "a duration from 100ms to 5m, e.g. 10s",
+        default_means: "",
         repeat: Repeat::Once,
         judging: false,
         redact: false,

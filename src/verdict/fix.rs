@@ -113,3 +113,18 @@ pub(crate) fn promoted_name_taken(key: &str) -> String {
         "remove key {key} from the ConfigMap (each variant is promoted under that name), or change {ANN_VARIANTS}"
     )
 }
+
+/// The annotation of the component's own checker.
+pub(crate) const ANN_VALIDATE: &str = "confgate.io/validate";
+
+/// The component's checker refused a config.
+pub(crate) fn checker_refused() -> String {
+    format!("correct the ConfigMap as the checker says, or change {ANN_VALIDATE}")
+}
+
+/// The component's checker could not be started.
+pub(crate) fn checker_missing() -> String {
+    format!(
+        "put the checker where {ANN_VALIDATE} says in confgate's container (an init container copying it from the component's image into a shared emptyDir), or change {ANN_VALIDATE}"
+    )
+}
