@@ -79,6 +79,7 @@ pub mod settings;
 pub mod snapshot;
 pub(crate) mod source;
 pub mod state;
+pub(crate) mod validate;
 pub(crate) mod values;
 pub mod variants;
 pub mod verdict;

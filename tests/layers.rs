@@ -30,7 +30,9 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     (
         "I/O at the edges",
-        &["http", "source", "promote", "confirm", "reload", "server"],
+        &[
+            "http", "source", "promote", "confirm", "reload", "server", "validate",
+        ],
     ),
     (
         "the loop and the commands",

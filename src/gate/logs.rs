@@ -32,6 +32,24 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
                 info!(version, variant, sha, dir = %dir.display(), "promoted");
             }
         }
+        Note::Validated {
+            version,
+            sha,
+            checker,
+            reason: None,
+        } => info!(
+            version,
+            sha, checker, "the component's checker passed the candidate"
+        ),
+        Note::Validated {
+            version,
+            sha,
+            checker,
+            reason: Some(reason),
+        } => warn!(
+            version,
+            sha, checker, reason, "the component's checker refused the candidate; not promoted"
+        ),
         Note::Problem(p) => warn!(problem = %p, "settings problem"),
         Note::ProblemCleared(p) => info!(problem = %p, "settings problem cleared"),
         Note::AnnotationGone { setting, value } => {

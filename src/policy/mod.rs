@@ -59,6 +59,14 @@ pub enum Error {
         value: String,
         problem: &'static str,
     },
+    #[error(
+        "--accepts {0:?} lists Kubernetes API versions, which cannot be checked at admission: a config's \
+         apiVersion is a field inside its own document, which CEL in the API server cannot parse out of a \
+         ConfigMap value (a line match would let through what a YAML reader sees otherwise: a quoted or \
+         folded value, a second document, an anchor). Generate the policy without --accepts to guard only \
+         required keys, rules and deletion, and leave the API version to the sidecar and `confgate check`"
+    )]
+    ApiVersions(String),
     #[error("the policy would check nothing but deletion: give --accepts, --require or --rule")]
     Nothing,
     #[error(
@@ -69,6 +77,12 @@ pub enum Error {
          every variant shares), or leave the variants to the sidecar and `confgate check`"
     )]
     Variants(String),
+}
+
+/// The semver range the policy compiles into CEL, with its text.
+struct SemverRange<'a> {
+    req: &'a semver::VersionReq,
+    text: &'a str,
 }
 
 /// What to generate the policy for.
@@ -154,7 +168,10 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     }
     let version = match (&s.accepts, &s.version_from) {
         (None, _) => None,
-        (Some(a), VersionFrom::File { key }) => Some((a, key.as_str())),
+        (Some(a), _) if a.semver().is_none() => return Err(Error::ApiVersions(a.text.clone())),
+        (Some(a), VersionFrom::File { key }) => a
+            .semver()
+            .map(|req| (SemverRange { req, text: &a.text }, key.as_str())),
         (Some(_), other) => return Err(Error::VersionInDocument(other.to_string())),
     };
     if version.is_none() && s.require.is_empty() && req.rules.is_empty() {
@@ -257,12 +274,12 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             ("reason", Node::str("Invalid")),
         ]));
     }
-    if let Some((accepts, key)) = version {
+    if let Some((accepts, key)) = &version {
         let k = lit(key);
         let value = format!("object.data[{k}]");
         let expr = format!(
             "{skip_delete}(has(object.data) && {k} in object.data && {})",
-            semver_cel::accepts(&value, &accepts.req),
+            semver_cel::accepts(&value, accepts.req),
         );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
@@ -285,14 +302,14 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         );
         // An evaluation error is reported by the API server in its own words, so only "is false" is ours.
         let failure = lit(&format!("rule {} (`{}`) is false", i + 1, rule.text));
-        let reason = match version {
+        let reason = match &version {
             // The sidecar judges rules only for a version in range and says so first.
             Some((accepts, key)) => {
                 let k = lit(key);
                 let value = format!("object.data[{k}]");
                 format!(
                     "(has(object.data) && {k} in object.data && {ok} ? 'version ' + {v} + {is_in} : '') + {failure}",
-                    ok = semver_cel::accepts(&value, &accepts.req),
+                    ok = semver_cel::accepts(&value, accepts.req),
                     v = semver_cel::display(&semver_cel::trimmed(&value)),
                     is_in = lit(&format!(" is in {}, but ", accepts.text)),
                 )
@@ -306,7 +323,7 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         ]));
     }
 
-    if let Some((accepts, key)) = version {
+    if let Some((accepts, key)) = &version {
         // Mid-rollout the pods on the candidate judge its version (`K.next` in place of `K`), as
         // `check` does on the candidate's line; content rules are judged on the stored data only.
         let data = rollout_cel::candidate_data(key);
@@ -314,7 +331,7 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         let expr = format!(
             "{skip_delete}!{live} || [{data}].all(d, {k} in d && {ok})",
             live = rollout_cel::live(),
-            ok = semver_cel::accepts(&format!("d[{k}]"), &accepts.req),
+            ok = semver_cel::accepts(&format!("d[{k}]"), accepts.req),
         );
         let reason = format!(
             "{held} + {percent} + {keep} + [{data}].map(d, {why})[0]",
@@ -335,7 +352,7 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         Node::str(format!("1.{minor}")),
     )];
     if let Some((a, _)) = version {
-        annotations.push(("confgate.io/accepts".into(), Node::str(a.text.clone())));
+        annotations.push(("confgate.io/accepts".into(), Node::str(a.text.to_owned())));
         annotations.push((
             "confgate.io/version-from".into(),
             Node::str(s.version_from.to_string()),
@@ -430,14 +447,9 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
 /// explanation is left out).
 ///
 /// `data` is a CEL map expression the key is read from: the stored data, or the candidate's.
-fn version_reason(
-    key: &str,
-    from: &VersionFrom,
-    accepts: &crate::settings::Accepts,
-    data: &str,
-) -> String {
+fn version_reason(key: &str, from: &VersionFrom, accepts: &SemverRange<'_>, data: &str) -> String {
     let k = lit(key);
-    let text = &accepts.text;
+    let text = accepts.text;
     let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
     let write = fix::write_a_version(from);
     let classified = format!(
@@ -447,7 +459,7 @@ fn version_reason(
          v.split('+')[0].contains('-') ? 'pre-release ' + v + {pre} : \
          'version ' + v + {outside})[0])[0]",
         v = semver_cel::display("t"),
-        class = semver_cel::classify("t", &accepts.req),
+        class = semver_cel::classify("t", accepts.req),
         in_ = lit(&format!(" is in {text}")),
         newer = with_version(
             &format!(

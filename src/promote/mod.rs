@@ -46,6 +46,11 @@ const DATA_TMP: &str = "..data_tmp";
 /// (with the variants setting): kept with the dir, so the applied dir's is the applied config's.
 const VARIANT: &str = "..confgate_variant";
 
+/// The staged candidate's dir, where the `validate` checker reads a config before it is promoted: a
+/// `..` name, which no reader of the kubelet's layout takes for a key and `..data` never names, so
+/// the component never reads it; removed after each check, and by [`Promoter::open`]'s cleanup.
+pub(crate) const CANDIDATE: &str = "..confgate_candidate";
+
 /// Why a promotion could not be made. The previous config is still whole in every case.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -200,6 +205,33 @@ impl Promoter {
             }
             Err(_) if std::fs::symlink_metadata(&link).is_ok() => Ok(()),
             Err(_) => std::os::unix::fs::symlink(&target, &link).map_err(io_err("link", &link)),
+        }
+    }
+
+    /// Writes `snap` (every key, with its mode) into [`CANDIDATE`], replacing what a previous check
+    /// left, for the `validate` checker; returns its path. The live config is not touched.
+    pub(crate) fn stage(&self, snap: &Snapshot) -> Result<PathBuf, Error> {
+        let path = self.dir.join(CANDIDATE);
+        self.unstage();
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&path)
+            .map_err(io_err("create", &path))?;
+        // The umask may have narrowed the mode; the checker may run as another user than the writer.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err("chmod", &path))?;
+        if let Err(e) = self.fill(&path, snap) {
+            self.unstage();
+            return Err(e);
+        }
+        Ok(path)
+    }
+
+    /// Removes the staged candidate, if any.
+    pub(crate) fn unstage(&self) {
+        let path = self.dir.join(CANDIDATE);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            let _ = std::fs::remove_dir_all(&path);
         }
     }
 

@@ -12,7 +12,8 @@
 
 use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, OnIncompatible, VersionFrom};
-pub use crate::values::{Mode, Reload, Url, Variants};
+pub use crate::values::{ApiVersion, ApiVersions, KubeVersion, Range, SchemeVersion, Standing};
+pub use crate::values::{Mode, Reload, Url, Validate, Variants};
 use crate::values::{
     duration_text, parse_accepts, parse_require, parse_spread, parse_variants, redact,
 };
@@ -238,7 +239,8 @@ macro_rules! gate_settings {
 }
 
 gate_settings! {
-    /// The semver range the component accepts; `None`: nothing is, so confgate is never ready.
+    /// The semver range, or the Kubernetes API versions, the component accepts; `None`: nothing is,
+    /// so confgate is never ready.
     accepts: Option<Accepts> = None, {
         parse: |v| parse_accepts(v).map(Some),
         show: |a| a.as_ref().map_or("none", |a| a.text.as_str()).to_owned(),
@@ -247,8 +249,8 @@ gate_settings! {
         value_name: "REQ",
         env: "CONFGATE_ACCEPTS",
         annotation: "confgate.io/accepts",
-        help: "Semver range the component accepts, e.g. \">=2.4.0, <3.0.0\" or \">=2.4.0 <3.0.0\"",
-        allowed: "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"",
+        help: "Semver range the component accepts, e.g. \">=2.4.0, <3.0.0\", or the Kubernetes API versions it serves, e.g. \"kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3\"",
+        allowed: "a semver requirement such as \">=2.4.0, <3.0.0\" (or \">=2.4.0 <3.0.0\"), \"^2.4\", \"~2.4.1\" or \"2.*\"; or a list of Kubernetes GROUP/VERSIONs such as \"kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3\" (not both)",
         default_means: "not ready",
         repeat: Repeat::PerRange,
         judging: true,
@@ -412,6 +414,40 @@ gate_settings! {
         help: "Spread a config change over this period across the fleet: each pod promotes and reloads it after its bucket's share (0: at once)",
         allowed: "a duration from 0 (off) to 1h, as Go and Kubernetes write one, e.g. 500ms, 30s, 1m30s, 1.5m",
         default_means: "every pod promotes a change at once ([reload spread](rollout.md#reload-spread))",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// The component's own checker, run on the staged candidate before it is promoted.
+    validate: Validate = Validate::None, {
+        parse: |v| v.parse(),
+        show: |v| v.to_string(),
+        title: "validator",
+        flag: "validate",
+        value_name: "exec:CMD",
+        env: "CONFGATE_VALIDATE",
+        annotation: "confgate.io/validate",
+        help: "The component's own checker, run on the staged candidate before promotion, e.g. \"exec:/validators/promtool check config {dir}/prometheus.yml\" (a non-zero exit holds the config)",
+        allowed: "none, or exec:PROGRAM ARGS... with PROGRAM an absolute path and {dir} (the staged candidate's dir) in an argument; split at spaces, no shell",
+        default_means: "no checker runs ([validating with the component's own checker](validate.md))",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// How long the checker may run before the candidate is held as not validated.
+    validate_timeout: std::time::Duration = std::time::Duration::from_secs(10), {
+        parse: crate::values::parse_validate_timeout,
+        show: |d| duration_text(*d),
+        title: "validator time bound",
+        flag: "validate-timeout",
+        value_name: "DUR",
+        env: "CONFGATE_VALIDATE_TIMEOUT",
+        annotation: "confgate.io/validate-timeout",
+        help: "How long the validate checker may run; past it, it is killed and the config held",
+        allowed: "a duration from 100ms to 5m, e.g. 10s",
+        default_means: "",
         repeat: Repeat::Once,
         judging: false,
         redact: false,

@@ -34,9 +34,11 @@ fn every_bad_flag_is_named_with_value_and_allowed() {
         confirm: Some("http://x/metrics".into()),
         variants: Some("config.*.yaml".into()),
         reload_spread: Some("2h".into()),
+        validate: Some("exec:promtool check config {dir}/p.yml".into()),
+        validate_timeout: Some("1h".into()),
     };
     let err = Settings::from_raw(&raw).unwrap_err();
-    assert_eq!(err.0.len(), 9, "{err}");
+    assert_eq!(err.0.len(), 11, "{err}");
     let text = err.to_string();
     for needle in [
         "--variants (CONFGATE_VARIANTS) \"config.*.yaml\"",
@@ -50,6 +52,8 @@ fn every_bad_flag_is_named_with_value_and_allowed() {
         "--reload-spread (CONFGATE_RELOAD_SPREAD) \"2h\": \"2h\" is longer than 1h; allowed: a duration from 0 (off) to 1h",
         "allowed: hold or unready",
         "allowed: enforce or observe",
+        "--validate (CONFGATE_VALIDATE) \"exec:promtool check config {dir}/p.yml\": the program \"promtool\" is not an absolute path",
+        "--validate-timeout (CONFGATE_VALIDATE_TIMEOUT) \"1h\"",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in {text}");
     }
@@ -68,8 +72,12 @@ fn values_parse_as_documented() {
         confirm: Some("http://127.0.0.1:9090/metrics#up".into()),
         variants: Some(" config.v*.yaml->config.yaml ".into()),
         reload_spread: Some("90s".into()),
+        validate: Some("exec:/v/promtool check config {dir}/prometheus.yml".into()),
+        validate_timeout: Some("3s".into()),
     };
     let s = Settings::from_raw(&raw).unwrap();
+    assert_eq!(s.validate.name(), "promtool");
+    assert_eq!(s.validate_timeout, std::time::Duration::from_secs(3));
     assert_eq!(s.reload_spread, std::time::Duration::from_secs(90));
     assert_eq!(
         s.confirm.as_ref().map(|c| c.to_string()).as_deref(),

@@ -186,6 +186,93 @@ impl Mode {
     }
 }
 
+/// The placeholder of a `validate` command that names the staged candidate's dir.
+const DIR_PLACEHOLDER: &str = "{dir}";
+
+/// The component's own checker, run on the staged candidate before it is promoted: `exec:PROGRAM
+/// ARGS...`, split at spaces (no shell, no quoting), `{dir}` in any argument standing for the staged
+/// candidate's dir.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Validate {
+    /// Nothing is run.
+    #[default]
+    None,
+    Exec {
+        /// The program, an absolute path.
+        program: String,
+        /// Its arguments as written, `{dir}` not yet replaced.
+        args: Vec<String>,
+    },
+}
+
+impl Validate {
+    /// The arguments with `{dir}` replaced by `dir`.
+    pub fn args_for(&self, dir: &str) -> Vec<String> {
+        match self {
+            Validate::None => Vec::new(),
+            Validate::Exec { args, .. } => args
+                .iter()
+                .map(|a| a.replace(DIR_PLACEHOLDER, dir))
+                .collect(),
+        }
+    }
+
+    /// The program's file name, as a reason names the checker.
+    pub fn name(&self) -> &str {
+        match self {
+            Validate::None => "",
+            Validate::Exec { program, .. } => program.rsplit('/').next().unwrap_or(program),
+        }
+    }
+}
+
+impl FromStr for Validate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.is_empty() || s == "none" {
+            return Ok(Validate::None);
+        }
+        let rest = s
+            .strip_prefix("exec:")
+            .ok_or("missing the exec: prefix (exec:PROGRAM ARGS...)")?;
+        let mut words = rest.split_whitespace().map(str::to_owned);
+        let program = words.next().ok_or("exec: names no program")?;
+        if !program.starts_with('/') {
+            return Err(format!(
+                "the program {program:?} is not an absolute path (nothing is looked up in PATH)"
+            ));
+        }
+        if program.contains(DIR_PLACEHOLDER) {
+            return Err(format!(
+                "the program {program:?} cannot be in {DIR_PLACEHOLDER}"
+            ));
+        }
+        let args: Vec<String> = words.collect();
+        if !args.iter().any(|a| a.contains(DIR_PLACEHOLDER)) {
+            return Err(format!(
+                "no argument names {DIR_PLACEHOLDER}, the staged candidate's dir: the checker would not check it"
+            ));
+        }
+        Ok(Validate::Exec { program, args })
+    }
+}
+
+impl fmt::Display for Validate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Validate::None => f.write_str("none"),
+            Validate::Exec { program, args } => {
+                write!(f, "exec:{program}")?;
+                for a in args {
+                    write!(f, " {a}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +292,32 @@ mod tests {
             "http://x#9a",
         ] {
             assert!(bad.parse::<Confirm>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn validate_syntax() {
+        let v: Validate = "exec:/validators/promtool check config {dir}/prometheus.yml"
+            .parse()
+            .unwrap();
+        assert_eq!(v.name(), "promtool");
+        assert_eq!(
+            v.args_for("/p/..c"),
+            ["check", "config", "/p/..c/prometheus.yml"]
+        );
+        assert_eq!(
+            v.to_string(),
+            "exec:/validators/promtool check config {dir}/prometheus.yml"
+        );
+        assert_eq!("none".parse::<Validate>().unwrap(), Validate::None);
+        for (bad, why) in [
+            ("/bin/true {dir}", "exec: prefix"),
+            ("exec:", "names no program"),
+            ("exec:promtool check config {dir}/p.yml", "absolute path"),
+            ("exec:/bin/true", "no argument names {dir}"),
+        ] {
+            let e = bad.parse::<Validate>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 }

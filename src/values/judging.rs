@@ -9,11 +9,60 @@ use semver::VersionReq;
 
 use crate::configmap::is_valid_key;
 
-/// The semver range the component accepts, with the text it was written as.
+use super::api_version::{ApiVersion, ApiVersions, KubeVersion};
+
+/// What the component accepts, with the text it was written as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepts {
-    pub req: VersionReq,
+    pub range: Range,
     pub text: String,
+}
+
+/// The two version schemes `accepts` speaks, told apart by its text: a semver range, or (any item
+/// holding a `/`) the Kubernetes group/versions the component serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Range {
+    Semver(VersionReq),
+    Api(ApiVersions),
+}
+
+/// A version as read from a config and parsed under the scheme of the range in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemeVersion {
+    Semver(semver::Version),
+    Api(ApiVersion),
+}
+
+impl SchemeVersion {
+    /// Precedence within one scheme (semver precedence, ignoring build metadata; Kubernetes' order for
+    /// API versions); versions of different schemes are never compared (one range holds one scheme).
+    pub fn cmp_precedence(&self, other: &SchemeVersion) -> std::cmp::Ordering {
+        match (self, other) {
+            (SchemeVersion::Semver(a), SchemeVersion::Semver(b)) => a.cmp_precedence(b),
+            (SchemeVersion::Api(a), SchemeVersion::Api(b)) => a.cmp(b),
+            (SchemeVersion::Semver(_), SchemeVersion::Api(_)) => std::cmp::Ordering::Less,
+            (SchemeVersion::Api(_), SchemeVersion::Semver(_)) => std::cmp::Ordering::Greater,
+        }
+    }
+}
+
+impl fmt::Display for SchemeVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchemeVersion::Semver(v) => v.fmt(f),
+            SchemeVersion::Api(v) => v.fmt(f),
+        }
+    }
+}
+
+impl Accepts {
+    /// The semver range, under that scheme.
+    pub fn semver(&self) -> Option<&VersionReq> {
+        match &self.range {
+            Range::Semver(req) => Some(req),
+            Range::Api(_) => None,
+        }
+    }
 }
 
 /// Where the schema version lives in the config.
@@ -99,17 +148,29 @@ pub(crate) fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
 }
 
 /// The `accepts` setting from its text: a semver range, commas or (npm style) spaces between
-/// comparators.
+/// comparators; or, when any item holds a `/`, a list of Kubernetes `GROUP/VERSION`s (commas or
+/// spaces between them). One value holds one scheme: a mix is refused, naming both parts.
 pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, String> {
     let text = s.trim();
     if text.is_empty() {
         return Err("the range is empty".into());
     }
+    if text.contains('/') {
+        return parse_api_versions(text).map(|set| Accepts {
+            range: Range::Api(set),
+            text: text.to_owned(),
+        });
+    }
     if text.contains("||") {
         return Err("alternatives (||) are not supported; write one range".into());
     }
-    let req = VersionReq::parse(&comma_separated(text))
-        .map_err(|e| format!("not a semver range ({e})"))?;
+    let req = VersionReq::parse(&comma_separated(text)).map_err(|e| match text.parse::<KubeVersion>() {
+        // `v1beta3` alone: a Kubernetes version without its group, not a range.
+        Ok(v) if v.level != super::api_version::Level::Ga || text == "v1" => format!(
+            "not a semver range ({e}); {text} looks like a Kubernetes version: name its group, as in kubescheduler.config.k8s.io/{text}"
+        ),
+        _ => format!("not a semver range ({e})"),
+    })?;
     if matches_nothing(&req) {
         return Err(format!(
             "{text} matches no version: its lower bound is above its upper bound (a range lists \
@@ -117,7 +178,7 @@ pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, String> {
         ));
     }
     Ok(Accepts {
-        req,
+        range: Range::Semver(req),
         text: text.to_owned(),
     })
 }
@@ -169,6 +230,28 @@ fn matches_nothing(req: &VersionReq) -> bool {
         (Some((l, li)), Some((u, ui))) => l > u || (l == u && !(li && ui)),
         _ => false,
     }
+}
+
+/// The items of an API-version list, each `GROUP/VERSION`.
+fn parse_api_versions(text: &str) -> Result<ApiVersions, String> {
+    let items: Vec<&str> = text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|i| !i.is_empty())
+        .collect();
+    let (api, other): (Vec<&str>, Vec<&str>) = items.iter().partition(|i| i.contains('/'));
+    if let (Some(a), Some(o)) = (api.first(), other.first()) {
+        return Err(format!(
+            "mixes Kubernetes API versions ({a}) with {o:?}, which is not GROUP/VERSION; one value holds one scheme: a semver range such as \">=2.4.0, <3.0.0\", or a list of API versions such as \"kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3\""
+        ));
+    }
+    let mut versions = Vec::with_capacity(api.len());
+    for item in api {
+        versions.push(
+            item.parse::<ApiVersion>()
+                .map_err(|e| format!("{item:?} is not a Kubernetes API version: {e}"))?,
+        );
+    }
+    ApiVersions::new(versions).ok_or_else(|| "the list of API versions is empty".to_owned())
 }
 
 /// The npm/Helm dialect separates comparators by spaces (`>=2.4.0 <3.0.0`, `>= 2.4.0`); the semver
@@ -341,10 +424,63 @@ mod tests {
             ("2.4.x", "2.4.*"),
         ] {
             let a = parse_accepts(npm).unwrap_or_else(|e| panic!("{npm}: {e}"));
-            assert_eq!(a.req, VersionReq::parse(cargo).unwrap(), "{npm}");
+            assert_eq!(
+                a.semver(),
+                Some(&VersionReq::parse(cargo).unwrap()),
+                "{npm}"
+            );
             assert_eq!(a.text, npm.trim(), "the text stays as written");
         }
         assert!(parse_accepts(">=1 || <0.5").unwrap_err().contains("||"));
         assert!(parse_accepts(">=2.4.0 <").is_err());
+    }
+
+    #[test]
+    fn api_version_lists_are_recognised_and_mixes_refused() {
+        let a =
+            parse_accepts(" kubescheduler.config.k8s.io/v1beta3, kubescheduler.config.k8s.io/v1 ")
+                .unwrap();
+        let Range::Api(set) = &a.range else {
+            panic!("{a:?}")
+        };
+        assert_eq!(
+            set.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "kubescheduler.config.k8s.io/v1",
+                "kubescheduler.config.k8s.io/v1beta3"
+            ],
+            "newest first"
+        );
+        assert_eq!(
+            a.text,
+            "kubescheduler.config.k8s.io/v1beta3, kubescheduler.config.k8s.io/v1"
+        );
+        assert!(matches!(
+            parse_accepts("a.io/v1 b.io/v2alpha1").unwrap().range,
+            Range::Api(_)
+        ));
+        assert!(matches!(
+            parse_accepts("^2").unwrap().range,
+            Range::Semver(_)
+        ));
+        for (mixed, names) in [
+            ("kubescheduler.config.k8s.io/v1, >=2.4.0", "\">=2.4.0\""),
+            (">=2 a.io/v1", "\">=2\""),
+            ("a.io/v1, v1beta3", "\"v1beta3\""),
+        ] {
+            let e = parse_accepts(mixed).unwrap_err();
+            assert!(
+                e.starts_with("mixes Kubernetes API versions"),
+                "{mixed}: {e}"
+            );
+            assert!(e.contains(names), "{mixed}: {e}");
+        }
+        let e = parse_accepts("a.io/v1, a.io/v1gamma").unwrap_err();
+        assert!(
+            e.contains("\"a.io/v1gamma\" is not a Kubernetes API version"),
+            "{e}"
+        );
+        let e = parse_accepts("v1beta3").unwrap_err();
+        assert!(e.contains("name its group"), "{e}");
     }
 }

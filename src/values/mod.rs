@@ -5,14 +5,16 @@
 //! imported is `configmap`, for the key-name rule.
 
 mod acting;
+mod api_version;
 mod judging;
 mod url;
 mod verdict;
 
 pub use acting::{Confirm, OnIncompatible};
-pub use acting::{Mode, Reload};
+pub use acting::{Mode, Reload, Validate};
+pub use api_version::{ApiVersion, ApiVersions, KubeVersion, Standing};
 pub use judging::Variants;
-pub use judging::{Accepts, VersionFrom};
+pub use judging::{Accepts, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
 pub use url::Url;
 pub(crate) use url::redact;
@@ -81,6 +83,18 @@ pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// The longest reload spread: longer would leave a change unapplied on part of the fleet for more
 /// than an hour, which no in-place edit needs (a rollout does that with the pods' own pace).
 pub(crate) const MAX_SPREAD: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The longest a `validate` checker may run: longer holds every change back for minutes.
+pub(crate) const MAX_VALIDATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Parses the checker's time bound: from 100ms to [`MAX_VALIDATE_TIMEOUT`].
+pub(crate) fn parse_validate_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d < std::time::Duration::from_millis(100) || d > MAX_VALIDATE_TIMEOUT {
+        return Err(format!("{s:?} is not from 100ms to 5m"));
+    }
+    Ok(d)
+}
 
 /// Parses the reload spread: a duration from `0` (off) to [`MAX_SPREAD`].
 pub(crate) fn parse_spread(s: &str) -> Result<std::time::Duration, String> {

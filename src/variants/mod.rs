@@ -3,18 +3,17 @@
 //!
 //! With `config.v*.yaml -> config.yaml`, each key matching the pattern is a variant. Every variant is
 //! judged as the set it would promote (the variant under `config.yaml` plus every key that is not a
-//! variant), with the usual `version-from` and `require`; the highest accepted version wins. Two variants
-//! with the same version (by semver precedence) and different content make the ConfigMap ambiguous.
+//! variant), with the usual `version-from` and `require`; the highest accepted version wins (semver
+//! precedence, or Kubernetes' order of API versions: GA over beta over alpha). Two variants with the
+//! same version and different content make the ConfigMap ambiguous.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use semver::Version;
-
 use crate::listing;
 use crate::rules::Budget;
-use crate::settings::{Settings, Variants};
+use crate::settings::{SchemeVersion, Settings, Variants};
 use crate::snapshot::{Keys, Observed, Snapshot};
 use crate::verdict::{self, Judgement, Verdict, fix};
 
@@ -35,8 +34,8 @@ pub struct Choice {
 struct Judged {
     key: String,
     judgement: Judgement,
-    /// The parsed version, when one was read.
-    version: Option<Version>,
+    /// The parsed version, when one was read, under the scheme of the range in force.
+    version: Option<SchemeVersion>,
 }
 
 /// Chooses what to promote from `observed` under `settings`; without the variants setting, or with no
@@ -84,7 +83,7 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
             let version = judgement
                 .version
                 .as_deref()
-                .and_then(|r| verdict::parse_lenient(r).ok());
+                .and_then(|r| verdict::parse_version(r, settings));
             Judged {
                 key: (*k).clone(),
                 judgement,

@@ -69,6 +69,62 @@ fn each_range_gets_its_variant_with_the_other_keys() {
 }
 
 #[test]
+fn api_version_variants_pick_the_newest_served_in_kubernetes_order() {
+    let s = Settings::from_raw(&Raw {
+        version_from: Some("yaml:config.yaml#/apiVersion".into()),
+        ..raw("s.k8s.io/v1beta3, s.k8s.io/v1, s.k8s.io/v1alpha1")
+    })
+    .unwrap();
+    let obs = cm(&[
+        ("config.vbeta3.yaml", "apiVersion: s.k8s.io/v1beta3\n"),
+        ("config.vga.yaml", "apiVersion: s.k8s.io/v1\n"),
+        ("config.valpha.yaml", "apiVersion: s.k8s.io/v1alpha1\n"),
+        ("config.vnext.yaml", "apiVersion: s.k8s.io/v2\n"),
+    ]);
+    let c = choose(obs, &s);
+    assert_eq!(
+        c.judgement.verdict,
+        Verdict::Accepted,
+        "{}",
+        c.judgement.reason
+    );
+    assert_eq!(
+        c.variant.as_deref(),
+        Some("config.vga.yaml"),
+        "v1 over v1beta3, v2 not served"
+    );
+    let c = choose(
+        cm(&[
+            ("config.vbeta3.yaml", "apiVersion: s.k8s.io/v1beta3\n"),
+            ("config.valpha.yaml", "apiVersion: s.k8s.io/v1alpha1\n"),
+        ]),
+        &s,
+    );
+    assert_eq!(
+        c.variant.as_deref(),
+        Some("config.vbeta3.yaml"),
+        "beta over alpha"
+    );
+    let c = choose(
+        cm(&[
+            ("config.va.yaml", "apiVersion: s.k8s.io/v1\n"),
+            ("config.vb.yaml", "apiVersion: s.k8s.io/v1\nx: 1\n"),
+        ]),
+        &s,
+    );
+    assert_eq!(
+        c.judgement.verdict,
+        Verdict::Invalid,
+        "same API version, different content"
+    );
+    assert!(
+        c.judgement.reason.contains("same version s.k8s.io/v1"),
+        "{}",
+        c.judgement.reason
+    );
+}
+
+#[test]
 fn no_variant_accepted_gives_the_verdict_to_act_on() {
     let c = choose(both(), &settings("^4"));
     assert_eq!(c.judgement.verdict, Verdict::TooOld);
@@ -294,10 +350,10 @@ proptest! {
         ));
         let s = settings(&format!("^{major}"));
         let c = choose(obs, &s);
-        let req = &s.accepts.as_ref().unwrap().req;
+        let req = s.accepts.as_ref().unwrap().semver().unwrap();
         let best = versions
             .iter()
-            .filter(|(_, (a, b))| req.matches(&Version::new(*a, *b, 0)))
+            .filter(|(_, (a, b))| req.matches(&semver::Version::new(*a, *b, 0)))
             .map(|(l, (a, b))| (a, b, l))
             .max();
         let mut all: Vec<_> = versions.values().collect();

@@ -29,6 +29,39 @@ pub(crate) fn write_a_version(from: &VersionFrom) -> String {
     format!("write a version such as 2.4.1 at {from} in the ConfigMap")
 }
 
+/// An API version such as `example` cannot be read where `from` says.
+pub(crate) fn write_an_api_version(from: &VersionFrom, example: &str) -> String {
+    format!("write an API version such as {example} at {from} in the ConfigMap")
+}
+
+/// A config carries the API version `version` while `accepts` holds a semver range.
+pub(crate) fn api_scheme(version: &str) -> String {
+    format!(
+        "set {ANN_ACCEPTS} to the API versions the component serves (e.g. {version}), or point {ANN_VERSION_FROM} at a semantic version"
+    )
+}
+
+/// The API version `version` is newer than every version of its group in `list`.
+pub(crate) fn api_too_new(list: &str, version: &str) -> String {
+    format!(
+        "roll the ConfigMap back to an API version in {list}, or add {version} to {ANN_ACCEPTS} once the component serves it"
+    )
+}
+
+/// The API version `version` is older than every version of its group in `list`.
+pub(crate) fn api_too_old(list: &str, version: &str) -> String {
+    format!(
+        "update the ConfigMap to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component still serves it"
+    )
+}
+
+/// The API version `version` is of a group `list` does not name, or between its versions.
+pub(crate) fn api_not_served(list: &str, version: &str) -> String {
+    format!(
+        "set the ConfigMap to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component serves it"
+    )
+}
+
 /// `version` is newer than `range` allows.
 pub fn too_new(range: &str, version: &str) -> String {
     format!(
@@ -78,5 +111,20 @@ pub(crate) fn no_variant(verdict: crate::values::Verdict, range: Option<&str>) -
 pub(crate) fn promoted_name_taken(key: &str) -> String {
     format!(
         "remove key {key} from the ConfigMap (each variant is promoted under that name), or change {ANN_VARIANTS}"
+    )
+}
+
+/// The annotation of the component's own checker.
+pub(crate) const ANN_VALIDATE: &str = "confgate.io/validate";
+
+/// The component's checker refused a config.
+pub(crate) fn checker_refused() -> String {
+    format!("correct the ConfigMap as the checker says, or change {ANN_VALIDATE}")
+}
+
+/// The component's checker could not be started.
+pub(crate) fn checker_missing() -> String {
+    format!(
+        "put the checker where {ANN_VALIDATE} says in confgate's container (an init container copying it from the component's image into a shared emptyDir), or change {ANN_VALIDATE}"
     )
 }

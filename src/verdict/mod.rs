@@ -8,7 +8,9 @@
 
 use crate::listing;
 use crate::rules::Budget;
-use crate::settings::Settings;
+use crate::settings::{
+    ApiVersion, ApiVersions, Range, SchemeVersion, Settings, Standing, VersionFrom,
+};
 use crate::snapshot::{Keys, Observed, Snapshot};
 
 pub mod fix;
@@ -108,8 +110,28 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
             ),
         );
     }
+    let req = match &settings.accepts {
+        Some(accepts) => match &accepts.range {
+            Range::Api(set) => return judge_api(raw, set, &accepts.text, &settings.version_from),
+            Range::Semver(req) => Some((req, accepts)),
+        },
+        None => None,
+    };
     let version = match parse_lenient(&raw) {
         Ok(v) => v,
+        // An API version under a semver range: the range is what is wrong, and the version is safe to
+        // show (an API version holds nothing but a group and a version).
+        Err(_) if raw.contains('/') && ApiVersion::parse_object(&raw).is_ok() => {
+            return invalid(
+                Some(raw.clone()),
+                format!(
+                    "the value at {} is the Kubernetes API version {raw}, but {} is a semver range; {}",
+                    settings.version_from,
+                    settings.accepts_text().unwrap_or("no range"),
+                    fix::api_scheme(&raw)
+                ),
+            );
+        }
         // Not echoed: text a version cannot contain means the pointer or key names something else
         // (a whole YAML document under `file:`, a password), and that must not reach /status or logs.
         Err(_) if !looks_like_a_version(&raw) => {
@@ -134,7 +156,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
             );
         }
     };
-    let Some(accepts) = &settings.accepts else {
+    let Some((req, accepts)) = req else {
         return Judgement {
             verdict: Verdict::OutOfRange,
             version: Some(raw),
@@ -142,7 +164,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
                 .into(),
         };
     };
-    let verdict = classify(&version, &accepts.req);
+    let verdict = classify(&version, req);
     let reason = match verdict {
         Verdict::Accepted => format!("version {version} is in {}", accepts.text),
         Verdict::TooNew => format!(
@@ -191,7 +213,7 @@ pub(crate) fn judge_rules(
             let version = j
                 .version
                 .as_deref()
-                .and_then(|r| parse_lenient(r).ok())
+                .and_then(|r| parse_version(r, settings))
                 .map(|v| v.to_string())
                 .unwrap_or_default();
             invalid(
@@ -202,5 +224,98 @@ pub(crate) fn judge_rules(
                 ),
             )
         }
+    }
+}
+
+/// A version as read, parsed under the scheme of the range in force (semver without one).
+pub(crate) fn parse_version(raw: &str, settings: &Settings) -> Option<SchemeVersion> {
+    match settings.accepts.as_ref().map(|a| &a.range) {
+        Some(Range::Api(_)) => ApiVersion::parse_object(raw.trim())
+            .ok()
+            .map(SchemeVersion::Api),
+        _ => parse_lenient(raw).ok().map(SchemeVersion::Semver),
+    }
+}
+
+/// Whether `raw` holds only what an API version can (so a reason may repeat it): a group's letters,
+/// digits, `-` and `.`, one `/`, and a version.
+fn looks_like_an_api_version(raw: &str) -> bool {
+    raw.len() <= MAX_VERSION_LEN
+        && raw.bytes().filter(|&b| b == b'/').count() <= 1
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'/'))
+}
+
+/// The version read under the API-version scheme, against the group/versions the component serves
+/// (`text` as written). The verdicts: one of the set is accepted; of a group the set names, newer than
+/// all its versions there is too-new, older than all is too-old, between them out-of-range; of another
+/// group out-of-range.
+fn judge_api(raw: String, set: &ApiVersions, text: &str, from: &VersionFrom) -> Judgement {
+    let example = set.newest().to_string();
+    let v = match ApiVersion::parse_object(raw.trim()) {
+        Ok(v) => v,
+        Err(why) if looks_like_an_api_version(&raw) => {
+            return invalid(
+                Some(raw.clone()),
+                format!(
+                    "version {raw:?} at {from}: {why}; {}",
+                    fix::write_an_api_version(from, &example)
+                ),
+            );
+        }
+        // Not echoed, as for semver: text no API version holds may be anything.
+        Err(_) => {
+            return invalid(
+                None,
+                format!(
+                    "the value at {from} is not a Kubernetes API version ({} bytes, with characters an API version does not have); allowed: GROUP/VERSION such as {example}; {}",
+                    raw.len(),
+                    fix::write_an_api_version(from, &example)
+                ),
+            );
+        }
+    };
+    let shown = v.to_string();
+    let (verdict, reason) = match set.standing(&v) {
+        Standing::Accepted => (Verdict::Accepted, format!("version {shown} is in {text}")),
+        Standing::Newer => (
+            Verdict::TooNew,
+            format!(
+                "version {shown} is newer than {text} serves; {}",
+                fix::api_too_new(text, &shown)
+            ),
+        ),
+        Standing::Older => (
+            Verdict::TooOld,
+            format!(
+                "version {shown} is older than {text} serves; {}",
+                fix::api_too_old(text, &shown)
+            ),
+        ),
+        Standing::Between => (
+            Verdict::OutOfRange,
+            format!(
+                "version {shown} is not one of {text}; {}",
+                fix::api_not_served(text, &shown)
+            ),
+        ),
+        Standing::OtherGroup => (
+            Verdict::OutOfRange,
+            format!(
+                "version {shown} is of {}, which {text} does not name; {}",
+                if v.group.is_empty() {
+                    "the core group".to_owned()
+                } else {
+                    format!("group {}", v.group)
+                },
+                fix::api_not_served(text, &shown)
+            ),
+        ),
+    };
+    Judgement {
+        verdict,
+        version: Some(raw),
+        reason,
     }
 }

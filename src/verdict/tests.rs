@@ -1,16 +1,13 @@
 //! The verdict table, the reasons and their fixes, and hostile documents.
 
 use super::*;
-use crate::settings::{Accepts, Settings};
+use crate::settings::Settings;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn settings(accepts: Option<&str>, from: &str, require: &[&str]) -> Settings {
     Settings {
-        accepts: accepts.map(|a| Accepts {
-            req: semver::VersionReq::parse(a).unwrap(),
-            text: a.into(),
-        }),
+        accepts: accepts.map(|a| crate::values::parse_accepts(a).unwrap()),
         version_from: from.parse().unwrap(),
         require: require.iter().map(|s| (*s).to_owned()).collect(),
         ..Settings::default()
@@ -153,6 +150,32 @@ fn json_and_yaml_sources() {
 }
 
 #[test]
+#[rustfmt::skip]
+fn api_version_table() {
+    use Verdict::*;
+    let r = Some("kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3");
+    let y = "yaml:config.yaml#/apiVersion";
+    let doc = |v: &str| format!("apiVersion: {v}\nkind: KubeSchedulerConfiguration\n");
+    let at = |v: &str, want: (Verdict, Option<&str>, &str)| {
+        check(&[("config.yaml", doc(v).as_bytes())], r, y, &[], want);
+    };
+    let served = "kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3";
+    at("kubescheduler.config.k8s.io/v1", (Accepted, Some("kubescheduler.config.k8s.io/v1"), &format!("version kubescheduler.config.k8s.io/v1 is in {served}")));
+    at("kubescheduler.config.k8s.io/v1beta3", (Accepted, Some("kubescheduler.config.k8s.io/v1beta3"), "is in"));
+    at("kubescheduler.config.k8s.io/v2", (TooNew, Some("kubescheduler.config.k8s.io/v2"), &format!("version kubescheduler.config.k8s.io/v2 is newer than {served} serves; roll the ConfigMap back to an API version in {served}, or add kubescheduler.config.k8s.io/v2 to confgate.io/accepts once the component serves it")));
+    at("kubescheduler.config.k8s.io/v1beta2", (TooOld, Some("kubescheduler.config.k8s.io/v1beta2"), "is older than"));
+    at("kubescheduler.config.k8s.io/v1alpha1", (TooOld, Some("kubescheduler.config.k8s.io/v1alpha1"), "or add kubescheduler.config.k8s.io/v1alpha1 to confgate.io/accepts if the component still serves it"));
+    at("kubescheduler.config.k8s.io/v1beta4", (OutOfRange, Some("kubescheduler.config.k8s.io/v1beta4"), "is not one of"));
+    at("kubelet.config.k8s.io/v1", (OutOfRange, Some("kubelet.config.k8s.io/v1"), "is of group kubelet.config.k8s.io, which"));
+    at("v1", (OutOfRange, Some("v1"), "is of the core group"));
+    at("kubescheduler.config.k8s.io/v1gamma", (Invalid, Some("kubescheduler.config.k8s.io/v1gamma"), "not a Kubernetes version"));
+    at("Kube.io/v1", (Invalid, Some("Kube.io/v1"), "write an API version such as kubescheduler.config.k8s.io/v1 at yaml:config.yaml#/apiVersion in the ConfigMap"));
+    at("\"a b: c\"", (Invalid, None, "with characters an API version does not have"));
+    // An API version read under a semver range says which setting to change.
+    check(&[("config.yaml", doc("a.io/v1").as_bytes())], Some("^2"), y, &[], (Invalid, Some("a.io/v1"), "is the Kubernetes API version a.io/v1, but ^2 is a semver range; set confgate.io/accepts"));
+}
+
+#[test]
 fn missing_and_broken_map_to_their_verdicts() {
     let s = settings(Some("^1"), "file:version", &[]);
     assert_eq!(
@@ -208,10 +231,7 @@ fn huge_numbers_are_invalid() {
 
 fn judged_reason(text: &str, from: &str) -> (String, Option<String>) {
     let settings = Settings {
-        accepts: Some(crate::settings::Accepts {
-            req: semver::VersionReq::parse("^1").unwrap(),
-            text: "^1".into(),
-        }),
+        accepts: Some(crate::values::parse_accepts("^1").unwrap()),
         version_from: from.parse().unwrap(),
         ..Settings::default()
     };

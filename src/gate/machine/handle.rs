@@ -6,16 +6,17 @@ use tokio::time::Instant;
 use super::grace::Step;
 use super::reloads::Owed;
 use super::{
-    Action, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now, PROMOTE_RETRY,
-    Promotion, Rollback, Seen, Tell,
+    Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now,
+    PROMOTE_RETRY, Promotion, Rollback, Seen, Tell,
 };
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
-use crate::settings::{Reload, Settings};
+use crate::settings::{Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed};
 use crate::state::{ReloadView, Status};
+use crate::validate::Checked;
 use crate::variants::Choice;
-use crate::verdict::Verdict;
+use crate::verdict::{Judgement, Verdict};
 
 impl Gate {
     /// Handles `event` at `now`; returns what to carry out, in order.
@@ -63,6 +64,7 @@ impl Gate {
                 }
             }
             Event::Switched(r) => self.switched(r, now, &mut out),
+            Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
             Event::RolledBack(r) => self.rolled_back_to(r, &mut out),
             Event::Reload(o) => self.reload_outcome(o, now, &mut out),
             Event::Source(view) => self.source = view,
@@ -303,7 +305,37 @@ impl Gate {
     }
 
     fn judged(&mut self, seen: Seen, choice: Choice, now: Now, out: &mut Vec<Action>) {
-        let (choice, decision) = self.decide(choice);
+        let (mut choice, mut decision) = self.decide(choice);
+        if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
+            && self.settings.validate != Validate::None
+            && !self.gate_only
+        {
+            let sha = snapshot.hash();
+            match self
+                .checked
+                .as_ref()
+                .filter(|c| c.sha == sha && c.check == self.settings.validate)
+            {
+                // Not promoted before the checker says: its answer comes back as `Validated`.
+                None => {
+                    out.push(Action::Validate {
+                        snapshot: snapshot.clone(),
+                        check: self.settings.validate.clone(),
+                        timeout: self.settings.validate_timeout,
+                    });
+                    self.checking = Some(Box::new(Checking { seen, choice, sha }));
+                    return;
+                }
+                Some(CheckedBy {
+                    refused: Some(why), ..
+                }) => {
+                    let why = why.clone();
+                    choice.judgement = self.refused_by_checker(choice.judgement, &why);
+                    (choice, decision) = self.decide(choice);
+                }
+                Some(_) => {}
+            }
+        }
         // With variants, what is promoted (and hashed) is the chosen variant's set.
         let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         let promoted_variant = variant.clone();
@@ -344,6 +376,63 @@ impl Gate {
                 self.activated(now.wall);
             }
             _ => out.push(Action::Log(Note::Judged(judged))),
+        }
+    }
+
+    /// The checker's answer on the candidate waiting for it: remembered for that content under
+    /// the setting in force (a snapshot read again is not checked again), then the candidate is
+    /// decided on as it would have been, promoted or held.
+    fn validated(&mut self, sha: ContentHash, checked: Checked, now: Now, out: &mut Vec<Action>) {
+        let Some(c) = self.checking.take().filter(|c| c.sha == sha) else {
+            return;
+        };
+        let checker = self.settings.validate.name().to_owned();
+        let refused = match checked {
+            Checked::Passed => None,
+            Checked::Failed { status, lines } if self.secret || lines.is_empty() => Some(format!(
+                "{checker} refused it ({status}{})",
+                if self.secret {
+                    "; its output is not shown: the content is a Secret's"
+                } else {
+                    ""
+                }
+            )),
+            Checked::Failed { status, lines } => Some(format!(
+                "{checker} refused it ({status}): {}",
+                lines.join(" / ")
+            )),
+            Checked::TimedOut(d) => Some(format!(
+                "{checker} did not finish within {} (killed)",
+                crate::values::duration_text(d)
+            )),
+            Checked::NotRun(why) => Some(format!("the checker could not be run: {why}")),
+        };
+        out.push(Action::Log(Note::Validated {
+            version: c.choice.judgement.version.clone().unwrap_or_default(),
+            sha: sha.short(),
+            checker,
+            reason: refused.clone(),
+        }));
+        self.checked = Some(CheckedBy {
+            sha,
+            check: self.settings.validate.clone(),
+            refused,
+        });
+        self.judged(c.seen, c.choice, now, out);
+    }
+
+    /// `j`, accepted by the range and rules, held by the component's checker: invalid, with the
+    /// checker's words and the fix.
+    fn refused_by_checker(&self, j: Judgement, why: &str) -> Judgement {
+        let fix = if why.starts_with("the checker could not be run") {
+            crate::verdict::fix::checker_missing()
+        } else {
+            crate::verdict::fix::checker_refused()
+        };
+        Judgement {
+            verdict: Verdict::Invalid,
+            reason: format!("{}, but {why}; {fix}", j.reason),
+            version: j.version,
         }
     }
 

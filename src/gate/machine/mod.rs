@@ -26,9 +26,10 @@ use tokio::time::Instant;
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
-use crate::settings::{Confirm, Mode, Reload, Settings};
+use crate::settings::{Confirm, Mode, Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::SourceView;
+use crate::validate::Checked;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
@@ -174,6 +175,8 @@ pub(crate) enum Event {
     /// Answer to [`Action::Judge`]: what was read, and what it was judged (`None`: identical to the
     /// last judged, not judged again).
     Judged { seen: Seen, choice: Option<Choice> },
+    /// Answer to [`Action::Validate`]: what the component's checker said of the staged `sha`.
+    Validated { sha: ContentHash, checked: Checked },
     /// Answer to [`Action::RejudgeActive`]: the promoted dir read back, and its judgement.
     Rejudged(Observed, Judgement),
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
@@ -230,6 +233,13 @@ pub(crate) enum Action {
         /// The variant key it was chosen from (with the variants setting), recorded beside it.
         variant: Option<String>,
     },
+    /// Stage `snapshot` beside the promoted dir's live config and run the component's checker `check`
+    /// on it within `timeout`, off the runtime's thread: answer [`Event::Validated`].
+    Validate {
+        snapshot: Snapshot,
+        check: Validate,
+        timeout: std::time::Duration,
+    },
     /// Send this request to the reload worker (the newest replaces an unsent one).
     Reload(ReloadRequest),
     /// Let the reload worker, on this thread, send what was just requested before the rest.
@@ -282,6 +292,13 @@ pub(crate) struct Judged {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Note {
     Judged(Judged),
+    /// The component's checker ran on a candidate: `reason` is `None` when it passed.
+    Validated {
+        version: String,
+        sha: String,
+        checker: String,
+        reason: Option<String>,
+    },
     /// The switch failed; the previous config is kept.
     PromotionFailed {
         error: String,
@@ -389,6 +406,23 @@ struct Promotion {
     version: Option<String>,
 }
 
+/// A judged snapshot whose promotion waits for the component's checker.
+#[derive(Debug, Clone)]
+struct Checking {
+    seen: Seen,
+    choice: Choice,
+    sha: ContentHash,
+}
+
+/// What the component's checker last said: of which content, under which setting, and why it
+/// refused (`None`: it passed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CheckedBy {
+    sha: ContentHash,
+    check: Validate,
+    refused: Option<String>,
+}
+
 /// A rollback asked for and not yet answered.
 #[derive(Debug, Clone)]
 struct Rollback {
@@ -439,6 +473,12 @@ pub(crate) struct Gate {
     bucket: Option<Bucket>,
     /// A change waiting for this pod's share of the reload spread.
     spread: Option<Spread>,
+    /// A promotion waiting for the component's checker.
+    checking: Option<Box<Checking>>,
+    /// What the checker last said.
+    checked: Option<CheckedBy>,
+    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
+    secret: bool,
 }
 
 impl Gate {
@@ -469,7 +509,16 @@ impl Gate {
             watch_error: None,
             bucket: None,
             spread: None,
+            checking: None,
+            checked: None,
+            secret: false,
         }
+    }
+
+    /// The content is a Secret's: a reason carries a checker's exit status only, never its output.
+    pub(crate) fn with_secret_content(mut self, secret: bool) -> Gate {
+        self.secret = secret;
+        self
     }
 
     /// Names the annotations file in what the settings check says of its absence.

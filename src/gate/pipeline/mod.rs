@@ -82,6 +82,7 @@ impl Pipeline {
             None => (None, None),
         };
         let gate = Gate::new(base, promoter.is_none())
+            .with_secret_content(snapshot::sealed())
             .with_annotations_file(&cfg.annotations)
             .with_bucket(cfg.bucket);
         let mut p = Pipeline {
@@ -206,6 +207,29 @@ impl Pipeline {
                 return Some(Event::Switched(
                     r.map(|()| BootTicks::now()).map_err(|e| e.to_string()),
                 ));
+            }
+            Action::Validate {
+                snapshot,
+                check,
+                timeout,
+            } => {
+                let sha = snapshot.hash();
+                let promoter = self.promoter.as_ref()?;
+                let checked = match promoter.stage(&snapshot) {
+                    // The checker runs on the blocking pool while this task answers pings: /livez
+                    // goes on answering for the time it takes.
+                    Ok(dir) => {
+                        off_loop(&self.shared, move || {
+                            crate::validate::run(&check, &dir, timeout)
+                        })
+                        .await
+                    }
+                    Err(e) => {
+                        crate::validate::Checked::NotRun(format!("staging the candidate: {e}"))
+                    }
+                };
+                promoter.unstage();
+                return Some(Event::Validated { sha, checked });
             }
             Action::RollBack => {
                 let r = self.on_dir(Promoter::roll_back).await?;

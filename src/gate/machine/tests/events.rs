@@ -9,6 +9,7 @@ use super::*;
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::settings::Reload;
 use crate::state::ReloadResult;
+use crate::validate::Checked;
 
 pub(super) const TARGET: &str = "http://127.0.0.1:9/reload";
 
@@ -497,4 +498,152 @@ fn the_watch_is_logged_when_its_state_changes_and_its_errors_counted() {
         g.handle(watch(0, None), c.at(3))[..],
         [Action::Log(Note::Watch(None))]
     ));
+}
+
+/// A gate with a checker set: every promotion waits for its answer.
+fn checking(c: &Clock, check: &str, secret: bool) -> Gate {
+    let base = base(">=2", |r| {
+        r.reload = Some(TARGET.into());
+        r.validate = Some(check.into());
+    });
+    let mut g = Gate::new(base, false).with_secret_content(secret);
+    g.handle(Event::Start(Ok(None)), c.at(0));
+    let empty = Observed::Missing("empty".into());
+    let j = verdict::judge(&empty, g.settings());
+    g.handle(
+        Event::Adopted(Box::new(Found {
+            on_disk: empty,
+            judgement: j,
+            refused: Vec::new(),
+            applied: None,
+            owed: None,
+        })),
+        c.at(0),
+    );
+    g
+}
+
+const CHECK: &str = "exec:/validators/promtool check config {dir}/prometheus.yml";
+
+#[test]
+fn a_candidate_is_promoted_only_once_the_components_checker_passes_it() {
+    let c = Clock::new();
+    let mut g = checking(&c, CHECK, false);
+    let v2 = cfg("2.0.0");
+    let a = g.handle(judged(&g, &v2), c.at(1));
+    assert!(
+        matches!(&a[..], [Action::Validate { snapshot, timeout, .. }] if snapshot.hash() == hash(&v2) && *timeout == Duration::from_secs(10)),
+        "the checker first, nothing promoted, nothing counted: {a:?}"
+    );
+    let a = g.handle(
+        Event::Validated {
+            sha: hash(&v2),
+            checked: Checked::Passed,
+        },
+        c.at(2),
+    );
+    assert!(has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Log(Note::Validated { reason: None, .. })
+    )));
+    g.handle(Event::Switched(Ok(Some(BootTicks(1)))), c.at(2));
+    assert_eq!(
+        g.published(0).active.unwrap().version.as_deref(),
+        Some("2.0.0")
+    );
+
+    // Refused: held with the checker's first lines and the fix; the active config stays.
+    let v3 = cfg("2.1.0");
+    let a = g.handle(judged(&g, &v3), c.at(3));
+    assert!(matches!(&a[..], [Action::Validate { .. }]), "{a:?}");
+    let a = g.handle(
+        Event::Validated {
+            sha: hash(&v3),
+            checked: Checked::Failed {
+                status: "exit status: 1".into(),
+                lines: vec!["FAILED: parsing YAML file prometheus.yml".into()],
+            },
+        },
+        c.at(4),
+    );
+    assert!(!has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Count(Count::Candidate(Verdict::Invalid))
+    )));
+    let s = g.published(0);
+    assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
+    let held = s.candidate.unwrap();
+    assert_eq!(held.verdict, Verdict::Invalid);
+    assert_eq!(
+        held.reason,
+        "version 2.1.0 is in >=2, but promtool refused it (exit status: 1): FAILED: parsing YAML file \
+         prometheus.yml; correct the ConfigMap as the checker says, or change confgate.io/validate"
+    );
+
+    // The same content judged again (a settings change re-judges it) is not checked again.
+    let a = g.handle(judged(&g, &v3), c.at(5));
+    assert!(
+        !has(&a, |a| matches!(
+            a,
+            Action::Validate { .. } | Action::Switch { .. }
+        )),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn a_secrets_checker_output_is_not_shown() {
+    let c = Clock::new();
+    let mut g = checking(&c, CHECK, true);
+    let v2 = cfg("2.0.0");
+    g.handle(judged(&g, &v2), c.at(1));
+    g.handle(
+        Event::Validated {
+            sha: hash(&v2),
+            checked: Checked::Failed {
+                status: "exit status: 1".into(),
+                lines: vec!["password: hunter2 is not valid".into()],
+            },
+        },
+        c.at(2),
+    );
+    let reason = g.published(0).candidate.unwrap().reason;
+    assert!(!reason.contains("hunter2"), "{reason}");
+    assert!(
+        reason.contains("promtool refused it (exit status: 1; its output is not shown: the content is a Secret's)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_checker_that_cannot_run_or_runs_too_long_holds_the_config() {
+    for (checked, says) in [
+        (
+            Checked::TimedOut(Duration::from_secs(10)),
+            "promtool did not finish within 10s (killed)",
+        ),
+        (
+            Checked::NotRun("/validators/promtool: No such file or directory".into()),
+            "the checker could not be run: /validators/promtool: No such file or directory; put the checker",
+        ),
+    ] {
+        let c = Clock::new();
+        let mut g = checking(&c, CHECK, false);
+        let v2 = cfg("2.0.0");
+        g.handle(judged(&g, &v2), c.at(1));
+        let a = g.handle(
+            Event::Validated {
+                sha: hash(&v2),
+                checked,
+            },
+            c.at(2),
+        );
+        assert!(!has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+        let s = g.published(0);
+        assert!(s.active.is_none());
+        let reason = s.candidate.unwrap().reason;
+        assert!(reason.contains(says), "{reason}");
+    }
 }
