@@ -125,7 +125,7 @@ fn verdict_table() {
     check(&[("version", b"1.9.9")], Some("~2.4.1"), f, &[], (TooOld, Some("1.9.9"), "older"));
     check(&[("version", b"2.5.0")], Some("~2.4.1"), f, &[], (TooNew, Some("2.5.0"), "newer"));
     check(&[("version", b"3.1.0")], Some("2.*"), f, &[], (TooNew, Some("3.1.0"), "newer"));
-    check(&[("version", b"2.0.0")], Some(">=3, <2"), f, &[], (OutOfRange, Some("2.0.0"), "outside"));
+    check(&[("version", b"2.0.0-rc.1")], Some(">=1.0.0"), f, &[], (OutOfRange, Some("2.0.0-rc.1"), "outside"));
 }
 
 #[test]

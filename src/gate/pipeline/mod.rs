@@ -269,7 +269,10 @@ impl Pipeline {
             Action::RecordRejected(entries) => {
                 let (sha, _) = *entries.last()?;
                 let target = self.gate.settings().reload.to_string();
-                if let Err(e) = self.on_dir(move |p| p.record_rejected(&target, &entries)).await? {
+                if let Err(e) = self
+                    .on_dir(move |p| p.record_rejected(&target, &entries))
+                    .await?
+                {
                     warn!(error = %e, sha = %sha.short(), "cannot record the refusals in the promoted dir; a restart would not know them");
                 }
             }
@@ -322,6 +325,7 @@ impl Pipeline {
     async fn adopt(&mut self, settings: Settings) -> Option<Event> {
         let on_disk = self.found.take()?;
         let p = self.promoter.clone()?;
+        let reload = settings.reload.clone();
         let (on_disk, judgement, (refused, owed, variants), applied) =
             off_loop(&self.shared, move || {
                 let judgement = verdict::judge(&on_disk, &settings);
@@ -343,7 +347,7 @@ impl Pipeline {
             warn!(problem = %why, "the record of contents the component refused is damaged; ignoring what cannot be read");
         }
         let recorded = refused.entries.len();
-        let entries = held_refusals(refused.target.as_deref(), refused.entries, &settings.reload);
+        let entries = held_refusals(refused.target.as_deref(), refused.entries, &reload);
         if entries.len() < recorded {
             info!(
                 count = recorded - entries.len(),

@@ -1048,8 +1048,14 @@ fn a_rollout_across_six_pods_rolls_a_refused_candidate_back_on_the_canary_pods_o
                 p.name
             );
         }
-        let out = status(&[]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // The pods' conditions, which `confgate status` reads, follow each pod's /status by a patch.
+        let text = crate::common::poll("confgate status seeing every pod's part", CHANGE, || {
+            let out = status(&[]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let reported = text.lines().filter(|l| l.starts_with("fleet-")).count() == 6
+                && (canaries == 0 || text.contains(&format!("{canaries} refused")));
+            reported.then_some(text)
+        });
         eprintln!("node: confgate status at {percent} ({canaries}/6 canaries):\n{text}");
         if percent == "100%" {
             assert_eq!(canaries, 6, "every pod is a canary at 100%");

@@ -517,6 +517,7 @@ fn checking(c: &Clock, check: &str, secret: bool) -> Gate {
             refused: Vec::new(),
             applied: None,
             owed: None,
+            variants: (None, None),
         })),
         c.at(0),
     );
