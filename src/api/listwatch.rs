@@ -1,5 +1,5 @@
 //! A list and then a watch of one named ConfigMap or Secret, over kube's client alone: each answer
-//! read through [`object`](super::object) as it arrives, within [`MAX_ANSWER`] bytes.
+//! read through [`object`] as it arrives, within [`MAX_ANSWER`] bytes.
 //!
 //! The list gives the object and the resourceVersion the watch starts from; a watch the server ends
 //! (its `timeoutSeconds`, or a connection cut at a chunk boundary) is made again from the last

@@ -52,7 +52,7 @@ pub enum Error {
         first_line: String,
     },
     /// An answer that says the target is wrong, not the config (404, 405, 401/403, any answer
-    /// outside [`refuses`]): the POST did not reach a component judging it.
+    /// other than 400, 422 or 500 with words about the config): the POST did not reach a component judging it.
     #[error(
         "POST {url} answered {status}{}; not reached: the reload target is misconfigured (a wrong path or method, missing credentials, or an endpoint that is off)",
         if first_line.is_empty() { String::new() } else { format!(": {first_line}") }
