@@ -298,6 +298,9 @@ pub struct Holding {
     pub newest: Option<String>,
     pub verdict: Verdict,
     pub reason: Option<String>,
+    /// The newest config is the one in place (the component refused it and no config it applied
+    /// is kept to roll back to): nothing is held in its place.
+    pub in_place: bool,
 }
 
 impl Holding {
@@ -310,6 +313,7 @@ impl Holding {
             newest: newest.version.clone(),
             verdict: newest.verdict,
             reason: None,
+            in_place: newest.sha256.as_ref() == Some(&active.sha256),
         })
     }
 
@@ -324,13 +328,22 @@ impl Holding {
 
 impl std::fmt::Display for Holding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "holding {}; {} is {}",
-            self.held.as_deref().unwrap_or("the previous config"),
-            self.newest.as_deref().unwrap_or("the newest config"),
-            self.verdict
-        )?;
+        if self.in_place {
+            write!(
+                f,
+                "no config the component applied to roll back to; {} stays in place and is {}",
+                self.newest.as_deref().unwrap_or("the newest config"),
+                self.verdict
+            )?;
+        } else {
+            write!(
+                f,
+                "holding {}; {} is {}",
+                self.held.as_deref().unwrap_or("the previous config"),
+                self.newest.as_deref().unwrap_or("the newest config"),
+                self.verdict
+            )?;
+        }
         match &self.reason {
             Some(r) => write!(f, ": {r}"),
             None => Ok(()),

@@ -25,8 +25,9 @@ pub use signal::signal_by_name;
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(200);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A start-up check looks again for a component still starting at most this far apart, so the
-/// baseline is known soon after it is up.
-pub(crate) const STARTUP_POLL_MAX: Duration = Duration::from_secs(5);
+/// baseline is known soon after it is up (a component that takes minutes to start is looked for
+/// every 2 s, not after a back-off grown with its start-up time).
+pub(crate) const STARTUP_POLL_MAX: Duration = Duration::from_secs(2);
 /// Bound on one attempt (connect, request, response).
 pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 

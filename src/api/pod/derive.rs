@@ -89,6 +89,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
                 newest: (named != Described::default()).then(|| named.to_string()),
                 verdict: c.verdict,
                 reason: None,
+                in_place: c.sha256.as_ref() == Some(&a.sha256),
             }
             .because(reason)
             .to_string(),

@@ -176,9 +176,12 @@ pub(crate) enum Event {
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
     /// why the promotion failed.
     Switched(Result<Option<BootTicks>, String>),
+    /// Answer to [`Action::JudgeBase`]: the config the component applied last, read back from its
+    /// kept dir, and its judgement under the settings in force.
+    BaseJudged(Observed, Judgement),
     /// Answer to [`Action::RollBack`]: what the promoted dir holds now (with the boot clock right
     /// after), or why the rollback failed.
-    RolledBack(Result<(Option<ContentHash>, Option<BootTicks>), String>),
+    RolledBack(Result<(Observed, Option<BootTicks>), RollbackFailure>),
     /// The reload worker's report of an attempt.
     Reload(Outcome),
     /// The API source's view, shown in the status.
@@ -188,6 +191,16 @@ pub(crate) enum Event {
         errors: u64,
         problem: Option<String>,
     },
+}
+
+/// Why a rollback did not put the applied config back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RollbackFailure {
+    /// No config the component applied is kept in the promoted dir (its record is gone or was
+    /// never written): there is nothing to roll back to.
+    NoBase(String),
+    /// The rollback could not be made (a full disk); it is tried again.
+    Failed(String),
 }
 
 /// A reload (or start-up check) to send to the reload worker: the target and confirmation in force.
@@ -219,11 +232,13 @@ pub(crate) enum Action {
     /// Read the promoted dir back and judge it under `settings`: answer [`Event::Rejudged`].
     RejudgeActive { settings: Box<Settings> },
     /// Write `snapshot` into the promoted dir and switch to it, writing the reload-owed marker first
-    /// when `owe_reload`; keep the switch for [`Action::FinishSwitch`]. Answer [`Event::Switched`]
-    /// (at once, `Ok`, without a promoted dir).
+    /// when `owe_reload`, and keeping the dir it replaces as the baseline when `keep_baseline` (the
+    /// first config, whose start-up check has not concluded); keep the switch for
+    /// [`Action::FinishSwitch`]. Answer [`Event::Switched`] (at once, `Ok`, without a promoted dir).
     Switch {
         snapshot: Snapshot,
         owe_reload: bool,
+        keep_baseline: bool,
     },
     /// Send this request to the reload worker (the newest replaces an unsent one).
     Reload(ReloadRequest),
@@ -236,6 +251,11 @@ pub(crate) enum Action {
         sha: ContentHash,
         version: Option<String>,
     },
+    /// The component ran the first config, kept as the baseline: it becomes the rollback base.
+    AdoptBaseline,
+    /// Read the config the component applied last back from its kept dir and judge it under
+    /// `settings`: answer [`Event::BaseJudged`].
+    JudgeBase { settings: Box<Settings> },
     /// Replace the promoted dir's record of refused contents.
     RecordRejected(Vec<(ContentHash, String)>),
     /// Write the reload-owed marker for `sha`.
@@ -357,6 +377,20 @@ pub(super) enum Note {
     RollbackFailed {
         sha: ContentHash,
         error: String,
+        retry_in: std::time::Duration,
+    },
+    /// The config the component applied last does not pass under the settings in force: no
+    /// rollback to it; `sha` stays in place.
+    BaseNotAccepted {
+        sha: ContentHash,
+        base: ContentHash,
+        why: String,
+    },
+    /// The component answered a reload of later content: it is up, and ran the first config
+    /// (`sha`), which is the rollback base now.
+    BaselineApplied {
+        sha: ContentHash,
+        version: Option<String>,
     },
     /// The config dir's watch is not in place (`Some`, why), or is again (`None`).
     Watch(Option<String>),
@@ -375,6 +409,8 @@ pub(super) enum Note {
 struct Promotion {
     judged: Judged,
     tell: Tell,
+    /// The dir it replaces is kept as the baseline.
+    keep_baseline: bool,
     sha: ContentHash,
     version: Option<String>,
 }
@@ -404,9 +440,17 @@ pub(crate) struct Gate {
     active: Option<Active>,
     newest: Option<Newest>,
     promote_error: Option<String>,
+    /// Why the refused content stays in place (a rollback failed, or its base does not pass).
+    rollback_error: Option<String>,
+    /// A rollback that failed, tried again at `retry_at`.
+    rollback_owed: Option<Rollback>,
     started: bool,
     /// The config the component confirmed it runs.
     applied: Option<Active>,
+    /// The first config promoted into an empty dir, while nothing says yet whether the component
+    /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
+    first: Option<Active>,
+    first_kept: bool,
     /// Contents the component refused, newest last, with its reason.
     rejected: Vec<(ContentHash, String)>,
     /// The annotations file's presence, and its grace period.
@@ -445,8 +489,12 @@ impl Gate {
             active: None,
             newest: None,
             promote_error: None,
+            rollback_error: None,
+            rollback_owed: None,
             started: false,
             applied: None,
+            first: None,
+            first_kept: false,
             rejected: Vec::new(),
             grace: Grace::default(),
             reloads: Reloads::default(),

@@ -91,6 +91,9 @@ impl Gate {
                 newest: n.judgement.version.clone(),
                 verdict: n.judgement.verdict,
                 reason: None,
+                // The refused content itself is what the promoted dir holds: nothing is held back
+                // in its place.
+                in_place: n.hash == Some(a.hash),
             };
             checks.push(Check {
                 name: CheckKind::Newest,
@@ -103,6 +106,13 @@ impl Gate {
                 name: CheckKind::Promote,
                 ok: false,
                 message: format!("promotion failed, previous config kept: {e}"),
+            });
+        }
+        if let Some(e) = &self.rollback_error {
+            checks.push(Check {
+                name: CheckKind::Promote,
+                ok: false,
+                message: e.clone(),
             });
         }
         let failing = checks.iter().find(|c| !c.ok);

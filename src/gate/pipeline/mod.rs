@@ -9,10 +9,12 @@ use tracing::{info, warn};
 
 use super::feed::{off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
-use super::machine::{Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, Seen};
+use super::machine::{
+    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, Seen,
+};
 use super::{Config, Error, Feed};
 use crate::annotations;
-use crate::promote::{Promoter, Switched};
+use crate::promote::{self, Promoter, Switched};
 use crate::reload::{self, BootTicks};
 use crate::rollout;
 use crate::settings::Settings;
@@ -159,9 +161,10 @@ impl Pipeline {
             Action::Switch {
                 snapshot,
                 owe_reload,
+                keep_baseline,
             } => {
                 let r = match &self.promoter {
-                    Some(p) => p.switch(&snapshot, owe_reload).map(|s| {
+                    Some(p) => p.switch(&snapshot, owe_reload, keep_baseline).map(|s| {
                         self.switched = Some(s);
                     }),
                     None => Ok(()),
@@ -170,12 +173,35 @@ impl Pipeline {
                     r.map(|()| BootTicks::now()).map_err(|e| e.to_string()),
                 ));
             }
+            Action::JudgeBase { settings } => {
+                let p = self.promoter.as_ref()?;
+                let base = p
+                    .applied()
+                    .map(|(obs, _)| obs)
+                    .unwrap_or_else(|| Observed::Missing("no applied config is kept".into()));
+                let (base, j) = off_loop(&self.shared, move || {
+                    let j = verdict::judge(&base, &settings);
+                    (base, j)
+                })
+                .await;
+                return Some(Event::BaseJudged(base, j));
+            }
             Action::RollBack => {
                 let r = self.promoter.as_ref()?.roll_back();
-                return Some(Event::RolledBack(
-                    r.map(|now| (now.hash(), BootTicks::now()))
-                        .map_err(|e| e.to_string()),
-                ));
+                return Some(Event::RolledBack(match r {
+                    Ok(now) => Ok((now, BootTicks::now())),
+                    Err(e @ promote::Error::NoApplied { .. }) => {
+                        Err(RollbackFailure::NoBase(e.to_string()))
+                    }
+                    Err(e) => Err(RollbackFailure::Failed(e.to_string())),
+                }));
+            }
+            Action::AdoptBaseline => {
+                if let Some(p) = &self.promoter
+                    && let Err(e) = p.adopt_baseline()
+                {
+                    warn!(error = %e, "the first config's dir could not be kept as the rollback base");
+                }
             }
             // Any reload (a promotion's, a rollback's, one owed) is on the wire before the loop goes on
             // to publish a status that says it was made.

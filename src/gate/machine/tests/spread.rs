@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::events::{Clock, TARGET, has, hash, judged, promote, requests, started};
+use super::events::{Clock, TARGET, has, hash, judged, promote, refuse, requests, started};
 use super::*;
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
@@ -230,19 +230,13 @@ fn a_rollback_after_a_refusal_never_waits() {
     g.handle(judged(&g, &b), c.at(100));
     g.handle(Event::Timer, c.at(100 + delay));
     promote(&mut g, &b, c.at(100 + delay), 200);
-    let refused = g.handle(
-        Event::Reload(Outcome::Rejected {
-            sha256: hash(&b),
-            reason: "500: bad rule".into(),
-        }),
-        c.at(200 + delay),
-    );
+    let refused = refuse(&mut g, hash(&b), &cfg("2.0.0"), c.at(200 + delay));
     assert!(
         has(&refused, |x| matches!(x, Action::RollBack)),
         "{refused:?}"
     );
     let back = g.handle(
-        Event::RolledBack(Ok((Some(hash(&cfg("2.0.0"))), Some(BootTicks(300))))),
+        Event::RolledBack(Ok((cfg("2.0.0"), Some(BootTicks(300))))),
         c.at(200 + delay),
     );
     assert_eq!(requests(&back)[0].sha, hash(&cfg("2.0.0")));
