@@ -370,7 +370,9 @@ impl Gate {
             }
         };
         self.activated(now.wall);
-        // The refused content a rollback owed was for is replaced.
+        // The refused content a rollback owed was for is replaced; a share of the spread waited
+        // out is used.
+        self.spread_served = false;
         self.rollback_owed = None;
         self.rollback_error = None;
         match p.tell {

@@ -473,6 +473,9 @@ pub(crate) struct Gate {
     bucket: Option<Bucket>,
     /// A change waiting for this pod's share of the reload spread.
     spread: Option<Spread>,
+    /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
+    /// its retry does not wait again.
+    spread_served: bool,
 }
 
 impl Gate {
@@ -507,6 +510,7 @@ impl Gate {
             watch_error: None,
             bucket: None,
             spread: None,
+            spread_served: false,
         }
     }
 

@@ -284,3 +284,39 @@ fn a_resync_at_the_deadline_promotes_the_waiting_change() {
     let a = promote(&mut g, &b, c.at(101 + delay), 200);
     assert_eq!(requests(&a)[0].sha, hash(&b));
 }
+
+/// The promotion made at the end of this pod's share fails (a full disk): it keeps its place,
+/// retried after [`PROMOTE_RETRY`], not after another share of the spread.
+#[test]
+fn a_promotion_that_fails_at_its_due_time_is_retried_without_waiting_again() {
+    let c = Clock::new();
+    let (mut g, delay) = spreading(&c);
+    let b = cfg("2.1.0");
+    g.handle(judged(&g, &b), c.at(100));
+    g.handle(Event::Timer, c.at(100 + delay));
+    let due = g.handle(judged(&g, &b), c.at(100 + delay));
+    assert!(has(&due, |x| matches!(x, Action::Switch { .. })), "{due:?}");
+    g.handle(
+        Event::Switched(Err("No space left on device".into())),
+        c.at(100 + delay),
+    );
+    assert_eq!(g.wake_at(), Some(c.at(100 + delay).at + PROMOTE_RETRY));
+    let retry = 100 + delay + PROMOTE_RETRY.as_millis() as u64;
+    assert!(matches!(
+        g.handle(Event::Timer, c.at(retry))[..],
+        [Action::Judge { unless: None, .. }]
+    ));
+    let again = g.handle(judged(&g, &b), c.at(retry));
+    assert!(
+        has(&again, |x| matches!(x, Action::Switch { .. })) && spread_note(&again).is_none(),
+        "promoted at once, no new wait: {again:?}"
+    );
+    again
+        .iter()
+        .for_each(|x| assert!(!matches!(x, Action::Log(Note::Spread { .. })), "{x:?}"));
+    let ok = g.handle(Event::Switched(Ok(Some(BootTicks(300)))), c.at(retry));
+    assert_eq!(requests(&ok)[0].sha, hash(&b));
+    // The next change waits for its own share again.
+    let next = g.handle(judged(&g, &cfg("2.2.0")), c.at(retry + 10));
+    assert!(spread_note(&next).is_some(), "{next:?}");
+}
