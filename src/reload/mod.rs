@@ -19,7 +19,7 @@ use crate::values::{Confirm, Reload};
 
 mod signal;
 
-pub use signal::signal_by_name;
+pub use signal::{Reached, signal_by_name, signal_once};
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -304,6 +304,8 @@ async fn worker(
             BACKOFF_MAX
         };
         let mut delay = BACKOFF_BASE;
+        // The processes this request's signal reached: a retry never signals them again.
+        let mut reached = Reached::new();
         // A start-up check says once why it waits (and again when that changes), not every attempt.
         let mut waiting_for: Option<String> = None;
         loop {
@@ -315,11 +317,15 @@ async fn worker(
             };
             let sent_at = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
             let started = Instant::now();
-            let mut result =
-                match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req, before)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
-                };
+            let mut result = match tokio::time::timeout(
+                ATTEMPT_TIMEOUT,
+                attempt(&client, &req, before, &mut reached),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
+            };
             match (&result, &req.confirm, &req.target) {
                 (Ok(Sent::Reloaded(_)), Some(c), _) => {
                     match confirm::wait(&client, c, before, sent_at).await {
@@ -458,6 +464,7 @@ async fn attempt(
     client: &Client,
     req: &Request,
     before: Option<confirm::Reading>,
+    reached: &mut Reached,
 ) -> Result<Sent, Error> {
     match &req.target {
         Reload::None => Ok(Sent::Reloaded(0)),
@@ -506,10 +513,20 @@ async fn attempt(
         }
         Reload::Signal { signal, process } => {
             let (signal, process, since) = (*signal, process.clone(), req.promoted_at);
+            let mut seen = std::mem::take(reached);
             // The /proc scan reads a file or three per process: off the thread that answers probes.
-            tokio::task::spawn_blocking(move || signal_by_name(signal, &process, since))
-                .await
-                .unwrap_or_else(|e| Err(Error::Url(format!("the /proc scan failed: {e}"))))
+            let scan = tokio::task::spawn_blocking(move || {
+                let r = signal_once(signal, &process, since, &mut seen);
+                (r, seen)
+            })
+            .await;
+            match scan {
+                Ok((r, seen)) => {
+                    *reached = seen;
+                    r
+                }
+                Err(e) => Err(Error::Url(format!("the /proc scan failed: {e}"))),
+            }
         }
     }
 }
