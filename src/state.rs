@@ -11,7 +11,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::metrics::{self, Metrics};
-use crate::snapshot::PrintedHash;
+use crate::snapshot::{ContentHash, PrintedHash};
 use crate::values::{Mode, OnIncompatible, Verdict};
 
 /// The config the component runs (or, in gate-only mode, would run).
@@ -101,6 +101,10 @@ pub struct RolloutView {
     pub held: Option<RolloutHeld>,
     /// The assignment in words.
     pub reason: String,
+    /// The hash of the candidate's own keys (each `K.next`, named `K`): what a refusal of the
+    /// candidate is remembered by, whatever stable keys change around it.
+    #[serde(skip)]
+    pub candidate_sha256: Option<ContentHash>,
 }
 
 /// A candidate held back on a pod assigned to it, and why.
@@ -110,6 +114,9 @@ pub struct RolloutHeld {
     pub sha256: Option<String>,
     pub verdict: Verdict,
     pub reason: String,
+    /// The candidate set's hash, typed, for the gate's status.
+    #[serde(skip)]
+    pub hash: Option<ContentHash>,
 }
 
 /// A change this pod has seen and promotes later, after its share of the reload spread.

@@ -256,6 +256,11 @@ impl Gate {
         why: &str,
     ) -> Option<ContentHash> {
         self.remember_rejected(hash, why.to_owned());
+        // A rollout candidate is refused for its own keys too: an edit of a stable key beside it
+        // makes another set, not another candidate.
+        if let Some((_, own)) = self.candidate.filter(|(set, _)| *set == hash) {
+            self.remember_rejected(own, why.to_owned());
+        }
         let reason = self.rejection(hash).unwrap_or_default();
         if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
             n.judgement.verdict = Verdict::RejectedByComponent;

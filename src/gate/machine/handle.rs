@@ -7,7 +7,7 @@ use super::grace::Step;
 use super::reloads::Owed;
 use super::{
     Action, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now, PROMOTE_RETRY,
-    Promotion, Rollback, RollbackFailure, Seen, Tell, modes,
+    Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell, modes,
 };
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
@@ -55,9 +55,13 @@ impl Gate {
                 }
             }
             Event::Annotations(read) => self.annotations(read, now, &mut out),
-            Event::Judged { seen, choice } => {
+            Event::Judged {
+                seen,
+                choice,
+                rollout,
+            } => {
                 if let Some(choice) = choice {
-                    self.judged(seen, choice, now, &mut out);
+                    self.judged(seen, choice, rollout, now, &mut out);
                 }
             }
             Event::Rejudged(obs, j) => {
@@ -296,11 +300,28 @@ impl Gate {
         }
     }
 
-    fn judged(&mut self, seen: Seen, choice: Choice, now: Now, out: &mut Vec<Action>) {
+    fn judged(
+        &mut self,
+        seen: Seen,
+        choice: Choice,
+        rollout: RolloutSeen,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
         let (choice, decision) = self.decide(choice);
         // With variants, what is promoted (and hashed) is the chosen variant's set.
         let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         out.push(Action::Count(Count::Candidate(j.verdict)));
+        // A rollout candidate held on this pod is a judgement too, counted under its verdict.
+        if let Some(h) = &rollout.held {
+            out.push(Action::Count(Count::Candidate(h.verdict)));
+        }
+        self.held = rollout.held;
+        if let (Decision::Promote { .. }, Some(own), Some(set)) =
+            (decision, rollout.candidate, obs.hash())
+        {
+            self.candidate = Some((set, own));
+        }
         let judged = Judged {
             accepted: j.verdict == Verdict::Accepted,
             verdict: j.verdict,

@@ -28,7 +28,7 @@ use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::SourceView;
+use crate::state::{RolloutHeld, SourceView};
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
@@ -139,6 +139,16 @@ impl Seen {
     }
 }
 
+/// What a rollout in the newest config means for the gate's decisions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RolloutSeen {
+    /// The candidate held on this pod: a held config, reported as any hold is.
+    pub(crate) held: Option<RolloutHeld>,
+    /// When the choice is the candidate: the hash of its own keys, which a refusal of it is
+    /// remembered by too.
+    pub(crate) candidate: Option<ContentHash>,
+}
+
 /// What a previous run left in the promoted dir, read and judged at start-up under the settings in
 /// force.
 #[derive(Debug, Clone)]
@@ -169,8 +179,12 @@ pub(crate) enum Event {
     /// Answer to [`Action::ReadAnnotations`].
     Annotations(Result<Option<Annotations>, String>),
     /// Answer to [`Action::Judge`]: what was read, and what it was judged (`None`: identical to the
-    /// last judged, not judged again).
-    Judged { seen: Seen, choice: Option<Choice> },
+    /// last judged, not judged again), with what a rollout in it says of this pod.
+    Judged {
+        seen: Seen,
+        choice: Option<Choice>,
+        rollout: RolloutSeen,
+    },
     /// Answer to [`Action::RejudgeActive`]: the promoted dir read back, and its judgement.
     Rejudged(Observed, Judgement),
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
@@ -473,6 +487,10 @@ pub(crate) struct Gate {
     bucket: Option<Bucket>,
     /// A change waiting for this pod's share of the reload spread.
     spread: Option<Spread>,
+    /// The rollout candidate held on this pod, as last judged.
+    held: Option<RolloutHeld>,
+    /// The last rollout candidate promoted: its set's hash and its own keys' hash.
+    candidate: Option<(ContentHash, ContentHash)>,
     /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
     /// its retry does not wait again.
     spread_served: bool,
@@ -511,6 +529,8 @@ impl Gate {
             bucket: None,
             spread: None,
             spread_served: false,
+            held: None,
+            candidate: None,
         }
     }
 

@@ -10,7 +10,8 @@ use tracing::{info, warn};
 use super::feed::{off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
 use super::machine::{
-    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, Seen,
+    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, RolloutSeen,
+    Seen,
 };
 use super::{Config, Error, Feed};
 use crate::annotations;
@@ -384,11 +385,22 @@ impl Pipeline {
             self.small_before = small;
             (seen, choice)
         };
+        let mut rollout = RolloutSeen::default();
         let choice = choice.map(|(choice, view)| {
+            if let Some(v) = &view {
+                rollout.held.clone_from(&v.held);
+                rollout.candidate = v
+                    .candidate_sha256
+                    .filter(|_| v.track == crate::state::Track::Candidate);
+            }
             self.rollout_seen(view);
             choice
         });
-        Some(Event::Judged { seen, choice })
+        Some(Event::Judged {
+            seen,
+            choice,
+            rollout,
+        })
     }
 
     /// Keeps the rollout as this pod now sees it, with a log line when that changes.

@@ -55,6 +55,7 @@ pub(super) fn judged(g: &Gate, obs: &Observed) -> Event {
     Event::Judged {
         seen: Seen::of(obs),
         choice: Some(variants::choose(obs.clone(), g.settings())),
+        rollout: RolloutSeen::default(),
     }
 }
 
