@@ -11,7 +11,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::metrics::{self, Metrics};
-use crate::snapshot::PrintedHash;
+use crate::snapshot::{ContentHash, PrintedHash};
 use crate::values::{Mode, OnIncompatible, Verdict};
 
 /// The config the component runs (or, in gate-only mode, would run).
@@ -101,6 +101,10 @@ pub struct RolloutView {
     pub held: Option<RolloutHeld>,
     /// The assignment in words.
     pub reason: String,
+    /// The hash of the candidate's own keys (each `K.next`, named `K`): what a refusal of the
+    /// candidate is remembered by, whatever stable keys change around it.
+    #[serde(skip)]
+    pub candidate_sha256: Option<ContentHash>,
 }
 
 /// A candidate held back on a pod assigned to it, and why.
@@ -110,6 +114,9 @@ pub struct RolloutHeld {
     pub sha256: Option<String>,
     pub verdict: Verdict,
     pub reason: String,
+    /// The candidate set's hash, typed, for the gate's status.
+    #[serde(skip)]
+    pub hash: Option<ContentHash>,
 }
 
 /// A change this pod has seen and promotes later, after its share of the reload spread.
@@ -298,6 +305,9 @@ pub struct Holding {
     pub newest: Option<String>,
     pub verdict: Verdict,
     pub reason: Option<String>,
+    /// The newest config is the one in place (the component refused it and no config it applied
+    /// is kept to roll back to): nothing is held in its place.
+    pub in_place: bool,
 }
 
 impl Holding {
@@ -310,6 +320,7 @@ impl Holding {
             newest: newest.version.clone(),
             verdict: newest.verdict,
             reason: None,
+            in_place: newest.sha256.as_ref() == Some(&active.sha256),
         })
     }
 
@@ -324,13 +335,22 @@ impl Holding {
 
 impl std::fmt::Display for Holding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "holding {}; {} is {}",
-            self.held.as_deref().unwrap_or("the previous config"),
-            self.newest.as_deref().unwrap_or("the newest config"),
-            self.verdict
-        )?;
+        if self.in_place {
+            write!(
+                f,
+                "no config the component applied to roll back to; {} stays in place and is {}",
+                self.newest.as_deref().unwrap_or("the newest config"),
+                self.verdict
+            )?;
+        } else {
+            write!(
+                f,
+                "holding {}; {} is {}",
+                self.held.as_deref().unwrap_or("the previous config"),
+                self.newest.as_deref().unwrap_or("the newest config"),
+                self.verdict
+            )?;
+        }
         match &self.reason {
             Some(r) => write!(f, ": {r}"),
             None => Ok(()),

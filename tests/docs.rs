@@ -130,6 +130,7 @@ fn rendered_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
         keys: "config.yaml".into(),
         held: None,
         reason: "bucket 3.1% is below 25%: on the candidate".into(),
+        candidate_sha256: None,
     });
     let text = Shared::new().metrics.render(&status);
     let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();

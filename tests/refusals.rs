@@ -267,3 +267,38 @@ fn hostile_records_in_the_promoted_dir_are_set_aside_never_trusted_never_fatal()
     });
     assert!(!g.log_text().contains("other content in place"));
 }
+
+/// A component that is slow to come up: the first config's start-up check is still waiting when
+/// an update is promoted, and the first answer the component gives is its refusal of that update.
+/// That answer says it is up and runs the first config, whose dir was kept: the update is rolled
+/// back and the component reloaded on the first config, which is then applied.
+#[test]
+fn a_late_components_refusal_of_the_first_update_rolls_back_to_the_config_it_started_on() {
+    let d = Dirs::new();
+    let sink = Sink::watching(d.promoted());
+    // Not up yet: nothing it answers is about the config.
+    sink.code.store(503, Ordering::Relaxed);
+    write_version(&d.watch(), "2.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &sink.url()]);
+    g.wait_status("the start-up check waiting", |s| {
+        s["active"]["version"] == "2.0.0" && s["reload"]["last_result"] == "pending"
+    });
+    write_version(&d.watch(), "2.1.0");
+    g.wait_status("the update's reload not reached", |s| {
+        s["active"]["version"] == "2.1.0" && s["reload"]["last_result"] == "failure"
+    });
+    // Up, on 2.0.0, and the update's rule file is broken.
+    *sink.refuse.lock().unwrap() = Some("2.1.0".into());
+    sink.code.store(200, Ordering::Relaxed);
+    let s = g.wait_status("rolled back to 2.0.0 and applied", |s| {
+        s["applied"]["version"] == "2.0.0" && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(s["active"]["version"], "2.0.0", "{s}");
+    assert_eq!(s["candidate"]["verdict"], "rejected-by-component", "{s}");
+    assert!(
+        !s["reason"].as_str().unwrap().contains("holding 2.1.0"),
+        "{s}"
+    );
+    assert_eq!(promoted_version(&d).as_deref(), Some("2.0.0"));
+    assert_eq!(sink.last_version().as_deref(), Some("2.0.0"));
+}

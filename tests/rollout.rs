@@ -75,11 +75,16 @@ fn fleet(watch: &Path, n: u64, range: &str, with_sink: bool) -> Vec<Pod> {
 
 /// The ConfigMap mid-rollout: stable `version` and `rules.txt`, their candidates, the percentage.
 fn write(watch: &Path, next: Option<&str>, percent: Option<&str>) {
+    write_shared(watch, next, percent, "shared");
+}
+
+/// [`write`] with `shared` as the stable key both tracks share.
+fn write_shared(watch: &Path, next: Option<&str>, percent: Option<&str>, shared: &str) {
     let rules_next = next.map(|v| format!("rules for {v}"));
     let mut files: Vec<(&str, &[u8])> = vec![
         ("version", STABLE.as_bytes()),
         ("rules.txt", b"rules for 2.4.1"),
-        ("shared.txt", b"shared"),
+        ("shared.txt", shared.as_bytes()),
     ];
     if let (Some(v), Some(r)) = (next, &rules_next) {
         files.push(("version.next", v.as_bytes()));
@@ -96,14 +101,17 @@ fn on_candidate(p: &Pod, percent: &str) -> bool {
     Bucket::of(&p.uid).on_candidate(Percent::parse(percent).unwrap())
 }
 
-/// Waits until the pod runs `version` with the rollout at `percent`, nothing held back, and checks the
-/// promoted dir: the track's keys move together, no reserved key is there.
+/// Waits until the pod runs `version` with the rollout at `percent`, nothing held back but the
+/// rollout's candidate when it is held on this pod (a held config: the candidate in `/status`), and
+/// checks the promoted dir: the track's keys move together, no reserved key is there.
 fn wait_on(p: &Pod, percent: Option<&str>, version: &str) -> serde_json::Value {
     let s = p
         .gate
         .wait_status(&format!("{version} at {percent:?}"), |s| {
             s["active"]["version"] == version
-                && s["candidate"].is_null()
+                && (s["candidate"].is_null()
+                    || (s["rollout"]["held"].is_object()
+                        && s["candidate"]["version"] == s["rollout"]["held"]["version"]))
                 && s["ready"] == true
                 && match percent {
                     Some(pc) => s["rollout"]["percent"] == pc,
@@ -257,6 +265,26 @@ fn a_too_new_candidate_is_held_everywhere() {
             "{s}"
         );
         assert_eq!(read_promoted(&p.promoted).unwrap()["version"], STABLE);
+        // A held config everywhere a hold is reported: stale (the `ConfgateConfigHeld` alert), the
+        // candidate with its verdict, the `newest` check, and the verdict counted.
+        assert_eq!(s["stale"], true, "{s}");
+        assert_eq!(s["candidate"]["verdict"], "too-new", "{s}");
+        assert_eq!(s["candidate"]["version"], "3.0.0", "{s}");
+        assert!(
+            s["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("holding {STABLE}; 3.0.0 is too-new")),
+            "{s}"
+        );
+        let (_, metrics) = get(p.gate.port, "/metrics").unwrap();
+        assert!(metrics.contains("\nconfgate_stale 1\n"), "{metrics}");
+        assert!(
+            metrics.lines().any(|l| l
+                .starts_with("confgate_candidates_total{verdict=\"too-new\"}")
+                && !l.ends_with(" 0")),
+            "{metrics}"
+        );
     }
     // A fresh pod starts on stable too: never on a config outside its range, and ready.
     let late = pod(&watch, 99, "^2", false);
@@ -322,6 +350,45 @@ fn a_refused_candidate_is_rolled_back_on_the_canary_pods_only() {
             p.uid
         );
     }
+}
+
+/// A canary refuses the candidate; then a routine edit of a stable key beside it, the rollout still in
+/// the ConfigMap: the candidate's own keys are what was refused, so it stays refused and only the
+/// edited stable config is promoted.
+#[test]
+fn a_refused_candidate_stays_refused_after_an_edit_of_a_stable_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let watch = tmp.path().join("configmap");
+    write(&watch, None, None);
+    let p = pod(&watch, 1, "^2", true);
+    let sink = p.sink.as_ref().unwrap();
+    p.gate
+        .wait_status("stable applied", |s| s["applied"]["version"] == STABLE);
+    *sink.refuse.lock().unwrap() = Some("2.5.0".into());
+    write(&watch, Some("2.5.0"), Some("100%"));
+    p.gate.wait_status("the candidate refused and held", |s| {
+        s["rollout"]["held"]["verdict"] == "rejected-by-component"
+            && s["active"]["version"] == STABLE
+            && s["applied"]["sha256"] == s["active"]["sha256"]
+    });
+    write_shared(&watch, Some("2.5.0"), Some("100%"), "shared, edited");
+    let s = p.gate.wait_status("the edited stable config applied", |s| {
+        read_promoted(&p.promoted).is_some_and(|f| f["shared.txt"] == "shared, edited")
+            && s["applied"]["sha256"] == s["active"]["sha256"]
+            && s["reload"]["last_result"] == "success"
+    });
+    assert_eq!(
+        s["rollout"]["held"]["verdict"], "rejected-by-component",
+        "{s}"
+    );
+    let offered = sink
+        .hits
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|h| h.2 == "2.5.0")
+        .count();
+    assert_eq!(offered, 1, "the refused candidate was loaded again");
 }
 
 /// How far past its share of the spread a pod may promote on a loaded machine: the file event, the

@@ -207,3 +207,40 @@ fn only_processes_started_before_the_promotion_are_signalled() {
     });
     assert!(got.contains("started after the promotion"), "{got}");
 }
+
+/// `signal:HUP:compx` where two processes are named `compx`: the component, which traps HUP, and a
+/// helper that does not. The component gets HUP once, the helper is left alone, and the reload
+/// counts as made; another attempt of the same request does not signal the component again.
+#[test]
+fn a_name_shared_with_a_helper_that_does_not_catch_the_signal_reloads_the_component_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let component = shell_named(tmp.path(), "compx-shared", "c");
+    // The same base name, another program: a sleep, with HUP's default action.
+    let bin = tmp.path().join("helper");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/sleep", bin.join("compx-shared")).unwrap();
+    let mut helper = Proc {
+        child: Command::new(bin.join("compx-shared"))
+            .arg("600")
+            .spawn()
+            .unwrap(),
+        log: tmp.path().join("none"),
+    };
+    wait_for("the helper's exec", || {
+        std::fs::read_to_string(format!("/proc/{}/comm", helper.pid()))
+            .ok()
+            .filter(|c| c.trim() == "compx-shared")
+    });
+    let mut reached = confgate::reload::Reached::new();
+    let sent =
+        confgate::reload::signal_once(Signal::SIGHUP, "compx-shared", None, &mut reached).unwrap();
+    assert!(matches!(sent, Sent::Reloaded(n) if n >= 1), "{sent:?}");
+    component.wait_hup();
+    // The same request tried again (the worker retries on any error): nothing more is sent.
+    let again =
+        confgate::reload::signal_once(Signal::SIGHUP, "compx-shared", None, &mut reached).unwrap();
+    assert!(matches!(again, Sent::Reloaded(n) if n >= 1), "{again:?}");
+    let hups = component.settle().lines().filter(|l| *l == "hup").count();
+    assert_eq!(hups, 1, "the component was signalled again");
+    assert!(helper.alive(), "the helper got a HUP it does not catch");
+}

@@ -112,8 +112,18 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
         Note::RollbackOther { sha } => {
             error!(sha = %sha.short(), "rollback left other content in the promoted dir")
         }
-        Note::RollbackFailed { sha, error } => {
-            error!(error = %error, sha = %sha.short(), "rollback failed")
+        Note::RollbackFailed {
+            sha,
+            error,
+            retry_in,
+        } => {
+            error!(error = %error, sha = %sha.short(), retry_in_ms = retry_in.as_millis() as u64, "rollback failed; the refused config stays in place until it is tried again")
+        }
+        Note::BaseNotAccepted { sha, base, why } => {
+            error!(sha = %sha.short(), base = %base.short(), why = %why, "rejected by the component; the config it applied last is not accepted under the settings in force, so it is not rolled back to")
+        }
+        Note::BaselineApplied { sha, version } => {
+            info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "the component answered a later reload: it started on the first config, which is the rollback base")
         }
         Note::Watch(Some(e)) => warn!(error = %e, "watch not in place; polling"),
         Note::Watch(None) => info!(dir = %at.watch.display(), "watching"),

@@ -16,6 +16,11 @@ const RELOAD_OWED_TMP: &str = "..confgate_reload_owed_tmp";
 /// A link to the timestamped dir of the last config the component applied, kept for a rollback.
 pub(crate) const APPLIED: &str = "..confgate_applied";
 const APPLIED_TMP: &str = "..confgate_applied_tmp";
+/// A link to the dir of the first config promoted into an empty dir, kept beside later promotions
+/// while nothing says yet whether the component started on it: the component's answer to a later
+/// reload says it did, and this becomes [`APPLIED`].
+pub(crate) const BASELINE: &str = "..confgate_baseline";
+const BASELINE_TMP: &str = "..confgate_baseline_tmp";
 /// The contents the component refused, newest last: one `sha256:HEX REASON` line each, after a
 /// `target TARGET` line naming the reload target they were refused under (as shown, credentials
 /// removed; a record without it is an earlier version's).
@@ -160,13 +165,7 @@ impl Promoter {
     /// Only a link to one of the promoted dir's own timestamped dirs counts: a link to `..data` (a
     /// link itself) or to a marker is no applied config, whoever made it.
     pub(super) fn applied_dir(&self) -> Option<String> {
-        let t = std::fs::read_link(self.dir.join(APPLIED)).ok()?;
-        let name = t.to_str()?.to_owned();
-        let own_dir = name.starts_with("..")
-            && !name.contains('/')
-            && !name.starts_with("..confgate_")
-            && std::fs::symlink_metadata(self.dir.join(&name)).is_ok_and(|m| m.is_dir());
-        own_dir.then_some(name)
+        marker_dir(&self.dir, APPLIED)
     }
 
     /// Records that the component applied what `..data` points at now: that dir is kept, for
@@ -178,12 +177,68 @@ impl Promoter {
         let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
         let path = self.dir.join(APPLIED);
+        self.set_aside_damaged(&path)?;
         std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))?;
+        // The first config's dir is no longer needed: what the component applied is known.
+        remove_file(&self.dir.join(BASELINE))?;
         if let Err(e) = self.clean() {
             self.untidy.store(true, Ordering::Relaxed);
             tracing::warn!(error = %e, dir = %self.dir.display(), "tidying the promoted dir failed; will retry");
         }
         Ok(())
+    }
+
+    /// A record at `path` that is not a link (the component shares this dir and can write into it:
+    /// a directory or a file there) is no record this writer made: it is removed with a warning, so
+    /// that the record can be written again, rather than failing every later one.
+    fn set_aside_damaged(&self, path: &Path) -> Result<(), Error> {
+        let Ok(m) = std::fs::symlink_metadata(path) else {
+            return Ok(());
+        };
+        if m.file_type().is_symlink() {
+            return Ok(());
+        }
+        tracing::warn!(path = %path.display(), "a record in the promoted dir is not a link confgate made; replacing it");
+        if m.is_dir() {
+            std::fs::remove_dir_all(path).map_err(io_err("remove", path))
+        } else {
+            remove_file(path)
+        }
+    }
+
+    /// Keeps the dir `..data` points at now (the first config, whose start-up check has not
+    /// concluded) beside the promotion about to replace it: [`BASELINE`] links it, and
+    /// [`Promoter::clean`] keeps it.
+    pub(super) fn keep_baseline(&self) -> Result<(), Error> {
+        let data = self.dir.join(DATA_LINK);
+        let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
+        let tmp = self.dir.join(BASELINE_TMP);
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
+        let path = self.dir.join(BASELINE);
+        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+    }
+
+    /// The component ran the kept first config ([`BASELINE`]): it becomes [`APPLIED`], the rollback
+    /// base, with one `rename`.
+    pub(crate) fn adopt_baseline(&self) -> Result<(), Error> {
+        if self.baseline_dir().is_none() {
+            return Err(Error::NoApplied {
+                path: self.dir.clone(),
+            });
+        }
+        let path = self.dir.join(APPLIED);
+        std::fs::rename(self.dir.join(BASELINE), &path).map_err(io_err("rename over", &path))?;
+        if let Err(e) = self.clean() {
+            self.untidy.store(true, Ordering::Relaxed);
+            tracing::warn!(error = %e, dir = %self.dir.display(), "tidying the promoted dir failed; will retry");
+        }
+        Ok(())
+    }
+
+    /// The timestamped dir [`BASELINE`] names, when it is one that exists.
+    pub(super) fn baseline_dir(&self) -> Option<String> {
+        marker_dir(&self.dir, BASELINE)
     }
 
     /// Puts the last applied config back in place with one `rename` of `..data`, as a promotion
@@ -223,6 +278,18 @@ impl Promoter {
         }
         Ok(snapshot::read(&self.dir))
     }
+}
+
+/// The timestamped dir the link `marker` in `dir` names, when it is one that exists.
+fn marker_dir(dir: &Path, marker: &str) -> Option<String> {
+    let t = std::fs::read_link(dir.join(marker)).ok()?;
+    let name = t.to_str()?.to_owned();
+    // Only a dir of confgate's own making: a link to `..data` or to another record is not one.
+    let own_dir = name.starts_with("..")
+        && !name.contains('/')
+        && !name.starts_with("..confgate_")
+        && std::fs::symlink_metadata(dir.join(&name)).is_ok_and(|m| m.is_dir());
+    own_dir.then_some(name)
 }
 
 fn parse_hash(text: &str) -> Option<ContentHash> {

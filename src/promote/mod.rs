@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
 
-pub(crate) use markers::{APPLIED, REJECTED, RELOAD_OWED};
+pub(crate) use markers::{APPLIED, BASELINE, REJECTED, RELOAD_OWED};
 
 const DATA_TMP: &str = "..data_tmp";
 /// Inside a timestamped dir, a link whose target is the variant key its config was promoted from
@@ -112,6 +112,9 @@ impl Promoter {
             dir: dir.to_path_buf(),
             untidy: AtomicBool::new(false),
         };
+        // A first config kept for a start-up check that never concluded: after a restart nothing
+        // is waiting for it.
+        remove_file(&dir.join(BASELINE))?;
         p.clean()?;
         Ok((p, snapshot::read(dir)))
     }
@@ -157,6 +160,7 @@ impl Promoter {
             .ok()
             .and_then(|t| t.to_str().map(str::to_owned));
         let applied = self.applied_dir();
+        let baseline = self.baseline_dir();
         let keys = match &current {
             Some(ts) => top_level_names(&self.dir.join(ts)),
             None => BTreeSet::new(),
@@ -169,8 +173,10 @@ impl Promoter {
                 || name == RELOAD_OWED
                 || name == APPLIED
                 || name == REJECTED
+                || name == BASELINE
                 || Some(&name) == current.as_ref()
                 || Some(&name) == applied.as_ref()
+                || Some(&name) == baseline.as_ref()
             {
                 continue;
             }
@@ -238,15 +244,21 @@ impl Promoter {
     /// Promotes `snap`. On error the previous config is still in place and whole, and the new
     /// timestamped dir (if any) has been removed.
     pub fn promote(&self, snap: &Snapshot) -> Result<(), Error> {
-        self.switch(snap, false).map(|s| self.finish(s))
+        self.switch(snap, false, false).map(|s| self.finish(s))
     }
 
     /// The first half of a promotion: writes every key, links new keys, records the owed reload when
-    /// `owe_reload`, and switches `..data`. On `Ok` the new config is live and whole; pass the
-    /// [`Switched`] to [`Promoter::finish`] (after telling the component, which needs nothing it does).
-    /// On error the previous config is in place and whole, as with [`Promoter::promote`].
-    pub(crate) fn switch(&self, snap: &Snapshot, owe_reload: bool) -> Result<Switched, Error> {
-        self.switch_variant(snap, owe_reload, None)
+    /// `owe_reload`, keeps the dir it replaces as [`BASELINE`] when `keep_baseline`, and switches
+    /// `..data`. On `Ok` the new config is live and whole; pass the [`Switched`] to
+    /// [`Promoter::finish`] (after telling the component, which needs nothing it does). On error the
+    /// previous config is in place and whole, as with [`Promoter::promote`].
+    pub(crate) fn switch(
+        &self,
+        snap: &Snapshot,
+        owe_reload: bool,
+        keep_baseline: bool,
+    ) -> Result<Switched, Error> {
+        self.switch_variant(snap, owe_reload, None, keep_baseline)
     }
 
     /// [`Promoter::switch`], recording beside the new config the `variant` key it was chosen from.
@@ -255,6 +267,7 @@ impl Promoter {
         snap: &Snapshot,
         owe_reload: bool,
         variant: Option<&str>,
+        keep_baseline: bool,
     ) -> Result<Switched, Error> {
         let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
         let old_keys = match &old {
@@ -283,6 +296,13 @@ impl Promoter {
             .and_then(|()| {
                 if owe_reload {
                     self.mark_reload_owed(snap.hash())
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| {
+                if keep_baseline && old.is_some() {
+                    self.keep_baseline()
                 } else {
                     Ok(())
                 }

@@ -251,11 +251,11 @@ fn reload_owed_is_recorded_before_the_switch_and_cleared_by_its_hash() {
     assert_eq!(p.reload_owed(), None);
     let a = snap(&[("version", "1.0.0")]);
     let b = snap(&[("version", "2.0.0")]);
-    p.switch(&a, true).map(|s| p.finish(s)).unwrap();
+    p.switch(&a, true, false).map(|s| p.finish(s)).unwrap();
     // A restart (a new `open`) finds it, and start-up cleaning keeps it.
     let (p, _) = Promoter::open(&dir).unwrap();
     assert_eq!(p.reload_owed(), Some(a.hash()));
-    p.switch(&b, true).map(|s| p.finish(s)).unwrap();
+    p.switch(&b, true, false).map(|s| p.finish(s)).unwrap();
     // A late success for the older config does not clear the newer debt.
     assert!(!p.clear_reload_owed(a.hash()).unwrap());
     assert_eq!(p.reload_owed(), Some(b.hash()));
@@ -264,7 +264,7 @@ fn reload_owed_is_recorded_before_the_switch_and_cleared_by_its_hash() {
     // A failed promotion leaves the record as it was.
     p.mark_reload_owed(b.hash()).unwrap();
     let bad = snap(&[("version", "3.0.0"), ("x", "1"), ("x/y", "2")]);
-    assert!(p.switch(&bad, true).map(|s| p.finish(s)).is_err());
+    assert!(p.switch(&bad, true, false).map(|s| p.finish(s)).is_err());
     assert_eq!(p.reload_owed(), Some(b.hash()));
     assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
     // The marker is not a key, and a plain promotion keeps it.
@@ -306,7 +306,7 @@ fn switch_makes_the_new_config_live_and_finish_removes_the_old_one() {
     p.promote(&a).unwrap();
     let old = std::fs::read_link(dir.join("..data")).unwrap();
     let b = snap(&[("version", "2.0.0"), ("new", "y")]);
-    let switched = p.switch(&b, false).unwrap();
+    let switched = p.switch(&b, false, false).unwrap();
     // Live and whole before any tidying: what a reload requested now would read.
     assert_eq!(snapshot::read(&dir), Observed::Config(b.clone()));
     assert_eq!(std::fs::read_to_string(dir.join("new")).unwrap(), "y");
@@ -341,12 +341,12 @@ fn the_variant_promoted_is_read_back_for_the_live_and_the_applied_config() {
     let tmp = tempfile::tempdir().unwrap();
     let (p, _) = Promoter::open(&tmp.path().join("promoted")).unwrap();
     let a = snap(&[("config.yaml", "version: 2.0.0\n")]);
-    p.switch_variant(&a, false, Some("config.v2.yaml"))
+    p.switch_variant(&a, false, Some("config.v2.yaml"), false)
         .map(|s| p.finish(s))
         .unwrap();
     p.mark_applied().unwrap();
     let b = snap(&[("config.yaml", "version: 3.0.0\n")]);
-    p.switch_variant(&b, false, Some("config.v3.yaml"))
+    p.switch_variant(&b, false, Some("config.v3.yaml"), false)
         .map(|s| p.finish(s))
         .unwrap();
     assert_eq!(
@@ -358,11 +358,75 @@ fn the_variant_promoted_is_read_back_for_the_live_and_the_applied_config() {
     p.roll_back().unwrap();
     assert_eq!(p.variants().0.as_deref(), Some("config.v2.yaml"));
     // Without variants nothing is recorded; a record naming no key is ignored.
-    p.switch(&a, false).map(|s| p.finish(s)).unwrap();
+    p.switch(&a, false, false).map(|s| p.finish(s)).unwrap();
     assert_eq!(p.variants().0, None);
     let live = p
         .dir()
         .join(std::fs::read_link(p.dir().join(DATA_LINK)).unwrap());
     std::os::unix::fs::symlink("../../etc/passwd", live.join(VARIANT)).unwrap();
     assert_eq!(p.variants().0, None);
+}
+
+/// The first config, kept beside the promotion that replaced it before its start-up check
+/// concluded, becomes the rollback base when the component is found to have run it; a restart
+/// drops a kept dir nothing waits for.
+#[test]
+fn the_first_config_kept_as_the_baseline_is_rolled_back_to_once_adopted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "2.0.0"), ("rules.yml", "good")]);
+    let b = snap(&[("version", "2.1.0"), ("rules.yml", "bad")]);
+    p.switch(&a, true, false).map(|s| p.finish(s)).unwrap();
+    p.switch(&b, true, true).map(|s| p.finish(s)).unwrap();
+    assert!(p.baseline_dir().is_some(), "{:?}", names(&dir));
+    assert!(p.applied().is_none(), "kept, not yet applied");
+    p.adopt_baseline().unwrap();
+    assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash()));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("rules.yml")).unwrap(),
+        "good"
+    );
+
+    // Kept, then a later config applied: the kept dir goes with the mark.
+    p.switch(&b, true, true).map(|s| p.finish(s)).unwrap();
+    p.mark_applied().unwrap();
+    assert!(p.baseline_dir().is_none());
+    let dirs = names(&dir)
+        .into_iter()
+        .filter(|n| n.starts_with("..2"))
+        .count();
+    assert_eq!(dirs, 1, "{:?}", names(&dir));
+
+    // Kept, then a restart: nothing waits for it any more.
+    p.switch(&a, true, true).map(|s| p.finish(s)).unwrap();
+    let (p, _) = Promoter::open(&dir).unwrap();
+    assert!(p.baseline_dir().is_none());
+    assert!(std::fs::symlink_metadata(dir.join(BASELINE)).is_err());
+}
+
+/// `..confgate_applied` replaced by a directory (the component can write into the promoted dir):
+/// the next applied config sets it aside and writes the record again, so a rollback still works.
+#[test]
+fn an_applied_record_replaced_by_a_directory_is_rewritten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "2.0.0")]);
+    let b = snap(&[("version", "2.1.0")]);
+    p.promote(&a).unwrap();
+    p.mark_applied().unwrap();
+    std::fs::remove_file(dir.join(APPLIED)).unwrap();
+    std::fs::create_dir(dir.join(APPLIED)).unwrap();
+    std::fs::write(dir.join(APPLIED).join("x"), "not a record").unwrap();
+    assert!(matches!(p.roll_back(), Err(Error::NoApplied { .. })));
+    p.mark_applied().unwrap();
+    assert!(
+        std::fs::symlink_metadata(dir.join(APPLIED))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    p.promote(&b).unwrap();
+    assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash()));
 }

@@ -19,14 +19,15 @@ use crate::values::{Confirm, Reload, Url};
 
 mod signal;
 
-pub use signal::signal_by_name;
+pub use signal::{Reached, signal_by_name, signal_once};
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(200);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A start-up check looks again for a component still starting at most this far apart, so the
-/// baseline is known soon after it is up.
-pub(crate) const STARTUP_POLL_MAX: Duration = Duration::from_secs(5);
+/// baseline is known soon after it is up (a component that takes minutes to start is looked for
+/// every 2 s, not after a back-off grown with its start-up time).
+pub(crate) const STARTUP_POLL_MAX: Duration = Duration::from_secs(2);
 /// The most the decision loop waits for a request to be on its way ([`Handle::on_its_way`]): a
 /// connection the network takes longer to make (a remote target, a dropped SYN) is not waited for,
 /// and the request goes when it is made. A loopback connection is made in one turn of the reactor.
@@ -393,6 +394,8 @@ async fn worker(
             BACKOFF_MAX
         };
         let mut delay = BACKOFF_BASE;
+        // The processes this request's signal reached: a retry never signals them again.
+        let mut reached = Reached::new();
         // A start-up check says once why it waits (and again when that changes), not every attempt.
         let mut waiting_for: Option<String> = None;
         loop {
@@ -406,11 +409,15 @@ async fn worker(
             };
             let sent_at = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
             let started = Instant::now();
-            let mut result =
-                match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt(&client, &req, before)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
-                };
+            let mut result = match tokio::time::timeout(
+                ATTEMPT_TIMEOUT,
+                attempt(&client, &req, before, &mut reached),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout(ATTEMPT_TIMEOUT)),
+            };
             match (&result, &req.confirm, &req.target) {
                 (Ok(Sent::Reloaded(_)), Some(c), _) => {
                     match confirm::wait(&client, c, before, sent_at).await {
@@ -553,6 +560,7 @@ async fn attempt(
     client: &Client,
     req: &Request,
     before: Option<confirm::Reading>,
+    reached: &mut Reached,
 ) -> Result<Sent, Error> {
     match &req.target {
         Reload::None => Ok(Sent::Reloaded(0)),
@@ -604,12 +612,21 @@ async fn attempt(
         }
         Reload::Signal { signal, process } => {
             let (signal, process, since) = (*signal, process.clone(), req.promoted_at);
+            let mut seen = std::mem::take(reached);
             // The /proc scan reads a file or three per process: off the thread that answers probes.
-            let scan = tokio::task::spawn_blocking(move || signal_by_name(signal, &process, since));
+            let scan = tokio::task::spawn_blocking(move || {
+                let r = signal_once(signal, &process, since, &mut seen);
+                (r, seen)
+            });
             // Sent from that thread, whatever this one does meanwhile.
             client.wire().fire_now(req.seq);
-            scan.await
-                .unwrap_or_else(|e| Err(Error::Url(format!("the /proc scan failed: {e}"))))
+            match scan.await {
+                Ok((r, seen)) => {
+                    *reached = seen;
+                    r
+                }
+                Err(e) => Err(Error::Url(format!("the /proc scan failed: {e}"))),
+            }
         }
     }
 }

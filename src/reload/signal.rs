@@ -1,7 +1,13 @@
 //! Signalling a component by process name: which processes are the component, whether each started
 //! before the promotion, and whether it catches the signal yet, all read from `/proc`.
 
+use std::collections::BTreeSet;
+
 use super::{BootTicks, Error, Sent};
+
+/// The processes one request's signal reached, each by pid and start time (a pid reused by a new
+/// process is another process): the attempts after the first skip them.
+pub type Reached = BTreeSet<(i32, Option<BootTicks>)>;
 
 /// Sends `signal` to every process named `name` that should get it. Looked up on every call: the
 /// target restarts and changes PID, and a native sidecar starts before it.
@@ -20,8 +26,23 @@ pub fn signal_by_name(
     name: &str,
     promoted_at: Option<BootTicks>,
 ) -> Result<Sent, Error> {
+    signal_once(signal, name, promoted_at, &mut Reached::new())
+}
+
+/// [`signal_by_name`] for one request over its attempts: a process in `reached` got the signal
+/// already and is not sent it again; each one this call reaches is added. Once one process that
+/// handles the signal was reached, one that does not (a helper sharing the name, which the signal
+/// would end) is reported with a warning and the reload counts as made: retrying could only repeat
+/// the signal to the component. A process that cannot be signalled is an error, retried without
+/// signalling again those reached.
+pub fn signal_once(
+    signal: nix::sys::signal::Signal,
+    name: &str,
+    promoted_at: Option<BootTicks>,
+    reached: &mut Reached,
+) -> Result<Sent, Error> {
     let me = std::process::id();
-    let (mut hits, mut newer) = (0, 0);
+    let (mut hits, mut newer, mut before) = (0, 0, 0);
     let mut uncaught = None;
     let entries = std::fs::read_dir("/proc").map_err(|e| Error::Url(format!("/proc: {e}")))?;
     for entry in entries.flatten() {
@@ -35,9 +56,14 @@ pub fn signal_by_name(
         if pid as u32 == me || !process_named(pid, name) {
             continue;
         }
+        let started = start_ticks(pid);
+        if reached.contains(&(pid, started)) {
+            before += 1;
+            continue;
+        }
         // Ticks are 10 ms: a process started in the same tick as the promotion may have read the
         // previous config, so it is signalled (a missed reload would be silent).
-        if let (Some(at), Some(started)) = (promoted_at, start_ticks(pid))
+        if let (Some(at), Some(started)) = (promoted_at, started)
             && started > at
         {
             newer += 1;
@@ -59,7 +85,10 @@ pub fn signal_by_name(
             continue;
         }
         match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal) {
-            Ok(()) => hits += 1,
+            Ok(()) => {
+                hits += 1;
+                reached.insert((pid, started));
+            }
             // Exited between the scan and the signal.
             Err(nix::errno::Errno::ESRCH) => {}
             Err(errno) => {
@@ -72,12 +101,17 @@ pub fn signal_by_name(
             }
         }
     }
+    let hits = hits + before;
     if let Some(pid) = uncaught {
-        return Err(Error::NotCaught {
+        let e = Error::NotCaught {
             signal: signal.as_str(),
             pid,
             process: name.to_owned(),
-        });
+        };
+        if hits == 0 {
+            return Err(e);
+        }
+        tracing::warn!(process = name, signal = signal.as_str(), reached = hits, error = %e, "sent to each process of this name that handles the signal; one that does not is not sent it");
     }
     match (hits, newer) {
         (0, 0) => Ok(Sent::NoProcess(name.to_owned())),

@@ -20,6 +20,16 @@ pub struct Split {
 }
 
 impl Split {
+    /// The hash of the candidate's own keys, each `K.next` under the name `K`: the candidate as the
+    /// component refuses it, whatever stable keys change around it.
+    pub fn candidate_own(&self) -> ContentHash {
+        ContentHash::of(
+            self.next
+                .iter()
+                .map(|(k, (b, _))| (k.as_str(), b.as_slice())),
+        )
+    }
+
     /// The candidate's set: the stable set with each `K.next` under the name `K`.
     pub fn candidate(&self) -> Snapshot {
         let mut files = self.stable.files().clone();
@@ -119,10 +129,15 @@ pub fn choose(
         keys: listing::listed(&plan.keys, None, |out, k| out.push_str(&listing::name(k))),
         held: None,
         reason: assignment(&plan, bucket),
+        candidate_sha256: None,
     };
     if assigned == Track::Candidate {
+        let own = parts.candidate_own();
+        view.candidate_sha256 = Some(own);
         let c = variants::choose(Observed::Config(parts.candidate()), settings);
-        let rejected = c.observed.hash().is_some_and(|h| refused.contains(&h));
+        // Refused as a whole set, or for its own keys beside other stable ones.
+        let rejected =
+            refused.contains(&own) || c.observed.hash().is_some_and(|h| refused.contains(&h));
         let passes = c.judgement.verdict == Verdict::Accepted || settings.mode == Mode::Observe;
         if passes && !rejected {
             return (c, Some(view));
@@ -153,6 +168,7 @@ pub fn choose(
             } else {
                 c.judgement.reason
             },
+            hash: c.observed.hash(),
         });
     }
     (

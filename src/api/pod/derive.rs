@@ -89,6 +89,7 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
                 newest: (named != Described::default()).then(|| named.to_string()),
                 verdict: c.verdict,
                 reason: None,
+                in_place: c.sha256.as_ref() == Some(&a.sha256),
             }
             .because(reason)
             .to_string(),
@@ -351,12 +352,14 @@ mod tests {
                         sha256: Some(hash(7).to_string()),
                         verdict,
                         reason: "held".into(),
+                        hash: None,
                     }),
                     hundredths: 2500,
                     bucket: Some("12.00%".into()),
                     track: Track::Stable,
                     keys: "config.yaml".into(),
                     reason: "held".into(),
+                    candidate_sha256: None,
                 }),
                 ..Status::default()
             };

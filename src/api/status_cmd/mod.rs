@@ -135,6 +135,7 @@ pub fn row(pod: &PodView) -> Row {
         .unwrap_or_default();
     let held = facts.and_then(|m| m.newest).map(|n| Holding {
         held: active.version.clone(),
+        in_place: n.config.sha256.is_some() && n.config.sha256 == active.sha256,
         newest: n.config.version,
         verdict: n.verdict,
         reason: None,

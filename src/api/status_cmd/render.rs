@@ -377,6 +377,7 @@ mod tests {
                 newest: Some("3.0.0".into()),
                 verdict: crate::verdict::Verdict::TooNew,
                 reason: None,
+                in_place: false,
             }),
             held_sha256: None,
             version: Some("2.5.0".into()),

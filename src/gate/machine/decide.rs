@@ -65,7 +65,7 @@ impl Gate {
         self.annotations_note = note;
     }
 
-    fn passes(&self, obs: &Observed, j: &Judgement) -> bool {
+    pub(super) fn passes(&self, obs: &Observed, j: &Judgement) -> bool {
         j.verdict == Verdict::Accepted
             || (self.settings.mode == Mode::Observe && matches!(obs, Observed::Config(_)))
     }
@@ -280,6 +280,11 @@ impl Gate {
         why: &str,
     ) -> Option<ContentHash> {
         self.remember_rejected(hash, why.to_owned());
+        // A rollout candidate is refused for its own keys too: an edit of a stable key beside it
+        // makes another set, not another candidate.
+        if let Some((_, own)) = self.candidate.filter(|(set, _)| *set == hash) {
+            self.remember_rejected(own, why.to_owned());
+        }
         let reason = self.rejection(hash).unwrap_or_default();
         if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
             n.judgement.verdict = Verdict::RejectedByComponent;
@@ -292,14 +297,14 @@ impl Gate {
         (!self.gate_only && self.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)).then_some(base)
     }
 
-    /// The applied config is back in the promoted dir.
-    pub(super) fn rolled_back(&mut self) {
+    /// The applied config is back in the promoted dir, with these key modes (as read back, so that
+    /// the same snapshot seen again is no change to promote).
+    pub(super) fn rolled_back(&mut self, modes: Modes) {
         if let Some(a) = self.applied.clone() {
-            // The applied dir's modes are not tracked: an empty map makes a later same-content,
-            // other-modes snapshot a promotion rather than a no-op, which is the safe side.
-            self.on_disk = Some((a.hash, Modes::new()));
-            self.active_modes = Modes::new();
+            self.on_disk = Some((a.hash, modes.clone()));
+            self.active_modes = modes;
             self.active = Some(a);
+            self.rollback_error = None;
         }
     }
 

@@ -7,7 +7,7 @@ use super::grace::Step;
 use super::reloads::Owed;
 use super::{
     Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now,
-    PROMOTE_RETRY, Promotion, Rollback, Seen, Tell,
+    PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell, modes,
 };
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
@@ -28,12 +28,14 @@ impl Gate {
             Event::Files(files) => self.files(files, &mut out),
             Event::Resync => {
                 // What the retry would read is read now; so is a change whose spread is due, which
-                // must not wait for a timer the resync took the place of.
+                // must not wait for a timer the resync took the place of. A rollback owed is tried
+                // again now, too.
                 self.take_retry_due(now.at);
                 if self.take_spread_due(now.at) {
                     self.last = None;
                 }
                 out.push(Action::Tidy);
+                self.retry_rollback(&mut out);
                 self.files(Files::ALL, &mut out);
             }
             Event::Timer => {
@@ -44,6 +46,9 @@ impl Gate {
                     // The newest config is promoted now, whatever was judged while it waited.
                     self.last = None;
                 }
+                if retry {
+                    self.retry_rollback(&mut out);
+                }
                 if recheck {
                     self.files(Files::ALL, &mut out);
                 } else if retry || spread {
@@ -51,9 +56,13 @@ impl Gate {
                 }
             }
             Event::Annotations(read) => self.annotations(read, now, &mut out),
-            Event::Judged { seen, choice } => {
+            Event::Judged {
+                seen,
+                choice,
+                rollout,
+            } => {
                 if let Some(choice) = choice {
-                    self.judged(seen, choice, now, &mut out);
+                    self.judged(seen, choice, rollout, now, &mut out);
                 }
             }
             Event::Rejudged(obs, j) => {
@@ -65,7 +74,8 @@ impl Gate {
             }
             Event::Switched(r) => self.switched(r, now, &mut out),
             Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
-            Event::RolledBack(r) => self.rolled_back_to(r, &mut out),
+            Event::BaseJudged(obs, j) => self.base_judged(&obs, &j, &mut out),
+            Event::RolledBack(r) => self.rolled_back_to(r, now, &mut out),
             Event::Reload(o) => self.reload_outcome(o, now, &mut out),
             Event::Source(view) => self.source = view,
             Event::Watch { errors, problem } => {
@@ -304,7 +314,14 @@ impl Gate {
         }
     }
 
-    fn judged(&mut self, seen: Seen, choice: Choice, now: Now, out: &mut Vec<Action>) {
+    fn judged(
+        &mut self,
+        seen: Seen,
+        choice: Choice,
+        rollout: RolloutSeen,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
         let (mut choice, mut decision) = self.decide(choice);
         if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
             && self.settings.validate != Validate::None
@@ -323,7 +340,12 @@ impl Gate {
                         check: self.settings.validate.clone(),
                         timeout: self.settings.validate_timeout,
                     });
-                    self.checking = Some(Box::new(Checking { seen, choice, sha }));
+                    self.checking = Some(Box::new(Checking {
+                        seen,
+                        choice,
+                        rollout,
+                        sha,
+                    }));
                     return;
                 }
                 Some(CheckedBy {
@@ -340,6 +362,16 @@ impl Gate {
         let (j, obs, variant) = (choice.judgement, choice.observed, choice.variant);
         let promoted_variant = variant.clone();
         out.push(Action::Count(Count::Candidate(j.verdict)));
+        // A rollout candidate held on this pod is a judgement too, counted under its verdict.
+        if let Some(h) = &rollout.held {
+            out.push(Action::Count(Count::Candidate(h.verdict)));
+        }
+        self.held = rollout.held;
+        if let (Decision::Promote { .. }, Some(own), Some(set)) =
+            (decision, rollout.candidate, obs.hash())
+        {
+            self.candidate = Some((set, own));
+        }
         let judged = Judged {
             accepted: j.verdict == Verdict::Accepted,
             verdict: j.verdict,
@@ -357,9 +389,17 @@ impl Gate {
                 if self.spread_waits(tell, &judged, now, out) => {}
             (Decision::Promote { tell }, Observed::Config(snapshot)) => {
                 let owe_reload = tell != Tell::Nothing && self.settings.reload != Reload::None;
+                // The first config is replaced before anything said whether the component started
+                // on it: its dir is kept, so that an answer to this reload can make it the base.
+                let keep_baseline = tell == Tell::Reload
+                    && !self.gate_only
+                    && self.applied.is_none()
+                    && !self.first_kept
+                    && self.first.as_ref().map(|f| f.hash) == self.on_disk.as_ref().map(|d| d.0);
                 self.promoting = Some(Promotion {
                     judged,
                     tell,
+                    keep_baseline,
                     sha: snapshot.hash(),
                     version: j.version,
                 });
@@ -369,6 +409,7 @@ impl Gate {
                     snapshot,
                     owe_reload,
                     variant: promoted_variant,
+                    keep_baseline,
                 });
             }
             (Decision::Activate, _) => {
@@ -418,7 +459,7 @@ impl Gate {
             check: self.settings.validate.clone(),
             refused,
         });
-        self.judged(c.seen, c.choice, now, out);
+        self.judged(c.seen, c.choice, c.rollout, now, out);
     }
 
     /// `j`, accepted by the range and rules, held by the component's checker: invalid, with the
@@ -458,6 +499,19 @@ impl Gate {
             }
         };
         self.activated(now.wall);
+        // The refused content a rollback owed was for is replaced; a share of the spread waited
+        // out is used.
+        self.spread_served = false;
+        self.rollback_owed = None;
+        self.rollback_error = None;
+        match p.tell {
+            Tell::StartupCheck => {
+                self.first = self.active.clone();
+                self.first_kept = false;
+            }
+            _ if p.keep_baseline => self.first_kept = true,
+            _ => {}
+        }
         // The one thing the component waits for comes first; the rest is bookkeeping.
         if p.tell != Tell::Nothing {
             self.reloads.owe(Owed {
@@ -501,6 +555,13 @@ impl Gate {
 
     fn reload_outcome(&mut self, o: Outcome, now: Now, out: &mut Vec<Action>) {
         self.reloads.report(&o);
+        match &o {
+            Outcome::Reloaded(sha) => self.component_answered(*sha, false, now, out),
+            Outcome::Rejected { sha256, .. } => self.component_answered(*sha256, true, now, out),
+            // Every process read it itself at start-up.
+            Outcome::Nothing { sha256, .. } => self.component_answered(*sha256, false, now, out),
+            _ => {}
+        }
         match o {
             Outcome::Reloaded(sha) | Outcome::Nothing { sha256: sha, .. } => {
                 // Done: no longer owed, here or on disk.
@@ -525,6 +586,41 @@ impl Gate {
         }
     }
 
+    /// The component answered about `sha`. While the first config's start-up check has not
+    /// concluded, an answer to the reload of later content is evidence too: the component is up,
+    /// and ran what was promoted before it, the first config, whose kept dir is then the rollback
+    /// base.
+    fn component_answered(
+        &mut self,
+        sha: ContentHash,
+        refused: bool,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(first) = self.first.take() else {
+            return;
+        };
+        let kept = std::mem::take(&mut self.first_kept);
+        if !kept || self.applied.is_some() || self.gate_only {
+            return;
+        }
+        // The first config itself, run: the base. Later content refused: the component ran the
+        // first until then, the base. Later content run: that is applied instead (its mark drops
+        // the kept dir).
+        if (sha == first.hash) == refused {
+            return;
+        }
+        out.push(Action::AdoptBaseline);
+        out.push(Action::Log(Note::BaselineApplied {
+            sha: first.hash,
+            version: first.version.clone(),
+        }));
+        self.applied = Some(super::Active {
+            since: now.wall,
+            ..first
+        });
+    }
+
     /// The component refused `sha`: remember that on disk (a restart must not offer it again), drop
     /// its owed reload, put back what it applied last, and tell it to load that again.
     fn refused(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
@@ -543,31 +639,103 @@ impl Gate {
         }
         match base.filter(|_| !self.gate_only) {
             Some(base) => self.roll_back(sha, base, reason, out),
-            None => out.push(Action::Log(Note::NoBase { sha, reason })),
+            None => self.no_base(sha, reason, out),
         }
     }
 
-    /// Asks to put `base`, the config the component applied last, back in place of `refused`.
-    fn roll_back(
+    /// Asks to put `base`, the config the component applied last, back in place of `refused`,
+    /// once it is judged again under the settings in force, like any candidate.
+    pub(super) fn roll_back(
         &mut self,
         refused: ContentHash,
         base: ContentHash,
         reason: String,
         out: &mut Vec<Action>,
     ) {
+        self.rollback_owed = None;
         self.rolling_back = Some(Rollback {
             refused,
             base,
             reason,
         });
-        out.push(Action::RollBack);
+        out.push(Action::JudgeBase {
+            settings: Box::new(self.settings.clone()),
+        });
+    }
+
+    /// A rollback that failed, tried again (its retry is due, or the safety re-read came).
+    fn retry_rollback(&mut self, out: &mut Vec<Action>) {
+        if let Some(Rollback {
+            refused,
+            base,
+            reason,
+        }) = self.rollback_owed.take()
+        {
+            self.retry_at = None;
+            self.roll_back(refused, base, reason, out);
+        }
+    }
+
+    /// The rollback base judged under the settings in force: rolled back to when it passes;
+    /// otherwise the refused content stays, and the pod says why, not ready.
+    fn base_judged(
+        &mut self,
+        obs: &Observed,
+        j: &crate::verdict::Judgement,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(rb) = self.rolling_back.take() else {
+            return;
+        };
+        match obs.hash() {
+            // Its kept dir is gone: there is nothing to roll back to.
+            None => self.lost_base(rb.refused, rb.reason, out),
+            Some(h) if h == rb.base && self.passes(obs, j) => {
+                self.rolling_back = Some(rb);
+                out.push(Action::RollBack);
+            }
+            Some(h) => {
+                let why = if h == rb.base {
+                    format!(
+                        "{} is {}: {}",
+                        j.version.as_deref().unwrap_or("it"),
+                        j.verdict,
+                        j.reason
+                    )
+                } else {
+                    "its kept dir holds other content".to_owned()
+                };
+                self.rollback_error = Some(format!(
+                    "the refused config stays in place, not rolled back: the config the component applied last is not accepted under the settings in force: {why}"
+                ));
+                out.push(Action::Log(Note::BaseNotAccepted {
+                    sha: rb.refused,
+                    base: rb.base,
+                    why,
+                }));
+            }
+        }
+    }
+
+    /// The component refused `sha` and no config it applied is kept to roll back to: said so, and
+    /// held (ready under `hold`), the refused content in place.
+    fn no_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
+        out.push(Action::Log(Note::NoBase { sha, reason }));
+    }
+
+    /// What the gate took for the rollback base is not kept on disk (its record was damaged or
+    /// never written): there is none, and the refusal of `sha` is held as one without a base.
+    fn lost_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
+        self.applied = None;
+        self.no_base(sha, reason, out);
     }
 
     /// The rollback's result: the applied config back in place, its reload owed like a
     /// promotion's, until done.
     fn rolled_back_to(
         &mut self,
-        r: Result<(Option<ContentHash>, Option<BootTicks>), String>,
+        r: Result<(Observed, Option<BootTicks>), RollbackFailure>,
+        now: Now,
         out: &mut Vec<Action>,
     ) {
         let Some(Rollback {
@@ -579,8 +747,9 @@ impl Gate {
             return;
         };
         match r {
-            Ok((holds, promoted_at)) if holds == Some(base) => {
-                self.rolled_back();
+            Ok((holds, promoted_at)) if holds.hash() == Some(base) => {
+                // The modes of what is in place now are what a later snapshot is compared with.
+                self.rolled_back(modes(&holds));
                 let version = self.applied_version();
                 out.push(Action::Log(Note::RolledBack {
                     sha: refused,
@@ -601,14 +770,29 @@ impl Gate {
             }
             Ok(_) => {
                 out.push(Action::Log(Note::RollbackOther { sha: refused }));
-                self.promotion_failed("rollback left other content in place".into());
+                self.rollback_error = Some(
+                    "the refused config is not rolled back: the rollback left other content in place"
+                        .into(),
+                );
             }
-            Err(error) => {
-                self.promotion_failed(format!("rollback failed: {error}"));
+            Err(RollbackFailure::NoBase(_)) => self.lost_base(refused, reason, out),
+            // Owed work, like a failed promotion: tried again until the dir holds what the
+            // component accepted.
+            Err(RollbackFailure::Failed(error)) => {
+                self.rollback_error = Some(format!(
+                    "rollback failed, the refused config stays in place (retrying): {error}"
+                ));
                 out.push(Action::Log(Note::RollbackFailed {
                     sha: refused,
                     error,
+                    retry_in: PROMOTE_RETRY,
                 }));
+                self.rollback_owed = Some(Rollback {
+                    refused,
+                    base,
+                    reason,
+                });
+                self.retry_at = Some(now.at + PROMOTE_RETRY);
             }
         }
     }

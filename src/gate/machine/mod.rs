@@ -28,7 +28,7 @@ use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::SourceView;
+use crate::state::{RolloutHeld, SourceView};
 use crate::validate::Checked;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -141,6 +141,16 @@ impl Seen {
     }
 }
 
+/// What a rollout in the newest config means for the gate's decisions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RolloutSeen {
+    /// The candidate held on this pod: a held config, reported as any hold is.
+    pub(crate) held: Option<RolloutHeld>,
+    /// When the choice is the candidate: the hash of its own keys, which a refusal of it is
+    /// remembered by too.
+    pub(crate) candidate: Option<ContentHash>,
+}
+
 /// What a previous run left in the promoted dir, read and judged at start-up under the settings in
 /// force.
 #[derive(Debug, Clone)]
@@ -173,8 +183,12 @@ pub(crate) enum Event {
     /// Answer to [`Action::ReadAnnotations`].
     Annotations(Result<Option<Annotations>, String>),
     /// Answer to [`Action::Judge`]: what was read, and what it was judged (`None`: identical to the
-    /// last judged, not judged again).
-    Judged { seen: Seen, choice: Option<Choice> },
+    /// last judged, not judged again), with what a rollout in it says of this pod.
+    Judged {
+        seen: Seen,
+        choice: Option<Choice>,
+        rollout: RolloutSeen,
+    },
     /// Answer to [`Action::Validate`]: what the component's checker said of the staged `sha`.
     Validated { sha: ContentHash, checked: Checked },
     /// Answer to [`Action::RejudgeActive`]: the promoted dir read back, and its judgement.
@@ -182,9 +196,12 @@ pub(crate) enum Event {
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
     /// why the promotion failed.
     Switched(Result<Option<BootTicks>, String>),
+    /// Answer to [`Action::JudgeBase`]: the config the component applied last, read back from its
+    /// kept dir, and its judgement under the settings in force.
+    BaseJudged(Observed, Judgement),
     /// Answer to [`Action::RollBack`]: what the promoted dir holds now (with the boot clock right
     /// after), or why the rollback failed.
-    RolledBack(Result<(Option<ContentHash>, Option<BootTicks>), String>),
+    RolledBack(Result<(Observed, Option<BootTicks>), RollbackFailure>),
     /// The reload worker's report of an attempt.
     Reload(Outcome),
     /// The API source's view, shown in the status.
@@ -194,6 +211,16 @@ pub(crate) enum Event {
         errors: u64,
         problem: Option<String>,
     },
+}
+
+/// Why a rollback did not put the applied config back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RollbackFailure {
+    /// No config the component applied is kept in the promoted dir (its record is gone or was
+    /// never written): there is nothing to roll back to.
+    NoBase(String),
+    /// The rollback could not be made (a full disk); it is tried again.
+    Failed(String),
 }
 
 /// A reload (or start-up check) to send to the reload worker: the target and confirmation in force.
@@ -225,13 +252,15 @@ pub(crate) enum Action {
     /// Read the promoted dir back and judge it under `settings`: answer [`Event::Rejudged`].
     RejudgeActive { settings: Box<Settings> },
     /// Write `snapshot` into the promoted dir and switch to it, writing the reload-owed marker first
-    /// when `owe_reload`; keep the switch for [`Action::FinishSwitch`]. Answer [`Event::Switched`]
-    /// (at once, `Ok`, without a promoted dir).
+    /// when `owe_reload`, and keeping the dir it replaces as the baseline when `keep_baseline` (the
+    /// first config, whose start-up check has not concluded); keep the switch for
+    /// [`Action::FinishSwitch`]. Answer [`Event::Switched`] (at once, `Ok`, without a promoted dir).
     Switch {
         snapshot: Snapshot,
         owe_reload: bool,
         /// The variant key it was chosen from (with the variants setting), recorded beside it.
         variant: Option<String>,
+        keep_baseline: bool,
     },
     /// Stage `snapshot` beside the promoted dir's live config and run the component's checker `check`
     /// on it within `timeout`, off the runtime's thread: answer [`Event::Validated`].
@@ -251,6 +280,11 @@ pub(crate) enum Action {
         sha: ContentHash,
         version: Option<String>,
     },
+    /// The component ran the first config, kept as the baseline: it becomes the rollback base.
+    AdoptBaseline,
+    /// Read the config the component applied last back from its kept dir and judge it under
+    /// `settings`: answer [`Event::BaseJudged`].
+    JudgeBase { settings: Box<Settings> },
     /// Replace the promoted dir's record of refused contents.
     RecordRejected(Vec<(ContentHash, String)>),
     /// Write the reload-owed marker for `sha`.
@@ -384,6 +418,20 @@ pub(super) enum Note {
     RollbackFailed {
         sha: ContentHash,
         error: String,
+        retry_in: std::time::Duration,
+    },
+    /// The config the component applied last does not pass under the settings in force: no
+    /// rollback to it; `sha` stays in place.
+    BaseNotAccepted {
+        sha: ContentHash,
+        base: ContentHash,
+        why: String,
+    },
+    /// The component answered a reload of later content: it is up, and ran the first config
+    /// (`sha`), which is the rollback base now.
+    BaselineApplied {
+        sha: ContentHash,
+        version: Option<String>,
     },
     /// The config dir's watch is not in place (`Some`, why), or is again (`None`).
     Watch(Option<String>),
@@ -402,6 +450,8 @@ pub(super) enum Note {
 struct Promotion {
     judged: Judged,
     tell: Tell,
+    /// The dir it replaces is kept as the baseline.
+    keep_baseline: bool,
     sha: ContentHash,
     version: Option<String>,
 }
@@ -411,6 +461,7 @@ struct Promotion {
 struct Checking {
     seen: Seen,
     choice: Choice,
+    rollout: RolloutSeen,
     sha: ContentHash,
 }
 
@@ -448,9 +499,17 @@ pub(crate) struct Gate {
     active: Option<Active>,
     newest: Option<Newest>,
     promote_error: Option<String>,
+    /// Why the refused content stays in place (a rollback failed, or its base does not pass).
+    rollback_error: Option<String>,
+    /// A rollback that failed, tried again at `retry_at`.
+    rollback_owed: Option<Rollback>,
     started: bool,
     /// The config the component confirmed it runs.
     applied: Option<Active>,
+    /// The first config promoted into an empty dir, while nothing says yet whether the component
+    /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
+    first: Option<Active>,
+    first_kept: bool,
     /// Contents the component refused, newest last, with its reason.
     rejected: Vec<(ContentHash, String)>,
     /// The annotations file's presence, and its grace period.
@@ -479,6 +538,13 @@ pub(crate) struct Gate {
     checked: Option<CheckedBy>,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     secret: bool,
+    /// The rollout candidate held on this pod, as last judged.
+    held: Option<RolloutHeld>,
+    /// The last rollout candidate promoted: its set's hash and its own keys' hash.
+    candidate: Option<(ContentHash, ContentHash)>,
+    /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
+    /// its retry does not wait again.
+    spread_served: bool,
 }
 
 impl Gate {
@@ -495,8 +561,12 @@ impl Gate {
             active: None,
             newest: None,
             promote_error: None,
+            rollback_error: None,
+            rollback_owed: None,
             started: false,
             applied: None,
+            first: None,
+            first_kept: false,
             rejected: Vec::new(),
             grace: Grace::default(),
             reloads: Reloads::default(),
@@ -512,6 +582,9 @@ impl Gate {
             checking: None,
             checked: None,
             secret: false,
+            spread_served: false,
+            held: None,
+            candidate: None,
         }
     }
 

@@ -53,6 +53,11 @@ impl Gate {
             self.spread = None;
             return false;
         }
+        // This pod's share was waited out, and the promotion made at its end failed: the retry
+        // keeps its place, on the promotion's retry deadline, not a new share of the spread.
+        if self.spread_served {
+            return false;
+        }
         let spread = self.settings.reload_spread;
         let s = self.spread.get_or_insert_with(|| Spread {
             due: now.at + delay,
@@ -63,6 +68,7 @@ impl Gate {
         });
         if now.at >= s.due {
             self.spread = None;
+            self.spread_served = true;
             return false;
         }
         if s.sha != judged.sha {
@@ -82,6 +88,7 @@ impl Gate {
     /// waits any more.
     pub(super) fn spread_done(&mut self) {
         self.spread = None;
+        self.spread_served = false;
     }
 
     /// When the waiting change is due, unless it was already asked for.

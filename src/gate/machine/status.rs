@@ -68,6 +68,12 @@ impl Gate {
             },
         });
         let current = self.newest_is_active();
+        // A rollout candidate held on this pod, while it runs the stable config it chose: a held
+        // config, reported as any other.
+        let held = self
+            .held
+            .as_ref()
+            .filter(|_| current && self.active.is_some());
         let spread = self.spread_view();
         if let (Some(a), Some(n), false, Some(sp)) = (&self.active, &self.newest, current, &spread)
         {
@@ -85,12 +91,33 @@ impl Gate {
                     sp.period_ms
                 ),
             });
+        } else if let (Some(a), Some(h)) = (&self.active, held) {
+            let holding = Holding {
+                held: a.version.clone(),
+                newest: h.version.clone(),
+                verdict: h.verdict,
+                reason: None,
+                in_place: false,
+            };
+            checks.push(Check {
+                name: CheckKind::Newest,
+                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                message: holding
+                    .because(format!(
+                        "the rollout's candidate, held on this pod: {}",
+                        h.reason
+                    ))
+                    .to_string(),
+            });
         } else if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
             let holding = Holding {
                 held: a.version.clone(),
                 newest: n.judgement.version.clone(),
                 verdict: n.judgement.verdict,
                 reason: None,
+                // The refused content itself is what the promoted dir holds: nothing is held back
+                // in its place.
+                in_place: n.hash == Some(a.hash),
             };
             checks.push(Check {
                 name: CheckKind::Newest,
@@ -105,10 +132,17 @@ impl Gate {
                 message: format!("promotion failed, previous config kept: {e}"),
             });
         }
+        if let Some(e) = &self.rollback_error {
+            checks.push(Check {
+                name: CheckKind::Promote,
+                ok: false,
+                message: e.clone(),
+            });
+        }
         let failing = checks.iter().find(|c| !c.ok);
         let observe = self.settings.mode == Mode::Observe;
         let ready = observe || failing.is_none();
-        let stale = self.active.is_some() && !current && spread.is_none();
+        let stale = self.active.is_some() && (!current || held.is_some()) && spread.is_none();
         let reason = match (failing, observe) {
             (Some(c), false) => c.message.clone(),
             (Some(c), true) => format!("observe mode (not enforced): {}", c.message),
@@ -120,6 +154,13 @@ impl Gate {
             (None, _) => "ok".into(),
         };
         let candidate = match (&self.newest, current) {
+            _ if held.is_some() => held.map(|h| CandidateView {
+                version: h.version.clone(),
+                sha256: h.hash.map(|h| h.printed()),
+                verdict: h.verdict,
+                reason: h.reason.clone(),
+                variant: None,
+            }),
             (Some(n), false) => Some(CandidateView {
                 version: n.judgement.version.clone(),
                 sha256: n.hash.map(|h| h.printed()),

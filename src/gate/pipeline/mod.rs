@@ -10,11 +10,12 @@ use tracing::{info, warn};
 use super::feed::{off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
 use super::machine::{
-    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, Seen, held_refusals,
+    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, RolloutSeen,
+    Seen, held_refusals,
 };
 use super::{Config, Error, Feed};
 use crate::annotations;
-use crate::promote::{Promoter, Switched};
+use crate::promote::{self, Promoter, Switched};
 use crate::reload::{self, BootTicks};
 use crate::rollout;
 use crate::settings::Settings;
@@ -184,6 +185,7 @@ impl Pipeline {
                 snapshot,
                 owe_reload,
                 variant,
+                keep_baseline,
             } => {
                 let Some(p) = self.promoter.clone() else {
                     return Some(Event::Switched(Ok(BootTicks::now())));
@@ -193,10 +195,10 @@ impl Pipeline {
                 // Anything larger is written on the blocking pool while the loop answers pings.
                 let here = self.small_before && is_small_snapshot(&snapshot);
                 let r = if here {
-                    p.switch_variant(&snapshot, owe_reload, variant.as_deref())
+                    p.switch_variant(&snapshot, owe_reload, variant.as_deref(), keep_baseline)
                 } else {
                     off_loop(&self.shared, move || {
-                        p.switch_variant(&snapshot, owe_reload, variant.as_deref())
+                        p.switch_variant(&snapshot, owe_reload, variant.as_deref(), keep_baseline)
                     })
                     .await
                 };
@@ -231,12 +233,33 @@ impl Pipeline {
                 promoter.unstage();
                 return Some(Event::Validated { sha, checked });
             }
+            Action::JudgeBase { settings } => {
+                // The applied config is read back and judged off the loop, like any candidate.
+                let (base, j) = self
+                    .on_dir(move |p| {
+                        let base = p.applied().map(|(obs, _)| obs).unwrap_or_else(|| {
+                            Observed::Missing("no applied config is kept".into())
+                        });
+                        let j = verdict::judge(&base, &settings);
+                        (base, j)
+                    })
+                    .await?;
+                return Some(Event::BaseJudged(base, j));
+            }
             Action::RollBack => {
                 let r = self.on_dir(Promoter::roll_back).await?;
-                return Some(Event::RolledBack(
-                    r.map(|now| (now.hash(), BootTicks::now()))
-                        .map_err(|e| e.to_string()),
-                ));
+                return Some(Event::RolledBack(match r {
+                    Ok(now) => Ok((now, BootTicks::now())),
+                    Err(e @ promote::Error::NoApplied { .. }) => {
+                        Err(RollbackFailure::NoBase(e.to_string()))
+                    }
+                    Err(e) => Err(RollbackFailure::Failed(e.to_string())),
+                }));
+            }
+            Action::AdoptBaseline => {
+                if let Some(Err(e)) = self.on_dir(|p| p.adopt_baseline()).await {
+                    warn!(error = %e, "the first config's dir could not be kept as the rollback base");
+                }
             }
             // Any reload (a promotion's, a rollback's, one owed) is on its way before the loop goes
             // on to publish a status that says it was made, and to its logs and tidying: the worker
@@ -438,11 +461,22 @@ impl Pipeline {
             self.small_before = small;
             (seen, choice)
         };
+        let mut rollout = RolloutSeen::default();
         let choice = choice.map(|(choice, view)| {
+            if let Some(v) = &view {
+                rollout.held.clone_from(&v.held);
+                rollout.candidate = v
+                    .candidate_sha256
+                    .filter(|_| v.track == crate::state::Track::Candidate);
+            }
             self.rollout_seen(view);
             choice
         });
-        Some(Event::Judged { seen, choice })
+        Some(Event::Judged {
+            seen,
+            choice,
+            rollout,
+        })
     }
 
     /// Keeps the rollout as this pod now sees it, with a log line when that changes.

@@ -57,6 +57,7 @@ pub(super) fn judged(g: &Gate, obs: &Observed) -> Event {
     Event::Judged {
         seen: Seen::of(obs),
         choice: Some(variants::choose(obs.clone(), g.settings())),
+        rollout: RolloutSeen::default(),
     }
 }
 
@@ -86,6 +87,27 @@ pub(super) fn promote(g: &mut Gate, obs: &Observed, now: Now, ticks: u64) -> Vec
 
 pub(super) fn hash(obs: &Observed) -> ContentHash {
     obs.hash().unwrap()
+}
+
+/// The rollback base read back from its kept dir, as the pipeline answers [`Action::JudgeBase`].
+pub(super) fn base_judged(g: &Gate, obs: &Observed) -> Event {
+    Event::BaseJudged(obs.clone(), verdict::judge(obs, g.settings()))
+}
+
+/// The component refuses `sha`; the rollback base (`base`, when the gate asks for it) is judged
+/// as the pipeline would. Returns every action of both steps.
+pub(super) fn refuse(g: &mut Gate, sha: ContentHash, base: &Observed, now: Now) -> Vec<Action> {
+    let mut a = g.handle(
+        Event::Reload(Outcome::Rejected {
+            sha256: sha,
+            reason: "500: bad rule".into(),
+        }),
+        now,
+    );
+    if has(&a, |a| matches!(a, Action::JudgeBase { .. })) {
+        a.extend(g.handle(base_judged(g, base), now));
+    }
+    a
 }
 
 #[test]
@@ -195,14 +217,20 @@ fn reload_owed_then_requested_then_confirmed_and_coalesced() {
     );
     assert_eq!(g.reloads.owed().map(|o| o.sha), Some(hash(&b)));
 
-    // The check of the first config answers late: its marker goes, the newer debt stays.
+    // The check of the first config answers late: its marker goes, the newer debt stays, and the
+    // first config's kept dir is the rollback base (the component runs it), not what is promoted.
     let late = g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(30));
-    assert!(matches!(
-        late[..],
-        [Action::ClearReloadOwed { sha, refused: false }] if sha == hash(&a)
-    ));
+    assert!(
+        matches!(
+            late[..],
+            [Action::AdoptBaseline, Action::Log(Note::BaselineApplied { .. }), Action::ClearReloadOwed { sha, refused: false }] if sha == hash(&a)
+        ),
+        "{late:?}"
+    );
     assert_eq!(g.reloads.owed().map(|o| o.sha), Some(hash(&b)));
-    assert!(g.published(2).applied.is_none(), "not what is promoted");
+    let s = g.published(2);
+    assert_eq!(s.applied.unwrap().version.as_deref(), Some("2.0.0"));
+    assert_eq!(s.active.unwrap().version.as_deref(), Some("2.1.0"));
 
     g.handle(Event::Reload(Outcome::Attempting), c.at(40));
     assert_eq!(g.published(2).reload.last_result, ReloadResult::Pending);
@@ -243,13 +271,18 @@ fn refused_content_is_recorded_rolled_back_and_its_base_owed_again() {
         matches!(&steps[..], [
             Action::RecordRejected(record),
             Action::ClearReloadOwed { sha, refused: true },
-            Action::RollBack,
+            Action::JudgeBase { .. },
         ] if record[..] == [(hash(&b), "500: bad rule".to_owned())] && *sha == hash(&b)),
         "{steps:?}"
     );
     assert_eq!(g.reloads.owed(), None);
+    // The base passes under the settings in force: rolled back to.
+    assert!(matches!(
+        g.handle(base_judged(&g, &a), c.at(45))[..],
+        [Action::RollBack]
+    ));
     let back = g.handle(
-        Event::RolledBack(Ok((Some(hash(&a)), Some(BootTicks(300))))),
+        Event::RolledBack(Ok((a.clone(), Some(BootTicks(300))))),
         c.at(50),
     );
     assert!(has(
@@ -299,18 +332,15 @@ fn a_refusal_with_nothing_applied_rolls_nothing_back_and_a_failed_rollback_is_re
     promote(&mut g, &a, c.at(10), 100);
     g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
     promote(&mut g, &b, c.at(30), 200);
-    g.handle(
-        Event::Reload(Outcome::Rejected {
-            sha256: hash(&b),
-            reason: "no".into(),
-        }),
-        c.at(40),
+    refuse(&mut g, hash(&b), &a, c.at(40));
+    let failed = g.handle(
+        Event::RolledBack(Err(RollbackFailure::Failed("disk full".into()))),
+        c.at(50),
     );
-    let failed = g.handle(Event::RolledBack(Err("disk full".into())), c.at(50));
     assert!(requests(&failed).is_empty());
     let s = g.published(2);
     assert!(
-        !s.ready && s.reason.contains("rollback failed: disk full"),
+        !s.ready && s.reason.contains("rollback failed") && s.reason.contains("disk full"),
         "{s:?}"
     );
 }
@@ -359,11 +389,15 @@ fn a_restart_requests_the_reload_owed_unless_the_content_was_refused() {
     // Refused and in place, with an applied config: the rollback is finished now.
     let (mut g, actions) = restart(vec![(hash(&b), "no".into())], Some(&a));
     assert!(
-        matches!(actions.last(), Some(Action::RollBack)),
+        matches!(actions.last(), Some(Action::JudgeBase { .. })),
         "{actions:?}"
     );
+    assert!(matches!(
+        g.handle(base_judged(&g, &a), c.at(1))[..],
+        [Action::RollBack]
+    ));
     let back = g.handle(
-        Event::RolledBack(Ok((Some(hash(&a)), Some(BootTicks(5))))),
+        Event::RolledBack(Ok((a.clone(), Some(BootTicks(5))))),
         c.at(1),
     );
     assert_eq!(requests(&back)[0].sha, hash(&a));
@@ -647,4 +681,244 @@ fn a_checker_that_cannot_run_or_runs_too_long_holds_the_config() {
         let reason = s.candidate.unwrap().reason;
         assert!(reason.contains(says), "{reason}");
     }
+}
+
+/// A component that comes up late: the first config's start-up check is still waiting when a
+/// second config is promoted, and the component refuses that one. Its answer says it is up and ran
+/// the first, whose dir was kept: that is the rollback base.
+#[test]
+fn a_refusal_answered_before_the_start_up_check_concluded_rolls_back_to_the_first_config() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+    let first = promote(&mut g, &a, c.at(10), 100);
+    assert!(has(&first, |x| matches!(
+        x,
+        Action::Switch {
+            keep_baseline: false,
+            ..
+        }
+    )));
+    g.handle(
+        Event::Reload(Outcome::Waiting("connection refused".into())),
+        c.at(20),
+    );
+    let second = promote(&mut g, &b, c.at(30), 200);
+    assert!(
+        has(&second, |x| matches!(
+            x,
+            Action::Switch {
+                keep_baseline: true,
+                ..
+            }
+        )),
+        "the first config's dir is kept: {second:?}"
+    );
+    let refused = refuse(&mut g, hash(&b), &a, c.at(40));
+    let steps: Vec<_> = refused
+        .iter()
+        .filter(|x| matches!(x, Action::AdoptBaseline | Action::RollBack))
+        .collect();
+    assert!(
+        matches!(steps[..], [Action::AdoptBaseline, Action::RollBack]),
+        "{refused:?}"
+    );
+    let back = g.handle(
+        Event::RolledBack(Ok((a.clone(), Some(BootTicks(300))))),
+        c.at(50),
+    );
+    assert_eq!(requests(&back)[0].sha, hash(&a));
+    let s = g.published(3);
+    assert_eq!(s.active.as_ref().unwrap().version.as_deref(), Some("2.0.0"));
+    assert_eq!(
+        s.applied.as_ref().unwrap().version.as_deref(),
+        Some("2.0.0")
+    );
+    assert!(s.ready, "{s:?}");
+    assert!(!s.reason.contains("holding 2.1.0"), "{}", s.reason);
+
+    // A later promotion after the base is known keeps nothing more; one accepted by the component
+    // drops the kept dir (its mark replaces it).
+    let mut g = started(&c, None);
+    promote(&mut g, &a, c.at(10), 100);
+    promote(&mut g, &b, c.at(30), 200);
+    let ok = g.handle(Event::Reload(Outcome::Reloaded(hash(&b))), c.at(40));
+    assert!(!has(&ok, |x| matches!(x, Action::AdoptBaseline)), "{ok:?}");
+    assert!(has(&ok, |x| matches!(x, Action::MarkApplied { .. })));
+    let third = promote(&mut g, &cfg("2.2.0"), c.at(50), 300);
+    assert!(has(&third, |x| matches!(
+        x,
+        Action::Switch {
+            keep_baseline: false,
+            ..
+        }
+    )));
+}
+
+/// The component refused the only config it was given: nothing to roll back to. The pod says so,
+/// never "holding" the refused config, and stays ready under `hold`.
+#[test]
+fn a_refusal_without_a_base_says_so_and_never_holds_the_refused_config() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let a = cfg("2.0.0");
+    promote(&mut g, &a, c.at(10), 100);
+    refuse(&mut g, hash(&a), &a, c.at(20));
+    let s = g.published(1);
+    assert!(s.ready, "{s:?}");
+    assert!(
+        !s.reason.contains("holding 2.0.0")
+            && s.reason
+                .contains("no config the component applied to roll back to"),
+        "{}",
+        s.reason
+    );
+    assert_eq!(
+        crate::state::Holding::of(&s).unwrap().to_string(),
+        "no config the component applied to roll back to; 2.0.0 stays in place and is rejected-by-component"
+    );
+}
+
+/// A rollback that fails (a full disk) is owed: tried again after [`PROMOTE_RETRY`], and at the
+/// safety re-read, until the dir holds what the component accepted.
+#[test]
+fn a_failed_rollback_is_tried_again_until_it_succeeds() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+    promote(&mut g, &a, c.at(10), 100);
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
+    promote(&mut g, &b, c.at(30), 200);
+    refuse(&mut g, hash(&b), &a, c.at(40));
+    let full = || {
+        Event::RolledBack(Err(RollbackFailure::Failed(
+            "No space left on device".into(),
+        )))
+    };
+    g.handle(full(), c.at(50));
+    assert_eq!(g.wake_at(), Some(c.at(50).at + PROMOTE_RETRY));
+    assert!(!g.published(2).ready);
+    // Due: judged again under the settings in force, then rolled back again; still full.
+    let again = g.handle(Event::Timer, c.at(1050));
+    assert!(
+        has(&again, |x| matches!(x, Action::JudgeBase { .. })),
+        "{again:?}"
+    );
+    assert!(matches!(
+        g.handle(base_judged(&g, &a), c.at(1050))[..],
+        [Action::RollBack]
+    ));
+    g.handle(full(), c.at(1050));
+    // The safety re-read does not wait for the timer.
+    let resync = g.handle(Event::Resync, c.at(1500));
+    assert!(
+        has(&resync, |x| matches!(x, Action::JudgeBase { .. })),
+        "{resync:?}"
+    );
+    g.handle(base_judged(&g, &a), c.at(1500));
+    let back = g.handle(
+        Event::RolledBack(Ok((a.clone(), Some(BootTicks(300))))),
+        c.at(1500),
+    );
+    assert_eq!(requests(&back)[0].sha, hash(&a));
+    let s = g.published(3);
+    assert!(s.ready, "{s:?}");
+    assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
+    assert_eq!(g.wake_at(), None);
+}
+
+/// The applied config kept with modes other than the default (`defaultMode: 0600`): once rolled
+/// back to, the same snapshot seen again is in place, not a second promotion.
+#[test]
+fn a_rollback_compares_the_modes_of_what_it_put_back() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let with_mode = |v: &str| {
+        let files = BTreeMap::from([("version".to_owned(), v.as_bytes().to_vec())]);
+        let modes = BTreeMap::from([("version".to_owned(), 0o600)]);
+        Observed::Config(Snapshot::with_modes(files, modes))
+    };
+    let (a, b) = (with_mode("2.4.1"), with_mode("2.5.0"));
+    promote(&mut g, &a, c.at(10), 100);
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
+    promote(&mut g, &b, c.at(30), 200);
+    refuse(&mut g, hash(&b), &a, c.at(40));
+    g.handle(
+        Event::RolledBack(Ok((a.clone(), Some(BootTicks(300))))),
+        c.at(50),
+    );
+    let again = promote(&mut g, &a, c.at(60), 400);
+    assert!(
+        !has(&again, |x| matches!(x, Action::Switch { .. })) && requests(&again).is_empty(),
+        "{again:?}"
+    );
+}
+
+/// The range narrowed live: the config the component applied last is outside it, so a refused
+/// newer config is not rolled back to it; the pod holds, not ready, and says why.
+#[test]
+fn a_rollback_base_outside_the_range_in_force_is_not_rolled_back_to() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let a = cfg("2.4.0");
+    promote(&mut g, &a, c.at(10), 100);
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
+    g.handle(
+        Event::Annotations(Ok(Some(ann("confgate.io/accepts", "^3")))),
+        c.at(30),
+    );
+    let b = cfg("3.1.0");
+    promote(&mut g, &b, c.at(40), 200);
+    let refused = refuse(&mut g, hash(&b), &a, c.at(50));
+    assert!(
+        !has(&refused, |x| matches!(x, Action::RollBack)),
+        "{refused:?}"
+    );
+    assert!(has(&refused, |x| matches!(
+        x,
+        Action::Log(Note::BaseNotAccepted { .. })
+    )));
+    let s = g.published(2);
+    assert!(!s.ready, "{s:?}");
+    assert!(
+        s.reason
+            .contains("not accepted under the settings in force")
+            && s.reason.contains("2.4.0 is too-old"),
+        "{}",
+        s.reason
+    );
+}
+
+/// The record of the applied config is gone (damaged, set aside): the rollback finds no base.
+/// The pod says so truthfully ("previous config kept" would be false) and stays ready under `hold`.
+#[test]
+fn a_rollback_with_no_base_kept_on_disk_holds_and_says_so() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+    promote(&mut g, &a, c.at(10), 100);
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
+    promote(&mut g, &b, c.at(30), 200);
+    refuse(&mut g, hash(&b), &a, c.at(40));
+    let none = g.handle(
+        Event::RolledBack(Err(RollbackFailure::NoBase(
+            "no config the component applied is kept".into(),
+        ))),
+        c.at(50),
+    );
+    assert!(has(&none, |x| matches!(
+        x,
+        Action::Log(Note::NoBase { .. })
+    )));
+    let s = g.published(2);
+    assert!(s.ready, "{s:?}");
+    assert!(s.applied.is_none(), "{s:?}");
+    assert!(
+        !s.reason.contains("previous config kept")
+            && s.reason
+                .contains("no config the component applied to roll back to"),
+        "{}",
+        s.reason
+    );
+    assert_eq!(g.wake_at(), None, "nothing to retry");
 }

@@ -236,7 +236,7 @@ fn rejected_content_is_rolled_back_held_and_not_offered_again() {
         assert_eq!(step(&mut g, &bad), Decision::Promote { tell: Tell::Reload });
         let base = g.rejected_by_component(bad.hash().unwrap(), "500: bad rule");
         assert_eq!(base, good.hash());
-        g.rolled_back();
+        g.rolled_back(Modes::new());
         let s = g.status(reload_view());
         assert_eq!(s.active.as_ref().unwrap().version.as_deref(), Some("2.0.0"));
         assert_eq!(
@@ -287,7 +287,7 @@ fn the_first_config_is_checked_at_start_up_and_is_then_the_rollback_base() {
         g.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
         a.hash()
     );
-    g.rolled_back();
+    g.rolled_back(Modes::new());
     let s = g.status(reload_view());
     assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
     assert_eq!(s.applied.unwrap().version.as_deref(), Some("2.0.0"));
@@ -304,7 +304,7 @@ fn a_restart_knows_what_was_applied_and_what_was_refused() {
         first.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
         a.hash()
     );
-    first.rolled_back();
+    first.rolled_back(Modes::new());
     let record = first.rejected_record().to_vec();
     assert_eq!(record, [(b.hash().unwrap(), "500: bad rule".to_owned())]);
 
@@ -341,7 +341,7 @@ fn a_restart_that_finds_refused_content_in_place_rolls_back_to_the_applied_confi
         g.refused_in_place(),
         Some((b.hash().unwrap(), a.hash().unwrap()))
     );
-    g.rolled_back();
+    g.rolled_back(Modes::new());
     assert_eq!(g.refused_in_place(), None);
     assert_eq!(
         g.status(reload_view()).active.unwrap().version.as_deref(),

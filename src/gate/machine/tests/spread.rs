@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::events::{Clock, TARGET, has, hash, judged, promote, requests, started};
+use super::events::{Clock, TARGET, has, hash, judged, promote, refuse, requests, started};
 use super::*;
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
@@ -231,19 +231,13 @@ fn a_rollback_after_a_refusal_never_waits() {
     g.handle(judged(&g, &b), c.at(100));
     g.handle(Event::Timer, c.at(100 + delay));
     promote(&mut g, &b, c.at(100 + delay), 200);
-    let refused = g.handle(
-        Event::Reload(Outcome::Rejected {
-            sha256: hash(&b),
-            reason: "500: bad rule".into(),
-        }),
-        c.at(200 + delay),
-    );
+    let refused = refuse(&mut g, hash(&b), &cfg("2.0.0"), c.at(200 + delay));
     assert!(
         has(&refused, |x| matches!(x, Action::RollBack)),
         "{refused:?}"
     );
     let back = g.handle(
-        Event::RolledBack(Ok((Some(hash(&cfg("2.0.0"))), Some(BootTicks(300))))),
+        Event::RolledBack(Ok((cfg("2.0.0"), Some(BootTicks(300))))),
         c.at(200 + delay),
     );
     assert_eq!(requests(&back)[0].sha, hash(&cfg("2.0.0")));
@@ -290,4 +284,40 @@ fn a_resync_at_the_deadline_promotes_the_waiting_change() {
     assert_eq!(g.wake_at(), None);
     let a = promote(&mut g, &b, c.at(101 + delay), 200);
     assert_eq!(requests(&a)[0].sha, hash(&b));
+}
+
+/// The promotion made at the end of this pod's share fails (a full disk): it keeps its place,
+/// retried after [`PROMOTE_RETRY`], not after another share of the spread.
+#[test]
+fn a_promotion_that_fails_at_its_due_time_is_retried_without_waiting_again() {
+    let c = Clock::new();
+    let (mut g, delay) = spreading(&c);
+    let b = cfg("2.1.0");
+    g.handle(judged(&g, &b), c.at(100));
+    g.handle(Event::Timer, c.at(100 + delay));
+    let due = g.handle(judged(&g, &b), c.at(100 + delay));
+    assert!(has(&due, |x| matches!(x, Action::Switch { .. })), "{due:?}");
+    g.handle(
+        Event::Switched(Err("No space left on device".into())),
+        c.at(100 + delay),
+    );
+    assert_eq!(g.wake_at(), Some(c.at(100 + delay).at + PROMOTE_RETRY));
+    let retry = 100 + delay + PROMOTE_RETRY.as_millis() as u64;
+    assert!(matches!(
+        g.handle(Event::Timer, c.at(retry))[..],
+        [Action::Judge { unless: None, .. }]
+    ));
+    let again = g.handle(judged(&g, &b), c.at(retry));
+    assert!(
+        has(&again, |x| matches!(x, Action::Switch { .. })) && spread_note(&again).is_none(),
+        "promoted at once, no new wait: {again:?}"
+    );
+    again
+        .iter()
+        .for_each(|x| assert!(!matches!(x, Action::Log(Note::Spread { .. })), "{x:?}"));
+    let ok = g.handle(Event::Switched(Ok(Some(BootTicks(300)))), c.at(retry));
+    assert_eq!(requests(&ok)[0].sha, hash(&b));
+    // The next change waits for its own share again.
+    let next = g.handle(judged(&g, &cfg("2.2.0")), c.at(retry + 10));
+    assert!(spread_note(&next).is_some(), "{next:?}");
 }
