@@ -73,7 +73,7 @@ fn annotations(
 }
 
 /// The `confgate` binary of this checkout, built with the profile this example runs under; when
-/// compiled into `tests/demo.rs`, the one cargo built for the tests.
+/// compiled into `tests/commands/demo.rs`, the one cargo built for the tests.
 fn binary() -> Result<PathBuf, Box<dyn std::error::Error>> {
     if let Some(bin) = option_env!("CARGO_BIN_EXE_confgate") {
         return Ok(PathBuf::from(bin));

@@ -3,7 +3,7 @@
 //! # Layout
 //! One direction of flow, one job per module; the core ([`verdict`], the gate's state machine) is pure.
 //! Modules stand on floors and import only their own floor or below (ARCHITECTURE.md, "No import
-//! cycle"; `tests/layers.rs` checks it). Bottom to top:
+//! cycle"; `tests/docs/layers.rs` checks it). Bottom to top:
 //!
 //! 1. Values and formats.
 //!    - `values`: what each gate setting holds, with its parser, and the verdict; no I/O.

@@ -158,7 +158,7 @@ pub(crate) static CONTAINER_SETTINGS: &[&ContainerSetting] = &[
 ];
 
 /// The table of container settings in `docs/settings.md`, made from `CONTAINER_SETTINGS`;
-/// `tests/readme.rs` keeps the copy there equal to it.
+/// `tests/docs/readme.rs` keeps the copy there equal to it.
 pub fn container_table() -> String {
     let mut out =
         String::from("| setting | flag | env | annotation | default |\n|---|---|---|---|---|\n");

@@ -12,7 +12,7 @@ pub fn known_annotations() -> impl Iterator<Item = &'static str> {
         .chain(std::iter::once(ANN_SOURCE))
 }
 
-/// The README's table of gate settings, made from [`SETTINGS`]; `tests/readme.rs` keeps the README's
+/// The README's table of gate settings, made from [`SETTINGS`]; `tests/docs/readme.rs` keeps the README's
 /// copy equal to it.
 pub fn readme_table() -> String {
     let mut out =

@@ -1,0 +1,782 @@
+//! `confgate inject` and the kustomize Component through the real binary and the real tools:
+//! `kubernetes-validate --strict` on what they print, `kubectl kustomize` for the Component.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+/// A bare component: its ConfigMap mounted directly, the settings as annotations, no sidecar yet. Also a
+/// Service and a workload without confgate.io/accepts, which must pass through untouched.
+const BARE: &str = r#"# the component's config
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  config.yaml: |
+    schemaVersion: 2.4.1
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        confgate.io/accepts: ">=2.4.0, <3.0.0"
+        confgate.io/version-from: "yaml:config.yaml#/schemaVersion"
+    spec:
+      initContainers:
+        - name: migrate
+          image: example/web:1
+          volumeMounts:
+            - {name: config, mountPath: /etc/web}
+      containers:
+        - name: web
+          image: example/web:1
+          volumeMounts:
+            - {name: config, mountPath: /etc/web}
+            - {name: cache, mountPath: /cache}
+      volumes:
+        - name: config
+          configMap: {name: web-config}
+        - name: cache
+          emptyDir: {}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+spec:
+  schedule: "0 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        metadata:
+          annotations:
+            confgate.io/accepts: "^2.4"
+        spec:
+          restartPolicy: OnFailure
+          containers:
+            - name: report
+              image: example/report:1
+              volumeMounts:
+                - {name: settings, mountPath: /etc/report}
+          volumes:
+            - name: settings
+              configMap: {name: web-config}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: other
+spec:
+  selector:
+    matchLabels: {app: other}
+  template:
+    metadata:
+      labels: {app: other}
+    spec:
+      containers:
+        - name: other
+          image: example/other:1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports:
+    - port: 80
+"#;
+
+/// Runs `confgate inject ARGS` with `stdin`; returns (exit code, stdout, stderr).
+fn inject(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut cmd = Command::new(common::BIN);
+    cmd.arg("inject").args(args);
+    let out = common::output_with_stdin(cmd, stdin);
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The `name` of each entry of a list (volumes, containers).
+fn names(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect()
+}
+
+fn docs(yaml: &str) -> Vec<Value> {
+    confgate::inject::documents("test", yaml).unwrap()
+}
+
+/// `kubernetes-validate --strict` against Kubernetes 1.33, the first with native sidecars GA.
+fn validate(yaml: &str) -> Option<()> {
+    let kv = common::tool("kubernetes-validate")?;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = Command::new(kv)
+        .args(["--strict", "--quiet", "-k", "1.33.0"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict refused:\n{}{}\n{yaml}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(())
+}
+
+fn kind_name(d: &Value) -> (String, String) {
+    (
+        d["kind"].as_str().unwrap_or_default().to_owned(),
+        d["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind_name(d) == (kind.to_owned(), name.to_owned()))
+        .unwrap_or_else(|| panic!("no {kind}/{name}"))
+}
+
+#[test]
+fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
+    let (code, out, err) = inject(&[], BARE);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("deployment/web injected"), "{err}");
+    assert!(err.contains("cronjob/report injected"), "{err}");
+    assert!(err.contains("deployment/other skipped"), "{err}");
+    let got = docs(&out);
+    assert_eq!(got.len(), 5, "every document is printed, in order");
+    let before = docs(BARE);
+    assert_eq!(got[0], before[0], "the ConfigMap passes through");
+    assert_eq!(
+        got[3], before[3],
+        "a workload without confgate.io/accepts passes through"
+    );
+    assert_eq!(got[4], before[4], "the Service passes through");
+
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    let init = spec["initContainers"].as_array().unwrap();
+    assert_eq!(init[0]["name"], "confgate", "the sidecar runs first");
+    assert_eq!(init[0]["restartPolicy"], "Always");
+    assert_eq!(
+        init[0]["startupProbe"]["exec"]["command"],
+        serde_json::json!(["/confgate", "probe", "startup"])
+    );
+    assert_eq!(
+        init[0]["readinessProbe"]["exec"]["command"],
+        serde_json::json!(["/confgate", "probe", "ready"])
+    );
+    let sc = &init[0]["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert!(init[0]["resources"]["limits"]["memory"].is_string());
+    // The sidecar alone mounts the ConfigMap; the component and the other init container read the
+    // promoted copy at their old path.
+    assert_eq!(init[0]["volumeMounts"][0]["name"], "config");
+    for c in [&init[1], &spec["containers"][0]] {
+        let m = &c["volumeMounts"][0];
+        assert_eq!(
+            (m["name"].as_str(), m["mountPath"].as_str()),
+            (Some("confgate-active"), Some("/etc/web"))
+        );
+        assert_eq!(m["readOnly"], true);
+    }
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"][1]["name"], "cache",
+        "other mounts untouched"
+    );
+    let volumes = names(&spec["volumes"]);
+    assert_eq!(
+        volumes,
+        ["config", "cache", "confgate-active", "confgate-podinfo"]
+    );
+    assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
+    assert_eq!(
+        spec["volumes"][3]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"],
+        "metadata.annotations"
+    );
+
+    let cron = &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(cron["initContainers"][0]["name"], "confgate");
+    assert_eq!(
+        cron["containers"][0]["volumeMounts"][0]["name"],
+        "confgate-active"
+    );
+    validate(&out);
+}
+
+#[test]
+fn inject_twice_changes_nothing() {
+    let (_, once, _) = inject(&[], BARE);
+    let (code, twice, err) = inject(&["-"], &once);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(once, twice);
+    assert!(
+        err.contains("deployment/web skipped: already has a confgate container"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inject_reads_files_and_takes_the_image() {
+    // Manifests from a file, and the image chosen on the command line.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bare.yaml");
+    std::fs::write(&file, BARE).unwrap();
+    let (code, out, err) = inject(
+        &[
+            "--image",
+            "registry.example/confgate:dev",
+            file.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    assert_eq!(
+        find(&got, "Deployment", "web")["spec"]["template"]["spec"]["initContainers"][0]["image"],
+        "registry.example/confgate:dev"
+    );
+    validate(&out);
+}
+
+#[test]
+fn inject_refuses_what_it_cannot_gate() {
+    let two = BARE.replace(
+        "        - name: cache\n          emptyDir: {}\n",
+        "        - name: cache\n          configMap: {name: cache}\n",
+    );
+    let (code, out, err) = inject(&[], &two);
+    assert_eq!(code, 64);
+    assert!(out.is_empty(), "nothing printed on failure: {out}");
+    assert!(
+        err.contains("deployment/web: several ConfigMap volumes (config, cache); name the one to gate with --volume"),
+        "{err}"
+    );
+    // --volume names the volume in every workload of the stream.
+    let two = two
+        .replace("{name: settings,", "{name: config,")
+        .replace("- name: settings", "- name: config");
+    let (code, out, err) = inject(&["--volume", "config"], &two);
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["initContainers"][0]["volumeMounts"][0]["name"],
+        "config"
+    );
+    assert_eq!(spec["containers"][0]["volumeMounts"][1]["name"], "cache");
+
+    let sub = BARE.replace(
+        "            - {name: config, mountPath: /etc/web}\n            - {name: cache",
+        "            - {name: config, mountPath: /etc/web/config.yaml, subPath: config.yaml}\n            - {name: cache",
+    );
+    let (code, _, err) = inject(&[], &sub);
+    assert_eq!(code, 64);
+    assert!(
+        err.contains("mounted with subPath, which the kubelet never updates"),
+        "{err}"
+    );
+
+    let (code, _, err) = inject(&[], "kind: [unclosed");
+    assert_eq!(code, 64);
+    assert!(
+        err.contains("standard input: not valid YAML or JSON"),
+        "{err}"
+    );
+}
+
+/// Streams past 1024 documents are injected; past the documented limit the message names it.
+#[test]
+fn inject_reads_large_streams_up_to_the_documented_limit() {
+    // 1100 documents, past the parser's default of 1024.
+    let n = 220;
+    let stream = vec![BARE; n].join("---\n");
+    let (code, out, err) = inject(&[], &stream);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(docs(&out).len(), 5 * n);
+    let limit = 100_000;
+    let (code, out, err) = inject(&[], &"---\n{}\n".repeat(limit + 1));
+    assert_eq!((code, out.as_str()), (64, ""));
+    assert_eq!(
+        err,
+        format!(
+            "confgate: standard input: more than {limit} documents; check and inject read at most {limit} documents per input (split the stream into several inputs)\n"
+        )
+    );
+}
+
+/// A `configMap:` that is not a mapping is refused by name (exit 64), whatever it is instead.
+#[test]
+fn inject_refuses_a_config_map_field_that_is_not_a_mapping() {
+    for (value, shape) in [
+        ("web-config", "a string"),
+        ("42", "a number"),
+        ("[web-config]", "a list"),
+        ("true", "a boolean"),
+        ("null", "null"),
+    ] {
+        let bad = BARE.replace(
+            "configMap: {name: web-config}\n        - name: cache",
+            &format!("configMap: {value}\n        - name: cache"),
+        );
+        assert_ne!(bad, BARE);
+        let (code, out, err) = inject(&[], &bad);
+        assert_eq!(code, 64, "{value}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains(&format!(
+                "deployment/web: volume config: configMap is {shape}, not a mapping"
+            )),
+            "{value}: {err}"
+        );
+    }
+}
+
+/// No shape of a workload makes inject panic: every node of the annotated Deployment, in turn,
+/// replaced by a value of each other type, gives an injection or an error.
+#[test]
+fn no_field_of_another_type_makes_inject_panic() {
+    fn paths(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    out.push(p.clone());
+                    paths(x, p, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    let p = format!("{at}/{i}");
+                    out.push(p.clone());
+                    paths(x, p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let web = docs(BARE)[1].clone();
+    let mut all = Vec::new();
+    paths(&web, String::new(), &mut all);
+    assert!(all.len() > 40, "{}", all.len());
+    let replacements = [
+        Value::Null,
+        json!("x"),
+        json!(9797),
+        json!(true),
+        json!([1]),
+        json!({"a": 1}),
+    ];
+    let mut outcomes = [0usize; 2];
+    for path in &all {
+        for r in &replacements {
+            let mut doc = web.clone();
+            *doc.pointer_mut(path).unwrap() = r.clone();
+            let got = std::panic::catch_unwind(|| {
+                let mut docs = vec![doc.clone()];
+                confgate::inject::inject_all(&mut docs, &Default::default())
+                    .map(|_| confgate::inject::render(&docs).unwrap())
+            });
+            match got {
+                Ok(r) => outcomes[usize::from(r.is_ok())] += 1,
+                Err(_) => panic!("inject panicked with {path} = {r}"),
+            }
+        }
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+}
+
+/// Another container's port 9797 would make the sidecar fail with `Address already in use`: confgate
+/// moves to the next port no container declares, says so, and its probes follow it (the exec probes
+/// read `CONFGATE_LISTEN`, the liveness probe the port's name).
+#[test]
+fn inject_moves_confgate_off_a_port_another_container_uses() {
+    let taken = BARE.replace(
+        "        - name: web\n          image: example/web:1\n",
+        "        - name: web\n          image: example/web:1\n          ports:\n            - {containerPort: 9797}\n            - {containerPort: 9798, name: admin}\n",
+    );
+    let taken = taken.replace(
+        "        - name: migrate\n          image: example/web:1\n",
+        "        - name: migrate\n          image: example/web:1\n          ports: [{containerPort: 9799}]\n",
+    );
+    let (code, yaml, err) = inject(&[], &taken);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("port 9797 is container web's, so confgate listens on 9800 (CONFGATE_LISTEN)"),
+        "{err}"
+    );
+    let got = docs(&yaml);
+    let sidecar = &find(&got, "Deployment", "web")["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(
+        sidecar["ports"],
+        json!([{"name": "confgate", "containerPort": 9800}])
+    );
+    assert_eq!(
+        sidecar["env"],
+        json!([{"name": "CONFGATE_LISTEN", "value": "[::]:9800"}])
+    );
+    // Every probe is exec, so each reads CONFGATE_LISTEN like `run` does.
+    assert_eq!(
+        sidecar["livenessProbe"]["exec"]["command"],
+        json!(["/confgate", "probe", "live"])
+    );
+    // The exec probe, run with the container's environment, asks the moved port.
+    let probe = sidecar["startupProbe"]["exec"]["command"]
+        .as_array()
+        .unwrap();
+    assert_eq!(probe[0], "/confgate");
+    let args: Vec<&str> = probe[1..].iter().map(|a| a.as_str().unwrap()).collect();
+    let out = Command::new(common::BIN)
+        .args(&args)
+        .args(["--timeout", "2s"])
+        .env_remove("CONFGATE_PROBE_ADDR")
+        .env(
+            "CONFGATE_LISTEN",
+            sidecar["env"][0]["value"].as_str().unwrap(),
+        )
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("http://127.0.0.1:9800/startupz"), "{said}");
+    // The CronJob's pod declares no port: the default, and no environment.
+    let cron = &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        ["initContainers"][0];
+    assert_eq!(cron["ports"][0]["containerPort"], 9797);
+    assert!(cron.get("env").is_none());
+    validate(&yaml);
+}
+
+/// The Component, built the way users build it, gives the same sidecar and passes strict validation.
+#[test]
+fn the_component_builds_and_validates() {
+    let Some(kubectl) = common::tool("kubectl") else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/component-example");
+    let out = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let got = docs(&yaml);
+    let spec = &find(&got, "Deployment", "component-kustomized")["spec"]["template"]["spec"];
+    let sidecar = &spec["initContainers"][0];
+    assert_eq!(sidecar["name"], "confgate");
+    assert_eq!(sidecar["restartPolicy"], "Always");
+    assert_eq!(
+        sidecar["startupProbe"]["exec"]["command"],
+        serde_json::json!(["/confgate", "probe", "startup"])
+    );
+    // The same sidecar as inject's, but for the volume it mounts the ConfigMap from.
+    let (_, injected, _) = inject(&[], BARE);
+    let mut theirs =
+        find(&docs(&injected), "Deployment", "web")["spec"]["template"]["spec"]["initContainers"]
+            [0]
+        .clone();
+    theirs["volumeMounts"][0]["name"] = "confgate-incoming".into();
+    assert_eq!(*sidecar, theirs);
+    let volumes = names(&spec["volumes"]);
+    assert_eq!(
+        volumes,
+        ["confgate-incoming", "confgate-active", "confgate-podinfo"]
+    );
+    assert_eq!(
+        spec["volumes"][0]["configMap"]["name"],
+        "component-kustomized-config"
+    );
+    assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
+    validate(&yaml);
+}
+
+/// Workloads of every kind `inject` handles, as their owners write them for the Component: labelled, the
+/// ConfigMap as volume `confgate-incoming`.
+const LABELLED: &str = r#"apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+  labels: {confgate.io/inject: enabled}
+spec:
+  schedule: "0 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        metadata:
+          annotations: {confgate.io/accepts: "^2.4"}
+        spec:
+          restartPolicy: OnFailure
+          containers:
+            - name: report
+              image: example/report:1
+              volumeMounts: [{name: confgate-active, mountPath: /etc/report, readOnly: true}]
+          volumes:
+            - name: confgate-incoming
+              configMap: {name: report-config}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: once
+  labels: {confgate.io/inject: enabled}
+  annotations: {confgate.io/accepts: "^2.4"}
+spec:
+  containers:
+    - name: once
+      image: example/once:1
+      volumeMounts: [{name: confgate-active, mountPath: /etc/once, readOnly: true}]
+  volumes:
+    - name: confgate-incoming
+      configMap: {name: once-config}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: rs
+  labels: {confgate.io/inject: enabled}
+spec:
+  selector:
+    matchLabels: {app: rs}
+  template:
+    metadata:
+      labels: {app: rs}
+      annotations: {confgate.io/accepts: "^2.4"}
+    spec:
+      containers:
+        - name: rs
+          image: example/rs:1
+          volumeMounts: [{name: confgate-active, mountPath: /etc/rs, readOnly: true}]
+      volumes:
+        - name: confgate-incoming
+          configMap: {name: rs-config}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: unlabelled
+spec:
+  schedule: "0 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+            - name: c
+              image: example/c:1
+"#;
+
+/// The Component covers every kind `inject` covers, CronJobs and bare Pods included, with the same
+/// sidecar; a workload without the label is left alone.
+#[test]
+fn the_component_covers_every_kind_inject_does() {
+    let Some(kubectl) = common::tool("kubectl") else {
+        return;
+    };
+    // kustomize takes a component by a relative path only: a copy of it beside the workloads.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("component")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/component/kustomization.yaml"),
+        dir.path().join("component/kustomization.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("workloads.yaml"), LABELLED).unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [workloads.yaml]\ncomponents: [component]\n",
+    )
+    .unwrap();
+    let out = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let got = docs(&yaml);
+    // inject's sidecar, for the volume the Component's convention names.
+    let (_, injected, _) = inject(&[], BARE);
+    let mut theirs =
+        find(&docs(&injected), "Deployment", "web")["spec"]["template"]["spec"]["initContainers"]
+            [0]
+        .clone();
+    theirs["volumeMounts"][0]["name"] = "confgate-incoming".into();
+    let specs = [
+        &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        &find(&got, "Pod", "once")["spec"],
+        &find(&got, "ReplicaSet", "rs")["spec"]["template"]["spec"],
+    ];
+    for spec in specs {
+        assert_eq!(spec["initContainers"][0], theirs, "{spec}");
+        assert_eq!(
+            names(&spec["volumes"]),
+            ["confgate-incoming", "confgate-active", "confgate-podinfo"]
+        );
+        assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
+    }
+    // Not labelled: untouched, and no pod template grafted onto the CronJob's spec.
+    let unlabelled = &find(&got, "CronJob", "unlabelled")["spec"];
+    assert!(unlabelled.get("template").is_none(), "{unlabelled}");
+    assert!(
+        unlabelled["jobTemplate"]["spec"]["template"]["spec"]
+            .get("initContainers")
+            .is_none()
+    );
+    let report = &find(&got, "CronJob", "report")["spec"];
+    assert!(report.get("template").is_none(), "{report}");
+    validate(&yaml);
+}
+
+/// A misspelled or bad `confgate.io/` annotation is refused as `check` refuses it (exit 64, naming the
+/// workload and the annotation), not passed to a sidecar that would never be ready; a typo in the
+/// `accepts` annotation itself does not skip the workload in silence.
+#[test]
+fn inject_refuses_bad_and_unknown_annotations_as_check_does() {
+    let typo = BARE.replace(
+        "        confgate.io/version-from:",
+        "        confgate.io/relaod: \"http://127.0.0.1:8080/reload\"\n        confgate.io/version-from:",
+    );
+    let (code, out, err) = inject(&[], &typo);
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("deployment/web") && err.contains("unknown annotation confgate.io/relaod"),
+        "{err}"
+    );
+    // check says the same of the same stream.
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(["check", "-"]);
+    let checked = common::output_with_stdin(cmd, &typo);
+    assert_eq!(checked.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&checked.stderr).contains("confgate.io/relaod"));
+
+    let missing_s = BARE.replace(
+        "confgate.io/accepts: \">=2.4.0",
+        "confgate.io/accept: \">=2.4.0",
+    );
+    let (code, _, err) = inject(&[], &missing_s);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("unknown annotation confgate.io/accept;"),
+        "{err}"
+    );
+
+    let bad = BARE.replace("\">=2.4.0, <3.0.0\"", "\"not a range\"");
+    let (code, _, err) = inject(&[], &bad);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("deployment/web") && err.contains("confgate.io/accepts"),
+        "{err}"
+    );
+}
+
+/// `--image` must be an image reference the kubelet can pull.
+#[test]
+fn inject_refuses_an_image_that_is_no_reference() {
+    for image in [
+        "",
+        "not a valid image!!",
+        "Upper/Case:1",
+        "registry.example/confgate:",
+        "x@sha256:abc",
+    ] {
+        let (code, out, err) = inject(&["--image", image], BARE);
+        assert_eq!(code, 64, "--image {image:?}: {err}");
+        assert!(out.is_empty());
+        assert!(err.contains("--image"), "{err}");
+    }
+    for image in [
+        "confgate",
+        "registry.example/confgate:0.1.0",
+        "localhost:5000/team/confgate:v1.2_rc-1",
+        "ghcr.io/confgate/confgate@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    ] {
+        let (code, _, err) = inject(&["--image", image], BARE);
+        assert_eq!(code, 0, "--image {image:?}: {err}");
+    }
+}
+
+/// A projected volume of ConfigMaps is gated like a ConfigMap volume; one that projects a ConfigMap
+/// with a source of another kind is refused, saying why.
+#[test]
+fn inject_gates_a_projected_config_map_volume() {
+    // The Deployment's volume (the first), not the CronJob's.
+    let projected = BARE.replacen(
+        "        - name: config\n          configMap: {name: web-config}\n",
+        "        - name: config\n          projected:\n            sources:\n              - configMap: {name: web-config}\n              - configMap: {name: web-extra}\n",
+        1,
+    );
+    let (code, out, err) = inject(&[], &projected);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("deployment/web injected: gates volume config"),
+        "{err}"
+    );
+    let got = docs(&out);
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["initContainers"][0]["volumeMounts"][0]["name"],
+        "config"
+    );
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"][0]["name"],
+        "confgate-active"
+    );
+    for s in spec["volumes"][0]["projected"]["sources"]
+        .as_array()
+        .unwrap()
+    {
+        assert_eq!(s["configMap"]["optional"], true, "{s}");
+    }
+    validate(&out);
+
+    let mixed = BARE.replacen(
+        "        - name: config\n          configMap: {name: web-config}\n",
+        "        - name: config\n          projected:\n            sources:\n              - configMap: {name: web-config}\n              - secret: {name: web-tls}\n",
+        1,
+    );
+    let (code, out, err) = inject(&[], &mixed);
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("volume config projects a ConfigMap together with secret")
+            && err.contains("give the ConfigMap a volume of its own"),
+        "{err}"
+    );
+}

@@ -1,0 +1,9 @@
+//! The README, `docs/` and `ARCHITECTURE.md` stay true to the code: tables, commands, names and the
+//! module graph.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod docs;
+mod layers;
+mod readme;

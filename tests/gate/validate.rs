@@ -1,0 +1,117 @@
+//! The component's own checker before promotion (`--validate`), through the real binary on a
+//! kubelet volume: real `promtool` passing a good Prometheus config and refusing a broken rule, and
+//! `/livez` answering while a checker runs.
+
+use crate::common;
+
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+
+const PROMETHEUS_YML: &str = "global:\n  scrape_interval: 15s\nrule_files:\n  - rules.yml\nscrape_configs:\n  - job_name: self\n    static_configs:\n      - targets: ['127.0.0.1:9090']\n";
+const GOOD_RULES: &str = "groups:\n  - name: g\n    rules:\n      - alert: Down\n        expr: up == 0\n        for: 5m\n";
+const BROKEN_RULES: &str =
+    "groups:\n  - name: g\n    rules:\n      - alert: Down\n        expr: up ==\n";
+
+fn prometheus(version: &str, rules: &str) -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("version", version.as_bytes().to_vec()),
+        ("prometheus.yml", PROMETHEUS_YML.as_bytes().to_vec()),
+        ("rules.yml", rules.as_bytes().to_vec()),
+    ]
+}
+
+fn write(dir: &std::path::Path, files: &[(&'static str, Vec<u8>)]) {
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    kubelet_write(dir, &files);
+}
+
+/// promtool passes a good config, which is promoted; it refuses a broken rule, which is held with its
+/// first lines and the fix, the staged candidate gone and the promoted dir untouched.
+#[test]
+fn promtool_passes_a_good_config_and_refuses_a_broken_rule() {
+    let Some(promtool) = tool("promtool") else {
+        eprintln!("skipped: no promtool on PATH");
+        return;
+    };
+    let d = Dirs::new();
+    write(&d.watch(), &prometheus("2.0.0", GOOD_RULES));
+    let check = format!(
+        "exec:{} check config {{dir}}/prometheus.yml",
+        promtool.display()
+    );
+    let g = Gate::start(&d, &["--accepts", "^2", "--validate", &check]);
+    g.wait_active("2.0.0");
+    assert_eq!(
+        read_promoted(&d.promoted()).unwrap()["rules.yml"],
+        GOOD_RULES
+    );
+
+    write(&d.watch(), &prometheus("2.1.0", BROKEN_RULES));
+    let s = g.wait_candidate(Some("2.1.0"), "invalid");
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("version 2.1.0 is in ^2, but promtool refused it (exit status: 1): "),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("rules.yml"),
+        "promtool's own words: {reason}"
+    );
+    assert!(
+        reason.ends_with(
+            "; correct the ConfigMap as the checker says, or change confgate.io/validate"
+        ),
+        "{reason}"
+    );
+    assert_eq!(s["active"]["version"], "2.0.0");
+    assert_eq!(
+        read_promoted(&d.promoted()).unwrap()["rules.yml"],
+        GOOD_RULES
+    );
+    assert!(
+        !d.promoted().join("..confgate_candidate").exists(),
+        "the staged candidate is removed after the check"
+    );
+    let log = g.log_text();
+    assert!(
+        log.contains("the component's checker refused the candidate; not promoted"),
+        "{log}"
+    );
+
+    write(&d.watch(), &prometheus("2.2.0", GOOD_RULES));
+    g.wait_active("2.2.0");
+}
+
+/// The checker runs off the thread that answers `/livez`: while it waits (on a file the test makes
+/// only after `/livez` answered), the probe endpoints answer and nothing is promoted.
+#[test]
+fn livez_answers_while_the_checker_runs() {
+    let d = Dirs::new();
+    let go = d.root.path().join("go");
+    let started = d.root.path().join("started");
+    let script = d.root.path().join("checker.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntest -f \"$1/version\" || exit 2\n: > {started}\nwhile [ ! -e {go} ]; do sleep 0.01; done\n",
+            started = started.display(),
+            go = go.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_version(&d.watch(), "2.0.0");
+    let check = format!("exec:{} {{dir}}", script.display());
+    let g = Gate::start(&d, &["--accepts", "^2", "--validate", &check]);
+    wait_for("the checker to start", DEADLINE, || {
+        started.exists().then_some(())
+    });
+    let (code, _) = get(g.port, "/livez").expect("/livez");
+    assert_eq!(code, 200, "/livez answers while the checker runs");
+    assert!(
+        read_promoted(&d.promoted()).is_none(),
+        "nothing promoted yet"
+    );
+    std::fs::write(&go, "").unwrap();
+    g.wait_active("2.0.0");
+}
