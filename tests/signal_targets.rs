@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
+mod common;
+
 use confgate::reload::{BootTicks, Error, Sent, signal_by_name};
 use nix::sys::signal::Signal;
 
@@ -206,4 +208,57 @@ fn only_processes_started_before_the_promotion_are_signalled() {
         }
     });
     assert!(got.contains("started after the promotion"), "{got}");
+}
+
+/// Whether this machine lets an unprivileged user make a user and a PID namespace (`unshare -Urpf`).
+fn own_pid_namespace() -> Option<PathBuf> {
+    let unshare = common::tool("unshare")?;
+    let ok = Command::new(&unshare)
+        .args(["-Urpf", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipping: unprivileged user and PID namespaces are not allowed here");
+    }
+    ok.then_some(unshare)
+}
+
+/// A pod without `shareProcessNamespace`: confgate is alone in its PID namespace, so a signal reload
+/// can never reach the component. That is a failed reload with the fix (never "nothing to reload",
+/// which would count as a success and mark the config applied).
+#[test]
+fn alone_in_its_pid_namespace_a_signal_reload_fails_naming_the_fix() {
+    let Some(unshare) = own_pid_namespace() else {
+        return;
+    };
+    let d = common::Dirs::new();
+    common::write_version(&d.watch(), "2.0.0");
+    let mut cmd = Command::new(unshare);
+    // --kill-child: confgate (PID 1 inside) dies with the unshare process the test kills.
+    cmd.args(["-Urpf", "--mount-proc", "--kill-child", common::BIN, "run"])
+        .arg("--watch")
+        .arg(d.watch())
+        .arg("--promote-to")
+        .arg(d.promoted())
+        .args(["--accepts", "^2", "--reload", "signal:HUP:agent"]);
+    let mut g = common::Gate::from_command(cmd, &d.log());
+    g.deadline = DEADLINE;
+    g.wait_active("2.0.0");
+    common::write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("the reload of 2.1.0 to fail", |s| {
+        s["active"]["version"] == "2.1.0" && s["reload"]["last_result"] == "failure"
+    });
+    let why = s["reload"]["last_error"].as_str().unwrap_or_default();
+    assert!(why.contains("shareProcessNamespace: true"), "{s}");
+    assert_ne!(s["applied"]["version"], "2.1.0", "{s}");
+    let (_, metrics) = common::get(g.port, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("confgate_last_reload_successful 0"),
+        "{metrics}"
+    );
+    assert!(
+        !g.log_text().contains("nothing to reload"),
+        "{}",
+        g.log_text()
+    );
 }
