@@ -238,7 +238,8 @@ fn inject_output_passes_server_side_dry_run() {
         assert!(stderr.contains(&format!("{k}/{k} injected")), "{stderr}");
     }
     let injected = documents(&String::from_utf8(out.stdout).unwrap());
-    assert_eq!(injected.len(), docs.len());
+    // Then the ServiceAccount, Role and RoleBinding the reporting sidecars need.
+    assert_eq!(injected.len(), docs.len() + 3);
 
     let ns = "inject";
     c.namespaces(&[ns]);
