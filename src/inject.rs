@@ -5,6 +5,9 @@
 //! `emptyDir` instead, and only confgate mounts the ConfigMap. A pod that already has a `confgate`
 //! container is left as it is, so injecting twice changes nothing.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::settings::{Reload, Settings};
 use crate::workloads::volumes::shape;
 use serde_json::{Map, Value, json};
 
@@ -16,6 +19,14 @@ pub(crate) const CONTAINER: &str = "confgate";
 pub(crate) const ACTIVE_VOLUME: &str = "confgate-active";
 /// The downward-API annotations file.
 pub(crate) const PODINFO_VOLUME: &str = "confgate-podinfo";
+/// The ServiceAccount token, mounted into the confgate container alone, for reporting to its pod.
+pub(crate) const TOKEN_VOLUME: &str = "confgate-token";
+/// Where the in-cluster client looks for the token, the CA and the namespace.
+const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The ServiceAccount a pod that names none runs as, and the Role (and its binding) that lets the
+/// sidecar report, as in `manifests/native-sidecar/rbac.yaml`.
+const SERVICE_ACCOUNT: &str = "confgate";
+const ROLE: &str = "confgate-reporter";
 
 const INCOMING_PATH: &str = "/etc/confgate/incoming";
 const ACTIVE_PATH: &str = "/etc/confgate/active";
@@ -58,6 +69,9 @@ pub struct Options {
     /// The ConfigMap volume to gate, when a pod has more than one.
     pub volume: Option<String>,
     pub log_format: String,
+    /// Whether the sidecar reports to its pod (Events and conditions): `POD_NAME`, `POD_NAMESPACE`,
+    /// `POD_UID`, a token for confgate alone, and the ServiceAccount, Role and RoleBinding it needs.
+    pub pod_report: bool,
 }
 
 impl Default for Options {
@@ -66,6 +80,7 @@ impl Default for Options {
             image: format!("ghcr.io/confgate/confgate:{}", env!("CARGO_PKG_VERSION")),
             volume: None,
             log_format: "json".into(),
+            pod_report: true,
         }
     }
 }
@@ -95,13 +110,133 @@ pub fn documents(path: &str, text: &str) -> Result<Vec<Value>, Error> {
     })
 }
 
-/// Injects into every workload in `docs` (recursing into `kind: List`).
-pub fn inject_all(docs: &mut [Value], opts: &Options) -> Result<Vec<Outcome>, Error> {
+/// What injecting one stream needs across its workloads.
+#[derive(Debug, Default)]
+struct Stream {
+    /// Ports taken on the node by the stream's `hostNetwork` pods (declared, or chosen for confgate):
+    /// they share the node's network namespace, so two listeners on one port collide.
+    host_ports: BTreeSet<u64>,
+    /// Per namespace (`None`: the one applied to), the ServiceAccounts of injected pods that report.
+    reporters: BTreeMap<Option<String>, BTreeSet<String>>,
+    /// `kind/namespace/name` of the objects the stream already holds, so none is added twice.
+    present: BTreeSet<(String, Option<String>, String)>,
+}
+
+/// Injects into every workload in `docs` (recursing into `kind: List`), and appends the
+/// ServiceAccount, Role and RoleBinding the reporting sidecars need, per namespace, unless the stream
+/// holds them.
+pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Vec<Outcome>, Error> {
+    let mut stream = Stream::default();
+    for d in docs.iter() {
+        survey(d, &mut stream);
+    }
     let mut out = Vec::new();
-    for d in docs {
-        inject_doc(d, opts, &mut out)?;
+    for d in docs.iter_mut() {
+        inject_doc(d, opts, &mut stream, &mut out)?;
+    }
+    for (ns, accounts) in &stream.reporters {
+        for doc in reporting_objects(ns.as_deref(), accounts) {
+            let (kind, name) = (
+                doc["kind"].as_str().unwrap_or_default().to_owned(),
+                doc["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+            if !stream.present.contains(&(kind, ns.clone(), name)) {
+                docs.push(doc);
+            }
+        }
     }
     Ok(out)
+}
+
+/// Notes what `doc` (and a `List`'s items) holds: its identity, and the node ports of a
+/// `hostNetwork` pod template.
+fn survey(doc: &Value, stream: &mut Stream) {
+    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind == "List" {
+        for i in doc
+            .get("items")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            survey(i, stream);
+        }
+        return;
+    }
+    let meta = |k: &str| {
+        doc.pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    if let Some(name) = meta("name") {
+        stream
+            .present
+            .insert((kind.to_owned(), meta("namespace"), name));
+    }
+    let spec = match kind {
+        "Pod" => doc.get("spec"),
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => {
+            doc.pointer("/spec/template/spec")
+        }
+        "CronJob" => doc.pointer("/spec/jobTemplate/spec/template/spec"),
+        _ => None,
+    };
+    if let Some(spec) = spec.and_then(Value::as_object)
+        && host_network(spec)
+    {
+        stream
+            .host_ports
+            .extend(declared_ports(spec).into_iter().map(|(p, _)| p));
+    }
+}
+
+fn host_network(spec: &Map<String, Value>) -> bool {
+    spec.get("hostNetwork").and_then(Value::as_bool) == Some(true)
+}
+
+/// The ServiceAccount [`SERVICE_ACCOUNT`] (when a pod runs as it), the Role and the RoleBinding for
+/// `accounts` in namespace `ns`: what `manifests/native-sidecar/rbac.yaml` holds.
+fn reporting_objects(ns: Option<&str>, accounts: &BTreeSet<String>) -> Vec<Value> {
+    let meta = |name: &str| {
+        let mut m = json!({"name": name});
+        if let Some(ns) = ns {
+            m["namespace"] = ns.into();
+        }
+        m
+    };
+    let mut out = Vec::new();
+    if accounts.contains(SERVICE_ACCOUNT) {
+        out.push(json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SERVICE_ACCOUNT),
+            "automountServiceAccountToken": false,
+        }));
+    }
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(ROLE),
+        "rules": [
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        ],
+    }));
+    let subjects: Vec<Value> = accounts
+        .iter()
+        .map(|a| {
+            let mut s = json!({"kind": "ServiceAccount", "name": a});
+            if let Some(ns) = ns {
+                s["namespace"] = ns.into();
+            }
+            s
+        })
+        .collect();
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(ROLE),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE},
+        "subjects": subjects,
+    }));
+    out
 }
 
 /// Renders documents as a YAML stream, `---` between them.
@@ -120,7 +255,12 @@ pub fn render(docs: &[Value]) -> Result<String, Error> {
     Ok(s)
 }
 
-fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result<(), Error> {
+fn inject_doc(
+    doc: &mut Value,
+    opts: &Options,
+    stream: &mut Stream,
+    out: &mut Vec<Outcome>,
+) -> Result<(), Error> {
     let kind = doc
         .get("kind")
         .and_then(Value::as_str)
@@ -129,7 +269,7 @@ fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result
     if kind == "List" {
         if let Some(items) = doc.get_mut("items").and_then(Value::as_array_mut) {
             for i in items {
-                inject_doc(i, opts, out)?;
+                inject_doc(i, opts, stream, out)?;
             }
         }
         return Ok(());
@@ -139,11 +279,15 @@ fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result
         .and_then(Value::as_str)
         .unwrap_or("(unnamed)");
     let workload = format!("{}/{name}", kind.to_lowercase());
+    let namespace = doc
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let Some(template) = pod_template(doc, &kind) else {
         return Ok(());
     };
     let annotations = template.pointer("/metadata/annotations");
-    check_annotations(annotations).map_err(|problem| Error::Workload {
+    let settings = check_annotations(annotations).map_err(|problem| Error::Workload {
         workload: workload.clone(),
         problem,
     })?;
@@ -162,14 +306,21 @@ fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result
             problem: "pod template has no spec".into(),
         });
     };
-    let o = inject_pod(spec, opts).map_err(|problem| Error::Workload {
+    let o = inject_pod(spec, opts, &settings, stream).map_err(|problem| Error::Workload {
         workload: workload.clone(),
         problem,
     })?;
+    if let Some(account) = o.as_ref().and_then(|i| i.account.clone()) {
+        stream
+            .reporters
+            .entry(namespace)
+            .or_default()
+            .insert(account);
+    }
     out.push(Outcome {
         workload,
         injected: o.is_some(),
-        why: o.unwrap_or_else(|| format!("already has a {CONTAINER} container")),
+        why: o.map_or_else(|| format!("already has a {CONTAINER} container"), |i| i.why),
     });
     Ok(())
 }
@@ -177,9 +328,10 @@ fn inject_doc(doc: &mut Value, opts: &Options, out: &mut Vec<Outcome>) -> Result
 /// The pod's `confgate.io/` annotations, checked as the sidecar will read them (and as `check` does): a
 /// misspelled or bad one would leave the injected sidecar never ready, or a typo in `accepts` skip the
 /// workload in silence.
-fn check_annotations(annotations: Option<&Value>) -> Result<(), String> {
+fn check_annotations(annotations: Option<&Value>) -> Result<Settings, String> {
+    let defaults = Settings::default();
     let Some(map) = annotations.and_then(Value::as_object) else {
-        return Ok(());
+        return Ok(defaults);
     };
     let mut ours = crate::annotations::Annotations::new();
     for (k, v) in map.iter().filter(|(k, _)| k.starts_with("confgate.io/")) {
@@ -191,13 +343,9 @@ fn check_annotations(annotations: Option<&Value>) -> Result<(), String> {
         };
         ours.insert(k.clone(), v.to_owned());
     }
-    if ours.is_empty() {
-        return Ok(());
-    }
-    let defaults = crate::settings::Settings::default();
-    let resolved = crate::settings::Settings::with_annotations(&defaults, &defaults, &ours);
+    let resolved = Settings::with_annotations(&defaults, &defaults, &ours);
     if resolved.problems.is_empty() {
-        Ok(())
+        Ok(resolved.settings)
     } else {
         Err(format!(
             "bad confgate.io/ annotations on its pods: {}",
@@ -308,8 +456,20 @@ fn pod_template<'a>(doc: &'a mut Value, kind: &str) -> Option<&'a mut Value> {
     }
 }
 
+/// One pod spec injected: what the line on standard error says, and the ServiceAccount whose
+/// sidecar reports (none with `--pod-report off`).
+struct Injected {
+    why: String,
+    account: Option<String>,
+}
+
 /// Adds the sidecar to one pod spec; `Ok(None)` when it is already there.
-fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<String>, String> {
+fn inject_pod(
+    spec: &mut Map<String, Value>,
+    opts: &Options,
+    settings: &Settings,
+    stream: &mut Stream,
+) -> Result<Option<Injected>, String> {
     let has_sidecar = ["initContainers", "containers"].iter().any(|k| {
         spec.get(*k)
             .and_then(Value::as_array)
@@ -321,7 +481,13 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
         return Ok(None);
     }
     let config = config_volume(spec, opts)?;
-    let (port, taken_by) = free_port(spec)?;
+    let on_node = host_network(spec);
+    let (port, taken_by) = free_port(spec, on_node.then_some(&stream.host_ports))?;
+    let mut notes = Vec::new();
+    let run_as = match &settings.reload {
+        Reload::Signal { process, .. } => signal_needs(spec, process, &mut notes)?,
+        _ => None,
+    };
     // The component and any other init container now read the promoted copy, at the same path.
     let mut repointed = 0;
     for k in ["initContainers", "containers"] {
@@ -374,7 +540,7 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
             }
         }
     }
-    for (name, v) in [
+    let mut added = vec![
         (ACTIVE_VOLUME, json!({"emptyDir": {"sizeLimit": "4Mi"}})),
         (
             PODINFO_VOLUME,
@@ -382,7 +548,11 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
                 {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}
             ]}}),
         ),
-    ] {
+    ];
+    if opts.pod_report {
+        added.push((TOKEN_VOLUME, token_volume()));
+    }
+    for (name, v) in added {
         volumes.retain(|x| x.get("name").and_then(Value::as_str) != Some(name));
         let mut v = v;
         v["name"] = name.into();
@@ -394,8 +564,27 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
     let Some(init) = init.as_array_mut() else {
         return Err("initContainers is not a list".into());
     };
+    let listen = if on_node {
+        // The node's address is every pod's: /status and /metrics stay on loopback, where the exec
+        // probes reach them.
+        stream.host_ports.insert(u64::from(port));
+        format!("127.0.0.1:{port}")
+    } else {
+        format!("[::]:{port}")
+    };
+    let mut c = sidecar(
+        &config,
+        opts,
+        port,
+        (port != PORT || on_node).then_some(&listen),
+    );
+    if let Some((uid, gid)) = run_as {
+        c["securityContext"]["runAsUser"] = uid.into();
+        c["securityContext"]["runAsGroup"] = gid.into();
+    }
     // First, so that later init containers and the component start only with an accepted config.
-    init.insert(0, sidecar(&config, opts, port));
+    init.insert(0, c);
+    let account = opts.pod_report.then(|| report_as(spec));
     let mut done =
         format!("gates volume {config} ({repointed} mount(s) now read the promoted copy)");
     if let Some(c) = taken_by {
@@ -403,7 +592,115 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
             "; port {PORT} is container {c}'s, so confgate listens on {port} (CONFGATE_LISTEN)"
         ));
     }
-    Ok(Some(done))
+    if on_node {
+        done.push_str(&format!(
+            "; the pod uses the node's network, so confgate listens on {listen} only (CONFGATE_LISTEN): \
+             its /status and /metrics are not on the node's address and no PodMonitor scrapes them, \
+             and port {port} is one no other hostNetwork pod of this input declares (one outside it \
+             on the same node may still take it)"
+        ));
+    }
+    for n in notes {
+        done.push_str("; ");
+        done.push_str(&n);
+    }
+    match &account {
+        Some(a) => done.push_str(&format!(
+            "; reports to its pod as ServiceAccount {a} (Role {ROLE})"
+        )),
+        None => done.push_str("; does not report to its pod (--pod-report off)"),
+    }
+    Ok(Some(Injected { why: done, account }))
+}
+
+/// The ServiceAccount the pod's sidecar reports as: the pod's own, or [`SERVICE_ACCOUNT`], which it is
+/// then made to run as, with no token for its other containers (confgate mounts its own).
+fn report_as(spec: &mut Map<String, Value>) -> String {
+    for k in ["serviceAccountName", "serviceAccount"] {
+        if let Some(a) = spec.get(k).and_then(Value::as_str)
+            && !a.is_empty()
+        {
+            return a.to_owned();
+        }
+    }
+    spec.insert("serviceAccountName".into(), SERVICE_ACCOUNT.into());
+    spec.entry("automountServiceAccountToken")
+        .or_insert(false.into());
+    SERVICE_ACCOUNT.to_owned()
+}
+
+/// What a `signal:SIGNAL:PROCESS` reload needs of the pod: `shareProcessNamespace: true` (set here
+/// unless the pod refuses it; without it confgate sees no other process and no reload can reach the
+/// component) and confgate running as the component's user (the restricted profile gives it no
+/// `CAP_KILL`). The user, when every regular container declares the same one, is returned for
+/// confgate's container; otherwise a note says what to set.
+fn signal_needs(
+    spec: &mut Map<String, Value>,
+    process: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<(u64, u64)>, String> {
+    match spec.get("shareProcessNamespace") {
+        Some(Value::Bool(true)) => {}
+        Some(Value::Bool(false)) => {
+            return Err(format!(
+                "confgate.io/reload signals {process}, which needs shareProcessNamespace: true, and the \
+                 pod sets it to false; set it to true or use an HTTP reload"
+            ));
+        }
+        _ => {
+            spec.insert("shareProcessNamespace".into(), true.into());
+            notes.push(format!(
+                "shareProcessNamespace: true, so the signal reaches {process} (every container now \
+                 sees the pod's processes)"
+            ));
+        }
+    }
+    let pod = spec.get("securityContext").cloned().unwrap_or(Value::Null);
+    let id = |c: &Value, k: &str| {
+        c.pointer(&format!("/securityContext/{k}"))
+            .or_else(|| pod.get(k))
+            .and_then(Value::as_u64)
+    };
+    let users: BTreeSet<Option<(u64, Option<u64>)>> = spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| id(c, "runAsUser").map(|u| (u, id(c, "runAsGroup"))))
+        .collect();
+    match users.into_iter().collect::<Vec<_>>()[..] {
+        [Some((0, _))] => Err(format!(
+            "confgate.io/reload signals {process}, but the pod's containers run as root, which \
+             confgate (non-root, no CAP_KILL) cannot signal; use an HTTP reload"
+        )),
+        [Some((uid, gid))] => {
+            if uid != UID {
+                notes.push(format!(
+                    "confgate runs as user {uid}, the component's, so that it may signal {process}"
+                ));
+            }
+            Ok(Some((uid, gid.unwrap_or(UID))))
+        }
+        _ => {
+            notes.push(format!(
+                "confgate runs as user {UID}: {process} must run as the same user for the signal to \
+                 reach it (set runAsUser on the pod)"
+            ));
+            Ok(None)
+        }
+    }
+}
+
+/// The ServiceAccount token as `automountServiceAccountToken` would mount it (the kubelet rotates it),
+/// for the confgate container alone.
+fn token_volume() -> Value {
+    json!({"projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [
+            {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+        ]}},
+    ]}})
 }
 
 /// The port confgate listens on: [`PORT`], or the next one no container of the pod declares (with the
@@ -411,8 +708,38 @@ fn inject_pod(spec: &mut Map<String, Value>, opts: &Options) -> Result<Option<St
 /// listener on a port fails with `Address already in use`; moving confgate keeps the pod's own ports as
 /// they are, and its probes follow (`confgate probe` reads `CONFGATE_LISTEN`, the liveness probe the
 /// port's name).
-fn free_port(spec: &Map<String, Value>) -> Result<(u16, Option<String>), String> {
-    let mut taken: Vec<(u64, &str)> = Vec::new();
+///
+/// A `hostNetwork` pod shares the node's network with every other such pod on it: `on_node` holds the
+/// ports the input's other `hostNetwork` pods declare (and confgate ports already chosen), which are
+/// skipped too.
+fn free_port(
+    spec: &Map<String, Value>,
+    on_node: Option<&BTreeSet<u64>>,
+) -> Result<(u16, Option<String>), String> {
+    let taken = declared_ports(spec);
+    let owner = taken
+        .iter()
+        .find(|(n, _)| *n == u64::from(PORT))
+        .map(|(_, o)| o.clone());
+    let busy = |p: u16| {
+        taken.iter().any(|(n, _)| *n == u64::from(p))
+            || on_node.is_some_and(|s| s.contains(&u64::from(p)))
+    };
+    if !busy(PORT) {
+        return Ok((PORT, None));
+    }
+    (PORT..=u16::MAX)
+        .find(|p| !busy(*p))
+        .map(|p| (p, owner))
+        .ok_or_else(|| {
+            format!("no free port from {PORT} up for confgate: the containers declare them all")
+        })
+}
+
+/// The ports the pod's containers declare (`containerPort`, and `hostPort` when it differs), each with
+/// its container's name.
+fn declared_ports(spec: &Map<String, Value>) -> Vec<(u64, String)> {
+    let mut taken = Vec::new();
     for k in ["initContainers", "containers"] {
         for c in spec.get(k).and_then(Value::as_array).into_iter().flatten() {
             let name = c.get("name").and_then(Value::as_str).unwrap_or("(unnamed)");
@@ -422,21 +749,15 @@ fn free_port(spec: &Map<String, Value>) -> Result<(u16, Option<String>), String>
                 .into_iter()
                 .flatten()
             {
-                if let Some(n) = p.get("containerPort").and_then(Value::as_u64) {
-                    taken.push((n, name));
+                for f in ["containerPort", "hostPort"] {
+                    if let Some(n) = p.get(f).and_then(Value::as_u64) {
+                        taken.push((n, name.to_owned()));
+                    }
                 }
             }
         }
     }
-    let Some(&(_, owner)) = taken.iter().find(|(n, _)| *n == u64::from(PORT)) else {
-        return Ok((PORT, None));
-    };
-    (PORT..=u16::MAX)
-        .find(|p| !taken.iter().any(|(n, _)| *n == u64::from(*p)))
-        .map(|p| (p, Some(owner.to_owned())))
-        .ok_or_else(|| {
-            format!("no free port from {PORT} up for confgate: the containers declare them all")
-        })
+    taken
 }
 
 /// The ConfigMap volume to gate: the one named with `--volume`, or the only one, as `check` finds it.
@@ -444,8 +765,9 @@ fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, St
     crate::workloads::volumes::choose(spec, opts.volume.as_deref())
 }
 
-/// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`, listening on `port`.
-fn sidecar(config: &str, opts: &Options, port: u16) -> Value {
+/// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`, listening on `port` (at
+/// `listen`, `CONFGATE_LISTEN`, when that is not the default).
+fn sidecar(config: &str, opts: &Options, port: u16, listen: Option<&str>) -> Value {
     let probe = |kind: &str| json!({"exec": {"command": ["/confgate", "probe", kind]}});
     let mut startup = probe("startup");
     // 150 x 2 s: a ConfigMap update can take about 90 s to reach the volume.
@@ -491,9 +813,27 @@ fn sidecar(config: &str, opts: &Options, port: u16) -> Value {
             {"name": PODINFO_VOLUME, "mountPath": PODINFO_PATH, "readOnly": true},
         ],
     });
-    if port != PORT {
+    let mut env = Vec::new();
+    if let Some(listen) = listen {
         // One setting for both: `run` listens on it and `confgate probe` (the exec probes) reads it.
-        c["env"] = json!([{"name": "CONFGATE_LISTEN", "value": format!("[::]:{port}")}]);
+        env.push(json!({"name": "CONFGATE_LISTEN", "value": listen}));
+    }
+    if opts.pod_report {
+        // Which pod Events and the conditions are about (the UID spares a GET on pods).
+        for (name, field) in [
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace"),
+            ("POD_UID", "metadata.uid"),
+        ] {
+            env.push(json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": field}}}));
+        }
+        c["volumeMounts"]
+            .as_array_mut()
+            .expect("a list")
+            .push(json!({"name": TOKEN_VOLUME, "mountPath": TOKEN_PATH, "readOnly": true}));
+    }
+    if !env.is_empty() {
+        c["env"] = env.into();
     }
     c
 }

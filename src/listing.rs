@@ -61,6 +61,40 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
     format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
+/// The name of `known` nearest `typed`, when it is near enough to be what was meant: at most a third of
+/// the typed name's edits away, and at least two (a transposed pair), as `acept` is from `accepts` and
+/// `relaod` from `reload`. The one rule for "did you mean" on flags and annotations alike.
+pub(crate) fn nearest<'a>(
+    typed: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let room = (typed.chars().count() / 3).max(2);
+    known
+        .into_iter()
+        .map(|k| (edits(typed, k), k))
+        .filter(|(d, _)| *d <= room)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// The Levenshtein distance between two names.
+pub(crate) fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(prev + usize::from(ca != *cb));
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

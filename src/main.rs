@@ -164,6 +164,7 @@ fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
     let opts = confgate::inject::Options {
         image: args.image.clone(),
         volume: args.volume.clone(),
+        pod_report: args.pod_report == confgate::cli::PodReport::Auto,
         ..Default::default()
     };
     match confgate::inject::run(&args.paths, &opts) {

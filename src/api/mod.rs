@@ -73,11 +73,14 @@ pub(crate) fn credentials_problem(e: &kube::Error) -> String {
     };
     let problem = match k {
         K::FindPath => "no kubeconfig found (set KUBECONFIG, or create ~/.kube/config)".to_owned(),
-        K::ReadConfig(io, path) => format!(
-            "cannot read the kubeconfig {}: {}",
-            path.display(),
-            io.kind()
+        K::ReadConfig(io, path) if io.kind() == std::io::ErrorKind::NotFound => format!(
+            "the kubeconfig {} does not exist (point KUBECONFIG at yours, or create ~/.kube/config; \
+             `kubectl config view` shows the one kubectl uses)",
+            path.display()
         ),
+        K::ReadConfig(io, path) => {
+            format!("cannot read the kubeconfig {}: {io}", path.display())
+        }
         K::Parse(yaml) => format!(
             "the kubeconfig {} is not valid YAML ({})",
             kubeconfig_named(),
@@ -327,10 +330,16 @@ pub(crate) async fn spawn_pod_reporter(
 /// not part of it. kube keeps the file's text as it is, so confgate reads a token file itself,
 /// trimmed at every read, and re-reads it as kube would (the kubelet rotates a projected token).
 pub async fn client() -> Result<kube::Client, kube::Error> {
+    client_at().await.map(|(c, _)| c)
+}
+
+/// [`client`], with the API server's URL it talks to, for messages that must say where.
+pub(crate) async fn client_at() -> Result<(kube::Client, String), kube::Error> {
     let config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
-    client_from(config, TOKEN_REREAD)
+    let server = config.cluster_url.to_string();
+    Ok((client_from(config, TOKEN_REREAD)?, server))
 }
 
 /// How old the token read from a token file may be before the next request reads the file again
@@ -425,7 +434,22 @@ pub(crate) fn explain(e: &kube::Error, rule: &str) -> String {
             format!("forbidden: {}; the ServiceAccount needs {rule}", s.message)
         }
         kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
-        other => other.to_string(),
+        // kube's own text ("ServiceError: client error (Connect)") hides the cause: its sources
+        // say it ("Connection refused").
+        other => {
+            use std::error::Error as _;
+            let mut out = other.to_string();
+            let mut cur = other.source();
+            while let Some(c) = cur {
+                let c_text = c.to_string();
+                if !out.contains(&c_text) {
+                    out.push_str(": ");
+                    out.push_str(&c_text);
+                }
+                cur = c.source();
+            }
+            out
+        }
     }
 }
 

@@ -436,6 +436,11 @@ pub struct InjectArgs {
     /// The ConfigMap volume to gate, when a pod has several
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
+    /// Whether the sidecar reports to its pod (Events, the conditions): auto adds POD_NAME,
+    /// POD_NAMESPACE, POD_UID, a token for confgate alone and the ServiceAccount, Role and RoleBinding
+    /// it needs; off adds none of them
+    #[arg(long, value_enum, default_value = "auto")]
+    pub pod_report: PodReport,
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {

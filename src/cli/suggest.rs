@@ -20,7 +20,7 @@ pub fn without_far_suggestions(mut e: clap::Error) -> clap::Error {
         typed.trim_start_matches('-'),
         suggested.trim_start_matches('-'),
     );
-    if edits(a, b) > (a.chars().count() / 3).max(2) {
+    if crate::listing::nearest(a, [b]).is_none() {
         e.remove(ContextKind::SuggestedArg);
         // The usage line clap made shows the suggested flag as if it were required.
         e.remove(ContextKind::Usage);
@@ -28,27 +28,9 @@ pub fn without_far_suggestions(mut e: clap::Error) -> clap::Error {
     e
 }
 
-/// The Levenshtein distance between two names.
-fn edits(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1)
-                .min(row[j] + 1)
-                .min(prev + usize::from(ca != *cb));
-            prev = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::listing::edits;
 
     #[test]
     fn edits_count_insertions_deletions_and_substitutions() {

@@ -82,6 +82,12 @@ pub enum Error {
         "no process named {0} is visible (the pod needs shareProcessNamespace: true, and the process must be running)"
     )]
     NoProcess(String),
+    /// confgate sees no process but its own: it runs in a process namespace of its own, so no
+    /// signal can ever reach the component.
+    #[error(
+        "cannot signal {0}: confgate sees no other process, so it has a process namespace of its own; set shareProcessNamespace: true on the pod"
+    )]
+    Alone(String),
     #[error(
         "{process} (pid {pid}) does not catch {signal}, whose default action would end it; not sent (is it still starting?)"
     )]

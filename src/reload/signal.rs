@@ -20,7 +20,8 @@ pub type Reached = BTreeSet<(i32, Option<BootTicks>)>;
 /// its handler yet would be killed. TERM, INT and QUIT are the restart strategy and go regardless.
 ///
 /// `Ok(Sent::NoProcess)` when none runs, `Ok(Sent::Nothing)` when every one started after the
-/// promotion; an error when one should but does not catch the signal yet, or cannot be signalled.
+/// promotion; an error when one should but does not catch the signal yet, or cannot be signalled, and
+/// [`Error::Alone`] when no process but confgate's own is visible at all (no shared process namespace).
 pub fn signal_by_name(
     signal: nix::sys::signal::Signal,
     name: &str,
@@ -44,6 +45,9 @@ pub fn signal_once(
     let me = std::process::id();
     let (mut hits, mut newer, mut before) = (0, 0, 0);
     let mut uncaught = None;
+    // Whether any process but confgate is visible: a pod's shared process namespace always shows
+    // its sandbox (pid 1, `pause`), so seeing none means confgate has a namespace of its own.
+    let mut others = false;
     let entries = std::fs::read_dir("/proc").map_err(|e| Error::Url(format!("/proc: {e}")))?;
     for entry in entries.flatten() {
         let Some(pid) = entry
@@ -53,7 +57,11 @@ pub fn signal_once(
         else {
             continue;
         };
-        if pid as u32 == me || !process_named(pid, name) {
+        if pid as u32 == me {
+            continue;
+        }
+        others = true;
+        if !process_named(pid, name) {
             continue;
         }
         let started = start_ticks(pid);
@@ -114,6 +122,9 @@ pub fn signal_once(
         tracing::warn!(process = name, signal = signal.as_str(), reached = hits, error = %e, "sent to each process of this name that handles the signal; one that does not is not sent it");
     }
     match (hits, newer) {
+        // No process will ever come into view: the reload cannot reach the component, which is a
+        // failure, not "nothing to reload".
+        (0, 0) if !others => Err(Error::Alone(name.to_owned())),
         (0, 0) => Ok(Sent::NoProcess(name.to_owned())),
         (0, n) => Ok(Sent::Nothing(format!(
             "every process named {name} ({n}) started after the promotion and read it at start-up"

@@ -522,8 +522,17 @@ impl Settings {
         let mut problems: Vec<String> = errors.iter().map(|(_, e)| e.to_string()).collect();
         for key in ann.keys() {
             if key.starts_with(ANN_PREFIX) && !known_annotations().any(|k| k == key) {
+                // As a mistyped flag gets clap's suggestion, under the same rule of nearness.
+                // Compared after the prefix, which every one shares.
+                let short = |k: &'static str| k.strip_prefix(ANN_PREFIX).unwrap_or(k);
+                let near = crate::listing::nearest(
+                    key.strip_prefix(ANN_PREFIX).unwrap_or(key),
+                    known_annotations().map(short),
+                )
+                .map(|k| format!(" did you mean {ANN_PREFIX}{k}?"))
+                .unwrap_or_default();
                 problems.push(format!(
-                    "unknown annotation {key}; known: {}",
+                    "unknown annotation {key};{near} known: {}",
                     known_annotations().collect::<Vec<_>>().join(", ")
                 ));
             }

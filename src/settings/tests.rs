@@ -169,6 +169,31 @@ fn unknown_confgate_annotation_is_a_problem_others_are_ignored() {
     assert!(r.problems[0].contains("unknown annotation confgate.io/accept"));
 }
 
+/// A mistyped annotation gets the "did you mean" a mistyped flag gets, under the same rule of
+/// nearness; a name near nothing gets none.
+#[test]
+fn a_mistyped_annotation_names_the_one_meant() {
+    let base = Settings::default();
+    for (typed, meant) in [
+        ("confgate.io/relaod", Some("confgate.io/reload")),
+        ("confgate.io/acepts", Some("confgate.io/accepts")),
+        ("confgate.io/version-form", Some("confgate.io/version-from")),
+        ("confgate.io/frobnicate", None),
+    ] {
+        let r = Settings::with_annotations(&base, &base, &ann(&[(typed, "x")]));
+        let p = &r.problems[0];
+        match meant {
+            Some(m) => assert!(
+                p.starts_with(&format!(
+                    "unknown annotation {typed}; did you mean {m}? known: "
+                )),
+                "{p}"
+            ),
+            None => assert!(!p.contains("did you mean"), "{p}"),
+        }
+    }
+}
+
 /// Names users type are unique, and defaults that are values are shown as such.
 #[test]
 fn declarations_are_consistent() {

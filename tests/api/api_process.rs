@@ -498,3 +498,71 @@ fn a_configmap_of_many_small_keys_fits_the_api_mode_memory_limit() {
         "peak RSS grew by {growth} KiB; with the release build's {API_MODE_RELEASE_RSS_KIB} KiB that is not well within the {API_MODE_LIMIT_KIB} KiB limit"
     );
 }
+
+/// A stand-in whose RBAC forbids the ConfigMap: every request answered 403 with the API server's
+/// `Status`.
+async fn forbidding(req: Request<Incoming>, seen: Seen) -> Result<Reply, Infallible> {
+    let what = format!("{} {}", req.method(), req.uri());
+    seen.lock().unwrap().push((what, Value::Null));
+    Ok(reply(
+        403,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "configmaps \"app\" is forbidden: User \"system:serviceaccount:prod:confgate\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"prod\"",
+               "reason": "Forbidden", "details": {"name": "app", "kind": "configmaps"}, "code": 403}),
+    ))
+}
+
+/// A ConfigMap outside the Role: the probe (what `kubectl describe pod` shows) says why no config is
+/// read yet, naming the rule, not only "no config read yet"; and the retries' log lines carry that one
+/// line, never kube's Debug form of the `Status`.
+#[test]
+fn a_forbidden_configmap_is_named_by_the_probe_with_the_rule() {
+    let seen: Seen = Arc::default();
+    let api = stand_in(seen.clone(), forbidding);
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig(tmp.path(), api);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"));
+    cmd.args(["run", "--accepts", "^2.4", "--source", "configmap:prod/app"])
+        .arg("--promote-to")
+        .arg(tmp.path().join("promoted"))
+        .arg("--watch")
+        .arg(tmp.path().join("no-volume"))
+        .arg("--annotations")
+        .arg(tmp.path().join("no-annotations"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env("CONFGATE_POD_REPORT", "off")
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    let gate = Gate::from_command(cmd, &tmp.path().join("confgate.log"));
+    let said = wait_for(
+        "the probe to name the refusal",
+        Duration::from_secs(20),
+        || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_confgate"))
+                .args([
+                    "probe",
+                    "ready",
+                    "--addr",
+                    &format!("127.0.0.1:{}", gate.port),
+                ])
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            said.contains("forbidden")
+                .then_some((out.status.code(), said))
+        },
+    );
+    assert_eq!(said.0, Some(1), "{}", said.1);
+    assert!(
+        said.1
+            .contains("no config read yet: cannot read configmap prod/app")
+            && said.1.contains("get, list and watch on configmaps"),
+        "{}",
+        said.1
+    );
+    wait_for("a retry", Duration::from_secs(20), || {
+        (seen.lock().unwrap().len() >= 2).then_some(())
+    });
+    let log = gate.log_text();
+    assert!(log.contains("watch failed; retrying"), "{log}");
+    assert!(!log.contains("Status {"), "kube's Debug form: {log}");
+}

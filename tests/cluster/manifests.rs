@@ -238,23 +238,39 @@ fn inject_output_passes_server_side_dry_run() {
         assert!(stderr.contains(&format!("{k}/{k} injected")), "{stderr}");
     }
     let injected = documents(&String::from_utf8(out.stdout).unwrap());
-    assert_eq!(injected.len(), docs.len());
-
+    // Then the ServiceAccount, Role and RoleBinding the reporting sidecars need.
+    assert_eq!(injected.len(), docs.len() + 3);
+    let kinds_in_order: Vec<&str> = injected.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds_in_order[docs.len()..],
+        ["ServiceAccount", "Role", "RoleBinding"],
+        "{kinds_in_order:?}"
+    );
     let ns = "inject";
     c.namespaces(&[ns]);
     // The ServiceAccount controller is not running; a Pod needs its namespace's `default` account.
-    c.kubectl_ok(
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager=confgate-tests",
-            "-n",
-            ns,
-            "-f",
-            "-",
-        ],
-        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
-            .to_string(),
-    );
-    dry_run(c, "confgate inject output", Some(ns), &injected);
+    // A dry run keeps nothing, and a Pod is refused while its account is missing: the account the
+    // output makes is made for real, as a first apply would have made it, and left out of the dry run.
+    let (accounts, rest): (Vec<Value>, Vec<Value>) = injected
+        .into_iter()
+        .partition(|d| d["kind"] == "ServiceAccount");
+    for account in std::iter::once(
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+    )
+    .chain(accounts)
+    {
+        c.kubectl_ok(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=confgate-tests",
+                "-n",
+                ns,
+                "-f",
+                "-",
+            ],
+            &account.to_string(),
+        );
+    }
+    dry_run(c, "confgate inject output", Some(ns), &rest);
 }

@@ -379,3 +379,53 @@ fn a_placeholder_account_is_marked_edit_first() {
     }
     assert!(seen > 0);
 }
+
+/// Two examples applied into one namespace do not overwrite each other: an object (kind, namespace,
+/// name) that two examples hold is the same object in both (the ServiceAccount `confgate` and its Role
+/// may be shared, a Deployment or ConfigMap may not).
+#[test]
+fn no_two_examples_hold_different_objects_of_one_name() {
+    let Some(kubectl) = common::tool("kubectl") else {
+        return;
+    };
+    let mut seen: std::collections::BTreeMap<(String, String, String), (String, Value)> =
+        std::collections::BTreeMap::new();
+    let mut clashes = Vec::new();
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(manifests())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|d| d.join("kustomization.yaml").is_file())
+        .collect();
+    dirs.sort();
+    for dir in &dirs {
+        let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+        // A Component is no example of its own: it is built through component-example.
+        if text.contains("kind: Component\n") {
+            continue;
+        }
+        let example = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        for d in documents(&kustomize(&kubectl, dir)) {
+            let s = |p: &str| {
+                d.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            let key = (s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
+            match seen.get(&key) {
+                Some((other, first)) if *first != d => {
+                    clashes.push(format!("{key:?} differs in {other} and {example}"));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(key, (example.clone(), d));
+                }
+            }
+        }
+    }
+    assert!(clashes.is_empty(), "{clashes:#?}");
+    assert!(
+        seen.keys().any(|(k, _, _)| k == "Deployment"),
+        "nothing read"
+    );
+}

@@ -589,7 +589,11 @@ fn hash_with_flags(manifest: &str, flags: &[&str]) -> String {
 fn shipped_manifests_are_judged_by_their_workloads_without_flags() {
     for (dir, configmap, workload) in [
         ("native-sidecar", "component-config", "deployment/component"),
-        ("variants", "component-config", "deployment/component"),
+        (
+            "variants",
+            "component-variants-config",
+            "deployment/component-variants",
+        ),
         (
             "component-example",
             "component-kustomized-config",
@@ -815,7 +819,7 @@ fn variants_are_reported_per_workload() {
     let (cm, deploy) = text.split_once("\n---\n").unwrap();
     let other = |name: &str, range: &str| {
         deploy
-            .replace("  name: component\n", &format!("  name: {name}\n"))
+            .replace("  name: component-variants\n", &format!("  name: {name}\n"))
             .replace("'>=2.4.0, <3.0.0'", &format!("'{range}'"))
     };
     let stream = [
@@ -844,17 +848,17 @@ fn variants_are_reported_per_workload() {
             (
                 "accepted",
                 "2.4.1",
-                "component-config (for deployment/component; - document 1) [>=2.4.0, <3.0.0]"
+                "component-variants-config (for deployment/component-variants; - document 1) [>=2.4.0, <3.0.0]"
             ),
             (
                 "accepted",
                 "3.0.0",
-                "component-config (for deployment/component-v3; - document 1) [^3]"
+                "component-variants-config (for deployment/component-v3; - document 1) [^3]"
             ),
             (
                 "too-old",
                 "-",
-                "component-config (for deployment/component-v4; - document 1) [^4]"
+                "component-variants-config (for deployment/component-v4; - document 1) [^4]"
             ),
         ]
     );
@@ -891,12 +895,12 @@ fn variants_are_reported_per_workload() {
     );
     let hashes: Vec<&str> = flags.lines.iter().map(|l| l.sha256.as_str()).collect();
     // --name selects lines that carry a range too.
-    let named = check_with(&["--name", "component-config", "-"], Some(&stream));
+    let named = check_with(&["--name", "component-variants-config", "-"], Some(&stream));
     assert_eq!((named.code, named.lines.len()), (1, 3), "{}", named.stderr);
     let none = check_with(
         &[
             "--name",
-            "component-config",
+            "component-variants-config",
             "--accepts",
             "^2",
             "--accepts",

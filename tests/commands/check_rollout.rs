@@ -94,7 +94,8 @@ fn the_shipped_rollout_is_judged_on_both_tracks() {
         ["accepted", "2.4.1"]
     );
     assert!(
-        stable[3].starts_with("component-config (for deployment/component; - document ")
+        stable[3]
+            .starts_with("component-rollout-config (for deployment/component-rollout; - document ")
             && stable[3].ends_with(" stable: version 2.4.1 is in >=2.4.0, <3.0.0"),
         "{stable:?}"
     );

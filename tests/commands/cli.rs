@@ -138,6 +138,40 @@ fn a_missing_kubeconfig_is_a_usage_error_said_once() {
     // Said once, not kube's nested paragraph of both attempts.
     assert!(!err.contains("failed to infer config"), "{err}");
     assert!(err.contains("no-such-kubeconfig"), "{err}");
+    // Said plainly, not as the io error's kind.
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!err.contains("entity not found"), "{err}");
+}
+
+/// `status` against an API server that does not answer says which server, and why, and exits 69.
+#[cfg(feature = "api")]
+#[test]
+fn status_against_a_dead_server_names_its_url() {
+    let d = Dirs::new();
+    let kubeconfig = d.root.path().join("kubeconfig");
+    // Port 1 on loopback: privileged, and nothing listens there.
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["status", "-n", "default"])
+        .env_clear()
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", d.root.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let said = err
+        .lines()
+        .find(|l| l.starts_with("confgate: "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(said.contains("API server https://127.0.0.1:1/"), "{said}");
+    assert!(said.contains("Connection refused"), "{said}");
 }
 
 #[test]

@@ -167,7 +167,11 @@ fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
     assert!(err.contains("cronjob/report injected"), "{err}");
     assert!(err.contains("deployment/other skipped"), "{err}");
     let got = docs(&out);
-    assert_eq!(got.len(), 5, "every document is printed, in order");
+    assert_eq!(
+        got.len(),
+        8,
+        "every document is printed, in order, then what reporting needs"
+    );
     let before = docs(BARE);
     assert_eq!(got[0], before[0], "the ConfigMap passes through");
     assert_eq!(
@@ -213,7 +217,13 @@ fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
     let volumes = names(&spec["volumes"]);
     assert_eq!(
         volumes,
-        ["config", "cache", "confgate-active", "confgate-podinfo"]
+        [
+            "config",
+            "cache",
+            "confgate-active",
+            "confgate-podinfo",
+            "confgate-token"
+        ]
     );
     assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
     assert_eq!(
@@ -319,7 +329,11 @@ fn inject_reads_large_streams_up_to_the_documented_limit() {
     let stream = vec![BARE; n].join("---\n");
     let (code, out, err) = inject(&[], &stream);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(docs(&out).len(), 5 * n);
+    assert_eq!(
+        docs(&out).len(),
+        5 * n + 3,
+        "with one ServiceAccount, Role and RoleBinding"
+    );
     let limit = 100_000;
     let (code, out, err) = inject(&[], &"---\n{}\n".repeat(limit + 1));
     assert_eq!((code, out.as_str()), (64, ""));
@@ -438,8 +452,8 @@ fn inject_moves_confgate_off_a_port_another_container_uses() {
         json!([{"name": "confgate", "containerPort": 9800}])
     );
     assert_eq!(
-        sidecar["env"],
-        json!([{"name": "CONFGATE_LISTEN", "value": "[::]:9800"}])
+        sidecar["env"][0],
+        json!({"name": "CONFGATE_LISTEN", "value": "[::]:9800"})
     );
     // Every probe is exec, so each reads CONFGATE_LISTEN like `run` does.
     assert_eq!(
@@ -468,7 +482,7 @@ fn inject_moves_confgate_off_a_port_another_container_uses() {
     let cron = &find(&got, "CronJob", "report")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
         ["initContainers"][0];
     assert_eq!(cron["ports"][0]["containerPort"], 9797);
-    assert!(cron.get("env").is_none());
+    assert!(!env_names(cron).contains(&"CONFGATE_LISTEN"), "{cron}");
     validate(&yaml);
 }
 
@@ -510,8 +524,21 @@ fn the_component_builds_and_validates() {
     let volumes = names(&spec["volumes"]);
     assert_eq!(
         volumes,
-        ["confgate-incoming", "confgate-active", "confgate-podinfo"]
+        [
+            "confgate-incoming",
+            "confgate-active",
+            "confgate-podinfo",
+            "confgate-token"
+        ]
     );
+    // Its Role, bound to the ServiceAccount the workload runs as by the Component's convention.
+    assert_eq!(spec["serviceAccountName"], "confgate");
+    let binding = find(&got, "RoleBinding", "confgate-reporter");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "confgate"}])
+    );
+    find(&got, "Role", "confgate-reporter");
     assert_eq!(
         spec["volumes"][0]["configMap"]["name"],
         "component-kustomized-config"
@@ -606,11 +633,15 @@ fn the_component_covers_every_kind_inject_does() {
     // kustomize takes a component by a relative path only: a copy of it beside the workloads.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("component")).unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/component/kustomization.yaml"),
-        dir.path().join("component/kustomization.yaml"),
-    )
-    .unwrap();
+    for f in ["kustomization.yaml", "rbac.yaml"] {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("manifests/component")
+                .join(f),
+            dir.path().join("component").join(f),
+        )
+        .unwrap();
+    }
     std::fs::write(dir.path().join("workloads.yaml"), LABELLED).unwrap();
     std::fs::write(
         dir.path().join("kustomization.yaml"),
@@ -646,7 +677,12 @@ fn the_component_covers_every_kind_inject_does() {
         assert_eq!(spec["initContainers"][0], theirs, "{spec}");
         assert_eq!(
             names(&spec["volumes"]),
-            ["confgate-incoming", "confgate-active", "confgate-podinfo"]
+            [
+                "confgate-incoming",
+                "confgate-active",
+                "confgate-podinfo",
+                "confgate-token"
+            ]
         );
         assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
     }
@@ -779,4 +815,264 @@ fn inject_gates_a_projected_config_map_volume() {
             && err.contains("give the ConfigMap a volume of its own"),
         "{err}"
     );
+}
+
+/// The name of each `env` entry of a container.
+fn env_names(c: &Value) -> Vec<&str> {
+    c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect()
+}
+
+/// An injected sidecar reports to its pod, as the native-sidecar example does: the downward-API
+/// identity, a token mounted into confgate's container alone, and the ServiceAccount, Role and
+/// RoleBinding (once per namespace) that `kubectl describe pod` and `confgate status` need. A pod with
+/// a ServiceAccount of its own keeps it and gets the Role bound to it; `--pod-report off` adds none of
+/// this.
+#[test]
+fn inject_makes_the_sidecar_report_to_its_pod() {
+    let (code, out, err) = inject(&[], BARE);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("deployment/web injected")
+            && err.contains("reports to its pod as ServiceAccount confgate"),
+        "{err}"
+    );
+    let got = docs(&out);
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    let sidecar = &spec["initContainers"][0];
+    assert_eq!(env_names(sidecar), ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
+    assert_eq!(
+        sidecar["env"][2]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.uid"
+    );
+    assert_eq!(spec["serviceAccountName"], "confgate");
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    let token = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let mounts = |c: &Value| -> Vec<String> {
+        c["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| m["mountPath"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(mounts(sidecar).iter().any(|m| m == token), "{sidecar}");
+    for c in [&spec["initContainers"][1], &spec["containers"][0]] {
+        assert!(!mounts(c).iter().any(|m| m == token), "no token for {c}");
+    }
+    // One set of reporting objects for both workloads of the namespace.
+    let role = find(&got, "Role", "confgate-reporter");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        ])
+    );
+    let binding = find(&got, "RoleBinding", "confgate-reporter");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "confgate"}])
+    );
+    assert_eq!(
+        find(&got, "ServiceAccount", "confgate")["automountServiceAccountToken"],
+        false
+    );
+    assert_eq!(got.iter().filter(|d| d["kind"] == "Role").count(), 1);
+    validate(&out);
+
+    // A pod running as its own ServiceAccount keeps it (and its token); the Role is bound to it.
+    let own = BARE.replace(
+        "    spec:\n      initContainers:",
+        "    spec:\n      serviceAccountName: web\n      initContainers:",
+    );
+    let (code, out, err) = inject(&[], &own);
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    assert_eq!(spec["serviceAccountName"], "web");
+    assert!(spec.get("automountServiceAccountToken").is_none(), "{spec}");
+    assert_eq!(
+        find(&got, "RoleBinding", "confgate-reporter")["subjects"],
+        json!([
+            {"kind": "ServiceAccount", "name": "confgate"},
+            {"kind": "ServiceAccount", "name": "web"},
+        ]),
+        "the CronJob runs as confgate, the Deployment as web"
+    );
+
+    // Workloads in two namespaces get the objects in each.
+    let two = BARE.replace(
+        "kind: Deployment\nmetadata:\n  name: web\n",
+        "kind: Deployment\nmetadata:\n  name: web\n  namespace: shop\n",
+    );
+    let (_, out, _) = inject(&[], &two);
+    let got = docs(&out);
+    let roles: Vec<_> = got
+        .iter()
+        .filter(|d| d["kind"] == "Role")
+        .map(|d| d["metadata"]["namespace"].as_str())
+        .collect();
+    assert_eq!(roles, [None, Some("shop")]);
+
+    let (code, out, err) = inject(&["--pod-report", "off"], BARE);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("does not report to its pod (--pod-report off)"),
+        "{err}"
+    );
+    let got = docs(&out);
+    assert_eq!(got.len(), 5, "no reporting objects");
+    let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
+    assert!(env_names(&spec["initContainers"][0]).is_empty());
+    assert!(spec.get("serviceAccountName").is_none());
+    assert!(!names(&spec["volumes"]).contains(&"confgate-token"));
+}
+
+/// A pod whose reload is a signal gets what a signal needs: `shareProcessNamespace: true` (without
+/// it confgate sees no other process and the reload could never reach the component) and confgate
+/// running as the component's user; a pod that forbids either is refused with the reason.
+#[test]
+fn inject_sets_what_a_signal_reload_needs_or_refuses() {
+    let daemon = |extra: &str, user: &str| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {{app: agent}}
+  template:
+    metadata:
+      labels: {{app: agent}}
+      annotations:
+        confgate.io/accepts: "^1"
+        confgate.io/reload: "signal:HUP:agent"
+    spec:
+{extra}      containers:
+        - name: agent
+          image: example/agent:1
+{user}          volumeMounts: [{{name: config, mountPath: /etc/agent}}]
+      volumes:
+        - name: config
+          configMap: {{name: agent-config}}
+"#
+        )
+    };
+    let (code, out, err) = inject(&[], &daemon("", ""));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("shareProcessNamespace: true"), "{err}");
+    assert!(
+        err.contains("agent must run as the same user"),
+        "an undeclared user is named: {err}"
+    );
+    let got = docs(&out);
+    let spec = &find(&got, "DaemonSet", "agent")["spec"]["template"]["spec"];
+    assert_eq!(spec["shareProcessNamespace"], true);
+    validate(&out);
+
+    let user = "          securityContext: {runAsUser: 1000, runAsGroup: 2000}\n";
+    let (code, out, err) = inject(&[], &daemon("", user));
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    let sc = &find(&got, "DaemonSet", "agent")["spec"]["template"]["spec"]["initContainers"][0]["securityContext"];
+    assert_eq!(
+        (sc["runAsUser"].as_u64(), sc["runAsGroup"].as_u64()),
+        (Some(1000), Some(2000))
+    );
+    assert!(err.contains("confgate runs as user 1000"), "{err}");
+
+    let (code, out, err) = inject(&[], &daemon("      shareProcessNamespace: false\n", ""));
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("daemonset/agent") && err.contains("shareProcessNamespace: true"),
+        "{err}"
+    );
+    let root = "          securityContext: {runAsUser: 0}\n";
+    let (code, _, err) = inject(&[], &daemon("", root));
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("run as root"), "{err}");
+    // An HTTP reload needs none of it.
+    let http = daemon("", "").replace("signal:HUP:agent", "http://127.0.0.1:8080/reload");
+    let (code, out, err) = inject(&[], &http);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        find(&docs(&out), "DaemonSet", "agent")["spec"]["template"]["spec"]
+            .get("shareProcessNamespace")
+            .is_none()
+    );
+}
+
+/// `hostNetwork` pods share the node's ports: each injected sidecar listens on loopback only (its
+/// /status and /metrics not on the node's address) at a port no other `hostNetwork` pod of the input
+/// declares, and the probes follow through `CONFGATE_LISTEN`.
+#[test]
+fn inject_keeps_host_network_sidecars_on_loopback_and_apart() {
+    let daemon = |name: &str, port: &str| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {name}
+spec:
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+      annotations:
+        confgate.io/accepts: "^1"
+    spec:
+      hostNetwork: true
+      containers:
+        - name: {name}
+          image: example/{name}:1
+{port}          volumeMounts: [{{name: config, mountPath: /etc/{name}}}]
+      volumes:
+        - name: config
+          configMap: {{name: {name}-config}}
+"#
+        )
+    };
+    let input = format!(
+        "{}---\n{}---\n{}",
+        daemon("a", ""),
+        daemon("b", ""),
+        daemon("c", "          ports: [{containerPort: 9799}]\n")
+    );
+    let (code, out, err) = inject(&[], &input);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("listens on 127.0.0.1:9797 only"), "{err}");
+    let got = docs(&out);
+    let listen = |name: &str| {
+        let c = &find(&got, "DaemonSet", name)["spec"]["template"]["spec"]["initContainers"][0];
+        let env = c["env"].as_array().unwrap();
+        let l = env.iter().find(|e| e["name"] == "CONFGATE_LISTEN").unwrap();
+        (
+            l["value"].as_str().unwrap().to_owned(),
+            c["ports"][0]["containerPort"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(listen("a"), ("127.0.0.1:9797".to_owned(), 9797));
+    assert_eq!(listen("b"), ("127.0.0.1:9798".to_owned(), 9798));
+    assert_eq!(
+        listen("c"),
+        ("127.0.0.1:9800".to_owned(), 9800),
+        "9799 is c's own"
+    );
+    validate(&out);
+    // A pod on its own network keeps the default, all addresses, no CONFGATE_LISTEN.
+    let (_, out, _) = inject(
+        &[],
+        &daemon("a", "").replace("      hostNetwork: true\n", ""),
+    );
+    let got = docs(&out);
+    let c = &find(&got, "DaemonSet", "a")["spec"]["template"]["spec"]["initContainers"][0];
+    assert!(!env_names(c).contains(&"CONFGATE_LISTEN"), "{c}");
 }

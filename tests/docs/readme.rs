@@ -369,3 +369,47 @@ fn the_readme_test_command_is_the_one_ci_runs() {
         ".ci/run runs the demo"
     );
 }
+
+/// A log line quoted in the documents names its target as tracing prints it (`confgate::gate::logs`):
+/// the module must still be there, and its message still logged from it, so an excerpt cannot name a
+/// module the code has left.
+#[test]
+fn every_quoted_log_line_names_the_module_that_logs_it() {
+    let mut quoted = 0;
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for line in text.lines() {
+            let Some(at) = line.find(" confgate::") else {
+                continue;
+            };
+            let rest = &line[at + 1..];
+            let Some((target, after)) = rest.split_once(": ") else {
+                continue;
+            };
+            if !after.starts_with("msg=\"") {
+                continue;
+            }
+            let module = target.trim_start_matches("confgate::").replace("::", "/");
+            let src = root().join("src");
+            let file = [
+                src.join(format!("{module}.rs")),
+                src.join(&module).join("mod.rs"),
+            ]
+            .into_iter()
+            .find(|f| f.is_file())
+            .unwrap_or_else(|| panic!("{}: {target} is no module: {line}", doc.display()));
+            let msg = after["msg=\"".len()..].split('"').next().unwrap();
+            assert!(
+                std::fs::read_to_string(&file).unwrap().contains(msg),
+                "{}: {target} ({}) does not log {msg:?}",
+                doc.display(),
+                file.display()
+            );
+            quoted += 1;
+        }
+    }
+    assert!(
+        quoted > 0,
+        "no quoted log line found: the test reads nothing"
+    );
+}

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use crate::common;
+
 use confgate::reload::{BootTicks, Error, Sent, signal_by_name};
 use nix::sys::signal::Signal;
 
@@ -243,4 +245,57 @@ fn a_name_shared_with_a_helper_that_does_not_catch_the_signal_reloads_the_compon
     let hups = component.settle().lines().filter(|l| *l == "hup").count();
     assert_eq!(hups, 1, "the component was signalled again");
     assert!(helper.alive(), "the helper got a HUP it does not catch");
+}
+
+/// `unshare`, once it has shown that this machine lets a user make a user and a PID namespace
+/// (`unshare -Urpf`); a machine that does not fails the test saying so, never skips it.
+fn own_pid_namespace() -> PathBuf {
+    let unshare = common::tool("unshare").expect("unshare (util-linux) is needed");
+    let ok = Command::new(&unshare)
+        .args(["-Urpf", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "this test needs user and PID namespaces (`unshare -Urpf --mount-proc true` failed)"
+    );
+    unshare
+}
+
+/// A pod without `shareProcessNamespace`: confgate is alone in its PID namespace, so a signal reload
+/// can never reach the component. That is a failed reload with the fix (never "nothing to reload",
+/// which would count as a success and mark the config applied).
+#[test]
+fn alone_in_its_pid_namespace_a_signal_reload_fails_naming_the_fix() {
+    let unshare = own_pid_namespace();
+    let d = common::Dirs::new();
+    common::write_version(&d.watch(), "2.0.0");
+    let mut cmd = Command::new(unshare);
+    // --kill-child: confgate (PID 1 inside) dies with the unshare process the test kills.
+    cmd.args(["-Urpf", "--mount-proc", "--kill-child", common::BIN, "run"])
+        .arg("--watch")
+        .arg(d.watch())
+        .arg("--promote-to")
+        .arg(d.promoted())
+        .args(["--accepts", "^2", "--reload", "signal:HUP:agent"]);
+    let mut g = common::Gate::from_command(cmd, &d.log());
+    g.deadline = DEADLINE;
+    g.wait_active("2.0.0");
+    common::write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("the reload of 2.1.0 to fail", |s| {
+        s["active"]["version"] == "2.1.0" && s["reload"]["last_result"] == "failure"
+    });
+    let why = s["reload"]["last_error"].as_str().unwrap_or_default();
+    assert!(why.contains("shareProcessNamespace: true"), "{s}");
+    assert_ne!(s["applied"]["version"], "2.1.0", "{s}");
+    let (_, metrics) = common::get(g.port, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("confgate_last_reload_successful 0"),
+        "{metrics}"
+    );
+    assert!(
+        !g.log_text().contains("nothing to reload"),
+        "{}",
+        g.log_text()
+    );
 }

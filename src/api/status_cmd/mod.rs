@@ -49,6 +49,14 @@ pub enum Error {
         name: String,
         why: String,
     },
+    /// The fleet could not be read from the API server at `server` (its URL, as the kubeconfig or the
+    /// in-cluster config names it): the server to check is named.
+    #[error("{source} (API server {server})")]
+    At {
+        server: String,
+        #[source]
+        source: Box<Error>,
+    },
     /// Nothing to judge: neither a failure of the pods nor a success.
     #[error("no pods in namespace {namespace}{}: nothing to compare", selector.as_ref().map(|s| format!(" match -l {s}")).unwrap_or_default())]
     NoPods {
@@ -61,7 +69,22 @@ impl Error {
     /// The API server could not be reached, or refused or failed the request (not a problem of the
     /// pods, nor of how the command was called).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::ListPods { .. } | Error::ConfigMap { .. })
+        match self {
+            Error::At { source, .. } => source.is_unavailable(),
+            e => matches!(e, Error::ListPods { .. } | Error::ConfigMap { .. }),
+        }
+    }
+
+    /// This error, saying the server it came from when the server was not read.
+    fn at(self, server: &str) -> Error {
+        if self.is_unavailable() {
+            Error::At {
+                server: server.to_owned(),
+                source: Box::new(self),
+            }
+        } else {
+            self
+        }
     }
 }
 
@@ -222,8 +245,8 @@ fn tracks_of(snap: &Snapshot) -> Option<Tracks> {
 
 /// `confgate status` with the user's kubeconfig; an empty selection is [`Error::NoPods`].
 pub async fn run(args: &Query) -> Result<Fleet, Error> {
-    let client = super::client().await.map_err(Error::Client)?;
-    let fleet = fleet(client, args).await?;
+    let (client, server) = super::client_at().await.map_err(Error::Client)?;
+    let fleet = fleet(client, args).await.map_err(|e| e.at(&server))?;
     if fleet.rows.is_empty() {
         return Err(Error::NoPods {
             namespace: fleet.namespace,
@@ -255,7 +278,7 @@ pub async fn wait(
     timeout: std::time::Duration,
     mut progress: impl FnMut(&str),
 ) -> Result<Waited, Error> {
-    let client = Client::try_default().await.map_err(Error::Client)?;
+    let (client, server) = super::client_at().await.map_err(Error::Client)?;
     let end = tokio::time::Instant::now() + timeout;
     let mut last = String::new();
     loop {
@@ -263,7 +286,7 @@ pub async fn wait(
         let expired = tokio::time::Instant::now() >= end;
         let f = match read {
             Ok(f) => f,
-            Err(e) if expired => return Err(e),
+            Err(e) if expired => return Err(e.at(&server)),
             Err(_) => {
                 tokio::time::sleep(WAIT_POLL).await;
                 continue;

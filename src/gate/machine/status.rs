@@ -61,10 +61,22 @@ impl Gate {
                 ok: false,
                 message: format!("no accepted config yet: {}", newest_text(n)),
             },
+            // In API mode, what keeps the first read from coming (a 403 names the Role rule).
             (None, None) => Check {
                 name: CheckKind::Config,
                 ok: false,
-                message: "no config read yet".into(),
+                message: match self
+                    .source
+                    .as_ref()
+                    .filter(|s| !s.watching)
+                    .and_then(|s| Some((s, s.last_error.as_ref()?)))
+                {
+                    Some((s, e)) => format!(
+                        "no config read yet: cannot read {} {}/{}: {e}",
+                        s.kind, s.namespace, s.name
+                    ),
+                    None => "no config read yet".into(),
+                },
             },
         });
         let current = self.newest_is_active();
