@@ -212,7 +212,8 @@ pub fn facts(s: &Status) -> Option<Facts> {
 /// and reason of every condition as last `sent` (so readiness and `config-current` are not held up)
 /// and a reload of the active config is still to be answered, whose answer moves `applied` in the
 /// facts. Waiting writes both in one patch instead of one for the promotion and one for the reload:
-/// a healthy change costs one write per pod. Never before the first patch, nor after a refusal.
+/// a healthy change costs one write per pod. Never before the first patch, after a refusal, or
+/// while reloads fail (the answer may never come, and the facts say what was promoted meanwhile).
 pub fn may_wait(sent: &[Condition], next: &[Condition], s: &Status) -> bool {
     let same = !sent.is_empty()
         && sent.len() == next.len()
@@ -222,6 +223,7 @@ pub fn may_wait(sent: &[Condition], next: &[Condition], s: &Status) -> bool {
             .all(|(a, b)| (a.type_, a.status, &a.reason) == (b.type_, b.status, &b.reason));
     let reload_due = s.reload.target != "none"
         && s.reload.last_result != ReloadResult::Rejected
+        && s.reload.consecutive_failures == 0
         && s.active.as_ref().map(|a| a.sha256) != s.applied.as_ref().map(|a| a.sha256);
     same && reload_due
 }
@@ -564,6 +566,9 @@ mod tests {
         let mut refused = promoted.clone();
         refused.reload.last_result = ReloadResult::Rejected;
         assert!(!may_wait(&sent, &conditions(&refused), &refused));
+        let mut failing = promoted.clone();
+        failing.reload.consecutive_failures = 1;
+        assert!(!may_wait(&sent, &conditions(&failing), &failing));
         let mut held = promoted.clone();
         held.candidate = candidate("3.0.0", Verdict::TooNew, "too new");
         assert!(!may_wait(&sent, &conditions(&held), &held));
