@@ -800,9 +800,6 @@ async fn api_mode_chooses_the_variant_and_reports_it() {
     let none = Status::default();
     let reporting = r.report(&none, &status);
     let server = async {
-        let (ev, send) = next_event(&mut h).await;
-        assert_eq!(ev["reason"], "Accepted");
-        respond(send, StatusCode::CREATED, &ev);
         let (cond, send) = next_condition(&mut h).await;
         assert_eq!(cond["status"], "True");
         assert_eq!(
@@ -899,38 +896,10 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     };
     let (mut r, mut h) = tokio::join!(pod::reporter(client, pod), server);
 
-    // First accepted config: an Accepted event, then the condition True.
+    // First accepted config: no Event (a routine promotion makes none), the condition True.
     let (none, first) = (Status::default(), accepted("2.4.1"));
     let reporting = r.report(&none, &first);
     let server = async {
-        let (ev, send) = next_event(&mut h).await;
-        assert_eq!(ev["type"], "Normal");
-        assert_eq!(ev["reason"], "Accepted");
-        assert_eq!(ev["action"], "Promote");
-        assert_eq!(
-            ev["note"],
-            format!("version 2.4.1 {} is active", hash("2.4.1"))
-        );
-        assert_eq!(ev["reportingController"], "confgate");
-        assert_eq!(ev["reportingInstance"], "web-0");
-        assert_eq!(
-            ev["regarding"],
-            json!({"apiVersion": "v1", "kind": "Pod", "name": "web-0", "namespace": "prod", "uid": "uid-web-0"})
-        );
-        assert!(
-            ev["metadata"]["name"]
-                .as_str()
-                .unwrap()
-                .starts_with("web-0.")
-        );
-        assert!(ev["eventTime"].as_str().unwrap().ends_with('Z'));
-        let mut created = ev.clone();
-        created["kind"] = json!("Event");
-        created["apiVersion"] = json!("events.k8s.io/v1");
-        created["metadata"]["uid"] = json!("ev-1");
-        created["metadata"]["resourceVersion"] = json!("301");
-        respond(send, StatusCode::CREATED, &created);
-
         let (req, send) = expect(
             &mut h,
             Method::PATCH,
@@ -1009,6 +978,20 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
             (ev["type"].as_str(), ev["reason"].as_str()),
             (Some("Warning"), Some("Rejected"))
         );
+        assert_eq!(ev["action"], "Hold");
+        assert_eq!(ev["reportingController"], "confgate");
+        assert_eq!(ev["reportingInstance"], "web-0");
+        assert_eq!(
+            ev["regarding"],
+            json!({"apiVersion": "v1", "kind": "Pod", "name": "web-0", "namespace": "prod", "uid": "uid-web-0"})
+        );
+        assert!(
+            ev["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("web-0.")
+        );
+        assert!(ev["eventTime"].as_str().unwrap().ends_with('Z'));
         assert_eq!(
             ev["note"],
             format!(

@@ -176,9 +176,6 @@ fn volume_mode_reports_a_held_config_under_the_narrowed_role() {
             .as_str()
             .map(str::to_owned)
     );
-    s.view.wait_event("the Accepted Event", |e| {
-        e.reason.as_deref() == Some("Accepted") && e.regarding.as_ref().unwrap().uid.is_some()
-    });
 
     write_version(&s.incoming, "3.0.0");
     let status = s.gate.wait_candidate(Some("3.0.0"), "too-new");
@@ -203,6 +200,7 @@ fn volume_mode_reports_a_held_config_under_the_narrowed_role() {
         e.reason.as_deref() == Some("Rejected")
     });
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(ev.regarding.as_ref().unwrap().uid.is_some(), "{ev:?}");
 
     // The fleet view reads the volume-mode pod as it reads an API-mode one.
     let (code, out) = s.status_as_reader(c);
@@ -214,6 +212,49 @@ fn volume_mode_reports_a_held_config_under_the_narrowed_role() {
     assert!(
         out.ends_with("0/1 on the expected config, 1 holding 2.4.1; 3.0.0 is too-new\n"),
         "{out}"
+    );
+    s.assert_nothing_refused();
+}
+
+/// A healthy change with a reload target costs the API server one write of the pod and no Event:
+/// the patch for the promotion waits for the reload's answer, so `active` and `applied` arrive
+/// together.
+#[test]
+fn a_healthy_change_is_one_write_of_the_pod_and_no_event() {
+    let Some(c) = cluster() else { return };
+    let sink = crate::common::Sink::start(false);
+    let url = sink.url();
+    let s = Sidecar::start(c, "confgate-volume-writes", &["--reload", &url], &[]);
+    let version = |d: &Option<confgate::api::condition::Described>| {
+        d.as_ref().and_then(|d| d.version.clone())
+    };
+    s.gate.wait_active("2.4.1");
+    s.wait_reported("2.4.1 applied", |_, _, f| {
+        version(&f.applied).as_deref() == Some("2.4.1")
+    });
+    let rv = s.view.pod().metadata.resource_version.unwrap();
+
+    write_version(&s.incoming, "2.4.2");
+    let writes = s.view.writes_since(&rv, |p| {
+        facts(p).is_some_and(|f| version(&f.applied).as_deref() == Some("2.4.2"))
+    });
+    let seen: Vec<(Option<String>, Option<String>)> = writes
+        .iter()
+        .map(|p| {
+            let f = facts(p).unwrap();
+            (version(&f.active), version(&f.applied))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [(Some("2.4.2".into()), Some("2.4.2".into()))],
+        "one write, with the promotion and the reload's answer together"
+    );
+    assert!(sink.count() >= 1);
+    let events = s.view.events();
+    assert!(
+        events.is_empty(),
+        "no Event for a healthy change: {events:?}"
     );
     s.assert_nothing_refused();
 }

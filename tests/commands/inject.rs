@@ -226,6 +226,11 @@ fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
         ]
     );
     assert_eq!(spec["volumes"][0]["configMap"]["optional"], true);
+    // The promoted dir on tmpfs, bounded (docs/deploying.md says why).
+    assert_eq!(
+        spec["volumes"][2]["emptyDir"],
+        serde_json::json!({"medium": "Memory", "sizeLimit": "4Mi"})
+    );
     assert_eq!(
         spec["volumes"][3]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"],
         "metadata.annotations"

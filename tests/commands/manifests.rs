@@ -384,11 +384,19 @@ fn check_mounts(
 
     match paths.promote_to.as_deref().map(|p| (p, volume(p))) {
         Some((p, Some((m, v)))) => {
-            if v.get("emptyDir").is_none() {
-                report.problem(format!(
+            match v.get("emptyDir") {
+                None => report.problem(format!(
                     "{at}: --promote-to {} is not an emptyDir",
                     p.display()
-                ));
+                )),
+                // tmpfs, bounded: see docs/deploying.md (the promoted dir on tmpfs).
+                Some(e) if str_of(e, "medium") != Some("Memory") || e.get("sizeLimit").is_none() => {
+                    report.problem(format!(
+                        "{at}: --promote-to {} is not an emptyDir with medium: Memory and a sizeLimit",
+                        p.display()
+                    ))
+                }
+                Some(_) => {}
             }
             if m.get("readOnly").and_then(Value::as_bool) == Some(true) {
                 report.problem(format!(
