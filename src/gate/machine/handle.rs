@@ -57,6 +57,11 @@ impl Gate {
                 }
             }
             Event::Rejudged(obs, j) => {
+                let j = if self.secret {
+                    crate::verdict::for_a_secret(j, &self.settings.version_from)
+                } else {
+                    j
+                };
                 if self.rejudge_active(&obs, &j) {
                     out.push(Action::Log(Note::NoLongerActive {
                         sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
@@ -305,6 +310,11 @@ impl Gate {
     }
 
     fn judged(&mut self, seen: Seen, choice: Choice, now: Now, out: &mut Vec<Action>) {
+        let mut choice = choice;
+        if self.secret {
+            choice.judgement =
+                crate::verdict::for_a_secret(choice.judgement, &self.settings.version_from);
+        }
         let (mut choice, mut decision) = self.decide(choice);
         if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
             && self.settings.validate != Validate::None
