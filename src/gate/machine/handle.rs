@@ -289,23 +289,28 @@ impl Gate {
         let new = self.settings.describe();
         // Compared as values, not as text: a changed password shows as the same text.
         let settings = crate::settings::SETTINGS.iter();
-        for ((b, n), setting) in base.iter().zip(new).zip(settings) {
+        for (i, ((b, n), setting)) in base.iter().zip(new).zip(settings).enumerate() {
             if setting.same(&self.settings, before) {
                 continue;
             }
-            out.push(Action::Log(if setting.same(&self.settings, &self.base) {
-                Note::AnnotationGone {
-                    setting: n.0,
-                    value: n.2,
-                }
-            } else {
-                Note::AnnotationOverrides {
-                    setting: n.0,
-                    annotation: n.1,
-                    value: n.2,
-                    overrides: b.2.clone(),
-                }
-            }));
+            // Gone only when no annotation gives it: one that equals the flag's value (a spread of
+            // "0") is still in force.
+            let annotated = self.annotated.get(i).copied().unwrap_or(false);
+            out.push(Action::Log(
+                if !annotated && setting.same(&self.settings, &self.base) {
+                    Note::AnnotationGone {
+                        setting: n.0,
+                        value: n.2,
+                    }
+                } else {
+                    Note::AnnotationOverrides {
+                        setting: n.0,
+                        annotation: n.1,
+                        value: n.2,
+                        overrides: b.2.clone(),
+                    }
+                },
+            ));
         }
     }
 

@@ -479,6 +479,8 @@ pub(crate) struct Gate {
     checked: Option<CheckedBy>,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     secret: bool,
+    /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
+    annotated: Vec<bool>,
 }
 
 impl Gate {
@@ -512,6 +514,7 @@ impl Gate {
             checking: None,
             checked: None,
             secret: false,
+            annotated: Vec::new(),
         }
     }
 
