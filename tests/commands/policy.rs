@@ -1287,3 +1287,68 @@ fn rollout_parity_with_check() {
         assert!(outcomes.iter().all(|&n| n > 20), "{outcomes:?}");
     });
 }
+
+/// The rollout cases a real API server admitted though every pod refuses them: a candidate key the
+/// sidecar reserves (`a.next.next`, `confgate.rollout.next`, `.next`) is refused with the sidecar's
+/// reason, and a rollout key or a live candidate's version key under `binaryData` (read by the pods,
+/// bytes to the API server) with a sentence of its own; never admitted where `check` refuses.
+#[test]
+fn rollout_parity_covers_reserved_keys_and_binary_data() {
+    big_stack(|| {
+        let s = settings(Some("^2"), Some("config"));
+        let p = Compiled::new(&policy_for(&s, &[]));
+        // kube-cel escapes the `.` of the keys it lists back as `__dot__`; the API server does not.
+        let create = |cm: &Value| p.create(cm).map_err(|m| m.replace("__dot__", "."));
+        let base = [
+            ("version", "2.4.1"),
+            ("config", "x"),
+            ("confgate.rollout", "25%"),
+        ];
+        for reserved in ["a.next.next", "confgate.rollout.next", ".next"] {
+            let mut data = base.to_vec();
+            data.push((reserved, "x"));
+            let cm = configmap(&data);
+            let want = check_first_refusal(&s, &cm).expect("check refuses it");
+            assert!(want.contains("cannot be a candidate"), "{want}");
+            assert_eq!(
+                create(&cm).err(),
+                Some(format!("ConfigMap {NS}/{NAME}: {want}")),
+                "{reserved}"
+            );
+        }
+        let binary = |data: &[(&str, &str)], bin: &[(&str, &[u8])], sentence: &str| {
+            let cm = configmap_with(data, bin);
+            let want = check_first_refusal(&s, &cm);
+            let got = create(&cm).err();
+            assert!(
+                got.as_deref().is_some_and(|g| g.ends_with(sentence)),
+                "check {want:?}, policy {got:?}"
+            );
+            want
+        };
+        let too_new = binary(
+            &base,
+            &[("version.next", b"3.1.0")],
+            "would be held on the candidate pods (25%), which keep stable: key version.next is under \
+             binaryData, where the admission policy cannot read a version; keep it under data",
+        );
+        assert!(too_new.is_some_and(|w| w.starts_with("would be held")));
+        let rollout = binary(
+            &[
+                ("version", "2.4.1"),
+                ("config", "x"),
+                ("version.next", "3.1.0"),
+            ],
+            &[("confgate.rollout", b"25%")],
+            "key confgate.rollout is under binaryData, where the admission policy cannot read a \
+             percentage; keep it under data",
+        );
+        assert!(rollout.is_some_and(|w| w.starts_with("would be held")));
+        // With no pod on the candidate, a candidate under binaryData is not judged, by either.
+        let mut idle = base.to_vec();
+        idle[2] = ("confgate.rollout", "0%");
+        let cm = configmap_with(&idle, &[("version.next", b"3.1.0")]);
+        assert_eq!(check_first_refusal(&s, &cm), None);
+        assert_eq!(create(&cm), Ok(()));
+    });
+}
