@@ -45,8 +45,9 @@ pub fn set_version(s: &Sidecar, version: &str) {
 }
 
 #[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn run_as_the_least_privilege_service_account() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let s = start(c, "confgate-api", &[]);
 
     // The shipped ConfigMap (2.4.1) is promoted and reported.
@@ -234,8 +235,9 @@ fn status_while_holding(c: &Cluster, s: &Sidecar) {
 /// mode: `unready` makes a too-new config NotReady; observe mode stays ready on it. `config-current`
 /// says the newest config is not in force in both.
 #[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn the_readiness_condition_follows_readyz_under_every_policy_and_mode() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     for (ns, args, ready, reason) in [
         (
             "confgate-api-unready",
@@ -276,8 +278,9 @@ fn the_readiness_condition_follows_readyz_under_every_policy_and_mode() {
 /// that ends a hold leaves one too, so a Warning is followed by its resolution. A repeat is folded
 /// into an Event's series only when its note is the same.
 #[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn refusals_and_the_end_of_a_hold_have_events_routine_promotions_none() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let s = start(c, "confgate-api-events", &[]);
     let starts = |e: &Event, v: &str| {
         e.note

@@ -38,14 +38,13 @@ fn check(args: &[&str], stdin: &str) -> Run {
     }
 }
 
-/// `kubectl kustomize manifests/rollout`, or None (with the reason printed) when kubectl is absent.
+/// `kubectl kustomize manifests/rollout`, failing the test when kubectl is absent.
 fn kustomized_rollout() -> Option<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rollout");
     let out = match Command::new("kubectl").arg("kustomize").arg(&path).output() {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipping: kubectl is not installed (.ci/setup installs it)");
-            return None;
+            panic!("this test needs kubectl: run .ci/setup (it installs it), or put it on PATH")
         }
         Err(e) => panic!("kubectl: {e}"),
     };
