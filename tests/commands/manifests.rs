@@ -70,10 +70,7 @@ fn examples() -> Vec<Example> {
     for (dir, docs) in by_dir.iter_mut() {
         let k = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap_or_default();
         if k.lines().any(|l| l.starts_with("components:")) {
-            match kustomize(dir) {
-                Some(text) => *docs = documents(&text),
-                None => docs.clear(),
-            }
+            *docs = documents(&crate::common::kustomize(dir));
         }
     }
     by_dir
@@ -85,28 +82,6 @@ fn examples() -> Vec<Example> {
             docs,
         })
         .collect()
-}
-
-/// `kubectl kustomize DIR`, failing the test when kubectl is absent.
-fn kustomize(dir: &Path) -> Option<String> {
-    let out = match std::process::Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            panic!("this test needs kubectl: run .ci/setup (it installs it), or put it on PATH")
-        }
-        Err(e) => panic!("kubectl: {e}"),
-    };
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

@@ -413,3 +413,20 @@ pub fn tool(name: &str) -> PathBuf {
             panic!("this test needs {name}: run .ci/setup (it installs it), or put it on PATH")
         })
 }
+
+/// `kubectl kustomize DIR`'s output; fails the test, naming the cause, when kubectl is missing or
+/// the build fails.
+pub fn kustomize(dir: &Path) -> String {
+    let out = Command::new(tool("kubectl"))
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
