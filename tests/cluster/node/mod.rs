@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use ::confgate::rollout::{Bucket, Percent};
+
 use crate::common::get;
 use harness::{Node, condition, condition_is, container, node, running};
 
@@ -38,6 +40,8 @@ struct PodSpec {
     component_port: u16,
     gate_port: u16,
     annotations: Vec<(String, String)>,
+    /// More environment for confgate's container.
+    env: Vec<(String, String)>,
     /// The Deployment whose pod template is run (the shipped native-sidecar one unless said).
     deployment: Option<Value>,
 }
@@ -51,8 +55,17 @@ impl PodSpec {
             component_port: n.port(),
             gate_port: n.port(),
             annotations: Vec::new(),
+            env: Vec::new(),
             deployment: None,
         }
+    }
+
+    /// Only the file watch finds a change in the test's minutes: the safety re-read (30 s by default)
+    /// would otherwise find a change whose event confgate missed, and the test would pass without it.
+    fn watch_only(mut self) -> PodSpec {
+        self.env
+            .push(("CONFGATE_RESYNC_INTERVAL".into(), "1h".into()));
+        self
     }
 
     fn annotate(mut self, k: &str, v: &str) -> PodSpec {
@@ -94,6 +107,9 @@ impl PodSpec {
         );
         env.push(json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}));
         env.push(json!({"name": "KUBERNETES_SERVICE_PORT", "value": api_port}));
+        for (k, v) in &self.env {
+            env.push(json!({"name": k, "value": v}));
+        }
         gate["startupProbe"]["periodSeconds"] = json!(1);
         gate["readinessProbe"]["periodSeconds"] = json!(1);
         let component = &mut spec["containers"][0];
@@ -275,7 +291,7 @@ fn the_kubelets_own_configmap_swap_is_promoted_and_reloaded_and_a_too_new_one_he
     let n = node();
     let ns = "node-update";
     namespace(n, ns, &[]);
-    let p = PodSpec::new(n, ns, "update");
+    let p = PodSpec::new(n, ns, "update").watch_only();
     n.apply(&p.configmap("2.4.1"));
     n.apply(&p.object(n));
     wait_version(&p, "2.4.1", START);
@@ -303,7 +319,9 @@ fn under_unready_a_held_update_takes_the_pod_out_of_ready_and_an_annotation_edit
     let n = node();
     let ns = "node-unready";
     namespace(n, ns, &[]);
-    let p = PodSpec::new(n, ns, "unready").annotate("confgate.io/on-incompatible", "unready");
+    let p = PodSpec::new(n, ns, "unready")
+        .annotate("confgate.io/on-incompatible", "unready")
+        .watch_only();
     n.apply(&p.configmap("2.4.1"));
     n.apply(&p.object(n));
     wait_version(&p, "2.4.1", START);
@@ -632,6 +650,15 @@ fn a_secret_volume_is_gated_as_a_configmap_is() {
         !shown.contains("hello"),
         "the Secret's content reached the pod's status"
     );
+    // A Secret's hashes are sealed wherever they are shown (docs/secrets.md): the pod's conditions and
+    // /status carry `hmac-sha256:`, never the plain `sha256:` anyone could test guesses against.
+    let s = crate::common::status(p.gate_port).unwrap();
+    let shown = format!("{shown}{s}");
+    assert!(shown.contains("hmac-sha256:"), "no sealed hash: {shown}");
+    assert!(
+        !shown.replace("hmac-sha256:", "").contains("sha256:"),
+        "a Secret's plain hash is shown: {shown}"
+    );
     n.apply(&secret("2.6.0"));
     wait_version(&p, "2.6.0", CHANGE);
 }
@@ -857,6 +884,7 @@ fn a_pod_confgate_inject_rewrote_runs_as_injected() {
         component_port: port,
         gate_port: 0,
         annotations: Vec::new(),
+        env: Vec::new(),
         deployment: None,
     };
     harness_wait_text(n, &p, "Startup probe failed: no accepted config yet");
@@ -894,7 +922,15 @@ fn api_mode_under_its_shipped_role_drives_the_readiness_gate_the_kubelet_honours
     p.configmap = "webhook-config".into();
     p.deployment = Some(deployments[0].clone());
     n.apply(&p.configmap("2.4.1"));
-    n.apply(&p.object(n));
+    // confgate's readiness probe goes False with the gate, and while a container is not ready the
+    // kubelet reports that (`ContainersNotReady`) and never looks at the gates: without the probe, the
+    // readiness gate alone can hold the pod back, so this test sees the kubelet honour it.
+    let mut pod = p.object(n);
+    pod["spec"]["initContainers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("readinessProbe");
+    n.apply(&pod);
     wait_version(&p, "2.4.1", START);
     n.wait_pod(
         ns,
@@ -927,16 +963,18 @@ fn api_mode_under_its_shipped_role_drives_the_readiness_gate_the_kubelet_honours
                 && condition_is(pod, "Ready", "False")
         },
     );
-    // Every container is ready: it is the readiness gate that holds the pod back.
+    // Every container, confgate's included, is ready: it is the readiness gate that holds the pod back.
+    let statuses: Vec<&Value> = ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .flat_map(|k| pod["status"][k].as_array().unwrap())
+        .collect();
     assert!(
-        pod["status"]["containerStatuses"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|c| c["ready"] == true),
+        statuses.len() == 2 && statuses.iter().all(|c| c["ready"] == true),
         "{}",
         pod["status"]
     );
+    let ready = condition(&pod, "Ready").unwrap();
+    assert_eq!(ready["reason"], "ReadinessGatesNotReady", "{ready}");
     assert_eq!(p.component_version().as_deref(), Some("2.4.1"));
     n.apply(&p.configmap("2.5.0"));
     wait_version(&p, "2.5.0", CHANGE);
@@ -1036,6 +1074,26 @@ fn a_rollout_across_six_pods_rolls_a_refused_candidate_back_on_the_canary_pods_o
                 settled.then_some(s)
             });
             std::mem::forget(guard);
+            // Canaries only: the pod's track is the one its own UID's bucket gives it at this share,
+            // so a rollout that put every pod (or none) on the candidate fails here.
+            let uid = n.pod(ns, &p.name)["metadata"]["uid"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let bucket = Bucket::of(&uid);
+            let on_candidate = bucket.on_candidate(Percent::parse(percent).unwrap());
+            assert_eq!(
+                s["rollout"]["bucket"],
+                bucket.to_string(),
+                "{}: the bucket is not its UID's: {s}",
+                p.name
+            );
+            assert_eq!(
+                s["rollout"]["assigned"],
+                if on_candidate { "candidate" } else { "stable" },
+                "{}: bucket {bucket} at {percent}: {s}",
+                p.name
+            );
             // A canary held the candidate the component refused and runs stable again.
             assert_eq!(s["rollout"]["track"], "stable", "{}: {s}", p.name);
             canaries += usize::from(s["rollout"]["assigned"] == "candidate");
