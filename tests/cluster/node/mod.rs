@@ -872,11 +872,38 @@ fn a_pod_confgate_inject_rewrote_runs_as_injected() {
         &pod.to_string(),
     );
     assert!(out.status.success(), "{out:?}");
-    let injected = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple::<Value>(&String::from_utf8(out.stdout).unwrap())
+            .unwrap()
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect();
+    // What lets the sidecar report comes with the pod: its ServiceAccount, the Role and the binding.
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["Pod", "ServiceAccount", "Role", "RoleBinding"],
+        "{docs:?}"
+    );
+    let items: Vec<Value> = docs
+        .into_iter()
+        .map(|mut d| {
+            if d["kind"] == "Pod" {
+                // The node's one adaptation: the API server's address (no Service routes here).
+                let api_port = n.cluster.server.rsplit(':').next().unwrap().to_owned();
+                let gate = &mut d["spec"]["initContainers"][0];
+                assert_eq!(gate["name"], "confgate", "{gate}");
+                let env = gate["env"].as_array_mut().unwrap();
+                env.push(json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}));
+                env.push(json!({"name": "KUBERNETES_SERVICE_PORT", "value": api_port}));
+            }
+            d
+        })
+        .collect();
     n.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": "injected-config", "namespace": ns},
                     "data": {"config.yaml": config("3.0.0")}}));
-    n.cluster.kubectl_ok(&["apply", "-f", "-"], &injected);
+    n.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}));
     let p = PodSpec {
         ns: ns.into(),
         name: "injected".into(),
@@ -891,6 +918,24 @@ fn a_pod_confgate_inject_rewrote_runs_as_injected() {
     assert_eq!(p.component_version(), None);
     n.apply(&p.configmap("2.4.1"));
     wait_version(&p, "2.4.1", CHANGE);
+
+    // It reports to its pod under what inject added: the condition, the Events `kubectl describe pod`
+    // lists, and `confgate status` counting it as reporting, not "1 not reporting".
+    n.wait_pod(ns, &p.name, "config-compatible True", CHANGE, |pod| {
+        condition_is(pod, "confgate.io/config-compatible", "True")
+    });
+    harness_wait_text(n, &p, "Accepted");
+    let text = crate::common::poll("confgate status seeing the pod report", CHANGE, || {
+        let out = crate::confgate()
+            .env("KUBECONFIG", &n.cluster.admin)
+            .args(["status", "-n", ns, "--configmap", "injected-config"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        out.status.success().then_some(text)
+    });
+    assert!(!text.contains("not reporting"), "{text}");
+    assert!(text.contains("injected"), "{text}");
 }
 
 #[test]
