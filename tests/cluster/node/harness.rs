@@ -458,10 +458,29 @@ impl Node {
         }
     }
 
-    /// A free-looking loopback port for a hostNetwork container: pods share the node's network, so
-    /// each pod's listeners get ports of their own (a collision shows as a container that cannot bind).
+    /// A loopback port for a hostNetwork container: pods share the node's network, so each pod's
+    /// listeners get ports of their own (a collision shows as a container that cannot bind). Ports are
+    /// handed out in turn from a random start, never twice in one run (random draws from the range
+    /// collided often enough to fail a run of the whole suite), each free when handed out.
     pub fn port(&self) -> u16 {
-        fastrand::u16(30_000..32_000)
+        use std::sync::atomic::{AtomicU16, Ordering};
+        const LOW: u16 = 30_000;
+        const SPAN: u16 = 2_000;
+        static START: OnceLock<u16> = OnceLock::new();
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let start = *START.get_or_init(|| fastrand::u16(..SPAN));
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            assert!(
+                n < SPAN,
+                "every node port in {LOW}..{} was handed out",
+                LOW + SPAN
+            );
+            let port = LOW + (start + n) % SPAN;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
     }
 }
 
