@@ -227,6 +227,10 @@ resolvConf: ''
         format!("--root-dir={d}/kubelet-root"),
         format!("--cert-dir={d}/kubelet-pki"),
         format!("--hostname-override={NODE}"),
+        // The node's addresses are set once below and left alone: the kubelet refuses a loopback
+        // `--node-ip`, and the API server dials the node (`kubectl logs`, `exec`, `port-forward`) at
+        // the address it registered, here a name no DNS resolves.
+        "--cloud-provider=external".into(),
         "--v=1".into(),
     ];
     let kubelet_guard = server::server(&dir, &cluster.setpriv, &kubelet, &args, "kubelet.log")?;
@@ -248,6 +252,32 @@ resolvConf: ''
             ));
         }
         std::thread::sleep(Duration::from_millis(250));
+    }
+    // The kubelet serves on 127.0.0.1 only (`address`): that is the node's address, for every type the
+    // API server may prefer.
+    let addresses = json!({"status": {"addresses": [
+        {"type": "InternalIP", "address": "127.0.0.1"},
+        {"type": "Hostname", "address": "127.0.0.1"},
+    ]}});
+    let out = cluster
+        .kubectl()
+        .args([
+            "patch",
+            "node",
+            NODE,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+        ])
+        .arg(addresses.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "kubectl patch node: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(Node {
         cluster,

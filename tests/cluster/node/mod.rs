@@ -1186,3 +1186,116 @@ impl Drop for LastStatus<'_> {
         eprintln!("last /status: {}", self.0.borrow());
     }
 }
+
+#[test]
+#[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn the_documented_deploying_and_watching_commands_run_as_written() {
+    // docs/deploying.md step 3 and the README's "Seeing what it is doing", on the node: the images are
+    // already imported with `ctr -n k8s.io images import` (the harness runs the documented command
+    // against the node's own containerd socket).
+    let n = node();
+    let ns = "node-deploy";
+    n.namespace(ns, &[]);
+    n.kubectl(&[
+        "apply",
+        "-n",
+        ns,
+        "-k",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/native-sidecar"),
+    ]);
+    // No controller-manager turns the Deployment into pods here: its pod template is run as a Pod, on
+    // the ConfigMap the kustomization applied.
+    let mut p = PodSpec::new(n, ns, "component-0");
+    p.configmap = "component-config".into();
+    n.apply(&p.object(n));
+    let shipped: Value = serde_json::from_str(&n.kubectl(&[
+        "get",
+        "configmap",
+        "-n",
+        ns,
+        "component-config",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let version = shipped["data"]["config.yaml"]
+        .as_str()
+        .and_then(|c| c.lines().find(|l| l.starts_with("schemaVersion:")))
+        .map(|l| {
+            l["schemaVersion:".len()..]
+                .trim()
+                .trim_matches('"')
+                .to_owned()
+        })
+        .unwrap();
+    wait_version(&p, &version, START);
+
+    let text = n.kubectl(&[
+        "describe",
+        "pod",
+        "-n",
+        ns,
+        "-l",
+        "app.kubernetes.io/name=component",
+    ]);
+    assert!(text.contains("confgate:"), "{text}");
+    let status = crate::common::poll("confgate status: every pod reporting", CHANGE, || {
+        let out = crate::confgate()
+            .env("KUBECONFIG", &n.cluster.admin)
+            .args(["status", "-n", ns, "-l", "app.kubernetes.io/name=component"])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(status.contains(&version), "{status}");
+    let ready = n.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        &p.name,
+        "-c",
+        "confgate",
+        "--",
+        "/confgate",
+        "probe",
+        "ready",
+    ]);
+    assert_eq!(ready.trim(), "ok");
+    let logs = n.kubectl(&["logs", "-n", ns, &p.name, "-c", "confgate"]);
+    assert!(logs.contains("\"message\":\"promoted\""), "{logs}");
+    assert!(
+        !logs.contains("hello"),
+        "the config's content is in the log"
+    );
+
+    // `kubectl port-forward POD 9797 &` and `curl -s localhost:9797/status`, with the pod's own port
+    // (hostNetwork pods here each have one) and a local port kubectl picks.
+    let mut forward = n.cluster.kubectl();
+    forward
+        .args(["port-forward", "-n", ns, &p.name])
+        .arg(format!(":{}", p.gate_port))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = forward.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    // "Forwarding from 127.0.0.1:LOCAL -> REMOTE"
+    let local: u16 = line
+        .split_whitespace()
+        .nth(2)
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("kubectl port-forward said {line:?}"));
+    let s = crate::common::status(local);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let s = s.expect("/status through kubectl port-forward");
+    assert_eq!(s["active"]["version"], json!(version), "{s}");
+}
