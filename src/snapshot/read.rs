@@ -22,7 +22,7 @@ const SWAP_RETRIES: usize = 8;
 /// `SWAP_RETRIES` times; a volume still changing after that is `Broken`, never a partial snapshot.
 ///
 /// A reason names keys and paths as the directory holds them, which in a plain or git-sync dir may
-/// hold a newline: each reason is made [`listing::one_line`].
+/// hold a newline: each reason is made one line (`listing::one_line`).
 pub fn read(dir: &Path) -> Observed {
     match read_whole(dir) {
         Observed::Broken(why) => Observed::Broken(listing::one_line(&why).into_owned()),
