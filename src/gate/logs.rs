@@ -137,6 +137,21 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
             let spread = crate::values::duration_text(*spread);
             info!(version, sha, due_at = %due, delay_ms = delay.as_millis() as u64, reload_spread = %spread, "change seen; promoting at {due} (reload spread {spread})")
         }
+        Note::Rollout(r) => {
+            let held = r.held.as_ref();
+            info!(
+                percent = %r.percent.map(|p| p.to_string()).unwrap_or_default(),
+                bucket = %r.bucket.map(|b| b.to_string()).unwrap_or_default(),
+                assigned = r.assigned.as_str(),
+                track = r.track.as_str(),
+                keys = %r.keys,
+                held_verdict = held.map(|h| h.verdict.as_str()).unwrap_or(""),
+                held_version = held.and_then(|h| h.version.as_deref()).unwrap_or(""),
+                reason = %r.reason,
+                "rollout"
+            )
+        }
+        Note::RolloutOver => info!("rollout over: no rollout key in the config"),
     }
 }
 

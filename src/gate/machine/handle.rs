@@ -7,13 +7,14 @@ use super::grace::Step;
 use super::reloads::Owed;
 use super::{
     Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now,
-    PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell, modes,
+    PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell,
+    is_small_snapshot, modes,
 };
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed};
-use crate::state::{ReloadView, Status};
+use crate::state::{ReloadView, Rollout, Status};
 use crate::validate::Checked;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -60,8 +61,12 @@ impl Gate {
                 seen,
                 choice,
                 rollout,
+                small,
             } => {
+                self.small_before = small;
                 if let Some(choice) = choice {
+                    self.rollout_seen(rollout, &mut out);
+                    let rollout = RolloutSeen::of(self.rollout.as_ref());
                     self.judged(seen, choice, rollout, now, &mut out);
                 }
             }
@@ -76,7 +81,16 @@ impl Gate {
             Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
             Event::BaseJudged(obs, j) => self.base_judged(&obs, &j, &mut out),
             Event::RolledBack(r) => self.rolled_back_to(r, now, &mut out),
-            Event::Reload(o) => self.reload_outcome(o, now, &mut out),
+            Event::Reload(o) => {
+                let refused = matches!(o, Outcome::Rejected { .. });
+                self.reload_outcome(o, now, &mut out);
+                // A rollout's candidate refused here: the same ConfigMap now gives this pod its
+                // stable set, so it is judged again, once what the refusal leads to is done.
+                if refused && self.rollout.is_some() {
+                    self.last = None;
+                    self.judge(&mut out);
+                }
+            }
             Event::Source(view) => self.source = view,
             Event::Watch { errors, problem } => {
                 if errors > 0 {
@@ -204,7 +218,23 @@ impl Gate {
         out.push(Action::Judge {
             settings: Box::new(self.settings.clone()),
             unless: self.last.clone(),
+            bucket: self.bucket,
+            // A candidate the component refused is held on this pod: the rollout falls back to
+            // stable.
+            refused: self.rejected.iter().map(|(h, _)| *h).collect(),
+            on_loop: self.small_before,
         });
+    }
+
+    /// Keeps the rollout as this pod now sees it, with a log line when that changes.
+    fn rollout_seen(&mut self, rollout: Option<Rollout>, out: &mut Vec<Action>) {
+        if rollout != self.rollout {
+            match &rollout {
+                Some(r) => out.push(Action::Log(Note::Rollout(Box::new(r.view())))),
+                None => out.push(Action::Log(Note::RolloutOver)),
+            }
+        }
+        self.rollout = rollout;
     }
 
     fn annotations(
@@ -396,12 +426,14 @@ impl Gate {
                     && self.applied.is_none()
                     && !self.first_kept
                     && self.first.as_ref().map(|f| f.hash) == self.on_disk.as_ref().map(|d| d.0);
+                let on_loop = self.small_before && is_small_snapshot(&snapshot);
                 self.promoting = Some(Promotion {
                     judged,
                     tell,
                     keep_baseline,
                     sha: snapshot.hash(),
                     version: j.version,
+                    on_loop,
                 });
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
@@ -410,6 +442,7 @@ impl Gate {
                     owe_reload,
                     variant: promoted_variant,
                     keep_baseline,
+                    on_loop,
                 });
             }
             (Decision::Activate, _) => {
@@ -542,7 +575,7 @@ impl Gate {
         }
         out.push(Action::Count(Count::Promoted(now.wall)));
         if !self.gate_only {
-            out.push(Action::FinishSwitch);
+            out.push(Action::FinishSwitch { on_loop: p.on_loop });
         }
     }
 

@@ -57,7 +57,8 @@ pub(super) fn judged(g: &Gate, obs: &Observed) -> Event {
     Event::Judged {
         seen: Seen::of(obs),
         choice: Some(variants::choose(obs.clone(), g.settings())),
-        rollout: RolloutSeen::default(),
+        rollout: None,
+        small: false,
     }
 }
 
@@ -203,7 +204,7 @@ fn reload_owed_then_requested_then_confirmed_and_coalesced() {
         .filter_map(|x| match x {
             Action::Reload(_) => Some("reload"),
             Action::Yield => Some("yield"),
-            Action::FinishSwitch => Some("finish"),
+            Action::FinishSwitch { .. } => Some("finish"),
             _ => None,
         })
         .collect();
@@ -921,4 +922,81 @@ fn a_rollback_with_no_base_kept_on_disk_holds_and_says_so() {
         s.reason
     );
     assert_eq!(g.wake_at(), None, "nothing to retry");
+}
+
+/// The gate, not the pipeline, decides to judge again after the component refused a rollout's
+/// candidate (the same ConfigMap then gives this pod its stable set), keeps the rollout it was
+/// told of and shows it in the status; a refusal with no rollout judges nothing again.
+#[test]
+fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let bucket = Some(crate::rollout::Bucket::of("pod-a"));
+    let stable = cfg("2.0.0");
+    promote(&mut g, &stable, c.at(10), 100);
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&stable))), c.at(20));
+    // Without a rollout, a refusal is rolled back and nothing is judged again.
+    let plain = cfg("2.0.1");
+    promote(&mut g, &plain, c.at(30), 200);
+    let a = refuse(&mut g, hash(&plain), &stable, c.at(40));
+    assert!(!has(&a, |x| matches!(x, Action::Judge { .. })), "{a:?}");
+
+    let mid = Observed::Config(Snapshot::new(BTreeMap::from([
+        ("version".to_owned(), b"2.0.0".to_vec()),
+        ("version.next".to_owned(), b"2.1.0".to_vec()),
+        ("confgate.rollout".to_owned(), b"100%".to_vec()),
+    ])));
+    let judge = |g: &Gate, refused: &[ContentHash]| {
+        let (choice, rollout) = crate::rollout::choose(mid.clone(), g.settings(), bucket, refused);
+        Event::Judged {
+            seen: Seen::of(&mid),
+            choice: Some(choice),
+            rollout,
+            small: true,
+        }
+    };
+    let mut a = g.handle(judge(&g, &[]), c.at(50));
+    assert!(
+        has(
+            &a,
+            |x| matches!(x, Action::Log(Note::Rollout(r)) if r.track == crate::state::Track::Candidate)
+        ),
+        "{a:?}"
+    );
+    a.extend(g.handle(Event::Switched(Ok(Some(BootTicks(300)))), c.at(50)));
+    let candidate = requests(&a)[0].sha;
+    let s = g.published(0);
+    assert_eq!(
+        s.rollout.as_ref().map(|r| r.track),
+        Some(crate::state::Track::Candidate)
+    );
+
+    let a = refuse(&mut g, candidate, &stable, c.at(60));
+    let again = a.iter().rev().find_map(|x| match x {
+        Action::Judge {
+            unless, refused, ..
+        } => Some((unless.clone(), refused.clone())),
+        _ => None,
+    });
+    let (unless, refused) = again.expect("judged again after the candidate's refusal");
+    assert_eq!(unless, None, "judged even though the ConfigMap is the same");
+    assert!(refused.contains(&candidate), "{refused:?}");
+    // Judged again, the candidate is held on this pod: it runs stable and says why.
+    let a = g.handle(judge(&g, &refused), c.at(70));
+    assert!(
+        has(
+            &a,
+            |x| matches!(x, Action::Log(Note::Rollout(r)) if r.held.is_some())
+        ),
+        "{a:?}"
+    );
+    let r = g.published(0).rollout.expect("the rollout in the status");
+    assert_eq!(r.track, crate::state::Track::Stable);
+    assert_eq!(
+        r.held.map(|h| (h.verdict, h.reason)),
+        Some((
+            Verdict::RejectedByComponent,
+            "the component rejected it".to_owned()
+        ))
+    );
 }
