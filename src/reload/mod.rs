@@ -69,8 +69,24 @@ pub enum Error {
         "POST {url} answered {status}, a redirect (not followed): the component was not reached"
     )]
     Redirect { url: Url, status: u16 },
-    #[error("{0}")]
-    Url(String),
+    /// An https target, and a build without a TLS client.
+    #[error(
+        "{url}: this build has no TLS client (cargo feature tls); use an http:// target or a signal"
+    )]
+    NoTls { url: Url },
+    /// The POST could not be made from the target (hyper refused its parts).
+    #[error("{url}: {source}")]
+    Build {
+        url: Url,
+        #[source]
+        source: hyper::http::Error,
+    },
+    /// `/proc` could not be listed: no process can be found to signal.
+    #[error("/proc: {0}")]
+    Proc(#[source] std::io::Error),
+    /// The thread scanning `/proc` ended without an answer.
+    #[error("the /proc scan failed: {0}")]
+    Scan(#[source] tokio::task::JoinError),
     /// The component's metrics say the reload failed.
     #[error("the component's metrics: {0}")]
     Confirmed(String),
@@ -583,9 +599,7 @@ async fn attempt(
             }
             #[cfg(not(feature = "tls"))]
             if url.is_https() {
-                return Err(Error::Url(format!(
-                    "{url}: this build has no TLS client (cargo feature tls); use an http:// target or a signal"
-                )));
+                return Err(Error::NoTls { url: url.clone() });
             }
             let mut post = hyper::Request::post(url.uri()).header(
                 hyper::header::USER_AGENT,
@@ -596,7 +610,10 @@ async fn attempt(
             }
             let req = post
                 .body(Empty::<Bytes>::new())
-                .map_err(|e| Error::Url(format!("{url}: {e}")))?;
+                .map_err(|source| Error::Build {
+                    url: url.clone(),
+                    source,
+                })?;
             let resp = client.send(req).await.map_err(|source| Error::Request {
                 url: url.clone(),
                 source,
@@ -631,7 +648,7 @@ async fn attempt(
                     *reached = seen;
                     r
                 }
-                Err(e) => Err(Error::Url(format!("the /proc scan failed: {e}"))),
+                Err(e) => Err(Error::Scan(e)),
             }
         }
     }

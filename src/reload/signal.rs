@@ -48,7 +48,7 @@ pub fn signal_once(
     // Whether any process but confgate is visible: a pod's shared process namespace always shows
     // its sandbox (pid 1, `pause`), so seeing none means confgate has a namespace of its own.
     let mut others = false;
-    let entries = std::fs::read_dir("/proc").map_err(|e| Error::Url(format!("/proc: {e}")))?;
+    let entries = std::fs::read_dir("/proc").map_err(Error::Proc)?;
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()

@@ -23,7 +23,7 @@ use super::explain;
 use super::pod_view::PodView;
 use crate::state::Status;
 
-mod derive;
+pub(crate) mod derive;
 
 pub use derive::{
     Condition, Note, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, notes,
