@@ -244,7 +244,7 @@ pub enum Outcome {
     /// Nothing to tell the component about this content, and why: every process started after its
     /// promotion and read it at start-up (with confirmation, its metrics say that load succeeded), or,
     /// for a reload, no process runs.
-    Nothing { sha256: ContentHash, why: String },
+    NothingToReload { sha256: ContentHash, why: String },
     /// A start-up check did not reach the component yet (it is still starting), and why; it looks
     /// again.
     Waiting(String),
@@ -450,7 +450,7 @@ async fn worker(
                 }
                 // Every process started after the promotion: its metrics say whether the load it
                 // made at start-up succeeded.
-                (Ok(Sent::Nothing(_)), Some(c), Reload::Signal { .. }) => {
+                (Ok(Sent::NothingToReload(_)), Some(c), Reload::Signal { .. }) => {
                     if let confirm::Said::Unconfirmed(why) | confirm::Said::Rejected(why) =
                         confirm::started(&client, c).await
                     {
@@ -466,9 +466,9 @@ async fn worker(
             let why = match result {
                 // Not a failure: no process there was started before this promotion, so whichever
                 // runs now read the promoted config itself. Retrying could only hit one too early.
-                Ok(Sent::Nothing(why)) => {
+                Ok(Sent::NothingToReload(why)) => {
                     info!(reload_target = %req.target, version, sha, why = %why, "nothing to reload");
-                    let _ = report.send(Outcome::Nothing {
+                    let _ = report.send(Outcome::NothingToReload {
                         sha256: req.sha256,
                         why,
                     });
@@ -479,7 +479,7 @@ async fn worker(
                 Ok(Sent::NoProcess(process)) if !startup => {
                     let why = Error::NoProcess(process).to_string();
                     info!(reload_target = %req.target, version, sha, why = %why, "nothing to reload");
-                    let _ = report.send(Outcome::Nothing {
+                    let _ = report.send(Outcome::NothingToReload {
                         sha256: req.sha256,
                         why,
                     });
@@ -573,7 +573,7 @@ pub enum Sent {
     Reloaded(usize),
     /// Nothing to reload, and why: each process started after the promotion and read it at
     /// start-up (or, at a start-up check, the component's metrics say it loaded it).
-    Nothing(String),
+    NothingToReload(String),
     /// No process of this name runs (`Error::NoProcess` says why that can be).
     NoProcess(String),
 }
@@ -592,7 +592,7 @@ async fn attempt(
             if let (Kind::Startup { promoted }, Some(c), Some(r)) = (req.kind, &req.confirm, before)
                 && confirm::loaded_since(r, promoted.as_millisecond() as f64 / 1000.0)
             {
-                return Ok(Sent::Nothing(format!(
+                return Ok(Sent::NothingToReload(format!(
                     "the component's {} says it loaded a config after the promotion",
                     c.success_time.as_deref().unwrap_or(&c.success)
                 )));

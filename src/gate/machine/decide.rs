@@ -85,7 +85,7 @@ impl Gate {
                 judgement: choice.judgement.clone(),
                 variant: choice.variant.clone(),
             });
-            return (choice, Decision::Nothing);
+            return (choice, Decision::Keep);
         }
         let (j, obs) = (&choice.judgement, &choice.observed);
         let action = match hash {
@@ -106,7 +106,7 @@ impl Gate {
                             && a.variant == choice.variant
                     });
                     if same {
-                        Decision::Nothing
+                        Decision::Keep
                     } else {
                         Decision::Activate
                     }
@@ -124,13 +124,13 @@ impl Gate {
                             (true, _) => Tell::Reload,
                             // Gate-only, the first config seen after every restart is "first": a
                             // check there would reload on every restart.
-                            (false, true) => Tell::Nothing,
+                            (false, true) => Tell::Silent,
                             (false, false) => Tell::StartupCheck,
                         },
                     }
                 }
             }
-            _ => Decision::Nothing,
+            _ => Decision::Keep,
         };
         self.newest = Some(Newest {
             hash,

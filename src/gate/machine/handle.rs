@@ -6,8 +6,8 @@ use tokio::time::Instant;
 use super::grace::Step;
 use super::reloads::Owed;
 use super::{
-    Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now,
-    PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell,
+    Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, JudgedLine, LogLine,
+    Now, PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell,
     is_small_snapshot, modes,
 };
 use crate::annotations::Annotations;
@@ -72,7 +72,7 @@ impl Gate {
             }
             Event::Rejudged(obs, j) => {
                 if self.rejudge_active(&obs, &j) {
-                    out.push(Action::Log(Note::NoLongerActive {
+                    out.push(Action::Log(LogLine::NoLongerActive {
                         sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
                     }));
                 }
@@ -97,7 +97,7 @@ impl Gate {
                     out.push(Action::Count(Count::WatchErrors(errors)));
                 }
                 if problem != self.watch_error {
-                    out.push(Action::Log(Note::Watch(problem.clone())));
+                    out.push(Action::Log(LogLine::Watch(problem.clone())));
                     self.watch_error = problem;
                 }
             }
@@ -163,7 +163,7 @@ impl Gate {
         if let Some((applied, j, since)) = applied {
             self.adopt_applied(&applied, &j, since.unwrap_or(now.wall));
             if let Some(sha) = applied.hash() {
-                out.push(Action::Log(Note::AppliedBase {
+                out.push(Action::Log(LogLine::AppliedBase {
                     sha,
                     version: self.applied_version(),
                 }));
@@ -176,13 +176,13 @@ impl Gate {
         {
             if self.is_rejected(h) {
                 // The refusal came after the marker was written; it is not sent again.
-                out.push(Action::Log(Note::OwedRefused { sha: h }));
+                out.push(Action::Log(LogLine::OwedRefused { sha: h }));
                 out.push(Action::ClearReloadOwed {
                     sha: h,
                     refused: true,
                 });
             } else {
-                out.push(Action::Log(Note::OwedFromBefore {
+                out.push(Action::Log(LogLine::OwedFromBefore {
                     sha: h,
                     version: judgement.version.clone(),
                 }));
@@ -198,7 +198,7 @@ impl Gate {
         // Stopped between recording a refusal and rolling back: the rollback is finished now (and
         // its reload requested).
         if let Some((refused, base)) = self.refused_in_place() {
-            out.push(Action::Log(Note::RefusedInPlace { sha: refused }));
+            out.push(Action::Log(LogLine::RefusedInPlace { sha: refused }));
             self.roll_back(refused, base, "refused before the restart".into(), out);
         } else {
             self.send_owed(out);
@@ -230,8 +230,8 @@ impl Gate {
     fn rollout_seen(&mut self, rollout: Option<Rollout>, out: &mut Vec<Action>) {
         if rollout != self.rollout {
             match &rollout {
-                Some(r) => out.push(Action::Log(Note::Rollout(Box::new(r.view())))),
-                None => out.push(Action::Log(Note::RolloutOver)),
+                Some(r) => out.push(Action::Log(LogLine::Rollout(Box::new(r.view())))),
+                None => out.push(Action::Log(LogLine::RolloutOver)),
             }
         }
         self.rollout = rollout;
@@ -247,7 +247,7 @@ impl Gate {
         let (annotations, note, lasting) = match self.grace.read(read, now.at) {
             Step::Keep { began, why } => {
                 if began {
-                    out.push(Action::Log(Note::AnnotationsMissing { why }));
+                    out.push(Action::Log(LogLine::AnnotationsMissing { why }));
                 }
                 if config {
                     self.judge(out);
@@ -261,7 +261,7 @@ impl Gate {
                 lasting,
             } => {
                 if back {
-                    out.push(Action::Log(Note::AnnotationsBack));
+                    out.push(Action::Log(LogLine::AnnotationsBack));
                 }
                 (annotations, note, lasting)
             }
@@ -271,11 +271,11 @@ impl Gate {
         let changed = self.set_annotations(annotations);
         self.settings_notes(&before, &before_problems, out);
         if lasting {
-            out.push(Action::Log(Note::AnnotationsGone { changed }));
+            out.push(Action::Log(LogLine::AnnotationsGone { changed }));
         }
         if changed {
             let s = &self.settings;
-            out.push(Action::Log(Note::SettingsChanged {
+            out.push(Action::Log(LogLine::SettingsChanged {
                 accepts: s.accepts_text().map(str::to_owned),
                 mode: s.mode,
                 reload: s.reload.clone(),
@@ -290,7 +290,7 @@ impl Gate {
             // Refused under another target: not held against those contents now.
             let count = self.forget_refusals_of(&before.reload);
             if count > 0 {
-                out.push(Action::Log(Note::RefusalsForgotten { count }));
+                out.push(Action::Log(LogLine::RefusalsForgotten { count }));
                 if !self.gate_only {
                     out.push(Action::RecordRejected(Vec::new()));
                 }
@@ -312,12 +312,12 @@ impl Gate {
     fn settings_notes(&self, before: &Settings, before_problems: &[String], out: &mut Vec<Action>) {
         for p in &self.problems {
             if !before_problems.contains(p) {
-                out.push(Action::Log(Note::Problem(p.clone())));
+                out.push(Action::Log(LogLine::Problem(p.clone())));
             }
         }
         for p in before_problems {
             if !self.problems.contains(p) {
-                out.push(Action::Log(Note::ProblemCleared(p.clone())));
+                out.push(Action::Log(LogLine::ProblemCleared(p.clone())));
             }
         }
         let base = self.base.describe();
@@ -329,12 +329,12 @@ impl Gate {
                 continue;
             }
             out.push(Action::Log(if setting.same(&self.settings, &self.base) {
-                Note::AnnotationGone {
+                LogLine::AnnotationGone {
                     setting: n.0,
                     value: n.2,
                 }
             } else {
-                Note::AnnotationOverrides {
+                LogLine::AnnotationOverrides {
                     setting: n.0,
                     annotation: n.1,
                     value: n.2,
@@ -402,7 +402,7 @@ impl Gate {
         {
             self.candidate = Some((set, own));
         }
-        let judged = Judged {
+        let judged = JudgedLine {
             accepted: j.verdict == Verdict::Accepted,
             verdict: j.verdict,
             version: j.version.clone().unwrap_or_default(),
@@ -418,7 +418,7 @@ impl Gate {
             (Decision::Promote { tell }, Observed::Config(_))
                 if self.spread_waits(tell, &judged, now, out) => {}
             (Decision::Promote { tell }, Observed::Config(snapshot)) => {
-                let owe_reload = tell != Tell::Nothing && self.settings.reload != Reload::None;
+                let owe_reload = tell != Tell::Silent && self.settings.reload != Reload::None;
                 // The first config is replaced before anything said whether the component started
                 // on it: its dir is kept, so that an answer to this reload can make it the base.
                 let keep_baseline = tell == Tell::Reload
@@ -446,10 +446,10 @@ impl Gate {
                 });
             }
             (Decision::Activate, _) => {
-                out.push(Action::Log(Note::Judged(judged)));
+                out.push(Action::Log(LogLine::Judged(judged)));
                 self.activated(now.wall);
             }
-            _ => out.push(Action::Log(Note::Judged(judged))),
+            _ => out.push(Action::Log(LogLine::Judged(judged))),
         }
     }
 
@@ -481,7 +481,7 @@ impl Gate {
             )),
             Checked::NotRun(why) => Some(format!("the checker could not be run: {why}")),
         };
-        out.push(Action::Log(Note::Validated {
+        out.push(Action::Log(LogLine::Validated {
             version: c.choice.judgement.version.clone().unwrap_or_default(),
             sha: sha.short(),
             checker,
@@ -518,8 +518,8 @@ impl Gate {
             Ok(t) => t,
             Err(error) => {
                 let (version, sha) = (p.judged.version.clone(), p.judged.sha.clone());
-                out.push(Action::Log(Note::Judged(p.judged)));
-                out.push(Action::Log(Note::PromotionFailed {
+                out.push(Action::Log(LogLine::Judged(p.judged)));
+                out.push(Action::Log(LogLine::PromotionFailed {
                     error: error.clone(),
                     version,
                     sha,
@@ -546,7 +546,7 @@ impl Gate {
             _ => {}
         }
         // The one thing the component waits for comes first; the rest is bookkeeping.
-        if p.tell != Tell::Nothing {
+        if p.tell != Tell::Silent {
             self.reloads.owe(Owed {
                 kind: match p.tell {
                     // `now` is after the switch: a load reported at or after it read this.
@@ -565,9 +565,9 @@ impl Gate {
             p.judged.variant.clone(),
             p.judged.sha.clone(),
         );
-        out.push(Action::Log(Note::Judged(p.judged)));
+        out.push(Action::Log(LogLine::Judged(p.judged)));
         if !self.gate_only {
-            out.push(Action::Log(Note::Promoted {
+            out.push(Action::Log(LogLine::Promoted {
                 version,
                 variant,
                 sha,
@@ -592,11 +592,13 @@ impl Gate {
             Outcome::Reloaded(sha) => self.component_answered(*sha, false, now, out),
             Outcome::Rejected { sha256, .. } => self.component_answered(*sha256, true, now, out),
             // Every process read it itself at start-up.
-            Outcome::Nothing { sha256, .. } => self.component_answered(*sha256, false, now, out),
+            Outcome::NothingToReload { sha256, .. } => {
+                self.component_answered(*sha256, false, now, out)
+            }
             _ => {}
         }
         match o {
-            Outcome::Reloaded(sha) | Outcome::Nothing { sha256: sha, .. } => {
+            Outcome::Reloaded(sha) | Outcome::NothingToReload { sha256: sha, .. } => {
                 // Done: no longer owed, here or on disk.
                 self.reloads.drop(sha);
                 if !self.gate_only {
@@ -644,7 +646,7 @@ impl Gate {
             return;
         }
         out.push(Action::AdoptBaseline);
-        out.push(Action::Log(Note::BaselineApplied {
+        out.push(Action::Log(LogLine::BaselineApplied {
             sha: first.hash,
             version: first.version.clone(),
         }));
@@ -741,7 +743,7 @@ impl Gate {
                 self.rollback_error = Some(format!(
                     "the refused config stays in place, not rolled back: the config the component applied last is not accepted under the settings in force: {why}"
                 ));
-                out.push(Action::Log(Note::BaseNotAccepted {
+                out.push(Action::Log(LogLine::BaseNotAccepted {
                     sha: rb.refused,
                     base: rb.base,
                     why,
@@ -753,7 +755,7 @@ impl Gate {
     /// The component refused `sha` and no config it applied is kept to roll back to: said so, and
     /// held (ready under `hold`), the refused content in place.
     fn no_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
-        out.push(Action::Log(Note::NoBase { sha, reason }));
+        out.push(Action::Log(LogLine::NoBase { sha, reason }));
     }
 
     /// What the gate took for the rollback base is not kept on disk (its record was damaged or
@@ -784,7 +786,7 @@ impl Gate {
                 // The modes of what is in place now are what a later snapshot is compared with.
                 self.rolled_back(modes(&holds));
                 let version = self.applied_version();
-                out.push(Action::Log(Note::RolledBack {
+                out.push(Action::Log(LogLine::RolledBack {
                     sha: refused,
                     reason,
                     to: base,
@@ -802,7 +804,7 @@ impl Gate {
                 self.send_owed(out);
             }
             Ok(_) => {
-                out.push(Action::Log(Note::RollbackOther { sha: refused }));
+                out.push(Action::Log(LogLine::RollbackOther { sha: refused }));
                 self.rollback_error = Some(
                     "the refused config is not rolled back: the rollback left other content in place"
                         .into(),
@@ -815,7 +817,7 @@ impl Gate {
                 self.rollback_error = Some(format!(
                     "rollback failed, the refused config stays in place (retrying): {error}"
                 ));
-                out.push(Action::Log(Note::RollbackFailed {
+                out.push(Action::Log(LogLine::RollbackFailed {
                     sha: refused,
                     error,
                     retry_in: PROMOTE_RETRY,

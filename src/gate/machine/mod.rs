@@ -77,7 +77,7 @@ fn modes(obs: &Observed) -> Modes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tell {
     /// Nothing: gate-only, the first config (the component read it itself at start).
-    Nothing,
+    Silent,
     /// The first config promoted into an empty dir: the component, if it runs yet, reads it itself.
     /// A start-up check finds out whether it started on it, which makes it the rollback baseline.
     StartupCheck,
@@ -88,13 +88,12 @@ pub(crate) enum Tell {
 /// What a decision on a snapshot leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Decision {
-    Nothing,
+    /// Keep what is in force: nothing to write, activate or tell.
+    Keep,
     /// The content is already in place (or gate-only): mark it active, no write, no reload.
     Activate,
     /// Write it into the promoted dir, then mark it active, then tell the component as `tell` says.
-    Promote {
-        tell: Tell,
-    },
+    Promote { tell: Tell },
 }
 
 /// The time an event is handled at: the loop's monotonic clock for deadlines, the wall clock for
@@ -336,7 +335,7 @@ pub(crate) enum Action {
     /// Count in the metrics.
     Count(Count),
     /// Log one line.
-    Log(Note),
+    Log(LogLine),
 }
 
 /// A metric to count.
@@ -350,7 +349,7 @@ pub(crate) enum Count {
 
 /// The "judged" log line of one decision. Holds no content.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Judged {
+pub(crate) struct JudgedLine {
     pub(crate) accepted: bool,
     pub(crate) verdict: Verdict,
     pub(crate) version: String,
@@ -362,8 +361,8 @@ pub(crate) struct Judged {
 
 /// One log line the gate asks for: what it decided or learnt, with the facts the line shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Note {
-    Judged(Judged),
+pub(super) enum LogLine {
+    Judged(JudgedLine),
     /// The component's checker ran on a candidate: `reason` is `None` when it passed.
     Validated {
         version: String,
@@ -490,7 +489,7 @@ pub(super) enum Note {
 /// A promotion whose switch was asked for and not yet answered.
 #[derive(Debug, Clone)]
 struct Promotion {
-    judged: Judged,
+    judged: JudgedLine,
     tell: Tell,
     /// The dir it replaces is kept as the baseline.
     keep_baseline: bool,

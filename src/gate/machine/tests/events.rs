@@ -124,7 +124,7 @@ fn a_momentary_annotations_absence_keeps_the_settings_until_the_grace_ends() {
     // Kept, said once, and the config (asked for with the annotations) still looked at.
     assert!(has(&a, |a| matches!(
         a,
-        Action::Log(Note::AnnotationsMissing { .. })
+        Action::Log(LogLine::AnnotationsMissing { .. })
     )));
     assert!(matches!(a.last(), Some(Action::Judge { unless: None, .. })));
     assert_eq!(g.settings().accepts_text(), Some("^2"));
@@ -141,7 +141,7 @@ fn a_momentary_annotations_absence_keeps_the_settings_until_the_grace_ends() {
     assert_eq!(g.settings().accepts_text(), Some(">=2"), "the flag's range");
     assert!(has(&a, |a| matches!(
         a,
-        Action::Log(Note::AnnotationsGone { changed: true })
+        Action::Log(LogLine::AnnotationsGone { changed: true })
     )));
     assert!(has(&a, |a| matches!(a, Action::RejudgeActive { .. })));
     assert!(matches!(a.last(), Some(Action::Judge { unless: None, .. })));
@@ -165,7 +165,10 @@ fn the_file_back_within_the_grace_cancels_it() {
         Event::Annotations(Ok(Some(ann("confgate.io/accepts", "^2")))),
         c.at(500),
     );
-    assert!(has(&a, |a| matches!(a, Action::Log(Note::AnnotationsBack))));
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Log(LogLine::AnnotationsBack)
+    )));
     // Same settings: nothing to judge again.
     assert!(!has(&a, |a| matches!(a, Action::Judge { .. })), "{a:?}");
     assert_eq!(g.wake_at(), None);
@@ -224,7 +227,7 @@ fn reload_owed_then_requested_then_confirmed_and_coalesced() {
     assert!(
         matches!(
             late[..],
-            [Action::AdoptBaseline, Action::Log(Note::BaselineApplied { .. }), Action::ClearReloadOwed { sha, refused: false }] if sha == hash(&a)
+            [Action::AdoptBaseline, Action::Log(LogLine::BaselineApplied { .. }), Action::ClearReloadOwed { sha, refused: false }] if sha == hash(&a)
         ),
         "{late:?}"
     );
@@ -325,7 +328,7 @@ fn a_refusal_with_nothing_applied_rolls_nothing_back_and_a_failed_rollback_is_re
     assert!(!has(&refused, |x| matches!(x, Action::RollBack)));
     assert!(has(&refused, |x| matches!(
         x,
-        Action::Log(Note::NoBase { .. })
+        Action::Log(LogLine::NoBase { .. })
     )));
 
     let mut g = started(&c, None);
@@ -517,7 +520,7 @@ fn the_watch_is_logged_when_its_state_changes_and_its_errors_counted() {
     assert!(
         matches!(&lost[..], [
             Action::Count(Count::WatchErrors(2)),
-            Action::Log(Note::Watch(Some(why))),
+            Action::Log(LogLine::Watch(Some(why))),
         ] if why == "/config is absent"),
         "{lost:?}"
     );
@@ -531,7 +534,7 @@ fn the_watch_is_logged_when_its_state_changes_and_its_errors_counted() {
     );
     assert!(matches!(
         g.handle(watch(0, None), c.at(3))[..],
-        [Action::Log(Note::Watch(None))]
+        [Action::Log(LogLine::Watch(None))]
     ));
 }
 
@@ -581,7 +584,7 @@ fn a_candidate_is_promoted_only_once_the_components_checker_passes_it() {
     assert!(has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
     assert!(has(&a, |a| matches!(
         a,
-        Action::Log(Note::Validated { reason: None, .. })
+        Action::Log(LogLine::Validated { reason: None, .. })
     )));
     g.handle(Event::Switched(Ok(Some(BootTicks(1)))), c.at(2));
     assert_eq!(
@@ -877,7 +880,7 @@ fn a_rollback_base_outside_the_range_in_force_is_not_rolled_back_to() {
     );
     assert!(has(&refused, |x| matches!(
         x,
-        Action::Log(Note::BaseNotAccepted { .. })
+        Action::Log(LogLine::BaseNotAccepted { .. })
     )));
     let s = g.published(2);
     assert!(!s.ready, "{s:?}");
@@ -909,7 +912,7 @@ fn a_rollback_with_no_base_kept_on_disk_holds_and_says_so() {
     );
     assert!(has(&none, |x| matches!(
         x,
-        Action::Log(Note::NoBase { .. })
+        Action::Log(LogLine::NoBase { .. })
     )));
     let s = g.published(2);
     assert!(s.ready, "{s:?}");
@@ -959,7 +962,7 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
     assert!(
         has(
             &a,
-            |x| matches!(x, Action::Log(Note::Rollout(r)) if r.track == crate::state::Track::Candidate)
+            |x| matches!(x, Action::Log(LogLine::Rollout(r)) if r.track == crate::state::Track::Candidate)
         ),
         "{a:?}"
     );
@@ -986,7 +989,7 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
     assert!(
         has(
             &a,
-            |x| matches!(x, Action::Log(Note::Rollout(r)) if r.held.is_some())
+            |x| matches!(x, Action::Log(LogLine::Rollout(r)) if r.held.is_some())
         ),
         "{a:?}"
     );

@@ -37,7 +37,7 @@ fn spreading(c: &Clock) -> (Gate, u64) {
 
 fn spread_note(actions: &[Action]) -> Option<(&str, jiff::Timestamp, Duration)> {
     actions.iter().find_map(|a| match a {
-        Action::Log(Note::Spread {
+        Action::Log(LogLine::Spread {
             version,
             due,
             delay,
@@ -314,7 +314,7 @@ fn a_promotion_that_fails_at_its_due_time_is_retried_without_waiting_again() {
     );
     again
         .iter()
-        .for_each(|x| assert!(!matches!(x, Action::Log(Note::Spread { .. })), "{x:?}"));
+        .for_each(|x| assert!(!matches!(x, Action::Log(LogLine::Spread { .. })), "{x:?}"));
     let ok = g.handle(Event::Switched(Ok(Some(BootTicks(300)))), c.at(retry));
     assert_eq!(requests(&ok)[0].sha, hash(&b));
     // The next change waits for its own share again.
