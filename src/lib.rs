@@ -58,6 +58,7 @@ pub mod annotations;
 #[cfg(feature = "api")]
 pub mod api;
 pub mod app;
+pub(crate) mod backoff;
 pub mod check;
 pub mod cli;
 pub(crate) mod configmap;

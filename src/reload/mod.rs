@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use crate::backoff::Doubling;
 use crate::confirm;
 use crate::http::Client;
 use crate::snapshot::ContentHash;
@@ -415,7 +416,7 @@ async fn worker(
         } else {
             BACKOFF_MAX
         };
-        let mut delay = BACKOFF_BASE;
+        let mut delay = Doubling::new(BACKOFF_BASE, max);
         // The processes this request's signal reached: a retry never signals them again.
         let mut reached = Reached::new();
         // A start-up check says once why it waits (and again when that changes), not every attempt.
@@ -505,10 +506,9 @@ async fn worker(
                 Err(e) if startup => e.to_string(),
                 Err(e) => {
                     shared.metrics.reload(false, took.as_secs_f64());
-                    let wait = jitter(delay);
+                    let wait = jitter(delay.failed());
                     warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
                     let _ = report.send(Outcome::Failed(e.to_string()));
-                    delay = (delay * 2).min(max);
                     busy(false);
                     if superseded(&mut rx, wait).await {
                         break;
@@ -518,7 +518,7 @@ async fn worker(
             };
             // A start-up check that did not reach the component: it is still starting. Not a
             // failure and not counted as a reload; looked at again.
-            let wait = jitter(delay);
+            let wait = jitter(delay.failed());
             if waiting_for.as_deref() != Some(why.as_str()) {
                 info!(reload_target = %req.target, version, sha, why = %why, retry_in_ms = wait.as_millis() as u64, "start-up check: the component is not reached yet; looking again");
             } else {
@@ -526,7 +526,6 @@ async fn worker(
             }
             let _ = report.send(Outcome::Waiting(why.clone()));
             waiting_for = Some(why);
-            delay = (delay * 2).min(max);
             busy(false);
             if superseded(&mut rx, wait).await {
                 break;

@@ -1379,3 +1379,46 @@ fn roles_are_narrow() {
         &req("GET", &format!("{cm}/other"))
     ));
 }
+
+/// A condition patch the API server refuses is tried again after 30 s, then twice as long each
+/// time up to 300 s; no Event repeats meanwhile. On paused time: the gaps are the reporter's waits.
+#[tokio::test(start_paused = true)]
+async fn a_refused_condition_patch_is_retried_twice_as_late_each_time() {
+    let (client, mut h) = mock(SIDECAR_ROLE);
+    let pod = PodRef {
+        namespace: "prod".into(),
+        name: "web-0".into(),
+        uid: None,
+    };
+    let (_tx, rx) = watch::channel(accepted("2.4.1"));
+    let reporter = tokio::spawn(pod::run(client, pod, rx, std::future::pending()));
+    let (_, send) = expect(
+        &mut h,
+        Method::GET,
+        "/api/v1/namespaces/prod/pods/web-0",
+        &[],
+    )
+    .await;
+    let p = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": pod_json("web-0", true, None)["metadata"].clone()});
+    respond(send, StatusCode::OK, &p);
+    let (ev, send) = next_event(&mut h).await;
+    respond(send, StatusCode::CREATED, &ev);
+    let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": "etcdserver: request timed out", "reason": "InternalError", "code": 500});
+    let mut at = Vec::new();
+    for _ in 0..6 {
+        // Not `expect`, whose own deadline (120 s) is shorter than the later waits.
+        let (req, send) = h.h.next_request().await.expect("the reporter is gone");
+        at.push(tokio::time::Instant::now());
+        assert_eq!(
+            (req.method(), req.uri().path()),
+            (&Method::PATCH, "/api/v1/namespaces/prod/pods/web-0/status"),
+            "only the condition patch is tried again"
+        );
+        respond(send, StatusCode::INTERNAL_SERVER_ERROR, &refused);
+    }
+    let gaps: Vec<u64> = at.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect();
+    assert_eq!(gaps, [30, 60, 120, 240, 300]);
+    reporter.abort();
+}

@@ -14,6 +14,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "values and formats",
         &[
             "values",
+            "backoff",
             "snapshot",
             "annotations",
             "configmap",

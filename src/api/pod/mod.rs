@@ -21,6 +21,7 @@ use tracing::{debug, warn};
 use super::events::EventSink;
 use super::explain;
 use super::pod_view::PodView;
+use crate::backoff::Doubling;
 use crate::state::Status;
 
 pub(crate) mod derive;
@@ -177,18 +178,20 @@ pub async fn run(
         () = &mut shutdown => return,
     };
     let mut prev = Status::default();
-    let mut retry = PATCH_RETRY;
+    let mut retry = Doubling::new(PATCH_RETRY, PATCH_RETRY_MAX);
     loop {
         let next = rx.borrow_and_update().clone();
         // With `prev == next` (a retry) no Event repeats; only the condition patch is tried again.
         let patched = r.report(&prev, &next).await;
         prev = next;
         if patched {
-            retry = PATCH_RETRY;
+            retry.succeeded();
         }
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(retry), if !patched => retry = (retry * 2).min(PATCH_RETRY_MAX),
+            () = tokio::time::sleep(retry.next()), if !patched => {
+                retry.failed();
+            }
             () = &mut shutdown => return,
         }
     }
