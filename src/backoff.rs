@@ -30,6 +30,8 @@ impl Doubling {
     }
 
     /// What the next failure waits, without counting one.
+    // The pod reporter's, and `further` the API source's: built with the `api` feature only.
+    #[cfg_attr(not(feature = "api"), allow(dead_code))]
     pub(crate) fn next(&self) -> Duration {
         self.next
     }
@@ -40,6 +42,7 @@ impl Doubling {
     }
 
     /// Whichever of the two has grown further (both count the same kind of failure).
+    #[cfg_attr(not(feature = "api"), allow(dead_code))]
     pub(crate) fn further(self, other: Doubling) -> Doubling {
         if other.next > self.next { other } else { self }
     }
