@@ -1,8 +1,10 @@
 //! The fleet: N confgate sidecars in API mode against one ConfigMap on a real kube-apiserver (each
 //! with its own Pending pod), and what they cost as N grows: propagation from a write of the
 //! ConfigMap (a patch from a connected client) to every sidecar promoted, API requests per sidecar per idle minute, Events and status patches per change,
-//! RSS per sidecar, and the API server's own CPU and memory. Volume mode's sidecars are measured
-//! beside them (RSS; the kubelet holds the watch, so they make no API request). Then the same changes
+//! RSS per sidecar, the ConfigMap watches held, and the API server's own CPU and memory. Then the same
+//! fleet in volume mode, the recommended deployment (kubelet-style volumes, each sidecar reporting on
+//! its pod and reloading a loopback sink): propagation from the `..data` swap, writes and API-server
+//! CPU per change, RSS (the kubelet holds the watch, so they list and watch nothing). Then the same changes
 //! with a reload spread set through each pod's annotations: propagation, and the most sidecars that
 //! promote within one second, beside the same without it.
 //!
@@ -153,14 +155,22 @@ fn request_counts(c: &server::Cluster) -> Counts {
                 .unwrap_or_default()
         };
         let sub = label("subresource");
+        // A request answered other than 2xx (429: the API server's priority and fairness turned it
+        // away; the client tries again) is kept apart: it wrote nothing.
+        let code = label("code");
         let key = format!(
-            "{} {}{}",
+            "{} {}{}{}",
             label("verb"),
             label("resource"),
             if sub.is_empty() {
                 String::new()
             } else {
                 format!("/{sub}")
+            },
+            if code.starts_with('2') || code.is_empty() {
+                String::new()
+            } else {
+                format!(" ({code})")
             }
         );
         *out.entry(key).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
@@ -178,6 +188,55 @@ fn delta(after: &Counts, before: &Counts) -> Counts {
 
 fn total(c: &Counts) -> f64 {
     c.values().sum()
+}
+
+/// Report requests the API server answered other than 2xx (nothing written; retried).
+fn turned_away(d: &Counts) -> f64 {
+    d.iter()
+        .filter(|(k, _)| {
+            (k.starts_with("PATCH pods/status (") || k.contains(" events (")) && !k.ends_with("(0)")
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// The writes a sidecar's reports make: Events created or folded, and pods/status patches.
+fn writes(d: &Counts) -> (f64, f64) {
+    (
+        d.get("POST events").copied().unwrap_or(0.0)
+            + d.get("PATCH events").copied().unwrap_or(0.0),
+        d.get("PATCH pods/status").copied().unwrap_or(0.0),
+    )
+}
+
+/// Waits until the reports of a change have reached the API server: at least `least` writes since
+/// `before`, and no more in the last second. Returns the requests since `before`.
+fn reported(c: &server::Cluster, before: &Counts, least: f64) -> Counts {
+    let mut last = -1.0;
+    let until = std::time::Instant::now() + DEADLINE;
+    loop {
+        let d = delta(&request_counts(c), before);
+        let (events, patches) = writes(&d);
+        let now = events + patches;
+        if (now >= least && now == last) || std::time::Instant::now() > until {
+            return d;
+        }
+        last = now;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The watches the API server holds open on ConfigMaps (`apiserver_longrunning_requests`).
+fn configmap_watches(c: &server::Cluster) -> f64 {
+    let text = kubectl(c, &["get", "--raw", "/metrics"], "");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{")
+                && l.contains("resource=\"configmaps\"")
+                && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        .sum()
 }
 
 /// The pid of the process whose command line holds all of `needles`.
@@ -206,17 +265,35 @@ struct Row {
     idle_per_sidecar_min: f64,
     events_per_change: f64,
     patches_per_change: f64,
+    /// Report requests turned away (429 and the like) per change: retried, nothing written.
+    turned_away_per_change: f64,
+    /// ConfigMap watches the API server holds for the fleet.
+    watches: f64,
     rss_kib: f64,
     apiserver_idle_cpu_ms_min: f64,
     apiserver_change_cpu_ms: f64,
     apiserver_rss_kib: u64,
     etcd_rss_kib: u64,
-    volume_rss_kib: f64,
+    /// Volume mode with reporting (the recommended deployment), a reload target each.
+    volume: Volume,
     idle_by_request: Counts,
     /// The most sidecars that promoted one change within one second, without the spread.
     burst: usize,
     /// The same changes with the spread on (none when not measured).
     spread: Option<Spread>,
+}
+
+/// The same fleet in volume mode, each sidecar reporting on its pod, with a reload target.
+#[derive(Debug, Default, Clone)]
+struct Volume {
+    p50_ms: f64,
+    p99_ms: f64,
+    events_per_change: f64,
+    patches_per_change: f64,
+    /// Report requests turned away (429 and the like) per change: retried, nothing written.
+    turned_away_per_change: f64,
+    apiserver_change_cpu_ms: f64,
+    rss_kib: f64,
 }
 
 /// Changes made with the reload spread on.
@@ -349,8 +426,9 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
     for g in &gates {
         g.wait_active("2.4.0");
     }
-    // Let start-up reporting (the first Events and conditions) finish before counting idle requests.
-    std::thread::sleep(Duration::from_secs(5));
+    // Let start-up reporting (the first conditions) finish before counting idle requests.
+    reported(c, &b1, n as f64);
+    let watches = configmap_watches(c);
 
     eprintln!("N={n}: idle for {:?}...", o.idle);
     let (i0, cpu0) = (request_counts(c), common::cpu_ticks(apiserver));
@@ -367,19 +445,19 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
         kube::Api::namespaced(rt.block_on(server::client(&c.admin)), &ns);
     let mut times = Vec::new();
     let mut most = 0;
-    let (mut events, mut patches, mut change_ticks) = (0.0, 0.0, 0);
+    let (mut events, mut patches, mut change_ticks, mut away) = (0.0, 0.0, 0, 0.0);
     for k in 0..o.changes {
         let version = format!("2.4.{}", k + 1);
         let (before, cpu_before) = (request_counts(c), common::cpu_ticks(apiserver));
         let t = change(&rt, &configmaps, &gates, &version);
         most = most.max(burst(&t));
         times.extend(t);
-        // Reporting follows the promotion; give it time to reach the API server.
-        std::thread::sleep(Duration::from_secs(3));
-        let d = delta(&request_counts(c), &before);
-        events += d.get("POST events").copied().unwrap_or(0.0)
-            + d.get("PATCH events").copied().unwrap_or(0.0);
-        patches += d.get("PATCH pods/status").copied().unwrap_or(0.0);
+        // Reporting follows the promotion: wait until it has reached the API server.
+        let d = reported(c, &before, n as f64);
+        let (e, p) = writes(&d);
+        events += e;
+        patches += p;
+        away += turned_away(&d);
         change_ticks += common::cpu_ticks(apiserver) - cpu_before;
     }
     let changes = o.changes.max(1) as f64;
@@ -394,12 +472,14 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
         idle_per_sidecar_min: total(&idle) / n as f64 / minutes,
         events_per_change: events / changes,
         patches_per_change: patches / changes,
+        turned_away_per_change: away / changes,
+        watches,
         rss_kib: rss.iter().sum::<u64>() as f64 / n as f64,
         apiserver_idle_cpu_ms_min: idle_ticks as f64 * 10.0 / minutes,
         apiserver_change_cpu_ms: change_ticks as f64 * 10.0 / changes,
         apiserver_rss_kib: common::status_kb(apiserver, "VmRSS"),
         etcd_rss_kib: etcd.map_or(0, |p| common::status_kb(p, "VmRSS")),
-        volume_rss_kib: 0.0,
+        volume: Volume::default(),
         idle_by_request: idle,
         burst: most,
         spread: None,
@@ -436,21 +516,36 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
     });
     // No controller manager runs, so a deleted namespace would stay Terminating: it is left as it is.
     drop(gates);
+    let volume = volume_fleet(c, n, o, &ns, &kubeconfig, tmp.path(), apiserver);
     Row {
-        volume_rss_kib: volume_fleet(n, tmp.path()),
+        volume,
         spread,
         ..row
     }
 }
 
-/// Mean RSS of `n` volume-mode sidecars after each promoted one kubelet-style update.
-fn volume_fleet(n: usize, tmp: &Path) -> f64 {
-    eprintln!("N={n}: {n} sidecars in volume mode...");
+/// `n` sidecars in volume mode (kubelet-style volumes), each reporting on its pod `web-I` as the
+/// sidecar ServiceAccount and reloading a loopback sink: propagation from each volume's `..data`
+/// swap to its promotion, the writes and API-server CPU per change, and RSS after the changes.
+fn volume_fleet(
+    c: &server::Cluster,
+    n: usize,
+    o: &Opts,
+    ns: &str,
+    kubeconfig: &Path,
+    tmp: &Path,
+    apiserver: u32,
+) -> Volume {
+    eprintln!("N={n}: {n} sidecars in volume mode, reporting...");
+    let sink = common::Sink::start(false);
+    let url = sink.url();
+    let start = request_counts(c);
+    let body = |v: &str| format!("schemaVersion: {v}\n");
     let vols: Vec<(common::Volume, Gate)> = (0..n)
         .map(|i| {
             let dir = tmp.join(format!("v{i}"));
             let vol = common::Volume::new(dir.join("incoming"));
-            vol.write(&[("config.yaml", b"schemaVersion: 2.4.0\n")])
+            vol.write(&[("config.yaml", body("2.4.0").as_bytes())])
                 .expect("volume");
             let path = |p: &str| dir.join(p).to_string_lossy().into_owned();
             let (watch, promoted, ann) = (
@@ -469,31 +564,78 @@ fn volume_fleet(n: usize, tmp: &Path) -> f64 {
                 ACCEPTS,
                 "--version-from",
                 VERSION_FROM,
+                "--reload",
+                &url,
             ];
-            let g = sidecar(&args, &[], &dir.join("confgate.log"));
+            let pod = format!("web-{i}");
+            let kc = kubeconfig.to_string_lossy();
+            let env = [
+                ("KUBECONFIG", &*kc),
+                ("POD_NAME", &pod),
+                ("POD_NAMESPACE", ns),
+            ];
+            let g = sidecar(&args, &env, &dir.join("confgate.log"));
             (vol, g)
         })
         .collect();
-    for (vol, g) in &vols {
-        g.wait_active("2.4.0");
-        vol.write(&[("config.yaml", b"schemaVersion: 2.4.1\n")])
-            .expect("volume");
-    }
     for (_, g) in &vols {
-        g.wait_active("2.4.1");
+        g.wait_active("2.4.0");
     }
-    vols.iter()
-        .map(|(_, g)| common::status_kb(g.pid(), "VmRSS"))
-        .sum::<u64>() as f64
-        / n as f64
+    reported(c, &start, n as f64);
+    let (mut times, mut events, mut patches, mut ticks, mut away) = (Vec::new(), 0.0, 0.0, 0, 0.0);
+    for k in 0..o.changes {
+        let version = format!("2.6.{k}");
+        let (before, cpu_before) = (request_counts(c), common::cpu_ticks(apiserver));
+        let written: Vec<jiff::Timestamp> = vols
+            .iter()
+            .map(|(vol, _)| {
+                let t = jiff::Timestamp::now();
+                vol.write(&[("config.yaml", body(&version).as_bytes())])
+                    .expect("volume");
+                t
+            })
+            .collect();
+        for ((_, g), t0) in vols.iter().zip(&written) {
+            let s = g.wait_active(&version);
+            let since: jiff::Timestamp = s["active"]["since"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .expect("active.since");
+            times.push(since.duration_since(*t0).as_secs_f64() * 1e3);
+        }
+        let d = reported(c, &before, n as f64);
+        let (e, p) = writes(&d);
+        events += e;
+        patches += p;
+        away += turned_away(&d);
+        ticks += common::cpu_ticks(apiserver) - cpu_before;
+    }
+    let changes = o.changes.max(1) as f64;
+    Volume {
+        p50_ms: quantile(&mut times, 0.5),
+        p99_ms: quantile(&mut times, 0.99),
+        events_per_change: events / changes,
+        patches_per_change: patches / changes,
+        turned_away_per_change: away / changes,
+        apiserver_change_cpu_ms: ticks as f64 * 10.0 / changes,
+        rss_kib: vols
+            .iter()
+            .map(|(_, g)| common::status_kb(g.pid(), "VmRSS"))
+            .sum::<u64>() as f64
+            / n as f64,
+    }
 }
 
 fn main() {
     let o = opts();
-    let Some(c) = server::cluster() else {
-        println!("fleet bench skipped: set ETCD_BIN and KUBE_APISERVER_BIN");
+    if ["ETCD_BIN", "KUBE_APISERVER_BIN"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_none_or(|p| p.is_empty()))
+    {
+        println!("fleet bench not run: set ETCD_BIN and KUBE_APISERVER_BIN");
         return;
-    };
+    }
+    let c = server::cluster();
     let dir = c.dir.to_string_lossy().into_owned();
     let apiserver = find_pid(&["kube-apiserver", &dir]).expect("the kube-apiserver process");
     let etcd = find_pid(&["etcd", "etcd-data"]);
@@ -510,34 +652,69 @@ fn main() {
         o.changes,
         o.idle.as_secs()
     );
+    println!("\nAPI mode (one watch each, no reload target):");
     println!(
-        "{:>4} | {:>9} | {:>9} | {:>12} | {:>9} | {:>9} | {:>9} | {:>10} | {:>10} | {:>9} | {:>9}",
+        "{:>4} | {:>9} | {:>9} | {:>10} | {:>7} | {:>11} | {:>8} | {:>9} | {:>9} | {:>10} | {:>11} | {:>10} | {:>9}",
         "N",
         "p50 ms",
         "p99 ms",
         "req/sc/min",
+        "watches",
+        "writes/pod",
+        "away/ch",
         "events/ch",
         "patch/ch",
         "RSS/sc",
         "api CPU/min",
         "api CPU/ch",
-        "api RSS",
-        "vol RSS/sc"
+        "api RSS"
     );
     for r in &rows {
         println!(
-            "{:>4} | {:>9.0} | {:>9.0} | {:>12.2} | {:>9.1} | {:>9.1} | {:>6.1} MiB | {:>8.0} ms | {:>8.0} ms | {:>5.0} MiB | {:>5.1} MiB",
+            "{:>4} | {:>9.0} | {:>9.0} | {:>10.2} | {:>7.0} | {:>11.2} | {:>8.1} | {:>9.1} | {:>9.1} | {:>6.1} MiB | {:>8.0} ms | {:>7.0} ms | {:>5.0} MiB",
             r.n,
             r.p50_ms,
             r.p99_ms,
             r.idle_per_sidecar_min,
+            r.watches,
+            (r.events_per_change + r.patches_per_change) / r.n as f64,
+            r.turned_away_per_change,
             r.events_per_change,
             r.patches_per_change,
             r.rss_kib / 1024.0,
             r.apiserver_idle_cpu_ms_min,
             r.apiserver_change_cpu_ms,
-            r.apiserver_rss_kib as f64 / 1024.0,
-            r.volume_rss_kib / 1024.0
+            r.apiserver_rss_kib as f64 / 1024.0
+        );
+    }
+    println!(
+        "\nvolume mode, reporting on its pod, a reload target each (the recommended deployment):"
+    );
+    println!(
+        "{:>4} | {:>9} | {:>9} | {:>11} | {:>8} | {:>9} | {:>9} | {:>10} | {:>10}",
+        "N",
+        "p50 ms",
+        "p99 ms",
+        "writes/pod",
+        "away/ch",
+        "events/ch",
+        "patch/ch",
+        "api CPU/ch",
+        "RSS/sc"
+    );
+    for r in &rows {
+        let v = &r.volume;
+        println!(
+            "{:>4} | {:>9.1} | {:>9.1} | {:>11.2} | {:>8.1} | {:>9.1} | {:>9.1} | {:>7.0} ms | {:>6.1} MiB",
+            r.n,
+            v.p50_ms,
+            v.p99_ms,
+            (v.events_per_change + v.patches_per_change) / r.n as f64,
+            v.turned_away_per_change,
+            v.events_per_change,
+            v.patches_per_change,
+            v.apiserver_change_cpu_ms,
+            v.rss_kib / 1024.0
         );
     }
     println!(
@@ -596,7 +773,17 @@ fn main() {
                    "apiserver_idle_cpu_ms_per_min": r.apiserver_idle_cpu_ms_min,
                    "apiserver_cpu_ms_per_change": r.apiserver_change_cpu_ms,
                    "apiserver_rss_kib": r.apiserver_rss_kib, "etcd_rss_kib": r.etcd_rss_kib,
-                   "volume_mode_rss_kib_per_sidecar": r.volume_rss_kib,
+                   "configmap_watches": r.watches,
+                   "writes_per_pod_per_change": (r.events_per_change + r.patches_per_change) / r.n as f64,
+                   "report_requests_turned_away_per_change": r.turned_away_per_change,
+                   "volume_mode": json!({
+                       "propagation_p50_ms": r.volume.p50_ms, "propagation_p99_ms": r.volume.p99_ms,
+                       "events_per_change": r.volume.events_per_change,
+                       "status_patches_per_change": r.volume.patches_per_change,
+                       "writes_per_pod_per_change": (r.volume.events_per_change + r.volume.patches_per_change) / r.n as f64,
+                       "apiserver_cpu_ms_per_change": r.volume.apiserver_change_cpu_ms,
+                       "report_requests_turned_away_per_change": r.volume.turned_away_per_change,
+                       "rss_kib_per_sidecar": r.volume.rss_kib}),
                    "most_promotions_in_one_second": r.burst,
                    "spread": r.spread.as_ref().map(|s| json!({
                        "propagation_p50_ms": s.p50_ms, "propagation_p99_ms": s.p99_ms,

@@ -1,7 +1,10 @@
 //! Bounded pieces of reasons: a list of names cut to a few with "and N more", a name cut at a character
-//! boundary. Every reason that lists keys, variants or problems lists them through here, so a reason's
-//! length does not grow with what the ConfigMap holds. Pure.
+//! boundary, its control characters escaped. Every reason that lists keys, variants or problems lists
+//! them through here, so a reason's length does not grow with what the ConfigMap holds, and a name (a
+//! file in a git checkout may hold a newline) cannot start a line of its own in line-based output.
+//! Pure.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// Names a list shows before it says how many more there are.
@@ -44,9 +47,33 @@ where
     out
 }
 
-/// `name` whole up to [`MAX_NAME`] bytes, else cut at a character boundary with `…` and its length.
+/// `name` made [`one_line`], whole up to [`MAX_NAME`] bytes, else cut at a character boundary with
+/// `…` and its length.
 pub(crate) fn name(name: &str) -> String {
-    cut(name, MAX_NAME)
+    cut(&one_line(name), MAX_NAME)
+}
+
+/// Whether `c` would break a line, or hide or reorder what follows, where text is shown as lines.
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// `text` with every control character (newline, carriage return, escape, ...) and Unicode line or
+/// paragraph separator written as its Rust escape (`\n`, `\u{1b}`), so it is one line whatever it
+/// holds. Borrowed when there is nothing to escape.
+pub(crate) fn one_line(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs_escape(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `text` whole up to `max` bytes, else its first characters within `max` bytes, `…` and its length.
@@ -100,6 +127,19 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A name with a newline (a git tree may hold one) cannot forge a line of its own.
+    #[test]
+    fn a_name_with_a_newline_or_other_control_character_is_escaped() {
+        assert_eq!(name("app.yaml"), "app.yaml");
+        assert_eq!(name("x\n[+]config ok: forged"), "x\\n[+]config ok: forged");
+        assert_eq!(
+            name("a\rb\u{1b}[2Jc\u{2028}d"),
+            "a\\rb\\u{1b}[2Jc\\u{2028}d"
+        );
+        assert_eq!(names(["a\nb", "c"], None), "a\\nb, c");
+        assert!(matches!(one_line("plain: ünï"), Cow::Borrowed(_)));
+    }
+
     #[test]
     fn short_lists_are_whole_and_long_ones_counted() {
         assert_eq!(names(Vec::<String>::new(), None), "");
@@ -124,14 +164,16 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever the names, the listing is bounded and valid UTF-8 is kept whole up to the cut.
+        /// Whatever the names, the listing is bounded and each name, escaped, is kept whole up to the
+        /// cut.
         #[test]
         fn a_listing_is_bounded(list in prop::collection::vec("\\PC{0,400}", 0..50)) {
             let shown = names(&list, None);
             prop_assert!(shown.len() <= MAX_NAMES * (MAX_NAME + 32) + 32, "{}", shown.len());
             for n in list.iter().take(MAX_NAMES) {
                 let c = name(n);
-                prop_assert!(n.starts_with(c.split('…').next().unwrap()));
+                prop_assert!(one_line(n).starts_with(c.split('…').next().unwrap()));
+                prop_assert!(!c.contains('\n'));
             }
         }
     }

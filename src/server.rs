@@ -16,6 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, info, warn};
 
 use crate::backoff::Doubling;
+use crate::listing;
 use crate::state::{Shared, Status};
 
 /// How long `/livez` waits for the decision loop to answer; under the kubelet's default 1 s probe timeout.
@@ -187,7 +188,10 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
         "/livez" => {
             let stuck = shared.snapshot().source_stuck();
             if let Some(why) = stuck {
-                text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n"))
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("{}\n", listing::one_line(&why)),
+                )
             } else if shared.loop_answers(LIVENESS_DEADLINE).await {
                 text(StatusCode::OK, "ok\n".into())
             } else {
@@ -205,7 +209,10 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
             if s.started {
                 text(StatusCode::OK, "ok\n".into())
             } else {
-                text(StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", s.reason))
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("{}\n", listing::one_line(&s.reason)),
+                )
             }
         }
         "/status" => {
@@ -249,20 +256,23 @@ pub fn readyz(s: &Status, verbose: bool) -> Response<Full<Bytes>> {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
+    // Each check is one line whatever its message holds (a name from a plain or git-sync dir may hold a
+    // newline), so no message can add a check line of its own.
     if !verbose {
         let body = if s.ready {
-            "ok".to_owned()
+            "ok".into()
         } else {
-            s.reason.clone()
+            listing::one_line(&s.reason)
         };
         return text(code, format!("{body}\n"));
     }
     let mut body = String::new();
     for c in &s.checks {
+        let message = listing::one_line(&c.message);
         if c.ok {
-            body.push_str(&format!("[+]{} ok: {}\n", c.name, c.message));
+            body.push_str(&format!("[+]{} ok: {message}\n", c.name));
         } else {
-            body.push_str(&format!("[-]{} failed: {}\n", c.name, c.message));
+            body.push_str(&format!("[-]{} failed: {message}\n", c.name));
         }
     }
     if s.mode == crate::settings::Mode::Observe {

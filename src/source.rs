@@ -1,7 +1,8 @@
 //! Change detection on the kubelet volumes: the config dir and the annotations file's dir, each watched
-//! non-recursively with inotify, read on the decision loop itself. When the config path is itself a
-//! symlink (git-sync's `current`), its parent is watched too, for that one name: a link moved over it
-//! points the path elsewhere without an event in the old target.
+//! non-recursively with inotify, read on the decision loop itself. Every symlink met resolving the config
+//! path (git-sync's `current`, the path's last component or any dir along it) has its dir watched too,
+//! for that one name: a link moved over it points the path elsewhere without an event in the old
+//! target.
 //!
 //! Events only say "look again"; what changed is decided by re-reading and hashing. A `..data` event
 //! means a kubelet swap: read at once. Another name in the config dir means a plain directory is being
@@ -12,9 +13,10 @@
 //! The inotify descriptor sits in tokio's reactor: a `..data` rename wakes the loop straight from
 //! epoll, with no watcher thread between the kernel and the decision.
 
+use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -93,8 +95,8 @@ pub(crate) struct Source {
     config: Watched,
     /// The annotations dir and the file's name in it.
     annotations: Option<(Watched, OsString)>,
-    /// The config path's parent dir and the path's name in it, while the path is a symlink.
-    link: Option<(Watched, OsString)>,
+    /// Each symlink met resolving the config path: the dir holding it and its name there.
+    links: Vec<(Watched, OsString)>,
     /// Changes read but not yet taken.
     pending: Changes,
     last_plain: Instant,
@@ -136,7 +138,7 @@ impl Source {
             events,
             config: unwatched(config_dir.to_path_buf()),
             annotations,
-            link: None,
+            links: Vec::new(),
             pending: Changes::default(),
             last_plain: Instant::now(),
             errors: 0,
@@ -149,14 +151,14 @@ impl Source {
 
     /// Re-adds watches on dirs that appeared or were replaced. Returns true when the config dir is watched.
     pub(crate) fn ensure_watches(&mut self) -> bool {
-        // One stat per watched dir and turn: the config dir's also tells whether to follow a link.
+        // One stat per watched dir and turn: the config dir's also tells whether to follow links.
         let config_now = dev_ino(&self.config.path);
         if config_now != self.config.dev_ino {
-            self.follow_link();
+            self.follow_links();
         }
         let mut error = None;
         let mut refreshed = false;
-        let others = self.annotations.iter_mut().chain(self.link.iter_mut());
+        let others = self.annotations.iter_mut().chain(self.links.iter_mut());
         let dirs = std::iter::once((&mut self.config, config_now)).chain(others.map(|(w, _)| {
             let now = dev_ino(&w.path);
             (w, now)
@@ -189,35 +191,28 @@ impl Source {
         self.config.dev_ino.is_some()
     }
 
-    /// Starts or stops watching the config path's parent as the path is or is not a symlink, looked at
-    /// whenever the path may point at another dir.
-    fn follow_link(&mut self) {
-        let is_link = std::fs::symlink_metadata(&self.config.path).is_ok_and(|m| m.is_symlink());
-        match (&self.link, is_link) {
-            (None, true) => {
-                let path = &self.config.path;
-                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-                let name = path
-                    .file_name()
-                    .map(OsStr::to_os_string)
-                    .unwrap_or_default();
-                self.link = Some((
-                    unwatched(parent.unwrap_or(Path::new(".")).to_path_buf()),
-                    name,
-                ));
+    /// Watches the dir of every symlink met resolving the config path, for that link's name, and stops
+    /// watching those no longer met; looked at whenever the path may resolve to another dir.
+    fn follow_links(&mut self) {
+        let now = links_along(&self.config.path);
+        let (kept, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.links)
+            .into_iter()
+            .partition(|(w, name)| now.iter().any(|(d, n)| d == &w.path && n == name));
+        self.links = kept;
+        for (dir, name) in now {
+            if !self.links.iter().any(|(w, n)| w.path == dir && n == &name) {
+                self.links.push((unwatched(dir), name));
             }
-            (Some(_), false) => {
-                // Kept when the annotations dir shares it.
-                if let Some((Watched { wd: Some(wd), .. }, _)) = self.link.take()
-                    && self
-                        .annotations
-                        .as_ref()
-                        .is_none_or(|(a, _)| a.wd.as_ref() != Some(&wd))
-                {
-                    let _ = self.watches.remove(wd);
-                }
+        }
+        // A dir watched for another reason too shares the watch (inotify gives one per inode): kept.
+        for wd in gone.into_iter().filter_map(|(w, _)| w.wd) {
+            let shared = std::iter::once(&self.config)
+                .chain(self.annotations.iter().map(|(w, _)| w))
+                .chain(self.links.iter().map(|(w, _)| w))
+                .any(|w| w.wd.as_ref() == Some(&wd));
+            if !shared {
+                let _ = self.watches.remove(wd);
             }
-            _ => {}
         }
     }
 
@@ -231,12 +226,7 @@ impl Source {
         while self.failed.is_none() {
             match Pin::new(&mut self.events).poll_next(cx) {
                 Poll::Ready(Some(Ok(ev))) => {
-                    let c = classify(
-                        &ev,
-                        &self.config,
-                        self.annotations.as_ref(),
-                        self.link.as_ref(),
-                    );
+                    let c = classify(&ev, &self.config, self.annotations.as_ref(), &self.links);
                     if ev.mask.contains(EventMask::Q_OVERFLOW) {
                         self.errors += 1;
                         // What was lost may be a watch's `IN_IGNORED`: check every watch again.
@@ -278,7 +268,7 @@ impl Source {
     fn forget(&mut self, which: impl Fn(&WatchDescriptor) -> bool) {
         let dirs = std::iter::once(&mut self.config)
             .chain(self.annotations.as_mut().map(|(w, _)| w))
-            .chain(self.link.as_mut().map(|(w, _)| w));
+            .chain(self.links.iter_mut().map(|(w, _)| w));
         for w in dirs.filter(|w| w.wd.as_ref().is_some_and(&which)) {
             w.dev_ino = None;
         }
@@ -301,7 +291,7 @@ fn classify(
     ev: &EventOwned,
     config: &Watched,
     ann: Option<&(Watched, OsString)>,
-    link: Option<&(Watched, OsString)>,
+    links: &[(Watched, OsString)],
 ) -> Changes {
     if ev.mask.contains(EventMask::Q_OVERFLOW) {
         return Changes::ALL;
@@ -322,12 +312,78 @@ fn classify(
     {
         out |= Changes::ANNOTATIONS;
     }
-    if let Some((w, name_in_parent)) = link
-        && w.wd.as_ref() == Some(&ev.wd)
-        && name.is_none_or(|n| n == name_in_parent)
+    if links
+        .iter()
+        .any(|(w, n)| w.wd.as_ref() == Some(&ev.wd) && name.is_none_or(|name| name == n))
     {
         out |= Changes::CONFIG;
     }
+    out
+}
+
+/// As many links as the kernel follows resolving one path (`MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// Every symlink met resolving `path` as the kernel does, component by component (a link's target
+/// resolved in its turn): the dir holding the link and its name there. Stops where a component does not
+/// exist, and after [`MAX_LINKS`] links.
+fn links_along(path: &Path) -> Vec<(PathBuf, OsString)> {
+    /// Puts the components of `p` before those left, starting again at `/` for an absolute `p`.
+    fn prepend(p: &Path, todo: &mut VecDeque<OsString>, at: &mut PathBuf) {
+        let mut parts = Vec::new();
+        for c in p.components() {
+            match c {
+                Component::RootDir => {
+                    parts.clear();
+                    *at = PathBuf::from("/");
+                }
+                Component::Prefix(_) | Component::CurDir => {}
+                Component::ParentDir | Component::Normal(_) => {
+                    parts.push(c.as_os_str().to_os_string());
+                }
+            }
+        }
+        for part in parts.into_iter().rev() {
+            todo.push_front(part);
+        }
+    }
+    let mut todo: VecDeque<OsString> = VecDeque::new();
+    let mut at = PathBuf::new();
+    prepend(path, &mut todo, &mut at);
+    let mut out: Vec<(PathBuf, OsString)> = Vec::new();
+    while let Some(part) = todo.pop_front() {
+        if part == ".." {
+            // `at` holds no link: its parent is found by dropping its last name.
+            if at.as_os_str().is_empty() || at.ends_with("..") {
+                at.push("..");
+            } else {
+                at.pop();
+            }
+            continue;
+        }
+        let next = at.join(&part);
+        let Ok(meta) = std::fs::symlink_metadata(&next) else {
+            break;
+        };
+        if !meta.is_symlink() {
+            at = next;
+            continue;
+        }
+        if out.len() == MAX_LINKS {
+            break;
+        }
+        let dir = if at.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            at.clone()
+        };
+        let Ok(target) = std::fs::read_link(&next) else {
+            break;
+        };
+        out.push((dir, part));
+        prepend(&target, &mut todo, &mut at);
+    }
+    out.dedup();
     out
 }
 
@@ -485,9 +541,78 @@ mod tests {
         assert!(next(&mut s).await.contains(Changes::CONFIG));
         std::fs::create_dir(&cur).unwrap();
         assert!(s.ensure_watches());
-        assert!(s.link.is_none());
+        assert!(s.links.is_empty());
         assert_eq!(next(&mut s).await, Changes::ALL);
         sees_a_write_in(&mut s, &cur).await;
+    }
+
+    /// git-sync's layout with the config a dir inside the checkout (`--watch /git/current/config`):
+    /// the link is a dir along the path, not its last component. Its dir is watched for its name, so a
+    /// link moved over it is a change at once, and the new checkout's config dir is watched.
+    #[tokio::test]
+    async fn a_link_along_the_config_path_moved_over_is_seen_and_its_new_target_watched() {
+        let root = tempfile::tempdir().unwrap();
+        let git = root.path().join("git");
+        let (a, b) = (git.join("wt-a/config"), git.join("wt-b/config"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let pi = root.path().join("pi");
+        std::fs::create_dir(&pi).unwrap();
+        std::os::unix::fs::symlink("wt-a", git.join("current")).unwrap();
+        let config = git.join("current/config");
+        let mut s = Source::new(&config, Some(&pi.join("annotations"))).unwrap();
+        assert_eq!(next(&mut s).await, Changes::ALL);
+        sees_a_write_in(&mut s, &config).await;
+
+        std::os::unix::fs::symlink("wt-b", git.join("current.tmp")).unwrap();
+        std::fs::rename(git.join("current.tmp"), git.join("current")).unwrap();
+        assert!(next(&mut s).await.contains(Changes::CONFIG), "the retarget");
+        assert!(s.ensure_watches());
+        assert_eq!(next(&mut s).await, Changes::ALL, "the new target, watched");
+        std::fs::write(a.join("app.yaml"), "old").unwrap();
+        std::fs::write(pi.join("annotations"), "a=\"b\"").unwrap();
+        assert_eq!(next(&mut s).await, Changes::ANNOTATIONS);
+        sees_a_write_in(&mut s, &b).await;
+        // Other names beside the link are not the config.
+        std::fs::create_dir(git.join("wt-c")).unwrap();
+        std::fs::write(b.join("app.yaml"), "y").unwrap();
+        assert_eq!(next(&mut s).await, Changes::PLAIN);
+        assert_eq!(s.take_errors(), 0);
+    }
+
+    /// Links are resolved as the kernel resolves them: a link's target, relative to the link's dir or
+    /// absolute, may hold links itself, and `..` is taken after the link it follows.
+    #[test]
+    fn every_link_met_resolving_a_path_is_found() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("real/config")).unwrap();
+        std::fs::create_dir_all(r.join("sub")).unwrap();
+        std::os::unix::fs::symlink("../real", r.join("sub/hop")).unwrap();
+        std::os::unix::fs::symlink("sub/hop", r.join("cur")).unwrap();
+        std::os::unix::fs::symlink(r.join("cur/config"), r.join("last")).unwrap();
+        let names = |v: Vec<(PathBuf, OsString)>| -> Vec<(PathBuf, String)> {
+            v.into_iter()
+                .map(|(d, n)| (d, n.to_string_lossy().into_owned()))
+                .collect()
+        };
+        assert_eq!(
+            names(links_along(&r.join("last"))),
+            [
+                (r.to_path_buf(), "last".to_owned()),
+                (r.to_path_buf(), "cur".to_owned()),
+                (r.join("sub"), "hop".to_owned()),
+            ]
+        );
+        assert_eq!(names(links_along(&r.join("real/config"))), []);
+        // Up from where a link led, not from the link.
+        assert_eq!(
+            names(links_along(&r.join("sub/hop/../sub"))),
+            [(r.join("sub"), "hop".to_owned())]
+        );
+        // A loop ends after as many links as the kernel follows.
+        std::os::unix::fs::symlink("loop", r.join("loop")).unwrap();
+        assert_eq!(links_along(&r.join("loop/x")).len(), 1, "deduplicated");
     }
 
     /// A projected volume holding the config and the annotations file: one dir, one watch, and a swap

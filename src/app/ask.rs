@@ -82,7 +82,7 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
 /// "holding 2.4.1; 3.0.0 is too-new" from a `/status` body whose active config is not the newest.
 fn holding_line(status: &str) -> Option<String> {
     let s: crate::state::Status = serde_json::from_str(status).ok()?;
-    crate::state::Holding::of(&s).map(|h| h.to_string())
+    crate::state::Holding::of(&s).map(|h| crate::listing::one_line(&h.to_string()).into_owned())
 }
 
 /// The HOST:PORT `probe` asks: `--addr`/`CONFGATE_PROBE_ADDR` (an `http://` prefix and a trailing

@@ -59,7 +59,10 @@ impl Error {
             Error::Settings(_) | Error::Listen { .. } => true,
             #[cfg(feature = "api")]
             Error::Api(crate::api::Error::Client(_))
-            | Error::Status(crate::api::status_cmd::Error::Client(_)) => true,
+            | Error::Status(
+                crate::api::status_cmd::Error::Client(_)
+                | crate::api::status_cmd::Error::WaitWithoutConfigMap,
+            ) => true,
             _ => false,
         }
     }

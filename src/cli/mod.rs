@@ -418,8 +418,9 @@ pub struct StatusArgs {
     /// track each pod is assigned)
     #[arg(long, value_name = "NAME")]
     pub configmap: Option<String>,
-    /// Wait until every selected pod has applied the config assigned to it (exit 0); exit 1 at the
-    /// first refusal (a pod holds back its config or the component rejected it) or at the timeout
+    /// Wait until every selected pod has applied the config --configmap assigns it (exit 0); exit 1 at
+    /// the first refusal (a pod holds back its config or the component rejected it) or at the timeout.
+    /// Needs --configmap: without it nothing is compared (exit 64)
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits

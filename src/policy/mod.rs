@@ -236,6 +236,20 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         ),
         ("reason", Node::str("Invalid")),
     ]));
+    // As the sidecar reads a rollout: its key under `binaryData` too, then the candidate keys.
+    for (expr, reason) in [
+        (rollout_cel::not_binary(), rollout_cel::binary_reason()),
+        (
+            rollout_cel::no_reserved_candidate(),
+            rollout_cel::reserved_reason(),
+        ),
+    ] {
+        validations.push(Node::map([
+            ("expression", Node::str(format!("{skip_delete}{expr}"))),
+            ("messageExpression", Node::str(message(reason))),
+            ("reason", Node::str("Invalid")),
+        ]));
+    }
     if !s.require.is_empty() {
         let present = |k: &str| {
             format!(
@@ -326,6 +340,20 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     if let Some((accepts, key)) = &version {
         // Mid-rollout the pods on the candidate judge its version (`K.next` in place of `K`), as
         // `check` does on the candidate's line; content rules are judged on the stored data only.
+        validations.push(Node::map([
+            (
+                "expression",
+                Node::str(format!(
+                    "{skip_delete}{}",
+                    rollout_cel::candidate_not_binary(key)
+                )),
+            ),
+            (
+                "messageExpression",
+                Node::str(message(rollout_cel::candidate_binary_reason(key))),
+            ),
+            ("reason", Node::str("Invalid")),
+        ]));
         let data = rollout_cel::candidate_data(key);
         let k = lit(key);
         let expr = format!(

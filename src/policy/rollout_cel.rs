@@ -26,6 +26,78 @@ fn hundredths(p: &str) -> String {
     )
 }
 
+/// A CEL boolean: the rollout key is not under `binaryData`, where the sidecar reads it (a volume
+/// cannot tell the two apart) and the API server holds bytes this policy does not read.
+pub(crate) fn not_binary() -> String {
+    format!(
+        "!(has(object.binaryData) && {} in object.binaryData)",
+        key()
+    )
+}
+
+/// A CEL string: why the rollout key under `binaryData` is refused.
+pub(crate) fn binary_reason() -> String {
+    lit(&format!(
+        "key {KEY} is under binaryData, where the admission policy cannot read a percentage; keep it under data"
+    ))
+}
+
+/// A CEL boolean over key `k`: a `.next` key that names no key, a reserved one (`K.next.next`) or
+/// the rollout key (`confgate.rollout.next`), which [`crate::rollout::Plan::read`] refuses.
+fn reserved(k: &str) -> String {
+    let s = lit(SUFFIX);
+    format!(
+        "({k} == {s} || ({k}.endsWith({s}) && ({k}.substring(0, size({k}) - size({s})).endsWith({s}) || \
+         {k} == {key} + {s})))",
+        key = key(),
+    )
+}
+
+/// The keys of `data` and `binaryData`, one list (the sidecar reads both as one set of keys).
+const ALL_KEYS: &str = "((has(object.data) ? object.data.map(k, k) : []) + \
+    (has(object.binaryData) ? object.binaryData.map(k, k) : []))";
+
+/// A CEL boolean: no `.next` key is one [`crate::rollout::Plan::read`] refuses as a candidate.
+pub(crate) fn no_reserved_candidate() -> String {
+    format!("!{ALL_KEYS}.exists(k, {})", reserved("k"))
+}
+
+/// A CEL string: why a `.next` key cannot be a candidate, as [`crate::rollout::Plan::read`] says it.
+pub(crate) fn reserved_reason() -> String {
+    let s = lit(SUFFIX);
+    format!(
+        "{ALL_KEYS}.filter(k, {r}).map(k, 'key ' + k + ' cannot be a candidate: ' + \
+         (k == {s} ? 'it names no key' : k.substring(0, size(k) - size({s})) + ' is itself reserved') + \
+         {tail})[0]",
+        r = reserved("k"),
+        tail = lit(&format!(
+            "; a candidate key is the name of a key with {SUFFIX} once"
+        )),
+    )
+}
+
+/// A CEL boolean: the candidate of version key `key` is not under `binaryData` while some pod is on
+/// the candidate (the pods read it there, the policy cannot).
+pub(crate) fn candidate_not_binary(key: &str) -> String {
+    format!(
+        "!{live} || !(has(object.binaryData) && {next} in object.binaryData)",
+        live = live(),
+        next = lit(&format!("{key}{SUFFIX}")),
+    )
+}
+
+/// A CEL string: why a candidate version under `binaryData` is refused.
+pub(crate) fn candidate_binary_reason(key: &str) -> String {
+    format!(
+        "{held} + {percent} + {rest}",
+        held = lit("would be held on the candidate pods ("),
+        percent = display(),
+        rest = lit(&format!(
+            "), which keep stable: key {key}{SUFFIX} is under binaryData, where the admission policy cannot read a version; keep it under data"
+        )),
+    )
+}
+
 /// A CEL boolean: the rollout key, when present, is a percentage from 0% to 100%.
 pub fn valid() -> String {
     format!(

@@ -156,6 +156,13 @@ impl Setting {
         (reads_back && !text.is_empty()).then_some(text)
     }
 
+    /// Whether `ann` gives it a valid value, so that value is in force whatever it equals.
+    pub(crate) fn annotated_by(&self, ann: &crate::annotations::Annotations) -> bool {
+        ann.get(self.annotation).is_some_and(|v| {
+            (self.set)(&mut Settings::default(), &RawValue::Text(v.clone())).is_ok()
+        })
+    }
+
     /// Whether `a` and `b` hold the same value of it: its text may not tell (a URL's credentials are
     /// not shown).
     pub(crate) fn same(&self, a: &Settings, b: &Settings) -> bool {

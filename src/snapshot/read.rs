@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use crate::listing;
+
 use super::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, Observed, Snapshot};
 
 /// Nested item paths deeper than this are not a ConfigMap.
@@ -18,7 +20,19 @@ const SWAP_RETRIES: usize = 8;
 /// away from it, and never swaps back to a name it used, so an unchanged `..data` proves nothing was
 /// removed under the read. A read that raced a swap, or saw anything vanish, starts again, at most
 /// `SWAP_RETRIES` times; a volume still changing after that is `Broken`, never a partial snapshot.
+///
+/// A reason names keys and paths as the directory holds them, which in a plain or git-sync dir may
+/// hold a newline: each reason is made [`listing::one_line`].
 pub fn read(dir: &Path) -> Observed {
+    match read_whole(dir) {
+        Observed::Broken(why) => Observed::Broken(listing::one_line(&why).into_owned()),
+        Observed::Missing(why) => Observed::Missing(listing::one_line(&why).into_owned()),
+        config => config,
+    }
+}
+
+/// [`read`], its reasons as the directory's names make them.
+fn read_whole(dir: &Path) -> Observed {
     for _ in 0..SWAP_RETRIES {
         match std::fs::read_link(dir.join(DATA_LINK)) {
             Ok(target) => {

@@ -33,6 +33,28 @@ pub struct Judgement {
     pub reason: String,
 }
 
+/// `j` as a Secret's content may show it: an `invalid` verdict that read a value (which did not parse
+/// as a version) keeps neither the value nor a reason quoting it. Outside a Secret a value written with
+/// a version's characters is echoed, to be fixed; in a Secret a mis-pointed version key
+/// (`--version-from` naming a PIN such as `hunter2-PIN-4711`) is made of those characters too.
+pub(crate) fn for_a_secret(j: Judgement, from: &VersionFrom) -> Judgement {
+    match (&j.verdict, &j.version) {
+        (Verdict::Invalid, Some(raw))
+            if parse_lenient(raw).is_err() && ApiVersion::parse_object(raw).is_err() =>
+        {
+            invalid(
+                None,
+                format!(
+                    "the value at {from} is not a version ({} bytes, not shown: the content is a Secret's); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v; {}",
+                    raw.len(),
+                    write_a_version(from)
+                ),
+            )
+        }
+        _ => j,
+    }
+}
+
 /// Judges what a read found under `settings`.
 pub fn judge(observed: &Observed, settings: &Settings) -> Judgement {
     match observed {

@@ -45,8 +45,9 @@ pub fn set_version(s: &Sidecar, version: &str) {
 }
 
 #[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn run_as_the_least_privilege_service_account() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let s = start(c, "confgate-api", &[]);
 
     // The shipped ConfigMap (2.4.1) is promoted and reported.
@@ -63,23 +64,14 @@ fn run_as_the_least_privilege_service_account() {
             .starts_with("version 2.4.1 sha256:"),
         "{accepted:?}"
     );
-    let event = s.view.wait_event("an Accepted Event", |e| {
-        e.reason.as_deref() == Some("Accepted")
-    });
-    assert_eq!(event.type_.as_deref(), Some("Normal"));
-    assert_eq!(event.reporting_controller.as_deref(), Some("confgate"));
-    assert_eq!(event.action.as_deref(), Some("Promote"));
+    // A routine promotion makes no Event: the conditions say what is active.
     assert!(
-        event
-            .note
-            .as_deref()
-            .is_some_and(|n| n.starts_with("version 2.4.1 sha256:") && n.ends_with(" is active")),
-        "{event:?}"
-    );
-    assert_eq!(
-        event.regarding.unwrap().uid,
-        s.view.pod().metadata.uid,
-        "the Event names this pod"
+        s.view
+            .events()
+            .iter()
+            .all(|e| e.reason.as_deref() != Some("Accepted")),
+        "{:?}",
+        s.view.events()
     );
 
     // A compatible change is promoted.
@@ -116,6 +108,12 @@ fn run_as_the_least_privilege_service_account() {
     });
     assert_eq!(rejected.type_.as_deref(), Some("Warning"));
     assert_eq!(rejected.action.as_deref(), Some("Hold"));
+    assert_eq!(rejected.reporting_controller.as_deref(), Some("confgate"));
+    assert_eq!(
+        rejected.regarding.as_ref().unwrap().uid,
+        s.view.pod().metadata.uid,
+        "the Event names this pod"
+    );
     let note = rejected.note.unwrap();
     assert!(
         note.starts_with("holding version 2.5.0 sha256:")
@@ -237,8 +235,9 @@ fn status_while_holding(c: &Cluster, s: &Sidecar) {
 /// mode: `unready` makes a too-new config NotReady; observe mode stays ready on it. `config-current`
 /// says the newest config is not in force in both.
 #[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn the_readiness_condition_follows_readyz_under_every_policy_and_mode() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     for (ns, args, ready, reason) in [
         (
             "confgate-api-unready",
@@ -275,11 +274,13 @@ fn the_readiness_condition_follows_readyz_under_every_policy_and_mode() {
     }
 }
 
-/// Each promotion and each refusal leaves an Event naming its version: a repeat is folded into an
-/// Event's series only when its note is the same, so going back to 2.5.0 counts on 2.5.0's Event.
+/// A routine promotion leaves no Event; each refusal leaves one naming its version, and the promotion
+/// that ends a hold leaves one too, so a Warning is followed by its resolution. A repeat is folded
+/// into an Event's series only when its note is the same.
 #[test]
-fn each_promotion_has_an_event_naming_its_version() {
-    let Some(c) = cluster() else { return };
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn refusals_and_the_end_of_a_hold_have_events_routine_promotions_none() {
+    let c = cluster();
     let s = start(c, "confgate-api-events", &[]);
     let starts = |e: &Event, v: &str| {
         e.note
@@ -288,23 +289,16 @@ fn each_promotion_has_an_event_naming_its_version() {
     };
     let count = |e: &Event| e.series.as_ref().map_or(1, |s| s.count);
     // Step by step, so that no change is published before the previous one was reported.
-    let steps = [
-        ("2.4.1", 1),
-        ("2.5.0", 1),
-        ("2.6.0", 1),
-        ("2.7.0", 1),
-        ("2.8.0", 1),
-        ("2.5.0", 2),
-    ];
-    for (i, (v, n)) in steps.into_iter().enumerate() {
+    for (i, v) in ["2.4.1", "2.5.0", "2.6.0"].into_iter().enumerate() {
         if i > 0 {
             set_version(&s, v);
         }
         s.gate.wait_active(v);
-        s.view
-            .wait_event(&format!("an Accepted Event naming {v}, count {n}"), |e| {
-                e.reason.as_deref() == Some("Accepted") && starts(e, v) && count(e) == n
-            });
+        s.wait_condition(&format!("the condition on {v}"), |c| {
+            c.message
+                .as_deref()
+                .is_some_and(|m| m.starts_with(&format!("version {v} sha256:")))
+        });
     }
     for v in ["3.0.0", "3.1.0"] {
         set_version(&s, v);
@@ -317,12 +311,18 @@ fn each_promotion_has_an_event_naming_its_version() {
                         .is_some_and(|n| n.contains(&format!("; version {v} sha256:")))
             });
     }
+    set_version(&s, "2.7.0");
+    s.gate.wait_active("2.7.0");
+    let ended = s.view.wait_event("an Accepted Event naming 2.7.0", |e| {
+        e.reason.as_deref() == Some("Accepted") && starts(e, "2.7.0")
+    });
+    assert_eq!(ended.type_.as_deref(), Some("Normal"));
     let events = s.view.events();
     let accepted: Vec<&Event> = events
         .iter()
         .filter(|e| e.reason.as_deref() == Some("Accepted"))
         .collect();
-    assert_eq!(accepted.len(), 5, "one Event per version: {accepted:?}");
+    assert_eq!(accepted.len(), 1, "only the end of the hold: {accepted:?}");
     let rejected: Vec<&Event> = events
         .iter()
         .filter(|e| e.reason.as_deref() == Some("Rejected"))

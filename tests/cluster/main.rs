@@ -4,9 +4,10 @@
 //! the least-privilege RBAC of `manifests/rbac`, and volume mode reporting to its pod under the Role
 //! of `manifests/native-sidecar/rbac.yaml`.
 //!
-//! The servers come from `ETCD_BIN` and `KUBE_APISERVER_BIN`; without them every test says on one line
-//! that the suite was skipped, and why, and passes. One API server serves every test of this binary
-//! (`server::cluster`); each test works in namespaces of its own.
+//! The servers come from `ETCD_BIN` and `KUBE_APISERVER_BIN`, which no package ships: every test is
+//! `#[ignore = "needs …"]`, so `cargo test` lists them as ignored; run with `--ignored` (CI does where
+//! the binaries are) each fails with the reason when one is missing, never passes by skipping. One API
+//! server serves every test of this binary (`server::cluster`); each test works in namespaces of its own.
 #![cfg(all(feature = "api", feature = "policy"))]
 
 #[path = "../common/mod.rs"]

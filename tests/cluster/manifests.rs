@@ -91,8 +91,9 @@ fn namespaces_of(docs: &[Value]) -> BTreeSet<String> {
 }
 
 #[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn every_shipped_manifest_passes_server_side_dry_run() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
     let (mut files, mut kustomizations) = (Vec::new(), Vec::new());
     walk(&root, &mut files, &mut kustomizations);
@@ -207,8 +208,9 @@ fn workload(kind: &str, api: &str, name: &str) -> Value {
 }
 
 #[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn inject_output_passes_server_side_dry_run() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let kinds = [
         ("Deployment", "apps/v1"),
         ("StatefulSet", "apps/v1"),

@@ -1,5 +1,5 @@
 //! One etcd and one kube-apiserver on loopback, started once for the whole test binary, or the reason
-//! the suite is skipped.
+//! the suite cannot run.
 //!
 //! - No TCP port is picked by binding and closing. etcd listens on unix sockets only (client and peer),
 //!   and kube-apiserver reaches it through `unix://`. kube-apiserver cannot bind port 0 (its
@@ -82,9 +82,9 @@ enum State {
     Failed(String),
 }
 
-/// The shared cluster, started on first use. `None` (after printing why, past the test harness's
-/// output capture) when the suite is skipped; a failed start fails every test with its reason.
-pub fn cluster() -> Option<&'static Cluster> {
+/// The shared cluster, started on first use. Without its binaries (the tests are `#[ignore]`d for
+/// that, so this is a run with `--ignored`) or when it fails to start, every test fails with the reason.
+pub fn cluster() -> &'static Cluster {
     static STATE: OnceLock<State> = OnceLock::new();
     static ANNOUNCED: std::sync::Once = std::sync::Once::new();
     match STATE.get_or_init(start) {
@@ -97,19 +97,15 @@ pub fn cluster() -> Option<&'static Cluster> {
                     c.dir.display()
                 ))
             });
-            Some(c)
+            c
         }
-        State::Skipped(why) => {
-            say(&format!("real-API-server suite skipped: {why}"));
-            None
-        }
+        State::Skipped(why) => panic!("the real-API-server suite cannot run: {why}"),
         State::Failed(why) => panic!("starting etcd and kube-apiserver failed: {why}"),
     }
 }
 
-/// A cluster of its own, for a test that stops and starts its API server; `None` (after saying why)
-/// when the suite is skipped.
-pub fn private_cluster() -> Option<Cluster> {
+/// A cluster of its own, for a test that stops and starts its API server; fails as [`cluster`] does.
+pub fn private_cluster() -> Cluster {
     match start() {
         State::Up(c) => {
             say(&format!(
@@ -117,12 +113,9 @@ pub fn private_cluster() -> Option<Cluster> {
                 c.server,
                 c.dir.display()
             ));
-            Some(*c)
+            *c
         }
-        State::Skipped(why) => {
-            say(&format!("real-API-server suite skipped: {why}"));
-            None
-        }
+        State::Skipped(why) => panic!("the real-API-server suite cannot run: {why}"),
         State::Failed(why) => panic!("starting etcd and kube-apiserver failed: {why}"),
     }
 }

@@ -90,6 +90,30 @@ impl PodView {
             .collect()
     }
 
+    /// The pod as each write since `rv` left it, in order, up to and including the first for which
+    /// `until` holds (a watch from `rv`, which replays the writes made since).
+    pub fn writes_since(&self, rv: &str, until: impl Fn(&Pod) -> bool) -> Vec<Pod> {
+        use futures::StreamExt;
+        let params = kube::api::WatchParams::default()
+            .fields(&format!("metadata.name={}", self.name))
+            .timeout(DEADLINE.as_secs() as u32);
+        self.rt.block_on(async {
+            let stream = self.pods.watch(&params, rv).await.unwrap();
+            let mut stream = std::pin::pin!(stream);
+            let mut seen = Vec::new();
+            while let Some(ev) = stream.next().await {
+                if let kube::api::WatchEvent::Modified(p) = ev.unwrap() {
+                    let done = until(&p);
+                    seen.push(p);
+                    if done {
+                        return seen;
+                    }
+                }
+            }
+            panic!("no write of {} satisfied the wait: {seen:?}", self.name)
+        })
+    }
+
     pub fn wait_event(&self, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
         poll(what, DEADLINE, || {
             self.events().into_iter().find(|e| pred(e))

@@ -552,28 +552,6 @@ fn hash_matches_the_running_sidecar() {
     );
 }
 
-/// `kubectl kustomize manifests/DIR`, or None (with the reason printed) when kubectl is absent.
-fn kustomize(dir: &str) -> Option<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("manifests")
-        .join(dir);
-    let out = match Command::new("kubectl").arg("kustomize").arg(&path).output() {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipping manifests/{dir}: kubectl is not installed (.ci/setup installs it)");
-            return None;
-        }
-        Err(e) => panic!("kubectl: {e}"),
-    };
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
-}
-
 /// The hash of one ConfigMap manifest as `check` computes it with explicit flags.
 fn hash_with_flags(manifest: &str, flags: &[&str]) -> String {
     let mut args = flags.to_vec();
@@ -605,7 +583,7 @@ fn shipped_manifests_are_judged_by_their_workloads_without_flags() {
             "deployment/component-classic",
         ),
     ] {
-        let Some(text) = kustomize(dir) else { continue };
+        let text = kustomize(dir);
         let run = check_with(&["-"], Some(&text));
         assert_eq!(run.code, 0, "{dir}: {}", run.stderr);
         assert_eq!(verdicts(&run), ["accepted"], "{dir}");
@@ -753,9 +731,7 @@ fn a_configmap_not_in_the_input_is_a_warning() {
 /// ConfigMap); the verdict and exit code are unchanged.
 #[test]
 fn a_sub_path_mount_is_warned_about() {
-    let Some(text) = kustomize("native-sidecar") else {
-        return;
-    };
+    let text = kustomize("native-sidecar");
     let text = text.replace(
         "        - mountPath: /etc/confgate/incoming\n          name: incoming\n",
         "        - mountPath: /etc/confgate/incoming/config.yaml\n          name: incoming\n          subPath: config.yaml\n",
@@ -813,9 +789,7 @@ fn a_bad_annotation_is_a_usage_error_naming_the_workload() {
 /// workload, each with its variant, and exit 1 for the one none serves.
 #[test]
 fn variants_are_reported_per_workload() {
-    let Some(text) = kustomize("variants") else {
-        return;
-    };
+    let text = kustomize("variants");
     let (cm, deploy) = text.split_once("\n---\n").unwrap();
     let other = |name: &str, range: &str| {
         deploy
@@ -948,4 +922,13 @@ fn before_and_after_inject_the_workload_reads_the_same_configmap() {
         );
         assert!(run.stderr.is_empty(), "{what}: {}", run.stderr);
     }
+}
+
+/// `kubectl kustomize manifests/DIR`.
+fn kustomize(dir: &str) -> String {
+    common::kustomize(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("manifests")
+            .join(dir),
+    )
 }

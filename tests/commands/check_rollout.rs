@@ -5,7 +5,6 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{confgate_alone, output_with_stdin};
 
@@ -38,25 +37,6 @@ fn check(args: &[&str], stdin: &str) -> Run {
     }
 }
 
-/// `kubectl kustomize manifests/rollout`, or None (with the reason printed) when kubectl is absent.
-fn kustomized_rollout() -> Option<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rollout");
-    let out = match Command::new("kubectl").arg("kustomize").arg(&path).output() {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipping: kubectl is not installed (.ci/setup installs it)");
-            return None;
-        }
-        Err(e) => panic!("kubectl: {e}"),
-    };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
-}
-
 const FLAGS: [&str; 4] = [
     "--accepts",
     ">=2.4.0, <3.0.0",
@@ -82,9 +62,7 @@ const STABLE: &str = "schemaVersion: 2.4.1\ngreeting: hello\nlisten:\n  port: 80
 /// with the hash of the set its pods promote (never the stored ConfigMap's, `.next` keys included).
 #[test]
 fn the_shipped_rollout_is_judged_on_both_tracks() {
-    let Some(text) = kustomized_rollout() else {
-        return;
-    };
+    let text = kustomized_rollout();
     let run = check(&[], &text);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.lines.len(), 2, "{:?}", run.lines);
@@ -120,9 +98,7 @@ fn the_shipped_rollout_is_judged_on_both_tracks() {
 /// fix, and the check exits 1 although every pod off the candidate is fine.
 #[test]
 fn a_candidate_that_would_be_held_fails_the_check() {
-    let Some(text) = kustomized_rollout() else {
-        return;
-    };
+    let text = kustomized_rollout();
     let text = text.replace("schemaVersion: 2.5.0", "schemaVersion: 3.0.0");
     let run = check(&[], &text);
     assert_eq!(run.code, 1, "{}", run.stderr);
@@ -236,4 +212,9 @@ fn without_pods_on_the_candidate_only_stable_is_judged() {
         "{:?}",
         run.lines[0]
     );
+}
+
+/// `kubectl kustomize manifests/rollout`.
+fn kustomized_rollout() -> String {
+    common::kustomize(&Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/rollout"))
 }

@@ -120,6 +120,25 @@ fn a_port_in_use_is_a_usage_error_said_once() {
     assert!(err.contains("--listen"), "{err}");
 }
 
+/// `status --wait` without `--configmap` compares nothing, so it would pass at once while the pods still
+/// run the old config: refused as a usage error naming what it needs, before the API server is asked.
+#[cfg(feature = "api")]
+#[test]
+fn status_wait_without_a_configmap_is_refused_naming_it() {
+    let d = Dirs::new();
+    let out = Command::new(BIN)
+        .args(["status", "-n", "default", "--wait", "--timeout", "1s"])
+        .env_clear()
+        .env("KUBECONFIG", d.root.path().join("no-such-kubeconfig"))
+        .env("HOME", d.root.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("--wait needs --configmap NAME"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
 #[cfg(feature = "api")]
 #[test]
 fn a_missing_kubeconfig_is_a_usage_error_said_once() {
@@ -419,9 +438,7 @@ fn completions_are_printed_for_bash_zsh_and_fish() {
             assert!(script.contains(command), "{shell} lacks {command}");
         }
     }
-    let Some(bash) = common::tool("bash") else {
-        return;
-    };
+    let bash = common::tool("bash");
     // What bash offers after `confgate ` and after `confgate probe `.
     let offered = |line: &str| {
         let words: Vec<&str> = line.split(' ').collect();
@@ -513,9 +530,7 @@ fn installed_as_kubectl_confgate_it_answers_as_a_kubectl_plugin() {
 
     // kubectl's own plugin discovery: on PATH, `kubectl plugin list` names it and `kubectl confgate`
     // runs it.
-    let Some(kubectl) = common::tool("kubectl") else {
-        return;
-    };
+    let kubectl = common::tool("kubectl");
     let kubectl_run = |args: &[&str]| {
         Command::new(&kubectl)
             .args(args)

@@ -70,10 +70,7 @@ fn examples() -> Vec<Example> {
     for (dir, docs) in by_dir.iter_mut() {
         let k = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap_or_default();
         if k.lines().any(|l| l.starts_with("components:")) {
-            match kustomize(dir) {
-                Some(text) => *docs = documents(&text),
-                None => docs.clear(),
-            }
+            *docs = documents(&crate::common::kustomize(dir));
         }
     }
     by_dir
@@ -85,32 +82,6 @@ fn examples() -> Vec<Example> {
             docs,
         })
         .collect()
-}
-
-/// `kubectl kustomize DIR`, or None (with the reason printed) when kubectl is absent.
-fn kustomize(dir: &Path) -> Option<String> {
-    let out = match std::process::Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!(
-                "skipping {}: kubectl is not installed (.ci/setup installs it)",
-                dir.display()
-            );
-            return None;
-        }
-        Err(e) => panic!("kubectl: {e}"),
-    };
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -384,11 +355,19 @@ fn check_mounts(
 
     match paths.promote_to.as_deref().map(|p| (p, volume(p))) {
         Some((p, Some((m, v)))) => {
-            if v.get("emptyDir").is_none() {
-                report.problem(format!(
+            match v.get("emptyDir") {
+                None => report.problem(format!(
                     "{at}: --promote-to {} is not an emptyDir",
                     p.display()
-                ));
+                )),
+                // tmpfs, bounded: see docs/deploying.md (the promoted dir on tmpfs).
+                Some(e) if str_of(e, "medium") != Some("Memory") || e.get("sizeLimit").is_none() => {
+                    report.problem(format!(
+                        "{at}: --promote-to {} is not an emptyDir with medium: Memory and a sizeLimit",
+                        p.display()
+                    ))
+                }
+                Some(_) => {}
             }
             if m.get("readOnly").and_then(Value::as_bool) == Some(true) {
                 report.problem(format!(

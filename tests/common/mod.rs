@@ -400,16 +400,33 @@ pub fn output_with_stdin(mut cmd: Command, stdin: &str) -> std::process::Output 
     child.wait_with_output().expect("wait")
 }
 
-/// A tool on PATH or in the virtual environment `.ci/setup` makes; `None` with the reason printed.
-pub fn tool(name: &str) -> Option<PathBuf> {
+/// A tool on PATH or in the virtual environment `.ci/setup` makes. A missing one fails the test that
+/// needs it, naming it: the README's test command runs `.ci/setup` first, so nothing is skipped.
+pub fn tool(name: &str) -> PathBuf {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin");
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::iter::once(venv)
+    std::iter::once(venv)
         .chain(std::env::split_paths(&path))
         .map(|d| d.join(name))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        eprintln!("skipping: {name} is not installed (.ci/setup installs it)");
-    }
-    found
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("this test needs {name}: run .ci/setup (it installs it), or put it on PATH")
+        })
+}
+
+/// `kubectl kustomize DIR`'s output; fails the test, naming the cause, when kubectl is missing or
+/// the build fails.
+pub fn kustomize(dir: &Path) -> String {
+    let out = Command::new(tool("kubectl"))
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }

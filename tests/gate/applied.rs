@@ -99,6 +99,13 @@ fn start_and_point(
     annotation: &str,
     value: impl Fn(u16) -> String,
 ) -> (Prometheus, u16) {
+    let (prom, port) = start(exe, d, lifecycle);
+    point(g, d, annotation, &value(port));
+    (prom, port)
+}
+
+/// Starts Prometheus on port 0 and reads back the port it bound.
+fn start(exe: &Path, d: &Dirs, lifecycle: bool) -> (Prometheus, u16) {
     let mut prom = prometheus(exe, d, 0, lifecycle);
     let port = wait_for("prometheus to listen", PROM_DEADLINE, || {
         if let Some(exit) = prom.0.try_wait().unwrap() {
@@ -107,15 +114,19 @@ fn start_and_point(
         }
         listening_port(prom.0.id())
     });
-    let value = value(port);
-    write_annotations(&d.podinfo(), &[(annotation, &value)]);
+    (prom, port)
+}
+
+/// Points the gate at Prometheus with `annotation` set to `value`, applied live; returns once the
+/// gate logs it in force.
+fn point(g: &Gate, d: &Dirs, annotation: &str, value: &str) {
+    write_annotations(&d.podinfo(), &[(annotation, value)]);
     wait_for("the annotation in force", PROM_DEADLINE, || {
         g.log_text()
             .lines()
-            .any(|l| l.contains("annotation overrides flag") && l.contains(&value))
+            .any(|l| l.contains("annotation overrides flag") && l.contains(value))
             .then_some(())
     });
-    (prom, port)
 }
 
 /// The versions of the recording rules Prometheus serves now.
@@ -402,8 +413,11 @@ fn the_first_update_refused_by_prometheus_rolls_back_to_the_config_it_started_on
     // reload target, under which the refusal made under the old one is not held: 2.1.0 is offered
     // to it, refused again and rolled back, and 2.0.0 is what it serves.
     drop(prom);
-    let (_prom, port) = start_and_point(&g, &exe, &d, true, "confgate.io/reload", reload_url);
+    // Serving before it is pointed at: Prometheus listens before it reads its config, and the
+    // refused config offered to the new target must not be what it starts on.
+    let (_prom, port) = start(&exe, &d, true);
     wait_serving(port, "2.0.0");
+    point(&g, &d, "confgate.io/reload", &reload_url(port));
     g.wait_status("2.1.0 refused again under the new target", |s| {
         s["candidate"]["verdict"] == "rejected-by-component"
             && s["reload"]["requested"].as_u64() >= Some(1)

@@ -345,6 +345,37 @@ fn a_watched_link_moved_over_to_a_new_checkout_is_followed() {
     g.wait_active("1.2.0");
 }
 
+/// git-sync's layout with the config a dir inside the checkout (`--watch /git/current/config`): the
+/// link is along the path, not its last component, and the old checkout is kept. The move is seen at
+/// once, not at the periodic re-read an hour away, and the new checkout's config dir is watched.
+#[test]
+fn a_link_along_the_watched_path_moved_over_to_a_new_checkout_is_followed() {
+    let d = Dirs::new();
+    let git = d.root.path().join("git");
+    let (a, b) = (git.join("rev-a/config"), git.join("rev-b/config"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("version"), "1.0.0").unwrap();
+    std::fs::write(b.join("version"), "1.1.0").unwrap();
+    std::os::unix::fs::symlink("rev-a", git.join("current")).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--accepts", "^1", "--resync-interval", "1h"])
+        .arg("--watch")
+        .arg(git.join("current/config"))
+        .arg("--promote-to")
+        .arg(d.promoted())
+        .arg("--annotations")
+        .arg(d.podinfo().join("annotations"));
+    let g = Gate::from_command(cmd, &d.log());
+    g.wait_active("1.0.0");
+    let tmp = git.join("current.tmp");
+    std::os::unix::fs::symlink("rev-b", &tmp).unwrap();
+    std::fs::rename(&tmp, git.join("current")).unwrap();
+    g.wait_active("1.1.0");
+    std::fs::write(b.join("version"), "1.2.0").unwrap();
+    g.wait_active("1.2.0");
+}
+
 /// Gate-only mode (no `--promote-to`) gates readiness and copies nothing.
 #[test]
 fn gate_only_mode() {

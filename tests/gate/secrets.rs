@@ -115,3 +115,38 @@ fn config_content_keeps_the_plain_hash() {
     let s = g.wait_active("2.4.1");
     assert_eq!(s["active"]["sha256"], plain(files).as_str());
 }
+
+/// A version key that holds a credential (a mis-pointed `--version-from`) is `invalid`, and in a Secret
+/// its value is never shown, though it is written with a version's characters (outside a Secret such a
+/// value is echoed, to be fixed).
+#[test]
+fn a_secret_s_version_key_that_is_no_version_is_never_echoed() {
+    let d = Dirs::new();
+    let pin = "hunter2-PIN-4711";
+    kubelet_write(&d.watch(), &[("pin", b"2.4.1")]);
+    let g = Gate::start(
+        &d,
+        &[
+            "--content",
+            "secret",
+            "--accepts",
+            "^2",
+            "--version-from",
+            "file:pin",
+        ],
+    );
+    g.wait_active("2.4.1");
+    kubelet_write(&d.watch(), &[("pin", pin.as_bytes())]);
+    let s = g.wait_candidate(None, "invalid");
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("not shown: the content is a Secret's"),
+        "{reason}"
+    );
+    let all = surfaces(&g);
+    assert!(!all.contains(pin), "the value is shown:\n{all}");
+    assert!(
+        !all.contains("hunter2"),
+        "part of the value is shown:\n{all}"
+    );
+}

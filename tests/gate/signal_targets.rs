@@ -250,7 +250,7 @@ fn a_name_shared_with_a_helper_that_does_not_catch_the_signal_reloads_the_compon
 /// `unshare`, once it has shown that this machine lets a user make a user and a PID namespace
 /// (`unshare -Urpf`); a machine that does not fails the test saying so, never skips it.
 fn own_pid_namespace() -> PathBuf {
-    let unshare = common::tool("unshare").expect("unshare (util-linux) is needed");
+    let unshare = common::tool("unshare");
     let ok = Command::new(&unshare)
         .args(["-Urpf", "--mount-proc", "true"])
         .status()

@@ -47,12 +47,27 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
+/// Whether `s` holds back a newest config that a Warning Event reported (held, missing, refused).
+fn holding_back(s: &Status) -> bool {
+    s.candidate
+        .as_ref()
+        .is_some_and(|c| c.verdict != Verdict::Accepted)
+}
+
 /// The Events a change of status calls for.
+///
+/// A routine accepted promotion makes none: the conditions and the facts annotation already say
+/// what is active, and an Event per pod per healthy change is a write per pod the API server
+/// stores and serves for nothing (at 1,000 pods, 1,000 Events for one edit). Events are for what
+/// an operator acts on: a config held, missing or refused by the component, a reload failing, a
+/// config active in observe mode although rejected, and the promotion that ends a hold one of
+/// those Events reported (so a Warning is followed by its resolution).
 pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     let mut out = Vec::new();
     let active_sha = |s: &Status| s.active.as_ref().map(|a| a.sha256);
     if let Some(a) = &next.active
         && active_sha(prev) != active_sha(next)
+        && (a.verdict != Verdict::Accepted || holding_back(prev))
     {
         let accepted = a.verdict == Verdict::Accepted;
         out.push(Note {
@@ -192,6 +207,26 @@ pub fn facts(s: &Status) -> Option<Facts> {
             }
         }),
     })
+}
+
+/// Whether the patch for `next` may wait for the reload of its active config: it leaves the status
+/// and reason of every condition as last `sent` (so readiness and `config-current` are not held up)
+/// and a reload of the active config is still to be answered, whose answer moves `applied` in the
+/// facts. Waiting writes both in one patch instead of one for the promotion and one for the reload:
+/// a healthy change costs one write per pod. Never before the first patch, after a refusal, or
+/// while reloads fail (the answer may never come, and the facts say what was promoted meanwhile).
+pub fn may_wait(sent: &[Condition], next: &[Condition], s: &Status) -> bool {
+    let same = !sent.is_empty()
+        && sent.len() == next.len()
+        && sent
+            .iter()
+            .zip(next)
+            .all(|(a, b)| (a.type_, a.status, &a.reason) == (b.type_, b.status, &b.reason));
+    let reload_due = s.reload.target != "none"
+        && s.reload.last_result != ReloadResult::Rejected
+        && s.reload.consecutive_failures == 0
+        && s.active.as_ref().map(|a| a.sha256) != s.applied.as_ref().map(|a| a.sha256);
+    same && reload_due
 }
 
 /// The conditions for a status, none before anything was read: `confgate.io/config-compatible`
@@ -465,6 +500,78 @@ mod tests {
         );
         let m = facts(&s).unwrap();
         assert_eq!(m.active.unwrap().variant.as_deref(), Some("config.v2.yaml"));
+    }
+
+    /// A config accepted on a pod with `applied` as the component's and a reload target.
+    fn reloading(active_v: &str, applied_v: Option<&str>) -> Status {
+        let mut s = Status {
+            ready: true,
+            active: active(active_v),
+            ..Status::default()
+        };
+        if let Some(a) = s.active.as_mut() {
+            a.sha256 = hash(active_v.bytes().map(|b| b as u32).sum::<u32>() as u8);
+        }
+        s.applied = applied_v.map(|v| crate::state::AppliedView {
+            version: Some(v.into()),
+            sha256: hash(v.bytes().map(|b| b as u32).sum::<u32>() as u8),
+            since: jiff::Timestamp::UNIX_EPOCH,
+        });
+        s.reload.target = "http://127.0.0.1:8080/-/reload".into();
+        s
+    }
+
+    #[test]
+    fn a_healthy_change_makes_no_event_and_the_end_of_a_hold_does() {
+        // The first config at start, and every accepted change after it: no Event.
+        assert!(notes(&Status::default(), &reloading("2.4.1", None)).is_empty());
+        assert!(
+            notes(
+                &reloading("2.4.1", Some("2.4.1")),
+                &reloading("2.4.2", Some("2.4.1"))
+            )
+            .is_empty()
+        );
+        // A hold reported by a Warning, then a config accepted: the Event says the hold is over.
+        let mut held = reloading("2.4.1", Some("2.4.1"));
+        held.candidate = candidate("3.0.0", Verdict::TooNew, "too new");
+        let n = notes(&held, &reloading("2.4.2", Some("2.4.1")));
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert_eq!((n[0].reason, n[0].warning), ("Accepted", false));
+        // Observe mode: a rejected config active is a Warning, each time.
+        let mut observed = reloading("3.0.0", Some("2.4.1"));
+        if let Some(a) = observed.active.as_mut() {
+            a.verdict = Verdict::TooNew;
+        }
+        let n = notes(&reloading("2.4.1", Some("2.4.1")), &observed);
+        assert_eq!((n[0].reason, n[0].warning), ("Observed", true));
+    }
+
+    #[test]
+    fn a_patch_waits_for_the_reload_only_when_no_condition_changes() {
+        let sent = conditions(&reloading("2.4.1", Some("2.4.1")));
+        // Promoted, the reload not answered: the facts change, no condition's status or reason.
+        let promoted = reloading("2.4.2", Some("2.4.1"));
+        assert!(may_wait(&sent, &conditions(&promoted), &promoted));
+        // Answered: applied follows, nothing to wait for.
+        let applied = reloading("2.4.2", Some("2.4.2"));
+        assert!(!may_wait(&sent, &conditions(&applied), &applied));
+        // The first report never waits: readiness comes first.
+        assert!(!may_wait(&[], &conditions(&promoted), &promoted));
+        // No reload target: nothing will move `applied`.
+        let mut none = promoted.clone();
+        none.reload.target = "none".into();
+        assert!(!may_wait(&sent, &conditions(&none), &none));
+        // A refusal, or a condition that changes, is written at once.
+        let mut refused = promoted.clone();
+        refused.reload.last_result = ReloadResult::Rejected;
+        assert!(!may_wait(&sent, &conditions(&refused), &refused));
+        let mut failing = promoted.clone();
+        failing.reload.consecutive_failures = 1;
+        assert!(!may_wait(&sent, &conditions(&failing), &failing));
+        let mut held = promoted.clone();
+        held.candidate = candidate("3.0.0", Verdict::TooNew, "too new");
+        assert!(!may_wait(&sent, &conditions(&held), &held));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! What confgate reports on its own pod: Events (accepted, rejected, missing, reload failed) through
-//! `EventSink` (events.k8s.io/v1, only identical repeats folded into a series), and the conditions
+//! What confgate reports on its own pod: Events (a config held, missing or refused, a reload failed,
+//! the end of a hold; never a routine promotion) through `EventSink` (events.k8s.io/v1, only identical repeats folded into a series), and the conditions
 //! `confgate.io/config-compatible` and `confgate.io/config-current` on pods/status by strategic
 //! merge patch.
 //!
@@ -27,7 +27,7 @@ use crate::state::Status;
 pub(crate) mod derive;
 
 pub use derive::{
-    Condition, Note, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, notes,
+    Condition, Note, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, may_wait, notes,
 };
 
 /// After a failed condition patch, when to try again; doubled after each failure up to
@@ -35,6 +35,21 @@ pub use derive::{
 /// minutes, not every 30 s.
 const PATCH_RETRY: Duration = Duration::from_secs(30);
 const PATCH_RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// The longest a patch waits for the reload of a promoted config ([`may_wait`]): the facts then say
+/// what was promoted even if the component never answers.
+pub const SETTLE_MAX: Duration = Duration::from_secs(10);
+
+/// What a report did with the pod's conditions and facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patched {
+    /// Written, or nothing to write.
+    Done,
+    /// The patch failed; retried with backoff.
+    Failed,
+    /// Nothing written yet: the reload in flight changes the facts again soon ([`may_wait`]).
+    Waiting,
+}
 
 /// The sidecar's pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +110,17 @@ pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
 impl PodReporter {
     /// Reports the change from `prev` to `next`. Returns false when the condition could not be patched.
     pub async fn report(&mut self, prev: &Status, next: &Status) -> bool {
+        self.report_or_wait(prev, next, false).await != Patched::Failed
+    }
+
+    /// As [`PodReporter::report`]; with `may_defer`, a patch that [`may_wait`] for the reload in
+    /// flight is not made yet (`Waiting`), while the Events are published at once.
+    pub async fn report_or_wait(
+        &mut self,
+        prev: &Status,
+        next: &Status,
+        may_defer: bool,
+    ) -> Patched {
         for n in notes(prev, next) {
             if let Err(e) = self.events.publish(&n).await {
                 self.failed(explain(
@@ -103,14 +129,21 @@ impl PodReporter {
                 ));
             }
         }
-        self.patch(next).await
+        self.patch(next, may_defer).await
     }
 
-    async fn patch(&mut self, s: &Status) -> bool {
+    async fn patch(&mut self, s: &Status, may_defer: bool) -> Patched {
         let cs = conditions(s);
         let facts = facts(s).map(|f| f.to_json()).unwrap_or_default();
         if cs.is_empty() || (&self.sent, &self.sent_facts) == (&cs, &facts) {
-            return true;
+            return Patched::Done;
+        }
+        if may_defer && may_wait(&self.sent, &cs, s) {
+            debug!(
+                current = %cs[1].reason,
+                "pod conditions wait for the reload of the promoted config"
+            );
+            return Patched::Waiting;
         }
         let now = jiff::Timestamp::now();
         let timed: Vec<(Condition, jiff::Timestamp)> = cs
@@ -147,11 +180,11 @@ impl PodReporter {
                     .collect();
                 self.sent = cs;
                 self.sent_facts = facts;
-                true
+                Patched::Done
             }
             Err(e) => {
                 self.failed(explain(&e, "patch on pods/status"));
-                false
+                Patched::Failed
             }
         }
     }
@@ -179,19 +212,33 @@ pub async fn run(
     };
     let mut prev = Status::default();
     let mut retry = Doubling::new(PATCH_RETRY, PATCH_RETRY_MAX);
+    // While a patch waits for a reload: until when it may (fixed when the wait began, so a stream
+    // of statuses cannot put the patch off for longer).
+    let mut settle_by: Option<tokio::time::Instant> = None;
     loop {
         let next = rx.borrow_and_update().clone();
-        // With `prev == next` (a retry) no Event repeats; only the condition patch is tried again.
-        let patched = r.report(&prev, &next).await;
+        let may_defer = settle_by.is_none_or(|t| tokio::time::Instant::now() < t);
+        // With `prev == next` (a retry, or the wait over) no Event repeats; only the condition
+        // patch is tried again.
+        let done = r.report_or_wait(&prev, &next, may_defer).await;
         prev = next;
-        if patched {
-            retry.succeeded();
+        match done {
+            Patched::Waiting => {
+                settle_by.get_or_insert_with(|| tokio::time::Instant::now() + SETTLE_MAX);
+            }
+            Patched::Done => {
+                retry.succeeded();
+                settle_by = None;
+            }
+            Patched::Failed => settle_by = None,
         }
+        let settled = settle_by.unwrap_or_else(tokio::time::Instant::now);
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(retry.next()), if !patched => {
+            () = tokio::time::sleep(retry.next()), if done == Patched::Failed => {
                 retry.failed();
             }
+            () = tokio::time::sleep_until(settled), if done == Patched::Waiting => {}
             () = &mut shutdown => return,
         }
     }

@@ -57,6 +57,12 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// `--wait` with nothing to wait for: without a ConfigMap no pod's config is compared with anything,
+    /// so every pod would match at once.
+    #[error(
+        "--wait needs --configmap NAME: it waits until every pod runs that ConfigMap's current content (mid-rollout, its track's); without it nothing is compared"
+    )]
+    WaitWithoutConfigMap,
     /// Nothing to judge: neither a failure of the pods nor a success.
     #[error("no pods in namespace {namespace}{}: nothing to compare", selector.as_ref().map(|s| format!(" match -l {s}")).unwrap_or_default())]
     NoPods {
@@ -271,13 +277,17 @@ pub enum Waited {
 const WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `confgate status --wait`: reads the fleet until every pod matches, a pod refuses, or `timeout`
-/// passes. `progress` gets each summary that differs from the last. A failed read is retried until
+/// passes; refused without a ConfigMap to compare with. `progress` gets each summary that differs from
+/// the last. A failed read is retried until
 /// the timeout (the API server may be restarting under a pipeline), then returned.
 pub async fn wait(
     args: &Query,
     timeout: std::time::Duration,
     mut progress: impl FnMut(&str),
 ) -> Result<Waited, Error> {
+    if args.configmap.is_none() {
+        return Err(Error::WaitWithoutConfigMap);
+    }
     let (client, server) = super::client_at().await.map_err(Error::Client)?;
     let end = tokio::time::Instant::now() + timeout;
     let mut last = String::new();

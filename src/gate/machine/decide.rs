@@ -15,6 +15,10 @@ impl Gate {
         match ann {
             Ok(ann) => {
                 let r = Settings::with_annotations(&self.base, &self.settings, &ann);
+                self.annotated = crate::settings::SETTINGS
+                    .iter()
+                    .map(|s| s.annotated_by(&ann))
+                    .collect();
                 let changed = r.settings != self.settings;
                 self.settings = r.settings;
                 self.problems = r.problems;

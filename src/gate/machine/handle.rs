@@ -71,6 +71,11 @@ impl Gate {
                 }
             }
             Event::Rejudged(obs, j) => {
+                let j = if self.secret {
+                    crate::verdict::for_a_secret(j, &self.settings.version_from)
+                } else {
+                    j
+                };
                 if self.rejudge_active(&obs, &j) {
                     out.push(Action::Log(LogLine::NoLongerActive {
                         sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
@@ -324,23 +329,28 @@ impl Gate {
         let new = self.settings.describe();
         // Compared as values, not as text: a changed password shows as the same text.
         let settings = crate::settings::SETTINGS.iter();
-        for ((b, n), setting) in base.iter().zip(new).zip(settings) {
+        for (i, ((b, n), setting)) in base.iter().zip(new).zip(settings).enumerate() {
             if setting.same(&self.settings, before) {
                 continue;
             }
-            out.push(Action::Log(if setting.same(&self.settings, &self.base) {
-                LogLine::AnnotationGone {
-                    setting: n.0,
-                    value: n.2,
-                }
-            } else {
-                LogLine::AnnotationOverrides {
-                    setting: n.0,
-                    annotation: n.1,
-                    value: n.2,
-                    overrides: b.2.clone(),
-                }
-            }));
+            // Gone only when no annotation gives it: one that equals the flag's value (a spread of
+            // "0") is still in force.
+            let annotated = self.annotated.get(i).copied().unwrap_or(false);
+            out.push(Action::Log(
+                if !annotated && setting.same(&self.settings, &self.base) {
+                    LogLine::AnnotationGone {
+                        setting: n.0,
+                        value: n.2,
+                    }
+                } else {
+                    LogLine::AnnotationOverrides {
+                        setting: n.0,
+                        annotation: n.1,
+                        value: n.2,
+                        overrides: b.2.clone(),
+                    }
+                },
+            ));
         }
     }
 
@@ -352,6 +362,11 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
+        let mut choice = choice;
+        if self.secret {
+            choice.judgement =
+                crate::verdict::for_a_secret(choice.judgement, &self.settings.version_from);
+        }
         let (mut choice, mut decision) = self.decide(choice);
         if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
             && self.settings.validate != Validate::None

@@ -592,6 +592,8 @@ pub(crate) struct Gate {
     /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
     /// its retry does not wait again.
     spread_served: bool,
+    /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
+    annotated: Vec<bool>,
 }
 
 impl Gate {
@@ -634,6 +636,7 @@ impl Gate {
             rollout: None,
             small_before: false,
             candidate: None,
+            annotated: Vec::new(),
         }
     }
 

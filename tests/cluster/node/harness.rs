@@ -73,9 +73,7 @@ fn start() -> Result<Node, String> {
     let containerd = env_path("CONTAINERD_BIN", "Debian's containerd")?;
     let runc = env_path("RUNC_BIN", "Debian's runc")?;
     let images = env_path("CONFGATE_IMAGES", "the dir scripts/build-images.sh writes")?;
-    let Some(cluster) = server::cluster() else {
-        return Err("ETCD_BIN and KUBE_APISERVER_BIN are needed too".into());
-    };
+    let cluster = server::cluster();
     let dir = cluster.dir.join("node");
     std::fs::create_dir_all(dir.join("manifests")).map_err(|e| e.to_string())?;
     let cgroup = format!("confgate-node-{}", fastrand::u32(..));
@@ -227,6 +225,10 @@ resolvConf: ''
         format!("--root-dir={d}/kubelet-root"),
         format!("--cert-dir={d}/kubelet-pki"),
         format!("--hostname-override={NODE}"),
+        // The node's addresses are set once below and left alone: the kubelet refuses a loopback
+        // `--node-ip`, and the API server dials the node (`kubectl logs`, `exec`, `port-forward`) at
+        // the address it registered, here a name no DNS resolves.
+        "--cloud-provider=external".into(),
         "--v=1".into(),
     ];
     let kubelet_guard = server::server(&dir, &cluster.setpriv, &kubelet, &args, "kubelet.log")?;
@@ -248,6 +250,32 @@ resolvConf: ''
             ));
         }
         std::thread::sleep(Duration::from_millis(250));
+    }
+    // The kubelet serves on 127.0.0.1 only (`address`): that is the node's address, for every type the
+    // API server may prefer.
+    let addresses = json!({"status": {"addresses": [
+        {"type": "InternalIP", "address": "127.0.0.1"},
+        {"type": "Hostname", "address": "127.0.0.1"},
+    ]}});
+    let out = cluster
+        .kubectl()
+        .args([
+            "patch",
+            "node",
+            NODE,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+        ])
+        .arg(addresses.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "kubectl patch node: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(Node {
         cluster,
@@ -458,10 +486,29 @@ impl Node {
         }
     }
 
-    /// A free-looking loopback port for a hostNetwork container: pods share the node's network, so
-    /// each pod's listeners get ports of their own (a collision shows as a container that cannot bind).
+    /// A loopback port for a hostNetwork container: pods share the node's network, so each pod's
+    /// listeners get ports of their own (a collision shows as a container that cannot bind). Ports are
+    /// handed out in turn from a random start, never twice in one run (random draws from the range
+    /// collided often enough to fail a run of the whole suite), each free when handed out.
     pub fn port(&self) -> u16 {
-        fastrand::u16(30_000..32_000)
+        use std::sync::atomic::{AtomicU16, Ordering};
+        const LOW: u16 = 30_000;
+        const SPAN: u16 = 2_000;
+        static START: OnceLock<u16> = OnceLock::new();
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let start = *START.get_or_init(|| fastrand::u16(..SPAN));
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            assert!(
+                n < SPAN,
+                "every node port in {LOW}..{} was handed out",
+                LOW + SPAN
+            );
+            let port = LOW + (start + n) % SPAN;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
     }
 }
 

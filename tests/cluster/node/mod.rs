@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use ::confgate::rollout::{Bucket, Percent};
+
 use crate::common::get;
 use harness::{Node, condition, condition_is, container, node, running};
 
@@ -38,6 +40,8 @@ struct PodSpec {
     component_port: u16,
     gate_port: u16,
     annotations: Vec<(String, String)>,
+    /// More environment for confgate's container.
+    env: Vec<(String, String)>,
     /// The Deployment whose pod template is run (the shipped native-sidecar one unless said).
     deployment: Option<Value>,
 }
@@ -51,8 +55,17 @@ impl PodSpec {
             component_port: n.port(),
             gate_port: n.port(),
             annotations: Vec::new(),
+            env: Vec::new(),
             deployment: None,
         }
+    }
+
+    /// Only the file watch finds a change in the test's minutes: the safety re-read (30 s by default)
+    /// would otherwise find a change whose event confgate missed, and the test would pass without it.
+    fn watch_only(mut self) -> PodSpec {
+        self.env
+            .push(("CONFGATE_RESYNC_INTERVAL".into(), "1h".into()));
+        self
     }
 
     fn annotate(mut self, k: &str, v: &str) -> PodSpec {
@@ -94,6 +107,9 @@ impl PodSpec {
         );
         env.push(json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}));
         env.push(json!({"name": "KUBERNETES_SERVICE_PORT", "value": api_port}));
+        for (k, v) in &self.env {
+            env.push(json!({"name": k, "value": v}));
+        }
         gate["startupProbe"]["periodSeconds"] = json!(1);
         gate["readinessProbe"]["periodSeconds"] = json!(1);
         let component = &mut spec["containers"][0];
@@ -275,7 +291,7 @@ fn the_kubelets_own_configmap_swap_is_promoted_and_reloaded_and_a_too_new_one_he
     let n = node();
     let ns = "node-update";
     namespace(n, ns, &[]);
-    let p = PodSpec::new(n, ns, "update");
+    let p = PodSpec::new(n, ns, "update").watch_only();
     n.apply(&p.configmap("2.4.1"));
     n.apply(&p.object(n));
     wait_version(&p, "2.4.1", START);
@@ -303,7 +319,9 @@ fn under_unready_a_held_update_takes_the_pod_out_of_ready_and_an_annotation_edit
     let n = node();
     let ns = "node-unready";
     namespace(n, ns, &[]);
-    let p = PodSpec::new(n, ns, "unready").annotate("confgate.io/on-incompatible", "unready");
+    let p = PodSpec::new(n, ns, "unready")
+        .annotate("confgate.io/on-incompatible", "unready")
+        .watch_only();
     n.apply(&p.configmap("2.4.1"));
     n.apply(&p.object(n));
     wait_version(&p, "2.4.1", START);
@@ -632,6 +650,19 @@ fn a_secret_volume_is_gated_as_a_configmap_is() {
         !shown.contains("hello"),
         "the Secret's content reached the pod's status"
     );
+    // A Secret's hashes are sealed wherever they are shown (docs/secrets.md): the pod's conditions and
+    // annotations and /status carry `hmac-sha256:`, never the plain `sha256:` anyone could test
+    // guesses against (the images' digests in the container statuses are `sha256:` of their own).
+    let s = crate::common::status(p.gate_port).unwrap();
+    let shown = format!(
+        "{}{}{s}",
+        pod["status"]["conditions"], pod["metadata"]["annotations"]
+    );
+    assert!(shown.contains("hmac-sha256:"), "no sealed hash: {shown}");
+    assert!(
+        !shown.replace("hmac-sha256:", "").contains("sha256:"),
+        "a Secret's plain hash is shown: {shown}"
+    );
     n.apply(&secret("2.6.0"));
     wait_version(&p, "2.6.0", CHANGE);
 }
@@ -845,11 +876,38 @@ fn a_pod_confgate_inject_rewrote_runs_as_injected() {
         &pod.to_string(),
     );
     assert!(out.status.success(), "{out:?}");
-    let injected = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple::<Value>(&String::from_utf8(out.stdout).unwrap())
+            .unwrap()
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect();
+    // What lets the sidecar report comes with the pod: its ServiceAccount, the Role and the binding.
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["Pod", "ServiceAccount", "Role", "RoleBinding"],
+        "{docs:?}"
+    );
+    let items: Vec<Value> = docs
+        .into_iter()
+        .map(|mut d| {
+            if d["kind"] == "Pod" {
+                // The node's one adaptation: the API server's address (no Service routes here).
+                let api_port = n.cluster.server.rsplit(':').next().unwrap().to_owned();
+                let gate = &mut d["spec"]["initContainers"][0];
+                assert_eq!(gate["name"], "confgate", "{gate}");
+                let env = gate["env"].as_array_mut().unwrap();
+                env.push(json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}));
+                env.push(json!({"name": "KUBERNETES_SERVICE_PORT", "value": api_port}));
+            }
+            d
+        })
+        .collect();
     n.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": "injected-config", "namespace": ns},
                     "data": {"config.yaml": config("3.0.0")}}));
-    n.cluster.kubectl_ok(&["apply", "-f", "-"], &injected);
+    n.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}));
     let p = PodSpec {
         ns: ns.into(),
         name: "injected".into(),
@@ -857,12 +915,31 @@ fn a_pod_confgate_inject_rewrote_runs_as_injected() {
         component_port: port,
         gate_port: 0,
         annotations: Vec::new(),
+        env: Vec::new(),
         deployment: None,
     };
     harness_wait_text(n, &p, "Startup probe failed: no accepted config yet");
     assert_eq!(p.component_version(), None);
     n.apply(&p.configmap("2.4.1"));
     wait_version(&p, "2.4.1", CHANGE);
+
+    // It reports to its pod under what inject added: the condition, the Events `kubectl describe pod`
+    // lists, and `confgate status` counting it as reporting, not "1 not reporting".
+    n.wait_pod(ns, &p.name, "config-compatible True", CHANGE, |pod| {
+        condition_is(pod, "confgate.io/config-compatible", "True")
+    });
+    harness_wait_text(n, &p, "Accepted");
+    let text = crate::common::poll("confgate status seeing the pod report", CHANGE, || {
+        let out = crate::confgate()
+            .env("KUBECONFIG", &n.cluster.admin)
+            .args(["status", "-n", ns, "--configmap", "injected-config"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        out.status.success().then_some(text)
+    });
+    assert!(!text.contains("not reporting"), "{text}");
+    assert!(text.contains("injected"), "{text}");
 }
 
 #[test]
@@ -894,7 +971,15 @@ fn api_mode_under_its_shipped_role_drives_the_readiness_gate_the_kubelet_honours
     p.configmap = "webhook-config".into();
     p.deployment = Some(deployments[0].clone());
     n.apply(&p.configmap("2.4.1"));
-    n.apply(&p.object(n));
+    // confgate's readiness probe goes False with the gate, and while a container is not ready the
+    // kubelet reports that (`ContainersNotReady`) and never looks at the gates: without the probe, the
+    // readiness gate alone can hold the pod back, so this test sees the kubelet honour it.
+    let mut pod = p.object(n);
+    pod["spec"]["initContainers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("readinessProbe");
+    n.apply(&pod);
     wait_version(&p, "2.4.1", START);
     n.wait_pod(
         ns,
@@ -927,16 +1012,18 @@ fn api_mode_under_its_shipped_role_drives_the_readiness_gate_the_kubelet_honours
                 && condition_is(pod, "Ready", "False")
         },
     );
-    // Every container is ready: it is the readiness gate that holds the pod back.
+    // Every container, confgate's included, is ready: it is the readiness gate that holds the pod back.
+    let statuses: Vec<&Value> = ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .flat_map(|k| pod["status"][k].as_array().unwrap())
+        .collect();
     assert!(
-        pod["status"]["containerStatuses"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|c| c["ready"] == true),
+        statuses.len() == 2 && statuses.iter().all(|c| c["ready"] == true),
         "{}",
         pod["status"]
     );
+    let ready = condition(&pod, "Ready").unwrap();
+    assert_eq!(ready["reason"], "ReadinessGatesNotReady", "{ready}");
     assert_eq!(p.component_version().as_deref(), Some("2.4.1"));
     n.apply(&p.configmap("2.5.0"));
     wait_version(&p, "2.5.0", CHANGE);
@@ -1036,6 +1123,26 @@ fn a_rollout_across_six_pods_rolls_a_refused_candidate_back_on_the_canary_pods_o
                 settled.then_some(s)
             });
             std::mem::forget(guard);
+            // Canaries only: the pod's track is the one its own UID's bucket gives it at this share,
+            // so a rollout that put every pod (or none) on the candidate fails here.
+            let uid = n.pod(ns, &p.name)["metadata"]["uid"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let bucket = Bucket::of(&uid);
+            let on_candidate = bucket.on_candidate(Percent::parse(percent).unwrap());
+            assert_eq!(
+                s["rollout"]["bucket"],
+                bucket.to_string(),
+                "{}: the bucket is not its UID's: {s}",
+                p.name
+            );
+            assert_eq!(
+                s["rollout"]["assigned"],
+                if on_candidate { "candidate" } else { "stable" },
+                "{}: bucket {bucket} at {percent}: {s}",
+                p.name
+            );
             // A canary held the candidate the component refused and runs stable again.
             assert_eq!(s["rollout"]["track"], "stable", "{}: {s}", p.name);
             canaries += usize::from(s["rollout"]["assigned"] == "candidate");
@@ -1078,4 +1185,157 @@ impl Drop for LastStatus<'_> {
     fn drop(&mut self) {
         eprintln!("last /status: {}", self.0.borrow());
     }
+}
+
+#[test]
+#[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn the_documented_deploying_and_watching_commands_run_as_written() {
+    // docs/deploying.md step 3 and the README's "Seeing what it is doing", on the node: the images are
+    // already imported with `ctr -n k8s.io images import` (the harness runs the documented command
+    // against the node's own containerd socket).
+    let n = node();
+    let ns = "node-deploy";
+    n.namespace(ns, &[]);
+    n.kubectl(&[
+        "apply",
+        "-n",
+        ns,
+        "-k",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/native-sidecar"),
+    ]);
+    // No controller-manager turns the Deployment into pods here: its pod template is run as a Pod, on
+    // the ConfigMap the kustomization applied.
+    let mut p = PodSpec::new(n, ns, "component-0");
+    p.configmap = "component-config".into();
+    n.apply(&p.object(n));
+    let shipped: Value = serde_json::from_str(&n.kubectl(&[
+        "get",
+        "configmap",
+        "-n",
+        ns,
+        "component-config",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let version = shipped["data"]["config.yaml"]
+        .as_str()
+        .and_then(|c| c.lines().find(|l| l.starts_with("schemaVersion:")))
+        .map(|l| {
+            l["schemaVersion:".len()..]
+                .trim()
+                .trim_matches('"')
+                .to_owned()
+        })
+        .unwrap();
+    wait_version(&p, &version, START);
+
+    let text = n.kubectl(&[
+        "describe",
+        "pod",
+        "-n",
+        ns,
+        "-l",
+        "app.kubernetes.io/name=component",
+    ]);
+    assert!(text.contains("confgate:"), "{text}");
+    let status = crate::common::poll("confgate status: every pod reporting", CHANGE, || {
+        let out = crate::confgate()
+            .env("KUBECONFIG", &n.cluster.admin)
+            .args(["status", "-n", ns, "-l", "app.kubernetes.io/name=component"])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(status.contains(&version), "{status}");
+    let ready = n.kubectl(&[
+        "exec",
+        "-n",
+        ns,
+        &p.name,
+        "-c",
+        "confgate",
+        "--",
+        "/confgate",
+        "probe",
+        "ready",
+    ]);
+    assert_eq!(ready.trim(), "ok");
+    let logs = n.kubectl(&["logs", "-n", ns, &p.name, "-c", "confgate"]);
+    assert!(logs.contains("\"message\":\"promoted\""), "{logs}");
+    assert!(
+        !logs.contains("hello"),
+        "the config's content is in the log"
+    );
+
+    // `kubectl port-forward POD 9797 &` and `curl -s localhost:9797/status`, with the pod's own port
+    // (hostNetwork pods here each have one) and a local port kubectl picks.
+    let mut forward = n.cluster.kubectl();
+    forward
+        .args(["port-forward", "-n", ns, &p.name])
+        .arg(format!(":{}", p.gate_port))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = forward.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    // "Forwarding from 127.0.0.1:LOCAL -> REMOTE"
+    let local: u16 = line
+        .split_whitespace()
+        .nth(2)
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("kubectl port-forward said {line:?}"));
+    let s = crate::common::status(local);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let s = s.expect("/status through kubectl port-forward");
+    assert_eq!(s["active"]["version"], json!(version), "{s}");
+}
+
+#[test]
+#[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn a_projected_token_cannot_expire_sooner_than_ten_minutes_so_no_rotation_fits_a_test() {
+    // The kubelet refreshes a projected token at 80% of its lifetime, and the API server refuses a
+    // lifetime under 600 s both in a pod's spec and in a TokenRequest, whatever its flags
+    // (`--service-account-max-token-expiration` only caps longer ones): the first rotation comes after
+    // 480 s at the soonest. This test keeps docs/development.md's reason for testing no rotation true.
+    let n = node();
+    let ns = "node-token";
+    namespace(n, ns, &[]);
+    let p = PodSpec::new(n, ns, "token");
+    let mut pod = p.object(n);
+    for v in pod["spec"]["volumes"].as_array_mut().unwrap() {
+        if v["name"] == "confgate-token" {
+            v["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] = json!(599);
+        }
+    }
+    let out = n
+        .cluster
+        .kubectl_with(&["create", "--dry-run=server", "-f", "-"], &pod.to_string());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a 599 s token was accepted: {out:?}");
+    assert!(
+        err.contains("may not specify a duration less than 10 minutes"),
+        "{err}"
+    );
+    let out = n.cluster.kubectl_with(
+        &["create", "token", "-n", ns, "confgate", "--duration=599s"],
+        "",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a 599 s TokenRequest was granted");
+    assert!(
+        err.contains("may not specify a duration less than 10 minutes"),
+        "{err}"
+    );
+    // The floor itself is granted, so the shortest rotation is 0.8 x 600 s.
+    n.kubectl(&["create", "token", "-n", ns, "confgate", "--duration=600s"]);
 }

@@ -204,6 +204,44 @@ fn no_spread_or_no_identity_promotes_at_once() {
     }
 }
 
+/// A spread annotation set to "0" is an annotation in force that equals the flag's value: logged as
+/// overriding it, not as gone.
+#[test]
+fn a_spread_annotation_of_zero_is_in_force_not_gone() {
+    let c = Clock::new();
+    let (mut g, _) = spreading(&c);
+    let a = g.handle(
+        Event::Annotations(Ok(Some(ann("confgate.io/reload-spread", "0")))),
+        c.at(200),
+    );
+    assert!(
+        !has(&a, |x| matches!(
+            x,
+            Action::Log(LogLine::AnnotationGone { .. })
+        )),
+        "{a:?}"
+    );
+    assert!(
+        has(&a, |x| matches!(
+            x,
+            Action::Log(LogLine::AnnotationOverrides {
+                annotation: "confgate.io/reload-spread",
+                ..
+            })
+        )),
+        "{a:?}"
+    );
+    // Removed, it is gone.
+    let a = g.handle(Event::Annotations(Ok(Some(ann("other", "x")))), c.at(300));
+    assert!(
+        !has(&a, |x| matches!(
+            x,
+            Action::Log(LogLine::AnnotationOverrides { .. })
+        )),
+        "{a:?}"
+    );
+}
+
 #[test]
 fn the_spread_turned_off_during_the_wait_promotes_at_once() {
     let c = Clock::new();
