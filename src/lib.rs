@@ -26,7 +26,8 @@
 //!      judges each with its workload's settings.
 //! 4. I/O at the edges.
 //!    - `http`: the outgoing HTTP client (reload POSTs, `confirm`'s reads) and `probe`'s GET.
-//!    - `source`: notify watches on the kubelet volumes; events only say "look again".
+//!    - `source`: inotify watches on the kubelet volumes, read in tokio's reactor; events only say
+//!      "look again".
 //!    - [`promote`]: the only writer of the promoted dir, in the kubelet's layout.
 //!    - [`reload`]: HTTP or signal reloads with backoff and coalescing; `confirm`: a reload confirmed
 //!      through the component's own metrics.
@@ -57,6 +58,7 @@ pub mod annotations;
 #[cfg(feature = "api")]
 pub mod api;
 pub mod app;
+pub(crate) mod backoff;
 pub mod check;
 pub mod cli;
 pub(crate) mod configmap;

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::snapshot::PrintedHash;
-use crate::values::Verdict;
+use crate::values::{Percent, Verdict};
 
 /// What the gauges show, taken from the published status at scrape time (`From<&Status>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -24,8 +24,9 @@ pub struct View<'a> {
     pub last_reload_successful: Option<bool>,
     /// The active variant's key, with the variants setting.
     pub variant: Option<&'a str>,
-    /// With a rollout in the ConfigMap: this pod's track, the percentage as shown and in hundredths.
-    pub rollout: Option<(&'a str, &'a str, u32)>,
+    /// With a rollout in the ConfigMap: this pod's track and the percentage (`None`: no
+    /// `confgate.rollout` key, 0%).
+    pub rollout: Option<(&'a str, Option<Percent>)>,
 }
 
 /// Upper bounds of the reload-duration histogram, in seconds.
@@ -166,7 +167,8 @@ impl Metrics {
                 escape(version),
             );
         }
-        if let Some((track, percent, hundredths)) = s.rollout {
+        if let Some((track, percent)) = s.rollout {
+            let percent = percent.unwrap_or(Percent::ZERO);
             head(
                 &mut out,
                 "confgate_rollout_info",
@@ -175,14 +177,13 @@ impl Metrics {
             );
             let _ = writeln!(
                 out,
-                "confgate_rollout_info{{track=\"{track}\",percent=\"{}\"}} 1",
-                escape(percent)
+                "confgate_rollout_info{{track=\"{track}\",percent=\"{percent}\"}} 1",
             );
             gauge(
                 &mut out,
                 "confgate_rollout_candidate_ratio",
                 "With a rollout in the ConfigMap: the share of pods it puts on the candidate, 0 to 1.",
-                f64::from(hundredths) / 10_000.0,
+                percent.fraction(),
             );
         }
         head(

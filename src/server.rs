@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, info, warn};
 
+use crate::backoff::Doubling;
 use crate::listing;
 use crate::state::{Shared, Status};
 
@@ -48,24 +49,24 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     tokio::pin!(shutdown);
     let slots = Slots::new();
     let (drain_tx, drain_rx) = watch::channel(false);
-    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut backoff = Doubling::new(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
     loop {
         // Accepting goes on when every slot is taken, so a probe behind other clients in the listen
         // backlog is reached and given its reserved slot; a connection with no slot is closed.
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(accepted) => {
-                    backoff = ACCEPT_BACKOFF_MIN;
+                    backoff.succeeded();
                     accepted
                 }
                 Err(e) => {
                     if is_resource_exhaustion(&e) {
-                        warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "accept failed: out of resources");
+                        let wait = backoff.failed();
+                        warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "accept failed: out of resources");
                         tokio::select! {
-                            () = tokio::time::sleep(backoff) => {}
+                            () = tokio::time::sleep(wait) => {}
                             () = &mut shutdown => break,
                         }
-                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                     } else {
                         // One connection's problem (reset before accept): the next is fine.
                         debug!(error = %e, "accept failed");

@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::listing;
 use crate::metrics::{self, Metrics};
 use crate::snapshot::{ContentHash, PrintedHash};
-use crate::values::{Mode, OnIncompatible, Verdict};
+use crate::values::{Bucket, Mode, NEXT_SUFFIX, OnIncompatible, Percent, ROLLOUT_KEY, Verdict};
 
 /// The config the component runs (or, in gate-only mode, would run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,17 +81,15 @@ impl std::fmt::Display for Track {
     }
 }
 
-/// A rollout as this pod sees it: the ConfigMap holds `.next` keys or `confgate.rollout`.
+/// A rollout as this pod sees it: the ConfigMap holds `.next` keys or `confgate.rollout`. Built
+/// from a [`Rollout`] ([`Rollout::view`]), the one place its words are made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RolloutView {
     /// The percentage of pods on the candidate (`25%`); `None` when `confgate.rollout` is absent.
-    pub percent: Option<String>,
-    /// The same share in hundredths of a percent (0 when absent), for the metrics.
-    #[serde(skip)]
-    pub hundredths: u32,
+    pub percent: Option<Percent>,
     /// This pod's bucket (`12.34%`): on the candidate when below the percentage. `None` without a
     /// pod identity.
-    pub bucket: Option<String>,
+    pub bucket: Option<Bucket>,
     /// The track the bucket gives this pod.
     pub assigned: Track,
     /// The track of what this pod promotes: stable when the candidate is held on it.
@@ -101,10 +100,6 @@ pub struct RolloutView {
     pub held: Option<RolloutHeld>,
     /// The assignment in words.
     pub reason: String,
-    /// The hash of the candidate's own keys (each `K.next`, named `K`): what a refusal of the
-    /// candidate is remembered by, whatever stable keys change around it.
-    #[serde(skip)]
-    pub candidate_sha256: Option<ContentHash>,
 }
 
 /// A candidate held back on a pod assigned to it, and why.
@@ -114,9 +109,101 @@ pub struct RolloutHeld {
     pub sha256: Option<String>,
     pub verdict: Verdict,
     pub reason: String,
-    /// The candidate set's hash, typed, for the gate's status.
-    #[serde(skip)]
+}
+
+/// A rollout as this pod sees it, typed: what `rollout::choose` found and the gate keeps; the
+/// status shows it as a [`RolloutView`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rollout {
+    /// The percentage in `confgate.rollout`; `None` when that key is absent.
+    pub percent: Option<Percent>,
+    /// This pod's bucket; `None` without a pod identity.
+    pub bucket: Option<Bucket>,
+    /// The track the bucket gives this pod.
+    pub assigned: Track,
+    /// The names the candidate gives new content (`K` for each `K.next`), in key order.
+    pub keys: Vec<String>,
+    /// The candidate, held on this pod although its bucket assigns it.
+    pub held: Option<HeldCandidate>,
+    /// On the candidate's track: the hash of the candidate's own keys (each `K.next`, named `K`),
+    /// which a refusal of the candidate is remembered by, whatever stable keys change around it.
+    pub candidate_own: Option<ContentHash>,
+}
+
+/// A rollout's candidate held on a pod its bucket assigns to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldCandidate {
+    pub version: Option<String>,
+    /// The candidate set's hash.
     pub hash: Option<ContentHash>,
+    pub verdict: Verdict,
+    /// Why: its judgement's reason, or `None` when the component refused it.
+    pub judged: Option<String>,
+}
+
+impl HeldCandidate {
+    /// Why it is held, in words.
+    pub fn reason(&self) -> &str {
+        self.judged
+            .as_deref()
+            .unwrap_or("the component rejected it")
+    }
+}
+
+impl Rollout {
+    /// The track of what this pod promotes: stable when the candidate is held on it.
+    pub fn track(&self) -> Track {
+        match self.held {
+            Some(_) => Track::Stable,
+            None => self.assigned,
+        }
+    }
+
+    /// The candidate's own keys' hash while this pod promotes the candidate.
+    pub fn promoting_candidate(&self) -> Option<ContentHash> {
+        self.candidate_own
+            .filter(|_| self.track() == Track::Candidate)
+    }
+
+    /// The assignment in words.
+    fn reason(&self) -> String {
+        let (key, suffix) = (ROLLOUT_KEY, NEXT_SUFFIX);
+        match (self.percent, self.bucket, &self.held) {
+            (Some(p), Some(b), Some(h)) => format!(
+                "bucket {b} is below {p}, but the candidate{} is {}: held, on stable",
+                h.version
+                    .as_deref()
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default(),
+                h.verdict
+            ),
+            _ if self.keys.is_empty() => format!("no {suffix} key: every pod on stable"),
+            (None, _, _) => format!("no {key} key: every pod on stable"),
+            (Some(_), None, _) => "no pod identity (POD_UID or POD_NAME): on stable".to_owned(),
+            (Some(p), Some(b), None) if b.on_candidate(p) => {
+                format!("bucket {b} is below {p}: on the candidate")
+            }
+            (Some(p), Some(b), None) => format!("bucket {b} is not below {p}: on stable"),
+        }
+    }
+
+    /// The rollout as `/status` shows it.
+    pub fn view(&self) -> RolloutView {
+        RolloutView {
+            percent: self.percent,
+            bucket: self.bucket,
+            assigned: self.assigned,
+            track: self.track(),
+            keys: listing::listed(&self.keys, None, |out, k| out.push_str(&listing::name(k))),
+            held: self.held.as_ref().map(|h| RolloutHeld {
+                version: h.version.clone(),
+                sha256: h.hash.map(|h| h.to_string()),
+                verdict: h.verdict,
+                reason: h.reason().to_owned(),
+            }),
+            reason: self.reason(),
+        }
+    }
 }
 
 /// A change this pod has seen and promotes later, after its share of the reload spread.
@@ -375,13 +462,7 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
                 .map(|a| (a.version.as_deref().unwrap_or(""), &a.sha256)),
             last_reload_successful: s.reload.last_reload_successful,
             variant: s.active.as_ref().and_then(|a| a.variant.as_deref()),
-            rollout: s.rollout.as_ref().map(|r| {
-                (
-                    r.track.as_str(),
-                    r.percent.as_deref().unwrap_or("0%"),
-                    r.hundredths,
-                )
-            }),
+            rollout: s.rollout.as_ref().map(|r| (r.track.as_str(), r.percent)),
         }
     }
 }
@@ -584,8 +665,25 @@ mod tests {
             sha256: PrintedHash::Sha256([3; 32]),
             since: "2026-11-29T22:00:00Z".parse().unwrap(),
         });
+        s.rollout = Some(
+            Rollout {
+                percent: Percent::parse("25%").ok(),
+                bucket: Bucket::from_hundredths(1234),
+                assigned: Track::Candidate,
+                keys: vec!["config.yaml".into()],
+                held: None,
+                candidate_own: None,
+            }
+            .view(),
+        );
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains(r#""since":"2026-11-29T22:00:00Z""#), "{json}");
+        // The percentage is held once, typed, and shown as the text it was read from.
+        assert!(
+            json.contains(r#""percent":"25%","bucket":"12.34%""#)
+                && json.contains("bucket 12.34% is below 25%: on the candidate"),
+            "{json}"
+        );
         let back: Status = serde_json::from_str(&json).unwrap();
         assert_eq!(back, s);
     }

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backoff::Doubling;
+
 /// The first wait.
 pub(crate) const FIRST: Duration = Duration::from_millis(800);
 /// The longest wait after errors the API server answered.
@@ -36,22 +38,37 @@ pub enum Failure {
     Unanswered,
 }
 
-/// Consecutive failures of each kind, and the last successful list.
-#[derive(Debug, Clone, Default)]
+/// The waits of each kind of failure, and the last successful list.
+#[derive(Debug, Clone)]
 pub(crate) struct Backoff {
-    answered: u32,
-    unanswered: u32,
-    /// The counts the last successful list reset, kept while its watch has not proved itself.
-    before_list: (u32, u32),
+    answered: Doubling,
+    unanswered: Doubling,
+    /// The waits the last successful list reset, kept while its watch has not proved itself.
+    before_list: (Doubling, Doubling),
     listed_at: Option<Instant>,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        let (answered, unanswered) = (
+            Doubling::new(FIRST, MAX),
+            Doubling::new(FIRST, UNANSWERED_MAX),
+        );
+        Backoff {
+            answered,
+            unanswered,
+            before_list: (answered, unanswered),
+            listed_at: None,
+        }
+    }
 }
 
 impl Backoff {
     /// A list succeeded at `now`.
     pub(crate) fn listed(&mut self, now: Instant) {
         self.before_list = (self.answered, self.unanswered);
-        self.answered = 0;
-        self.unanswered = 0;
+        self.answered.succeeded();
+        self.unanswered.succeeded();
         self.listed_at = Some(now);
     }
 
@@ -69,19 +86,15 @@ impl Backoff {
             .is_some_and(|at| now.saturating_duration_since(at) < MAX);
         if soon {
             (self.answered, self.unanswered) = (
-                self.answered.max(self.before_list.0),
-                self.unanswered.max(self.before_list.1),
+                self.answered.further(self.before_list.0),
+                self.unanswered.further(self.before_list.1),
             );
         }
-        let (count, max) = match failure {
+        let nominal = match failure {
             Failure::Gone if !soon => return Duration::ZERO,
-            Failure::Gone | Failure::Answered => (&mut self.answered, MAX),
-            Failure::Unanswered => (&mut self.unanswered, UNANSWERED_MAX),
+            Failure::Gone | Failure::Answered => self.answered.failed(),
+            Failure::Unanswered => self.unanswered.failed(),
         };
-        let nominal = FIRST
-            .saturating_mul(1u32.checked_shl(*count).unwrap_or(u32::MAX))
-            .min(max);
-        *count = count.saturating_add(1).min(16);
         nominal.mul_f64(1.0 - random.clamp(0.0, 1.0) / 2.0)
     }
 }

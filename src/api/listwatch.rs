@@ -16,8 +16,8 @@ use kube::Client;
 use kube::api::{ListParams, WatchParams};
 use kube::client::Body;
 
+use super::object::Kind;
 use super::object::{self, EventType, Object, StatusFields, Unreadable};
-use super::source::Kind;
 use super::{Target, explain};
 
 /// The most one answer (a list, or one watch event's line) may hold. A ConfigMap is at most 1 MiB of

@@ -17,10 +17,34 @@ use std::fmt;
 use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::source::Kind;
 use crate::configmap::Keys;
 use crate::listing;
 use crate::snapshot::{MAX_BYTES, MAX_KEYS, too_many_keys};
+
+/// The kind of object watched: named in the view, the log lines and the RBAC rule a 403 calls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    ConfigMap,
+    Secret,
+}
+
+impl Kind {
+    /// As `/status` and the log lines name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "configmap",
+            Kind::Secret => "secret",
+        }
+    }
+
+    /// As messages name it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
+        }
+    }
+}
 
 /// One object of a list or a watch event: its identity, and its keys or why they are refused.
 #[derive(Debug)]

@@ -34,34 +34,11 @@ use crate::state::{Shared, SourceView};
 /// How long the watch may keep failing before `/livez` says so.
 pub(crate) const STUCK_AFTER: Duration = Duration::from_secs(60);
 
+pub use super::object::Kind;
+
 /// What a ConfigMap or Secret object means to the gate.
 pub fn observe(obj: Object) -> Observed {
     configmap::observe(obj.keys)
-}
-
-/// The kind of object watched: named in the view, the log lines and the RBAC rule a 403 calls for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    ConfigMap,
-    Secret,
-}
-
-impl Kind {
-    /// As `/status` and the log lines name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::ConfigMap => "configmap",
-            Kind::Secret => "secret",
-        }
-    }
-
-    /// As messages name it.
-    pub fn title(self) -> &'static str {
-        match self {
-            Kind::ConfigMap => "ConfigMap",
-            Kind::Secret => "Secret",
-        }
-    }
 }
 
 /// Folds list and watch events into snapshots and the source's view (identity, recreation, health).

@@ -129,10 +129,22 @@ fn pod_bucket() -> Option<rollout::Bucket> {
     Some(bucket)
 }
 
+/// A directory setting as the file system shows it, for [`settings::check_paths`].
+fn look(given: &std::path::Path) -> settings::Looked<'_> {
+    settings::Looked {
+        given,
+        full: std::fs::canonicalize(given)
+            .or_else(|_| std::path::absolute(given))
+            .unwrap_or_else(|_| given.to_path_buf()),
+        not_a_dir: std::fs::metadata(given).is_ok_and(|m| !m.is_dir()),
+    }
+}
+
 fn check_paths(p: &PathArgs) -> Result<(), Error> {
+    let promote_to = p.promote_to.as_deref().map(look);
     Ok(settings::check_paths(
-        &p.watch,
-        p.promote_to.as_deref(),
+        &look(&p.watch),
+        promote_to.as_ref(),
         p.resync_interval,
     )?)
 }

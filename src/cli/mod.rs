@@ -28,8 +28,10 @@ pub use gate::{GateArgs, JudgeArgs};
 pub use suggest::without_far_suggestions;
 
 /// The log filter, for every command's help: it is read from the environment only.
-const LOG_HELP: &str = "Environment:\n  CONFGATE_LOG  The log filter, in tracing's env-filter syntax: \
-                        info (the default), debug, or per module, e.g. confgate=debug,kube=warn";
+const LOG_HELP: &str = "Environment:\n  CONFGATE_LOG  The log filter, in tracing's Targets syntax: \
+                        a level (info, the default, or error, warn, debug, trace), then module=level \
+                        pairs, e.g. info,confgate::reload=debug,kube=warn (a module not named logs at \
+                        the first level; without one, not at all); a filter that does not parse is info";
 
 /// The commit the binary was built from (`build.rs`), `unknown` when the build did not say.
 pub const COMMIT: &str = match option_env!("CONFGATE_GIT_COMMIT") {

@@ -1,11 +1,11 @@
-//! The log line of each [`Note`] the gate asks for: one line per decision, structured fields, no
+//! The log line of each [`LogLine`] the gate asks for: one line per decision, structured fields, no
 //! content.
 
 use std::path::Path;
 
 use tracing::{error, info, warn};
 
-use super::machine::{ANNOTATIONS_GRACE, Judged, Note};
+use super::machine::{ANNOTATIONS_GRACE, JudgedLine, LogLine};
 
 /// Where the lines name files: the annotations file, the watched dir and the promoted dir.
 pub(super) struct Places<'a> {
@@ -14,16 +14,16 @@ pub(super) struct Places<'a> {
     pub promoted: Option<&'a Path>,
 }
 
-pub(super) fn log(note: &Note, at: &Places<'_>) {
+pub(super) fn log(note: &LogLine, at: &Places<'_>) {
     let file = at.annotations.display();
     match note {
-        Note::Judged(j) => judged(j),
-        Note::PromotionFailed {
+        LogLine::Judged(j) => judged(j),
+        LogLine::PromotionFailed {
             error,
             version,
             sha,
         } => error!(error = %error, version, sha, "promotion failed; previous config kept"),
-        Note::Promoted {
+        LogLine::Promoted {
             version,
             variant,
             sha,
@@ -32,7 +32,7 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
                 info!(version, variant, sha, dir = %dir.display(), "promoted");
             }
         }
-        Note::Validated {
+        LogLine::Validated {
             version,
             sha,
             checker,
@@ -41,7 +41,7 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
             version,
             sha, checker, "the component's checker passed the candidate"
         ),
-        Note::Validated {
+        LogLine::Validated {
             version,
             sha,
             checker,
@@ -50,12 +50,12 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
             version,
             sha, checker, reason, "the component's checker refused the candidate; not promoted"
         ),
-        Note::Problem(p) => warn!(problem = %p, "settings problem"),
-        Note::ProblemCleared(p) => info!(problem = %p, "settings problem cleared"),
-        Note::AnnotationGone { setting, value } => {
+        LogLine::Problem(p) => warn!(problem = %p, "settings problem"),
+        LogLine::ProblemCleared(p) => info!(problem = %p, "settings problem cleared"),
+        LogLine::AnnotationGone { setting, value } => {
             info!(setting, value = %value, "annotation gone; the flag's value is back in force")
         }
-        Note::AnnotationOverrides {
+        LogLine::AnnotationOverrides {
             setting,
             annotation,
             value,
@@ -63,45 +63,45 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
         } => {
             info!(setting, annotation, value = %value, overrides = %overrides, "annotation overrides flag")
         }
-        Note::SettingsChanged {
+        LogLine::SettingsChanged {
             accepts,
             mode,
             reload,
         } => {
             info!(accepts = accepts.as_deref().unwrap_or("none"), mode = mode.as_str(), reload = %reload, "settings changed")
         }
-        Note::AnnotationsBack => info!(file = %file, "annotations file back"),
-        Note::AnnotationsMissing { why } => {
+        LogLine::AnnotationsBack => info!(file = %file, "annotations file back"),
+        LogLine::AnnotationsMissing { why } => {
             info!(file = %file, error = %why, grace_ms = ANNOTATIONS_GRACE.as_millis() as u64, "annotations file not readable; keeping the settings in force, looking again")
         }
-        Note::AnnotationsGone { changed } => {
+        LogLine::AnnotationsGone { changed } => {
             warn!(file = %file, changed, "annotations file still absent; its settings no longer apply")
         }
-        Note::NoLongerActive { sha } => {
+        LogLine::NoLongerActive { sha } => {
             warn!(sha = %sha, "the active config does not pass the settings now in force; no longer active")
         }
-        Note::AppliedBase { sha, version } => {
+        LogLine::AppliedBase { sha, version } => {
             info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "the config the component applied before the restart is the rollback base")
         }
-        Note::OwedFromBefore { sha, version } => {
+        LogLine::OwedFromBefore { sha, version } => {
             info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "a reload was owed before the restart; requesting it")
         }
-        Note::OwedRefused { sha } => {
+        LogLine::OwedRefused { sha } => {
             info!(sha = %sha.short(), "the reload owed before the restart is of content the component refused; not sent")
         }
-        Note::RefusalsForgotten { count } => {
+        LogLine::RefusalsForgotten { count } => {
             info!(
                 count,
                 "the reload target changed: contents refused under the one before are no longer held against them"
             )
         }
-        Note::RefusedInPlace { sha } => {
+        LogLine::RefusedInPlace { sha } => {
             warn!(sha = %sha.short(), "the promoted dir holds content the component refused before the restart; rolling back")
         }
-        Note::NoBase { sha, reason } => {
+        LogLine::NoBase { sha, reason } => {
             warn!(sha = %sha.short(), reason, "rejected by the component; no applied config to roll back to")
         }
-        Note::RolledBack {
+        LogLine::RolledBack {
             sha,
             reason,
             to,
@@ -109,25 +109,25 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
         } => {
             warn!(sha = %sha.short(), reason, rolled_back_to = %to.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back")
         }
-        Note::RollbackOther { sha } => {
+        LogLine::RollbackOther { sha } => {
             error!(sha = %sha.short(), "rollback left other content in the promoted dir")
         }
-        Note::RollbackFailed {
+        LogLine::RollbackFailed {
             sha,
             error,
             retry_in,
         } => {
             error!(error = %error, sha = %sha.short(), retry_in_ms = retry_in.as_millis() as u64, "rollback failed; the refused config stays in place until it is tried again")
         }
-        Note::BaseNotAccepted { sha, base, why } => {
+        LogLine::BaseNotAccepted { sha, base, why } => {
             error!(sha = %sha.short(), base = %base.short(), why = %why, "rejected by the component; the config it applied last is not accepted under the settings in force, so it is not rolled back to")
         }
-        Note::BaselineApplied { sha, version } => {
+        LogLine::BaselineApplied { sha, version } => {
             info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "the component answered a later reload: it started on the first config, which is the rollback base")
         }
-        Note::Watch(Some(e)) => warn!(error = %e, "watch not in place; polling"),
-        Note::Watch(None) => info!(dir = %at.watch.display(), "watching"),
-        Note::Spread {
+        LogLine::Watch(Some(e)) => warn!(error = %e, "watch not in place; polling"),
+        LogLine::Watch(None) => info!(dir = %at.watch.display(), "watching"),
+        LogLine::Spread {
             version,
             sha,
             due,
@@ -137,11 +137,26 @@ pub(super) fn log(note: &Note, at: &Places<'_>) {
             let spread = crate::values::duration_text(*spread);
             info!(version, sha, due_at = %due, delay_ms = delay.as_millis() as u64, reload_spread = %spread, "change seen; promoting at {due} (reload spread {spread})")
         }
+        LogLine::Rollout(r) => {
+            let held = r.held.as_ref();
+            info!(
+                percent = %r.percent.map(|p| p.to_string()).unwrap_or_default(),
+                bucket = %r.bucket.map(|b| b.to_string()).unwrap_or_default(),
+                assigned = r.assigned.as_str(),
+                track = r.track.as_str(),
+                keys = %r.keys,
+                held_verdict = held.map(|h| h.verdict.as_str()).unwrap_or(""),
+                held_version = held.and_then(|h| h.version.as_deref()).unwrap_or(""),
+                reason = %r.reason,
+                "rollout"
+            )
+        }
+        LogLine::RolloutOver => info!("rollout over: no rollout key in the config"),
     }
 }
 
-fn judged(j: &Judged) {
-    let Judged {
+fn judged(j: &JudgedLine) {
+    let JudgedLine {
         verdict,
         version,
         variant,

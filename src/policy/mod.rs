@@ -68,7 +68,7 @@ pub enum Error {
     )]
     ApiVersions(String),
     #[error("the policy would check nothing but deletion: give --accepts, --require or --rule")]
-    Nothing,
+    ChecksNothing,
     #[error(
         "--variants {0} cannot be checked at admission: each variant carries its version inside its \
          own document (--version-from yaml: or json:), which CEL in the API server cannot parse, and a \
@@ -175,7 +175,7 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         (Some(_), other) => return Err(Error::VersionInDocument(other.to_string())),
     };
     if version.is_none() && s.require.is_empty() && req.rules.is_empty() {
-        return Err(Error::Nothing);
+        return Err(Error::ChecksNothing);
     }
     let full = object_name(req.namespace, req.name);
     if full.len() > 253 {

@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use crate::backoff::Doubling;
 use crate::confirm;
 use crate::http::Client;
 use crate::snapshot::ContentHash;
@@ -69,8 +70,24 @@ pub enum Error {
         "POST {url} answered {status}, a redirect (not followed): the component was not reached"
     )]
     Redirect { url: Url, status: u16 },
-    #[error("{0}")]
-    Url(String),
+    /// An https target, and a build without a TLS client.
+    #[error(
+        "{url}: this build has no TLS client (cargo feature tls); use an http:// target or a signal"
+    )]
+    NoTls { url: Url },
+    /// The POST could not be made from the target (hyper refused its parts).
+    #[error("{url}: {source}")]
+    Build {
+        url: Url,
+        #[source]
+        source: hyper::http::Error,
+    },
+    /// `/proc` could not be listed: no process can be found to signal.
+    #[error("/proc: {0}")]
+    Proc(#[source] std::io::Error),
+    /// The thread scanning `/proc` ended without an answer.
+    #[error("the /proc scan failed: {0}")]
+    Scan(#[source] tokio::task::JoinError),
     /// The component's metrics say the reload failed.
     #[error("the component's metrics: {0}")]
     Confirmed(String),
@@ -228,7 +245,7 @@ pub enum Outcome {
     /// Nothing to tell the component about this content, and why: every process started after its
     /// promotion and read it at start-up (with confirmation, its metrics say that load succeeded), or,
     /// for a reload, no process runs.
-    Nothing { sha256: ContentHash, why: String },
+    NothingToReload { sha256: ContentHash, why: String },
     /// A start-up check did not reach the component yet (it is still starting), and why; it looks
     /// again.
     Waiting(String),
@@ -399,7 +416,7 @@ async fn worker(
         } else {
             BACKOFF_MAX
         };
-        let mut delay = BACKOFF_BASE;
+        let mut delay = Doubling::new(BACKOFF_BASE, max);
         // The processes this request's signal reached: a retry never signals them again.
         let mut reached = Reached::new();
         // A start-up check says once why it waits (and again when that changes), not every attempt.
@@ -434,7 +451,7 @@ async fn worker(
                 }
                 // Every process started after the promotion: its metrics say whether the load it
                 // made at start-up succeeded.
-                (Ok(Sent::Nothing(_)), Some(c), Reload::Signal { .. }) => {
+                (Ok(Sent::NothingToReload(_)), Some(c), Reload::Signal { .. }) => {
                     if let confirm::Said::Unconfirmed(why) | confirm::Said::Rejected(why) =
                         confirm::started(&client, c).await
                     {
@@ -450,9 +467,9 @@ async fn worker(
             let why = match result {
                 // Not a failure: no process there was started before this promotion, so whichever
                 // runs now read the promoted config itself. Retrying could only hit one too early.
-                Ok(Sent::Nothing(why)) => {
+                Ok(Sent::NothingToReload(why)) => {
                     info!(reload_target = %req.target, version, sha, why = %why, "nothing to reload");
-                    let _ = report.send(Outcome::Nothing {
+                    let _ = report.send(Outcome::NothingToReload {
                         sha256: req.sha256,
                         why,
                     });
@@ -463,7 +480,7 @@ async fn worker(
                 Ok(Sent::NoProcess(process)) if !startup => {
                     let why = Error::NoProcess(process).to_string();
                     info!(reload_target = %req.target, version, sha, why = %why, "nothing to reload");
-                    let _ = report.send(Outcome::Nothing {
+                    let _ = report.send(Outcome::NothingToReload {
                         sha256: req.sha256,
                         why,
                     });
@@ -489,10 +506,9 @@ async fn worker(
                 Err(e) if startup => e.to_string(),
                 Err(e) => {
                     shared.metrics.reload(false, took.as_secs_f64());
-                    let wait = jitter(delay);
+                    let wait = jitter(delay.failed());
                     warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
                     let _ = report.send(Outcome::Failed(e.to_string()));
-                    delay = (delay * 2).min(max);
                     busy(false);
                     if superseded(&mut rx, wait).await {
                         break;
@@ -502,7 +518,7 @@ async fn worker(
             };
             // A start-up check that did not reach the component: it is still starting. Not a
             // failure and not counted as a reload; looked at again.
-            let wait = jitter(delay);
+            let wait = jitter(delay.failed());
             if waiting_for.as_deref() != Some(why.as_str()) {
                 info!(reload_target = %req.target, version, sha, why = %why, retry_in_ms = wait.as_millis() as u64, "start-up check: the component is not reached yet; looking again");
             } else {
@@ -510,7 +526,6 @@ async fn worker(
             }
             let _ = report.send(Outcome::Waiting(why.clone()));
             waiting_for = Some(why);
-            delay = (delay * 2).min(max);
             busy(false);
             if superseded(&mut rx, wait).await {
                 break;
@@ -557,7 +572,7 @@ pub enum Sent {
     Reloaded(usize),
     /// Nothing to reload, and why: each process started after the promotion and read it at
     /// start-up (or, at a start-up check, the component's metrics say it loaded it).
-    Nothing(String),
+    NothingToReload(String),
     /// No process of this name runs (`Error::NoProcess` says why that can be).
     NoProcess(String),
 }
@@ -576,16 +591,14 @@ async fn attempt(
             if let (Kind::Startup { promoted }, Some(c), Some(r)) = (req.kind, &req.confirm, before)
                 && confirm::loaded_since(r, promoted.as_millisecond() as f64 / 1000.0)
             {
-                return Ok(Sent::Nothing(format!(
+                return Ok(Sent::NothingToReload(format!(
                     "the component's {} says it loaded a config after the promotion",
                     c.success_time.as_deref().unwrap_or(&c.success)
                 )));
             }
             #[cfg(not(feature = "tls"))]
             if url.is_https() {
-                return Err(Error::Url(format!(
-                    "{url}: this build has no TLS client (cargo feature tls); use an http:// target or a signal"
-                )));
+                return Err(Error::NoTls { url: url.clone() });
             }
             let mut post = hyper::Request::post(url.uri()).header(
                 hyper::header::USER_AGENT,
@@ -596,7 +609,10 @@ async fn attempt(
             }
             let req = post
                 .body(Empty::<Bytes>::new())
-                .map_err(|e| Error::Url(format!("{url}: {e}")))?;
+                .map_err(|source| Error::Build {
+                    url: url.clone(),
+                    source,
+                })?;
             let resp = client.send(req).await.map_err(|source| Error::Request {
                 url: url.clone(),
                 source,
@@ -631,7 +647,7 @@ async fn attempt(
                     *reached = seen;
                     r
                 }
-                Err(e) => Err(Error::Url(format!("the /proc scan failed: {e}"))),
+                Err(e) => Err(Error::Scan(e)),
             }
         }
     }

@@ -19,7 +19,7 @@ pub type Reached = BTreeSet<(i32, Option<BootTicks>)>;
 /// default action terminates, only when it catches it (`SigCgt`): a component that has not installed
 /// its handler yet would be killed. TERM, INT and QUIT are the restart strategy and go regardless.
 ///
-/// `Ok(Sent::NoProcess)` when none runs, `Ok(Sent::Nothing)` when every one started after the
+/// `Ok(Sent::NoProcess)` when none runs, `Ok(Sent::NothingToReload)` when every one started after the
 /// promotion; an error when one should but does not catch the signal yet, or cannot be signalled, and
 /// [`Error::Alone`] when no process but confgate's own is visible at all (no shared process namespace).
 pub fn signal_by_name(
@@ -48,7 +48,7 @@ pub fn signal_once(
     // Whether any process but confgate is visible: a pod's shared process namespace always shows
     // its sandbox (pid 1, `pause`), so seeing none means confgate has a namespace of its own.
     let mut others = false;
-    let entries = std::fs::read_dir("/proc").map_err(|e| Error::Url(format!("/proc: {e}")))?;
+    let entries = std::fs::read_dir("/proc").map_err(Error::Proc)?;
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -126,7 +126,7 @@ pub fn signal_once(
         // failure, not "nothing to reload".
         (0, 0) if !others => Err(Error::Alone(name.to_owned())),
         (0, 0) => Ok(Sent::NoProcess(name.to_owned())),
-        (0, n) => Ok(Sent::Nothing(format!(
+        (0, n) => Ok(Sent::NothingToReload(format!(
             "every process named {name} ({n}) started after the promotion and read it at start-up"
         ))),
         (n, _) => Ok(Sent::Reloaded(n)),

@@ -167,3 +167,35 @@ fn an_answer_that_says_the_target_is_wrong_is_not_a_refusal() {
         "the component's metrics: up is 0 after the reload"
     ));
 }
+
+/// A target nothing listens on fails every attempt at once; the worker waits `BACKOFF_BASE`, then
+/// twice as long each time up to `BACKOFF_MAX`, each wait within its ±20 % of jitter. On paused
+/// time: the gaps are the worker's waits, whatever the machine's speed.
+#[tokio::test(start_paused = true)]
+async fn failed_reloads_wait_twice_as_long_each_time_up_to_the_most() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let mut h = spawn(Shared::new());
+    let target: Reload = format!("http://127.0.0.1:{port}/reload").parse().unwrap();
+    h.request(&target, ContentHash::of([("k", b"v".as_slice())]), None);
+    let mut attempts = Vec::new();
+    while attempts.len() < 10 {
+        match h.outcome().await.unwrap() {
+            Outcome::Attempting => attempts.push(tokio::time::Instant::now()),
+            Outcome::Failed(_) => {}
+            o => panic!("only failures are expected: {o:?}"),
+        }
+    }
+    let mut nominal = BACKOFF_BASE;
+    for (n, w) in attempts.windows(2).enumerate() {
+        let gap = w[1] - w[0];
+        assert!(
+            gap >= nominal.mul_f64(0.8) && gap <= nominal.mul_f64(1.2) + Duration::from_millis(1),
+            "wait {n}: {gap:?}, not within 20 % of {nominal:?}"
+        );
+        nominal = (nominal * 2).min(BACKOFF_MAX);
+    }
+    assert_eq!(nominal, BACKOFF_MAX, "the waits reached the most");
+}

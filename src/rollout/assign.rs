@@ -2,14 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::listing;
 use crate::settings::{Mode, Settings};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::{RolloutHeld, RolloutView, Track};
+use crate::state::{HeldCandidate, Rollout, Track};
 use crate::variants::{self, Choice};
 use crate::verdict::{Judgement, Verdict};
 
-use super::{Bucket, KEY, Percent, Plan, SUFFIX};
+use super::{Bucket, KEY, Plan, SUFFIX};
 
 /// A ConfigMap's two tracks: the stable set (no `.next` key, no `confgate.rollout`) and the
 /// candidate's keys (`K` for each `K.next`), with their bytes and modes.
@@ -87,7 +86,7 @@ pub fn choose(
     settings: &Settings,
     bucket: Option<Bucket>,
     refused: &[ContentHash],
-) -> (Choice, Option<RolloutView>) {
+) -> (Choice, Option<Rollout>) {
     let plan = match &observed {
         Observed::Config(snap) => Plan::read(snap, settings.variants.as_ref()),
         _ => Ok(None),
@@ -120,79 +119,46 @@ pub fn choose(
         (Some(p), Some(b)) if !plan.keys.is_empty() && b.on_candidate(p) => Track::Candidate,
         _ => Track::Stable,
     };
-    let mut view = RolloutView {
-        percent: plan.percent.map(|p| p.to_string()),
-        hundredths: plan.percent.map_or(0, Percent::hundredths),
-        bucket: bucket.map(|b| b.to_string()),
+    let mut rollout = Rollout {
+        percent: plan.percent,
+        bucket,
         assigned,
-        track: assigned,
-        keys: listing::listed(&plan.keys, None, |out, k| out.push_str(&listing::name(k))),
+        keys: plan.keys,
         held: None,
-        reason: assignment(&plan, bucket),
-        candidate_sha256: None,
+        candidate_own: None,
     };
     if assigned == Track::Candidate {
         let own = parts.candidate_own();
-        view.candidate_sha256 = Some(own);
+        rollout.candidate_own = Some(own);
         let c = variants::choose(Observed::Config(parts.candidate()), settings);
         // Refused as a whole set, or for its own keys beside other stable ones.
         let rejected =
             refused.contains(&own) || c.observed.hash().is_some_and(|h| refused.contains(&h));
         let passes = c.judgement.verdict == Verdict::Accepted || settings.mode == Mode::Observe;
         if passes && !rejected {
-            return (c, Some(view));
+            return (c, Some(rollout));
         }
-        let verdict = if rejected {
-            Verdict::RejectedByComponent
-        } else {
-            c.judgement.verdict
-        };
-        let version = c.judgement.version.clone();
-        let (Some(p), Some(b)) = (plan.percent, bucket) else {
-            unreachable!("assigned to the candidate")
-        };
-        view.reason = format!(
-            "bucket {b} is below {p}, but the candidate{} is {verdict}: held, on stable",
-            version
-                .as_deref()
-                .map(|v| format!(" {v}"))
-                .unwrap_or_default()
-        );
-        view.track = Track::Stable;
-        view.held = Some(RolloutHeld {
-            version,
-            sha256: c.observed.hash().map(|h| h.to_string()),
-            verdict,
-            reason: if rejected {
-                "the component rejected it".to_owned()
-            } else {
-                c.judgement.reason
-            },
+        rollout.held = Some(HeldCandidate {
             hash: c.observed.hash(),
+            version: c.judgement.version,
+            verdict: if rejected {
+                Verdict::RejectedByComponent
+            } else {
+                c.judgement.verdict
+            },
+            judged: (!rejected).then_some(c.judgement.reason),
         });
     }
     (
         variants::choose(Observed::Config(parts.stable), settings),
-        Some(view),
+        Some(rollout),
     )
-}
-
-/// Why the pod is on the track its bucket gives it, in words.
-fn assignment(plan: &Plan, bucket: Option<Bucket>) -> String {
-    match (plan.percent, bucket) {
-        _ if plan.keys.is_empty() => format!("no {SUFFIX} key: every pod on stable"),
-        (None, _) => format!("no {KEY} key: every pod on stable"),
-        (Some(_), None) => "no pod identity (POD_UID or POD_NAME): on stable".to_owned(),
-        (Some(p), Some(b)) if b.on_candidate(p) => {
-            format!("bucket {b} is below {p}: on the candidate")
-        }
-        (Some(p), Some(b)) => format!("bucket {b} is not below {p}: on stable"),
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rollout::Percent;
     use crate::settings::Raw;
     use proptest::prelude::*;
 
@@ -226,10 +192,10 @@ mod tests {
 
     /// A bucket on the candidate at any share above 0, and one on it only at 100%.
     fn low() -> Option<Bucket> {
-        Some(Bucket(0))
+        Bucket::from_hundredths(0)
     }
     fn high() -> Option<Bucket> {
-        Some(Bucket(9_999))
+        Bucket::from_hundredths(9_999)
     }
 
     fn keys(c: &Choice) -> Vec<String> {
@@ -250,18 +216,18 @@ mod tests {
     fn the_candidate_moves_every_next_key_together_and_nothing_reserved_is_promoted() {
         let s = settings("^2");
         let (c, v) = choose(mid("25%", "version: 2.5.0\n"), &s, low(), &[]);
-        let v = v.unwrap();
+        let v = v.unwrap().view();
         assert_eq!((v.assigned, v.track), (Track::Candidate, Track::Candidate));
         assert_eq!(c.judgement.verdict, Verdict::Accepted);
         assert_eq!(c.judgement.version.as_deref(), Some("2.5.0"));
         assert_eq!(keys(&c), ["config.yaml", "other", "rules.txt"]);
         assert_eq!(get(&c, "rules.txt"), "new rules");
-        assert_eq!(v.percent.as_deref(), Some("25%"));
+        assert_eq!(v.percent.map(|p| p.to_string()).as_deref(), Some("25%"));
         assert_eq!(v.keys, "config.yaml, rules.txt");
         assert_eq!(v.reason, "bucket 0% is below 25%: on the candidate");
 
         let (c, v) = choose(mid("25%", "version: 2.5.0\n"), &s, high(), &[]);
-        let v = v.unwrap();
+        let v = v.unwrap().view();
         assert_eq!((v.assigned, v.track), (Track::Stable, Track::Stable));
         assert_eq!(c.judgement.version.as_deref(), Some("2.4.1"));
         assert_eq!(keys(&c), ["config.yaml", "other", "rules.txt"]);
@@ -293,7 +259,7 @@ mod tests {
         assert_eq!(keys(&c), ["config.yaml"]);
         assert_eq!(c.judgement.version.as_deref(), Some("2.4.1"));
         assert_eq!(
-            v.unwrap().reason,
+            v.unwrap().view().reason,
             "no confgate.rollout key: every pod on stable"
         );
         // No rollout at all: the read is judged (and promoted) as it is, not copied.
@@ -306,7 +272,7 @@ mod tests {
     fn a_candidate_outside_the_range_or_refused_is_held_on_that_pod() {
         let s = settings("^2");
         let (c, v) = choose(mid("50%", "version: 3.0.0\n"), &s, low(), &[]);
-        let v = v.unwrap();
+        let v = v.unwrap().view();
         assert_eq!((v.assigned, v.track), (Track::Candidate, Track::Stable));
         assert_eq!(c.judgement.verdict, Verdict::Accepted);
         assert_eq!(c.judgement.version.as_deref(), Some("2.4.1"));
@@ -325,7 +291,7 @@ mod tests {
         };
         let refused = split(snap).candidate().hash();
         let (c, v) = choose(mid("50%", "version: 2.5.0\n"), &s, low(), &[refused]);
-        let v = v.unwrap();
+        let v = v.unwrap().view();
         assert_eq!(v.track, Track::Stable);
         assert_eq!(c.judgement.version.as_deref(), Some("2.4.1"));
         assert_eq!(v.held.unwrap().verdict, Verdict::RejectedByComponent);
@@ -342,7 +308,7 @@ mod tests {
         .unwrap();
         let (c, v) = choose(mid("50%", "version: 3.0.0\n"), &observe, low(), &[]);
         assert_eq!(
-            (c.judgement.verdict, v.unwrap().track),
+            (c.judgement.verdict, v.unwrap().track()),
             (Verdict::TooNew, Track::Candidate)
         );
     }
@@ -404,7 +370,7 @@ mod tests {
                 ..Raw::default()
             })
             .unwrap();
-            let (c, v) = choose(Observed::Config(Snapshot::new(files)), &s, Some(Bucket(bucket)), &[]);
+            let (c, v) = choose(Observed::Config(Snapshot::new(files)), &s, Bucket::from_hundredths(u32::from(bucket)), &[]);
             if let Observed::Config(p) = &c.observed {
                 prop_assert!(p.files().keys().all(|k| !k.ends_with(SUFFIX) && k != KEY), "{:?}", p.files().keys());
             }

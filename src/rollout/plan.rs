@@ -6,10 +6,10 @@ use crate::snapshot::Snapshot;
 
 use super::Percent;
 
-/// The key holding the rollout's percentage.
-pub const KEY: &str = "confgate.rollout";
 /// The suffix of a candidate key: `K.next` is the candidate of `K`.
-pub(crate) const SUFFIX: &str = ".next";
+pub(crate) use crate::values::NEXT_SUFFIX as SUFFIX;
+/// The key holding the rollout's percentage.
+pub use crate::values::ROLLOUT_KEY as KEY;
 
 /// A ConfigMap's rollout: the share of pods on the candidate and the keys the candidate changes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -138,7 +138,7 @@ pub const LOG_FILTER: ContainerSetting = ContainerSetting {
     env: "CONFGATE_LOG",
     annotation: "",
     default: "info",
-    default_means: " (tracing's env-filter syntax: `debug`, `confgate=debug,kube=warn`)",
+    default_means: " (tracing's `Targets` syntax: a level, then `module=level` pairs: `debug`, `info,confgate::reload=debug,kube=warn`)",
 };
 
 /// Every container setting, in the order of the table in `docs/settings.md`.
@@ -186,11 +186,23 @@ pub fn container_table() -> String {
     out
 }
 
+/// A directory setting as the file system showed it, looked at by the caller (`app`), so the settings
+/// floor does no I/O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Looked<'a> {
+    /// The path as given.
+    pub(crate) given: &'a std::path::Path,
+    /// Its real path where it exists (a symlink could hide an overlap), else the lexical one.
+    pub(crate) full: std::path::PathBuf,
+    /// It exists and is not a directory.
+    pub(crate) not_a_dir: bool,
+}
+
 /// The container-level settings that are not gate settings, checked before anything starts: a value
 /// that cannot work is refused (exit 64) naming the setting, not discovered later.
 pub(crate) fn check_paths(
-    watch: &std::path::Path,
-    promote_to: Option<&std::path::Path>,
+    watch: &Looked<'_>,
+    promote_to: Option<&Looked<'_>>,
     resync: std::time::Duration,
 ) -> Result<(), Error> {
     let mut errors = Vec::new();
@@ -204,26 +216,20 @@ pub(crate) fn check_paths(
     }
     if let Some(to) = promote_to {
         let setting = PROMOTE_TO.named();
-        let full = |p: &std::path::Path| {
-            // The real path where it exists (a symlink could hide the overlap), else the lexical one.
-            std::fs::canonicalize(p)
-                .or_else(|_| std::path::absolute(p))
-                .unwrap_or_else(|_| p.to_path_buf())
-        };
-        let (w, t) = (full(watch), full(to));
+        let (w, t) = (&watch.full, &to.full);
         let problem = if t == w {
             Some(format!("is the watched directory (--{})", WATCH.flag))
-        } else if t.starts_with(&w) {
+        } else if t.starts_with(w) {
             Some(format!(
                 "is inside the watched directory (--{}): promotions would be read as config",
                 WATCH.flag
             ))
-        } else if w.starts_with(&t) {
+        } else if w.starts_with(t) {
             Some(format!(
                 "contains the watched directory (--{}): promotions would replace it",
                 WATCH.flag
             ))
-        } else if std::fs::metadata(to).is_ok_and(|m| !m.is_dir()) {
+        } else if to.not_a_dir {
             Some("exists and is not a directory".to_owned())
         } else {
             None
@@ -231,7 +237,7 @@ pub(crate) fn check_paths(
         if let Some(problem) = problem {
             errors.push(Invalid {
                 setting,
-                value: to.display().to_string(),
+                value: to.given.display().to_string(),
                 problem,
                 allowed: "a directory (created if absent) outside --watch, e.g. an emptyDir mount",
             });
@@ -241,5 +247,51 @@ pub(crate) fn check_paths(
         Ok(())
     } else {
         Err(Error(errors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn looked(p: &str, not_a_dir: bool) -> Looked<'_> {
+        Looked {
+            given: Path::new(p),
+            full: Path::new(p).to_path_buf(),
+            not_a_dir,
+        }
+    }
+
+    /// The check reads nothing: what the paths are is told, so none of these needs to exist.
+    #[test]
+    fn paths_are_judged_from_what_was_looked_at() {
+        let watch = looked("/nowhere/config", false);
+        let s = Duration::from_secs(30);
+        let problem = |to: Looked<'_>, resync| {
+            check_paths(&watch, Some(&to), resync)
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(problem(looked("/nowhere/promoted", false), s), None);
+        for (to, not_a_dir, why) in [
+            ("/nowhere/config", false, "is the watched directory"),
+            (
+                "/nowhere/config/p",
+                false,
+                "is inside the watched directory",
+            ),
+            ("/nowhere", false, "contains the watched directory"),
+            ("/nowhere/file", true, "exists and is not a directory"),
+        ] {
+            let e = problem(looked(to, not_a_dir), s).unwrap_or_default();
+            assert!(e.contains(why) && e.contains(to), "{to}: {e}");
+        }
+        let e = problem(
+            looked("/nowhere/promoted", false),
+            Duration::from_millis(10),
+        );
+        assert!(e.is_some_and(|e| e.contains("busy loop")));
     }
 }

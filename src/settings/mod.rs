@@ -24,8 +24,8 @@ mod describe;
 #[cfg(test)]
 pub(crate) use container::CONTAINER_SETTINGS;
 pub use container::ContainerSetting;
-pub(crate) use container::check_paths;
 pub use container::container_table;
+pub(crate) use container::{Looked, check_paths};
 pub use describe::Given;
 pub use describe::{known_annotations, readme_table};
 

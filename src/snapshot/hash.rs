@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
 /// `sha256:<hex>` over the documented encoding; `hmac-sha256:<hex>` once `seal` was called.
@@ -29,20 +30,10 @@ pub fn sealed() -> bool {
 
 /// HMAC-SHA256 (RFC 2104) of `msg` under a 32-byte key.
 pub(crate) fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
-    let (mut ipad, mut opad) = ([0x36u8; 64], [0x5cu8; 64]);
-    for (i, k) in key.iter().enumerate() {
-        ipad[i] ^= k;
-        opad[i] ^= k;
-    }
-    let inner = Sha256::new()
-        .chain_update(ipad)
-        .chain_update(msg)
-        .finalize();
-    Sha256::new()
-        .chain_update(opad)
-        .chain_update(inner)
-        .finalize()
-        .into()
+    // A 32-byte key fits any HMAC key length: `new_from_slice` cannot refuse it.
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(msg);
+    mac.finalize().into_bytes().into()
 }
 
 fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {

@@ -1,12 +1,13 @@
 //! Pure value types that modules on every floor share: what a gate setting holds, parsed from the
 //! text a flag, environment variable or annotation gives and shown back as text (`judging`: range,
 //! version-from, required keys, variants; `acting`: reload target, confirmation, on-incompatible,
-//! mode), durations, and the verdict on a snapshot (`verdict`). No I/O, no clock; the one module
+//! mode), a share of the fleet and a pod's place in it (`share`), durations, and the verdict on a snapshot (`verdict`). No I/O, no clock; the one module
 //! imported is `configmap`, for the key-name rule.
 
 mod acting;
 mod api_version;
 mod judging;
+mod share;
 mod url;
 mod verdict;
 
@@ -16,6 +17,8 @@ pub use api_version::{ApiVersion, ApiVersions, KubeVersion, Standing};
 pub use judging::Variants;
 pub use judging::{Accepts, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
+pub(crate) use share::NEXT_SUFFIX;
+pub use share::{Bucket, Percent, ROLLOUT_KEY};
 pub use url::Url;
 pub(crate) use url::redact;
 pub use verdict::Verdict;

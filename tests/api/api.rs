@@ -1362,3 +1362,53 @@ fn roles_are_narrow() {
         &req("GET", &format!("{cm}/other"))
     ));
 }
+
+/// A condition patch the API server refuses is tried again after 30 s, then twice as long each
+/// time up to 300 s; no Event repeats meanwhile. On paused time: the gaps are the reporter's waits.
+#[tokio::test(start_paused = true)]
+async fn a_refused_condition_patch_is_retried_twice_as_late_each_time() {
+    let (client, mut h) = mock(SIDECAR_ROLE);
+    let pod = PodRef {
+        namespace: "prod".into(),
+        name: "web-0".into(),
+        uid: None,
+    };
+    let (_tx, rx) = watch::channel(accepted("2.4.1"));
+    let reporter = tokio::spawn(pod::run(client, pod, rx, std::future::pending()));
+    let (_, send) = expect(
+        &mut h,
+        Method::GET,
+        "/api/v1/namespaces/prod/pods/web-0",
+        &[],
+    )
+    .await;
+    let p = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": pod_json("web-0", true, None)["metadata"].clone()});
+    respond(send, StatusCode::OK, &p);
+    let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": "etcdserver: request timed out", "reason": "InternalError", "code": 500});
+    let (mut at, mut events) = (Vec::new(), 0);
+    while at.len() < 6 {
+        // Not `expect`, whose own deadline (120 s) is shorter than the later waits.
+        let (req, send) = h.h.next_request().await.expect("the reporter is gone");
+        match (req.method(), req.uri().path()) {
+            (&Method::POST, "/apis/events.k8s.io/v1/namespaces/prod/events") => {
+                events += 1;
+                let ev = body_json(req).await;
+                respond(send, StatusCode::CREATED, &ev);
+            }
+            (&Method::PATCH, "/api/v1/namespaces/prod/pods/web-0/status") => {
+                at.push(tokio::time::Instant::now());
+                respond(send, StatusCode::INTERNAL_SERVER_ERROR, &refused);
+            }
+            (m, p) => panic!("{m} {p}"),
+        }
+    }
+    assert!(
+        events <= 1,
+        "the Event is not repeated with the patch: {events}"
+    );
+    let gaps: Vec<u64> = at.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect();
+    assert_eq!(gaps, [30, 60, 120, 240, 300]);
+    reporter.abort();
+}

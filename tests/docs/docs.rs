@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use confgate::rollout::Percent;
 use confgate::state::{ActiveView, AppliedView, RolloutView, Shared, Status, Track};
 use confgate::verdict::Verdict;
 
@@ -122,15 +123,13 @@ fn rendered_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
     status.reload.last_reload_successful = Some(true);
     // Mid-rollout, on the candidate.
     status.rollout = Some(RolloutView {
-        percent: Some("25%".into()),
-        hundredths: 2500,
-        bucket: Some("3.1%".into()),
+        percent: Percent::parse("25%").ok(),
+        bucket: None,
         assigned: Track::Candidate,
         track: Track::Candidate,
         keys: "config.yaml".into(),
         held: None,
         reason: "bucket 3.1% is below 25%: on the candidate".into(),
-        candidate_sha256: None,
     });
     let text = Shared::new().metrics.render(&status);
     let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();

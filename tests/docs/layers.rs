@@ -14,6 +14,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "values and formats",
         &[
             "values",
+            "backoff",
             "snapshot",
             "annotations",
             "configmap",
@@ -376,4 +377,66 @@ fn the_scan_reads_code_only() {
     let lib =
         "pub mod a;\n#[cfg(feature = \"x\")]\npub mod b;\npub(crate) mod c;\nmod d;\nmod e {}\n";
     assert_eq!(declared(lib), ["a", "b", "c", "d"].map(String::from).into());
+}
+
+/// What the pipeline may hold: the I/O it carries the gate's actions out with, never what the loop
+/// knows or decides (ARCHITECTURE.md, "Adding to the loop's state": that lives in `Gate`). A new
+/// field is either one more handle of this kind, added here with its reason, or decision state that
+/// belongs in `src/gate/machine/`.
+const PIPELINE_HOLDS: &[(&str, &str)] = &[
+    ("cfg", "the paths and identity it was opened with"),
+    ("feed", "the inputs other than file events"),
+    ("gate", "the pure decision state itself"),
+    ("promoter", "the promoted dir's writer"),
+    (
+        "found",
+        "what the promoted dir held when opened, until the Adopt action reads it",
+    ),
+    ("shared", "the status receivers, metrics and liveness ping"),
+    ("publisher", "the status's one writer"),
+    ("reloads", "the reload worker's handle"),
+    ("switched", "a switch's token, until FinishSwitch"),
+    (
+        "dirty",
+        "whether the gate was handed anything since the last publish",
+    ),
+    ("built", "a count of statuses built, for the tests"),
+];
+
+/// The fields of `struct NAME { .. }` in `code` (comments and attributes skipped).
+fn fields(code: &str, name: &str) -> Vec<String> {
+    let start = code
+        .find(&format!("struct {name} {{"))
+        .unwrap_or_else(|| panic!("no struct {name}"));
+    let body = &code[start..];
+    let body = &body[body.find('{').unwrap() + 1..body.find("\n}").unwrap()];
+    body.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let l = l.strip_prefix("pub(crate) ").unwrap_or(l);
+            Some(l.split_once(':')?.0.trim().to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_pipeline_holds_no_decision_state() {
+    let text = std::fs::read_to_string(src().join("gate/pipeline/mod.rs")).unwrap();
+    let held = fields(&code_of(&text), "Pipeline");
+    assert!(
+        held.contains(&"gate".to_owned()),
+        "read no fields: {held:?}"
+    );
+    let known: BTreeSet<&str> = PIPELINE_HOLDS.iter().map(|(f, _)| *f).collect();
+    let new: Vec<&String> = held
+        .iter()
+        .filter(|f| !known.contains(f.as_str()))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "Pipeline holds {new:?}: what the loop knows or decides lives in Gate (src/gate/machine/), \
+         which asks for what it needs in an Action and hears back in an Event; an I/O handle is \
+         listed in PIPELINE_HOLDS with its reason"
+    );
 }

@@ -203,7 +203,7 @@ fn only_processes_started_before_the_promotion_are_signalled() {
     // Only the newer process is left: nothing to reload, not a failure.
     let got = wait_for("the old process to be gone", || {
         match signal_past_forks(Signal::SIGHUP, "gen-target", Some(promoted_at), &[&new]) {
-            Sent::Nothing(why) => Some(why),
+            Sent::NothingToReload(why) => Some(why),
             Sent::Reloaded(_) | Sent::NoProcess(_) => None,
         }
     });

@@ -176,7 +176,7 @@ pub fn facts(s: &Status) -> Option<Facts> {
     }
     Some(Facts {
         rollout: s.rollout.as_ref().map(|r| RolloutPart {
-            percent: r.percent.clone(),
+            percent: r.percent.map(|p| p.to_string()),
             assigned: r.assigned,
             held: r.held.as_ref().map(|h| Held {
                 config: Described::new(h.version.as_deref(), h.sha256.as_deref()),
@@ -380,21 +380,18 @@ mod tests {
                 ready: true,
                 active: active("2.4.1"),
                 rollout: Some(RolloutView {
-                    percent: Some("25%".into()),
+                    percent: crate::rollout::Percent::parse("25%").ok(),
                     assigned: Track::Candidate,
                     held: Some(RolloutHeld {
                         version: Some("3.0.0".into()),
                         sha256: Some(hash(7).to_string()),
                         verdict,
                         reason: "held".into(),
-                        hash: None,
                     }),
-                    hundredths: 2500,
-                    bucket: Some("12.00%".into()),
+                    bucket: crate::rollout::Bucket::from_hundredths(1200),
                     track: Track::Stable,
                     keys: "config.yaml".into(),
                     reason: "held".into(),
-                    candidate_sha256: None,
                 }),
                 ..Status::default()
             };

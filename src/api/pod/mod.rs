@@ -21,9 +21,10 @@ use tracing::{debug, warn};
 use super::events::EventSink;
 use super::explain;
 use super::pod_view::PodView;
+use crate::backoff::Doubling;
 use crate::state::Status;
 
-mod derive;
+pub(crate) mod derive;
 
 pub use derive::{
     Condition, Note, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, may_wait, notes,
@@ -210,7 +211,7 @@ pub async fn run(
         () = &mut shutdown => return,
     };
     let mut prev = Status::default();
-    let mut retry = PATCH_RETRY;
+    let mut retry = Doubling::new(PATCH_RETRY, PATCH_RETRY_MAX);
     // While a patch waits for a reload: until when it may (fixed when the wait began, so a stream
     // of statuses cannot put the patch off for longer).
     let mut settle_by: Option<tokio::time::Instant> = None;
@@ -226,7 +227,7 @@ pub async fn run(
                 settle_by.get_or_insert_with(|| tokio::time::Instant::now() + SETTLE_MAX);
             }
             Patched::Done => {
-                retry = PATCH_RETRY;
+                retry.succeeded();
                 settle_by = None;
             }
             Patched::Failed => settle_by = None,
@@ -234,7 +235,9 @@ pub async fn run(
         let settled = settle_by.unwrap_or_else(tokio::time::Instant::now);
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(retry), if done == Patched::Failed => retry = (retry * 2).min(PATCH_RETRY_MAX),
+            () = tokio::time::sleep(retry.next()), if done == Patched::Failed => {
+                retry.failed();
+            }
             () = tokio::time::sleep_until(settled), if done == Patched::Waiting => {}
             () = &mut shutdown => return,
         }

@@ -89,7 +89,7 @@ impl Gate {
                 judgement: choice.judgement.clone(),
                 variant: choice.variant.clone(),
             });
-            return (choice, Decision::Nothing);
+            return (choice, Decision::Keep);
         }
         let (j, obs) = (&choice.judgement, &choice.observed);
         let action = match hash {
@@ -110,7 +110,7 @@ impl Gate {
                             && a.variant == choice.variant
                     });
                     if same {
-                        Decision::Nothing
+                        Decision::Keep
                     } else {
                         Decision::Activate
                     }
@@ -128,13 +128,13 @@ impl Gate {
                             (true, _) => Tell::Reload,
                             // Gate-only, the first config seen after every restart is "first": a
                             // check there would reload on every restart.
-                            (false, true) => Tell::Nothing,
+                            (false, true) => Tell::Silent,
                             (false, false) => Tell::StartupCheck,
                         },
                     }
                 }
             }
-            _ => Decision::Nothing,
+            _ => Decision::Keep,
         };
         self.newest = Some(Newest {
             hash,

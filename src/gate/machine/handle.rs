@@ -6,14 +6,15 @@ use tokio::time::Instant;
 use super::grace::Step;
 use super::reloads::Owed;
 use super::{
-    Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, Judged, Note, Now,
-    PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell, modes,
+    Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, JudgedLine, LogLine,
+    Now, PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell,
+    is_small_snapshot, modes,
 };
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed};
-use crate::state::{ReloadView, Status};
+use crate::state::{ReloadView, Rollout, Status};
 use crate::validate::Checked;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -60,8 +61,12 @@ impl Gate {
                 seen,
                 choice,
                 rollout,
+                small,
             } => {
+                self.small_before = small;
                 if let Some(choice) = choice {
+                    self.rollout_seen(rollout, &mut out);
+                    let rollout = RolloutSeen::of(self.rollout.as_ref());
                     self.judged(seen, choice, rollout, now, &mut out);
                 }
             }
@@ -72,7 +77,7 @@ impl Gate {
                     j
                 };
                 if self.rejudge_active(&obs, &j) {
-                    out.push(Action::Log(Note::NoLongerActive {
+                    out.push(Action::Log(LogLine::NoLongerActive {
                         sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
                     }));
                 }
@@ -81,14 +86,23 @@ impl Gate {
             Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
             Event::BaseJudged(obs, j) => self.base_judged(&obs, &j, &mut out),
             Event::RolledBack(r) => self.rolled_back_to(r, now, &mut out),
-            Event::Reload(o) => self.reload_outcome(o, now, &mut out),
+            Event::Reload(o) => {
+                let refused = matches!(o, Outcome::Rejected { .. });
+                self.reload_outcome(o, now, &mut out);
+                // A rollout's candidate refused here: the same ConfigMap now gives this pod its
+                // stable set, so it is judged again, once what the refusal leads to is done.
+                if refused && self.rollout.is_some() {
+                    self.last = None;
+                    self.judge(&mut out);
+                }
+            }
             Event::Source(view) => self.source = view,
             Event::Watch { errors, problem } => {
                 if errors > 0 {
                     out.push(Action::Count(Count::WatchErrors(errors)));
                 }
                 if problem != self.watch_error {
-                    out.push(Action::Log(Note::Watch(problem.clone())));
+                    out.push(Action::Log(LogLine::Watch(problem.clone())));
                     self.watch_error = problem;
                 }
             }
@@ -154,7 +168,7 @@ impl Gate {
         if let Some((applied, j, since)) = applied {
             self.adopt_applied(&applied, &j, since.unwrap_or(now.wall));
             if let Some(sha) = applied.hash() {
-                out.push(Action::Log(Note::AppliedBase {
+                out.push(Action::Log(LogLine::AppliedBase {
                     sha,
                     version: self.applied_version(),
                 }));
@@ -167,13 +181,13 @@ impl Gate {
         {
             if self.is_rejected(h) {
                 // The refusal came after the marker was written; it is not sent again.
-                out.push(Action::Log(Note::OwedRefused { sha: h }));
+                out.push(Action::Log(LogLine::OwedRefused { sha: h }));
                 out.push(Action::ClearReloadOwed {
                     sha: h,
                     refused: true,
                 });
             } else {
-                out.push(Action::Log(Note::OwedFromBefore {
+                out.push(Action::Log(LogLine::OwedFromBefore {
                     sha: h,
                     version: judgement.version.clone(),
                 }));
@@ -189,7 +203,7 @@ impl Gate {
         // Stopped between recording a refusal and rolling back: the rollback is finished now (and
         // its reload requested).
         if let Some((refused, base)) = self.refused_in_place() {
-            out.push(Action::Log(Note::RefusedInPlace { sha: refused }));
+            out.push(Action::Log(LogLine::RefusedInPlace { sha: refused }));
             self.roll_back(refused, base, "refused before the restart".into(), out);
         } else {
             self.send_owed(out);
@@ -209,7 +223,23 @@ impl Gate {
         out.push(Action::Judge {
             settings: Box::new(self.settings.clone()),
             unless: self.last.clone(),
+            bucket: self.bucket,
+            // A candidate the component refused is held on this pod: the rollout falls back to
+            // stable.
+            refused: self.rejected.iter().map(|(h, _)| *h).collect(),
+            on_loop: self.small_before,
         });
+    }
+
+    /// Keeps the rollout as this pod now sees it, with a log line when that changes.
+    fn rollout_seen(&mut self, rollout: Option<Rollout>, out: &mut Vec<Action>) {
+        if rollout != self.rollout {
+            match &rollout {
+                Some(r) => out.push(Action::Log(LogLine::Rollout(Box::new(r.view())))),
+                None => out.push(Action::Log(LogLine::RolloutOver)),
+            }
+        }
+        self.rollout = rollout;
     }
 
     fn annotations(
@@ -222,7 +252,7 @@ impl Gate {
         let (annotations, note, lasting) = match self.grace.read(read, now.at) {
             Step::Keep { began, why } => {
                 if began {
-                    out.push(Action::Log(Note::AnnotationsMissing { why }));
+                    out.push(Action::Log(LogLine::AnnotationsMissing { why }));
                 }
                 if config {
                     self.judge(out);
@@ -236,7 +266,7 @@ impl Gate {
                 lasting,
             } => {
                 if back {
-                    out.push(Action::Log(Note::AnnotationsBack));
+                    out.push(Action::Log(LogLine::AnnotationsBack));
                 }
                 (annotations, note, lasting)
             }
@@ -246,11 +276,11 @@ impl Gate {
         let changed = self.set_annotations(annotations);
         self.settings_notes(&before, &before_problems, out);
         if lasting {
-            out.push(Action::Log(Note::AnnotationsGone { changed }));
+            out.push(Action::Log(LogLine::AnnotationsGone { changed }));
         }
         if changed {
             let s = &self.settings;
-            out.push(Action::Log(Note::SettingsChanged {
+            out.push(Action::Log(LogLine::SettingsChanged {
                 accepts: s.accepts_text().map(str::to_owned),
                 mode: s.mode,
                 reload: s.reload.clone(),
@@ -265,7 +295,7 @@ impl Gate {
             // Refused under another target: not held against those contents now.
             let count = self.forget_refusals_of(&before.reload);
             if count > 0 {
-                out.push(Action::Log(Note::RefusalsForgotten { count }));
+                out.push(Action::Log(LogLine::RefusalsForgotten { count }));
                 if !self.gate_only {
                     out.push(Action::RecordRejected(Vec::new()));
                 }
@@ -287,12 +317,12 @@ impl Gate {
     fn settings_notes(&self, before: &Settings, before_problems: &[String], out: &mut Vec<Action>) {
         for p in &self.problems {
             if !before_problems.contains(p) {
-                out.push(Action::Log(Note::Problem(p.clone())));
+                out.push(Action::Log(LogLine::Problem(p.clone())));
             }
         }
         for p in before_problems {
             if !self.problems.contains(p) {
-                out.push(Action::Log(Note::ProblemCleared(p.clone())));
+                out.push(Action::Log(LogLine::ProblemCleared(p.clone())));
             }
         }
         let base = self.base.describe();
@@ -308,12 +338,12 @@ impl Gate {
             let annotated = self.annotated.get(i).copied().unwrap_or(false);
             out.push(Action::Log(
                 if !annotated && setting.same(&self.settings, &self.base) {
-                    Note::AnnotationGone {
+                    LogLine::AnnotationGone {
                         setting: n.0,
                         value: n.2,
                     }
                 } else {
-                    Note::AnnotationOverrides {
+                    LogLine::AnnotationOverrides {
                         setting: n.0,
                         annotation: n.1,
                         value: n.2,
@@ -387,7 +417,7 @@ impl Gate {
         {
             self.candidate = Some((set, own));
         }
-        let judged = Judged {
+        let judged = JudgedLine {
             accepted: j.verdict == Verdict::Accepted,
             verdict: j.verdict,
             version: j.version.clone().unwrap_or_default(),
@@ -403,7 +433,7 @@ impl Gate {
             (Decision::Promote { tell }, Observed::Config(_))
                 if self.spread_waits(tell, &judged, now, out) => {}
             (Decision::Promote { tell }, Observed::Config(snapshot)) => {
-                let owe_reload = tell != Tell::Nothing && self.settings.reload != Reload::None;
+                let owe_reload = tell != Tell::Silent && self.settings.reload != Reload::None;
                 // The first config is replaced before anything said whether the component started
                 // on it: its dir is kept, so that an answer to this reload can make it the base.
                 let keep_baseline = tell == Tell::Reload
@@ -411,12 +441,14 @@ impl Gate {
                     && self.applied.is_none()
                     && !self.first_kept
                     && self.first.as_ref().map(|f| f.hash) == self.on_disk.as_ref().map(|d| d.0);
+                let on_loop = self.small_before && is_small_snapshot(&snapshot);
                 self.promoting = Some(Promotion {
                     judged,
                     tell,
                     keep_baseline,
                     sha: snapshot.hash(),
                     version: j.version,
+                    on_loop,
                 });
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
@@ -425,13 +457,14 @@ impl Gate {
                     owe_reload,
                     variant: promoted_variant,
                     keep_baseline,
+                    on_loop,
                 });
             }
             (Decision::Activate, _) => {
-                out.push(Action::Log(Note::Judged(judged)));
+                out.push(Action::Log(LogLine::Judged(judged)));
                 self.activated(now.wall);
             }
-            _ => out.push(Action::Log(Note::Judged(judged))),
+            _ => out.push(Action::Log(LogLine::Judged(judged))),
         }
     }
 
@@ -463,7 +496,7 @@ impl Gate {
             )),
             Checked::NotRun(why) => Some(format!("the checker could not be run: {why}")),
         };
-        out.push(Action::Log(Note::Validated {
+        out.push(Action::Log(LogLine::Validated {
             version: c.choice.judgement.version.clone().unwrap_or_default(),
             sha: sha.short(),
             checker,
@@ -500,8 +533,8 @@ impl Gate {
             Ok(t) => t,
             Err(error) => {
                 let (version, sha) = (p.judged.version.clone(), p.judged.sha.clone());
-                out.push(Action::Log(Note::Judged(p.judged)));
-                out.push(Action::Log(Note::PromotionFailed {
+                out.push(Action::Log(LogLine::Judged(p.judged)));
+                out.push(Action::Log(LogLine::PromotionFailed {
                     error: error.clone(),
                     version,
                     sha,
@@ -528,7 +561,7 @@ impl Gate {
             _ => {}
         }
         // The one thing the component waits for comes first; the rest is bookkeeping.
-        if p.tell != Tell::Nothing {
+        if p.tell != Tell::Silent {
             self.reloads.owe(Owed {
                 kind: match p.tell {
                     // `now` is after the switch: a load reported at or after it read this.
@@ -547,9 +580,9 @@ impl Gate {
             p.judged.variant.clone(),
             p.judged.sha.clone(),
         );
-        out.push(Action::Log(Note::Judged(p.judged)));
+        out.push(Action::Log(LogLine::Judged(p.judged)));
         if !self.gate_only {
-            out.push(Action::Log(Note::Promoted {
+            out.push(Action::Log(LogLine::Promoted {
                 version,
                 variant,
                 sha,
@@ -557,7 +590,7 @@ impl Gate {
         }
         out.push(Action::Count(Count::Promoted(now.wall)));
         if !self.gate_only {
-            out.push(Action::FinishSwitch);
+            out.push(Action::FinishSwitch { on_loop: p.on_loop });
         }
     }
 
@@ -574,11 +607,13 @@ impl Gate {
             Outcome::Reloaded(sha) => self.component_answered(*sha, false, now, out),
             Outcome::Rejected { sha256, .. } => self.component_answered(*sha256, true, now, out),
             // Every process read it itself at start-up.
-            Outcome::Nothing { sha256, .. } => self.component_answered(*sha256, false, now, out),
+            Outcome::NothingToReload { sha256, .. } => {
+                self.component_answered(*sha256, false, now, out)
+            }
             _ => {}
         }
         match o {
-            Outcome::Reloaded(sha) | Outcome::Nothing { sha256: sha, .. } => {
+            Outcome::Reloaded(sha) | Outcome::NothingToReload { sha256: sha, .. } => {
                 // Done: no longer owed, here or on disk.
                 self.reloads.drop(sha);
                 if !self.gate_only {
@@ -626,7 +661,7 @@ impl Gate {
             return;
         }
         out.push(Action::AdoptBaseline);
-        out.push(Action::Log(Note::BaselineApplied {
+        out.push(Action::Log(LogLine::BaselineApplied {
             sha: first.hash,
             version: first.version.clone(),
         }));
@@ -723,7 +758,7 @@ impl Gate {
                 self.rollback_error = Some(format!(
                     "the refused config stays in place, not rolled back: the config the component applied last is not accepted under the settings in force: {why}"
                 ));
-                out.push(Action::Log(Note::BaseNotAccepted {
+                out.push(Action::Log(LogLine::BaseNotAccepted {
                     sha: rb.refused,
                     base: rb.base,
                     why,
@@ -735,7 +770,7 @@ impl Gate {
     /// The component refused `sha` and no config it applied is kept to roll back to: said so, and
     /// held (ready under `hold`), the refused content in place.
     fn no_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
-        out.push(Action::Log(Note::NoBase { sha, reason }));
+        out.push(Action::Log(LogLine::NoBase { sha, reason }));
     }
 
     /// What the gate took for the rollback base is not kept on disk (its record was damaged or
@@ -766,7 +801,7 @@ impl Gate {
                 // The modes of what is in place now are what a later snapshot is compared with.
                 self.rolled_back(modes(&holds));
                 let version = self.applied_version();
-                out.push(Action::Log(Note::RolledBack {
+                out.push(Action::Log(LogLine::RolledBack {
                     sha: refused,
                     reason,
                     to: base,
@@ -784,7 +819,7 @@ impl Gate {
                 self.send_owed(out);
             }
             Ok(_) => {
-                out.push(Action::Log(Note::RollbackOther { sha: refused }));
+                out.push(Action::Log(LogLine::RollbackOther { sha: refused }));
                 self.rollback_error = Some(
                     "the refused config is not rolled back: the rollback left other content in place"
                         .into(),
@@ -797,7 +832,7 @@ impl Gate {
                 self.rollback_error = Some(format!(
                     "rollback failed, the refused config stays in place (retrying): {error}"
                 ));
-                out.push(Action::Log(Note::RollbackFailed {
+                out.push(Action::Log(LogLine::RollbackFailed {
                     sha: refused,
                     error,
                     retry_in: PROMOTE_RETRY,

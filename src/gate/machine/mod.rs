@@ -28,7 +28,7 @@ use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::{RolloutHeld, SourceView};
+use crate::state::{HeldCandidate, Rollout, RolloutView, SourceView};
 use crate::validate::Checked;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -77,7 +77,7 @@ fn modes(obs: &Observed) -> Modes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tell {
     /// Nothing: gate-only, the first config (the component read it itself at start).
-    Nothing,
+    Silent,
     /// The first config promoted into an empty dir: the component, if it runs yet, reads it itself.
     /// A start-up check finds out whether it started on it, which makes it the rollback baseline.
     StartupCheck,
@@ -88,13 +88,12 @@ pub(crate) enum Tell {
 /// What a decision on a snapshot leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Decision {
-    Nothing,
+    /// Keep what is in force: nothing to write, activate or tell.
+    Keep,
     /// The content is already in place (or gate-only): mark it active, no write, no reload.
     Activate,
     /// Write it into the promoted dir, then mark it active, then tell the component as `tell` says.
-    Promote {
-        tell: Tell,
-    },
+    Promote { tell: Tell },
 }
 
 /// The time an event is handled at: the loop's monotonic clock for deadlines, the wall clock for
@@ -141,14 +140,41 @@ impl Seen {
     }
 }
 
-/// What a rollout in the newest config means for the gate's decisions.
+/// What a rollout in the newest config means for the gate's decisions on one judged snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct RolloutSeen {
+struct RolloutSeen {
     /// The candidate held on this pod: a held config, reported as any hold is.
-    pub(crate) held: Option<RolloutHeld>,
+    held: Option<HeldCandidate>,
     /// When the choice is the candidate: the hash of its own keys, which a refusal of it is
     /// remembered by too.
-    pub(crate) candidate: Option<ContentHash>,
+    candidate: Option<ContentHash>,
+}
+
+impl RolloutSeen {
+    fn of(rollout: Option<&Rollout>) -> RolloutSeen {
+        RolloutSeen {
+            held: rollout.and_then(|r| r.held.clone()),
+            candidate: rollout.and_then(Rollout::promoting_candidate),
+        }
+    }
+}
+
+/// The most bytes, and keys, of a config read and judged on the loop itself: reading and judging
+/// that much takes well under a millisecond, against up to 1 MiB in 8192 keys for a ConfigMap.
+pub(crate) const SMALL_BYTES: usize = 64 << 10;
+pub(crate) const SMALL_KEYS: usize = 64;
+
+/// Whether `obs` is small enough to be read and judged on the loop ([`SMALL_BYTES`], [`SMALL_KEYS`]).
+/// A missing or broken config is: nothing of it was judged.
+pub(crate) fn is_small(obs: &Observed) -> bool {
+    match obs {
+        Observed::Config(s) => is_small_snapshot(s),
+        _ => true,
+    }
+}
+
+fn is_small_snapshot(s: &Snapshot) -> bool {
+    s.files().len() <= SMALL_KEYS && s.files().values().map(Vec::len).sum::<usize>() <= SMALL_BYTES
 }
 
 /// What a previous run left in the promoted dir, read and judged at start-up under the settings in
@@ -183,11 +209,13 @@ pub(crate) enum Event {
     /// Answer to [`Action::ReadAnnotations`].
     Annotations(Result<Option<Annotations>, String>),
     /// Answer to [`Action::Judge`]: what was read, and what it was judged (`None`: identical to the
-    /// last judged, not judged again), with what a rollout in it says of this pod.
+    /// last judged, not judged again), with the rollout in it as this pod sees it; `small`: what
+    /// was read is small ([`is_small`]), so the next read may be made on the loop.
     Judged {
         seen: Seen,
         choice: Option<Choice>,
-        rollout: RolloutSeen,
+        rollout: Option<Rollout>,
+        small: bool,
     },
     /// Answer to [`Action::Validate`]: what the component's checker said of the staged `sha`.
     Validated { sha: ContentHash, checked: Checked },
@@ -243,11 +271,16 @@ pub(crate) enum Action {
     Adopt { settings: Box<Settings> },
     /// Read the annotations file: answer [`Event::Annotations`].
     ReadAnnotations,
-    /// Read the newest config and judge it under `settings`, unless it is `unless`: answer
-    /// [`Event::Judged`].
+    /// Read the newest config and judge it under `settings` (a rollout in it for this pod's
+    /// `bucket`, the candidate held when `refused` holds it), unless it is `unless`: answer
+    /// [`Event::Judged`]. `on_loop`: the last read was small, so this one is read on the loop when
+    /// its `stat` proves it small too, and judged there when small and without content rules.
     Judge {
         settings: Box<Settings>,
         unless: Option<Seen>,
+        bucket: Option<Bucket>,
+        refused: Vec<ContentHash>,
+        on_loop: bool,
     },
     /// Read the promoted dir back and judge it under `settings`: answer [`Event::Rejudged`].
     RejudgeActive { settings: Box<Settings> },
@@ -261,6 +294,9 @@ pub(crate) enum Action {
         /// The variant key it was chosen from (with the variants setting), recorded beside it.
         variant: Option<String>,
         keep_baseline: bool,
+        /// A small config after a small one: switched on the loop, as it was read (its few files
+        /// cost less than the two thread hand-offs on the way to the reload).
+        on_loop: bool,
     },
     /// Stage `snapshot` beside the promoted dir's live config and run the component's checker `check`
     /// on it within `timeout`, off the runtime's thread: answer [`Event::Validated`].
@@ -273,8 +309,9 @@ pub(crate) enum Action {
     Reload(ReloadRequest),
     /// Let the reload worker, on this thread, send what was just requested before the rest.
     Yield,
-    /// Tidy after the switch: unlink vanished keys, remove the old dir.
-    FinishSwitch,
+    /// Tidy after the switch: unlink vanished keys, remove the old dir; on the loop when the switch
+    /// was.
+    FinishSwitch { on_loop: bool },
     /// Keep the live dir as the rollback base: the component applied it.
     MarkApplied {
         sha: ContentHash,
@@ -298,7 +335,7 @@ pub(crate) enum Action {
     /// Count in the metrics.
     Count(Count),
     /// Log one line.
-    Log(Note),
+    Log(LogLine),
 }
 
 /// A metric to count.
@@ -312,7 +349,7 @@ pub(crate) enum Count {
 
 /// The "judged" log line of one decision. Holds no content.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Judged {
+pub(crate) struct JudgedLine {
     pub(crate) accepted: bool,
     pub(crate) verdict: Verdict,
     pub(crate) version: String,
@@ -324,8 +361,8 @@ pub(crate) struct Judged {
 
 /// One log line the gate asks for: what it decided or learnt, with the facts the line shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Note {
-    Judged(Judged),
+pub(super) enum LogLine {
+    Judged(JudgedLine),
     /// The component's checker ran on a candidate: `reason` is `None` when it passed.
     Validated {
         version: String,
@@ -435,6 +472,10 @@ pub(super) enum Note {
     },
     /// The config dir's watch is not in place (`Some`, why), or is again (`None`).
     Watch(Option<String>),
+    /// The rollout in the newest config, as this pod sees it, changed.
+    Rollout(Box<RolloutView>),
+    /// The newest config holds no rollout any more.
+    RolloutOver,
     /// A change is seen and put off by this pod's share of the reload spread: promoted at `due`.
     Spread {
         version: String,
@@ -448,12 +489,14 @@ pub(super) enum Note {
 /// A promotion whose switch was asked for and not yet answered.
 #[derive(Debug, Clone)]
 struct Promotion {
-    judged: Judged,
+    judged: JudgedLine,
     tell: Tell,
     /// The dir it replaces is kept as the baseline.
     keep_baseline: bool,
     sha: ContentHash,
     version: Option<String>,
+    /// Switched on the loop: finished there too.
+    on_loop: bool,
 }
 
 /// A judged snapshot whose promotion waits for the component's checker.
@@ -538,8 +581,12 @@ pub(crate) struct Gate {
     checked: Option<CheckedBy>,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     secret: bool,
-    /// The rollout candidate held on this pod, as last judged.
-    held: Option<RolloutHeld>,
+    /// The rollout candidate held on this pod, as last decided on.
+    held: Option<HeldCandidate>,
+    /// The rollout in the newest config, as this pod sees it (shown in the status).
+    rollout: Option<Rollout>,
+    /// Whether the last config read was small ([`is_small`]): the next is then read on the loop.
+    small_before: bool,
     /// The last rollout candidate promoted: its set's hash and its own keys' hash.
     candidate: Option<(ContentHash, ContentHash)>,
     /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
@@ -586,6 +633,8 @@ impl Gate {
             secret: false,
             spread_served: false,
             held: None,
+            rollout: None,
+            small_before: false,
             candidate: None,
             annotated: Vec::new(),
         }

@@ -82,7 +82,7 @@ impl Reloads {
                 r.last_result = ReloadResult::Pending;
                 r.last_error = Some(why.clone());
             }
-            Outcome::Nothing { why, .. } => {
+            Outcome::NothingToReload { why, .. } => {
                 r.consecutive_failures = 0;
                 r.last_reload_successful = Some(true);
                 r.last_result = ReloadResult::NothingToReload;
@@ -129,7 +129,7 @@ mod tests {
         });
         assert_eq!(r.view().consecutive_failures, 0, "a refusal reached it");
         r.report(&Outcome::Failed("timed out".into()));
-        r.report(&Outcome::Nothing {
+        r.report(&Outcome::NothingToReload {
             sha256: h,
             why: "no process".into(),
         });

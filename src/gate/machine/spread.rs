@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Action, Gate, Judged, Note, Now, Tell};
+use super::{Action, Gate, JudgedLine, LogLine, Now, Tell};
 use crate::state::SpreadView;
 
 /// A change waiting for this pod's share of the spread.
@@ -44,7 +44,7 @@ impl Gate {
     pub(super) fn spread_waits(
         &mut self,
         tell: Tell,
-        judged: &Judged,
+        judged: &JudgedLine,
         now: Now,
         out: &mut Vec<Action>,
     ) -> bool {
@@ -73,7 +73,7 @@ impl Gate {
         }
         if s.sha != judged.sha {
             s.sha.clone_from(&judged.sha);
-            out.push(Action::Log(Note::Spread {
+            out.push(Action::Log(LogLine::Spread {
                 version: judged.version.clone(),
                 sha: judged.sha.clone(),
                 due: s.due_wall,

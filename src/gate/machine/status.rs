@@ -4,7 +4,7 @@ use super::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
     ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, ReloadView,
-    Status,
+    Rollout, Status,
 };
 use crate::verdict::Verdict;
 
@@ -117,7 +117,7 @@ impl Gate {
                 message: holding
                     .because(format!(
                         "the rollout's candidate, held on this pod: {}",
-                        h.reason
+                        h.reason()
                     ))
                     .to_string(),
             });
@@ -170,7 +170,7 @@ impl Gate {
                 version: h.version.clone(),
                 sha256: h.hash.map(|h| h.printed()),
                 verdict: h.verdict,
-                reason: h.reason.clone(),
+                reason: h.reason().to_owned(),
                 variant: None,
             }),
             (Some(n), false) => Some(CandidateView {
@@ -211,7 +211,7 @@ impl Gate {
             started: self.started,
             checks,
             watch_error: None,
-            rollout: None,
+            rollout: self.rollout.as_ref().map(Rollout::view),
             spread,
             source: None,
         }

@@ -10,18 +10,18 @@ use tracing::{info, warn};
 use super::feed::{off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
 use super::machine::{
-    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, RolloutSeen,
-    Seen, held_refusals,
+    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, SMALL_BYTES,
+    SMALL_KEYS, Seen, held_refusals, is_small,
 };
 use super::{Config, Error, Feed};
 use crate::annotations;
 use crate::promote::{self, Promoter, Switched};
 use crate::reload::{self, BootTicks};
-use crate::rollout;
+use crate::rollout::{self, Bucket};
 use crate::settings::Settings;
 use crate::snapshot::ContentHash;
 use crate::snapshot::{self, Observed};
-use crate::state::{Publisher, RolloutView, Shared};
+use crate::state::{Publisher, Shared};
 use crate::verdict;
 
 /// The loop's I/O around the `Gate`, without the waiting: `run_fed` drives it from file events;
@@ -40,16 +40,6 @@ pub struct Pipeline {
     reloads: reload::Handle,
     /// A promotion's switch, until the gate says to finish it.
     switched: Option<Switched>,
-    /// The rollout in the newest config, as this pod sees it (shown in the status).
-    rollout: Option<RolloutView>,
-    /// Judge the next read even if it is what was last judged: the component refused a rollout's
-    /// candidate, which the same ConfigMap now holds back on this pod.
-    rejudge: bool,
-    /// Whether the last config read was small ([`is_small`]): the next is then read on the loop.
-    small_before: bool,
-    /// Whether the switch in `switched` was made on the loop (a small config after a small one): its
-    /// tidy is then too.
-    switched_here: bool,
     /// Whether anything was handed to the gate since the last [`Pipeline::publish`]: only then can
     /// the status differ, so a liveness ping does not rebuild it.
     dirty: bool,
@@ -96,10 +86,6 @@ impl Pipeline {
             publisher,
             reloads,
             switched: None,
-            rollout: None,
-            rejudge: false,
-            small_before: false,
-            switched_here: false,
             dirty: true,
             #[cfg(test)]
             built: 0,
@@ -133,13 +119,7 @@ impl Pipeline {
     /// Hands `event` to the gate and carries out what it answers, depth first: an action's own
     /// answer is handled before the next action.
     pub(crate) async fn handle(&mut self, event: Event) {
-        let refused = matches!(event, Event::Reload(reload::Outcome::Rejected { .. }));
         self.run(event, |_| {}).await;
-        // A rollout's candidate refused here: the same ConfigMap now gives this pod its stable set.
-        if refused && self.rollout.is_some() {
-            self.rejudge = true;
-            self.run(Event::Files(Files::CONFIG), |_| {}).await;
-        }
     }
 
     /// [`Pipeline::handle`], calling `at_yield` where a promotion lets the reload worker go first.
@@ -170,7 +150,17 @@ impl Pipeline {
                 let read = off_loop(&self.shared, move || annotations::read(&file)).await;
                 return Some(Event::Annotations(read));
             }
-            Action::Judge { settings, unless } => return self.judge(*settings, unless).await,
+            Action::Judge {
+                settings,
+                unless,
+                bucket,
+                refused,
+                on_loop,
+            } => {
+                return self
+                    .judge(*settings, unless, bucket, refused, on_loop)
+                    .await;
+            }
             Action::RejudgeActive { settings } => {
                 let dir = self.promoter.as_ref()?.dir().to_path_buf();
                 let (on_disk, j) = off_loop(&self.shared, move || {
@@ -186,15 +176,14 @@ impl Pipeline {
                 owe_reload,
                 variant,
                 keep_baseline,
+                on_loop,
             } => {
                 let Some(p) = self.promoter.clone() else {
                     return Some(Event::Switched(Ok(BootTicks::now())));
                 };
-                // A small config after a small one is switched on the loop, as it was read: its
-                // few files cost less than the two thread hand-offs on the way to the reload.
-                // Anything larger is written on the blocking pool while the loop answers pings.
-                let here = self.small_before && is_small_snapshot(&snapshot);
-                let r = if here {
+                // Anything but a small config after a small one is written on the blocking pool
+                // while the loop answers pings.
+                let r = if on_loop {
                     p.switch_variant(&snapshot, owe_reload, variant.as_deref(), keep_baseline)
                 } else {
                     off_loop(&self.shared, move || {
@@ -202,10 +191,7 @@ impl Pipeline {
                     })
                     .await
                 };
-                let r = r.map(|s| {
-                    self.switched = Some(s);
-                    self.switched_here = here;
-                });
+                let r = r.map(|s| self.switched = Some(s));
                 return Some(Event::Switched(
                     r.map(|()| BootTicks::now()).map_err(|e| e.to_string()),
                 ));
@@ -270,9 +256,9 @@ impl Pipeline {
             }
             // The reload just requested is on its way already (`Action::Reload`).
             Action::Yield => {}
-            Action::FinishSwitch => {
+            Action::FinishSwitch { on_loop } => {
                 if let (Some(p), Some(s)) = (self.promoter.clone(), self.switched.take()) {
-                    if self.switched_here {
+                    if on_loop {
                         p.finish(s);
                     } else {
                         off_loop(&self.shared, move || p.finish(s)).await;
@@ -404,50 +390,47 @@ impl Pipeline {
     }
 
     /// Reads the newest snapshot (the volume, or the feed's) and judges it, unless it is what was last
-    /// judged. After a small config ([`is_small`]) the next is read, and when small again judged, on
-    /// the loop itself: two thread hand-offs fewer between the `..data` swap and the reload, which is
-    /// most of the reaction time on a busy node. Otherwise, and whenever content rules are in force,
-    /// the work runs off the loop ([`off_loop`]), so that a large config cannot hold up `/livez`.
-    async fn judge(&mut self, settings: Settings, unless: Option<Seen>) -> Option<Event> {
+    /// judged. With `on_loop` (the last config was small, [`is_small`]) the next is read, and when
+    /// small again judged, on the loop itself: two thread hand-offs fewer between the `..data` swap
+    /// and the reload, which is most of the reaction time on a busy node. Otherwise, and whenever
+    /// content rules are in force, the work runs off the loop ([`off_loop`]), so that a large config
+    /// cannot hold up `/livez`.
+    async fn judge(
+        &mut self,
+        settings: Settings,
+        unless: Option<Seen>,
+        bucket: Option<Bucket>,
+        refused: Vec<ContentHash>,
+        on_loop: bool,
+    ) -> Option<Event> {
         let fed = match &self.feed {
             Feed::Volume => None,
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
-        let (watch, bucket) = (self.cfg.watch.clone(), self.cfg.bucket);
-        let unless = unless.filter(|_| !std::mem::take(&mut self.rejudge));
-        // A candidate the component refused is held on this pod: the rollout falls back to stable.
-        let refused: Vec<ContentHash> = self
-            .gate
-            .rejected_record()
-            .iter()
-            .map(|(h, _)| *h)
-            .collect();
+        let watch = self.cfg.watch.clone();
         // After a small config the next is read on the loop only when its `stat` proves it small
         // too: a 1 MiB config after a small one is read off the loop, like any large one.
-        let here = self.small_before
+        let here = on_loop
             && (fed.is_some() || snapshot::stat_small(&watch, SMALL_KEYS, SMALL_BYTES as u64));
         let read = move || fed.unwrap_or_else(|| snapshot::read(&watch));
         let rules = !settings.rules.is_empty();
-        let (seen, choice) = if here {
+        let (seen, small, choice) = if here {
             let obs = read();
-            self.small_before = is_small(&obs);
-            let seen = Seen::of(&obs);
+            let (seen, small) = (Seen::of(&obs), is_small(&obs));
             if unless.as_ref() == Some(&seen) {
-                (seen, None)
-            } else if self.small_before && !rules {
-                (
-                    seen,
-                    Some(rollout::choose(obs, &settings, bucket, &refused)),
-                )
+                (seen, small, None)
+            } else if small && !rules {
+                let choice = rollout::choose(obs, &settings, bucket, &refused);
+                (seen, small, Some(choice))
             } else {
                 let choice = off_loop(&self.shared, move || {
                     rollout::choose(obs, &settings, bucket, &refused)
                 })
                 .await;
-                (seen, Some(choice))
+                (seen, small, Some(choice))
             }
         } else {
-            let (seen, small, choice) = off_loop(&self.shared, move || {
+            off_loop(&self.shared, move || {
                 let obs = read();
                 let (seen, small) = (Seen::of(&obs), is_small(&obs));
                 // Identical input under unchanged settings: nothing to judge.
@@ -457,53 +440,15 @@ impl Pipeline {
                 let choice = rollout::choose(obs, &settings, bucket, &refused);
                 (seen, small, Some(choice))
             })
-            .await;
-            self.small_before = small;
-            (seen, choice)
+            .await
         };
-        let mut rollout = RolloutSeen::default();
-        let choice = choice.map(|(choice, view)| {
-            if let Some(v) = &view {
-                rollout.held.clone_from(&v.held);
-                rollout.candidate = v
-                    .candidate_sha256
-                    .filter(|_| v.track == crate::state::Track::Candidate);
-            }
-            self.rollout_seen(view);
-            choice
-        });
+        let (choice, rollout) = choice.unzip();
         Some(Event::Judged {
             seen,
             choice,
-            rollout,
+            rollout: rollout.flatten(),
+            small,
         })
-    }
-
-    /// Keeps the rollout as this pod now sees it, with a log line when that changes.
-    fn rollout_seen(&mut self, view: Option<RolloutView>) {
-        if view != self.rollout {
-            match &view {
-                Some(r) => {
-                    let held = r.held.as_ref();
-                    info!(
-                        percent = r.percent.as_deref().unwrap_or(""),
-                        bucket = r.bucket.as_deref().unwrap_or(""),
-                        assigned = r.assigned.as_str(),
-                        track = r.track.as_str(),
-                        keys = %r.keys,
-                        held_verdict = held.map(|h| h.verdict.as_str()).unwrap_or(""),
-                        held_version = held.and_then(|h| h.version.as_deref()).unwrap_or(""),
-                        reason = %r.reason,
-                        "rollout"
-                    )
-                }
-                None if self.rollout.is_some() => {
-                    info!("rollout over: no rollout key in the config")
-                }
-                None => {}
-            }
-        }
-        self.rollout = view;
     }
 
     /// Waits for the reload worker to have the request just made on its way
@@ -577,28 +522,9 @@ impl Pipeline {
         {
             self.built += 1;
         }
-        let mut status = self.gate.published(self.reloads.requested());
-        status.rollout.clone_from(&self.rollout);
-        self.publisher.publish(status);
+        self.publisher
+            .publish(self.gate.published(self.reloads.requested()));
     }
-}
-
-/// The most bytes, and keys, of a config read and judged on the loop itself: reading and judging
-/// that much takes well under a millisecond, against up to 1 MiB in 8192 keys for a ConfigMap.
-const SMALL_BYTES: usize = 64 << 10;
-const SMALL_KEYS: usize = 64;
-
-/// Whether `obs` is small enough to be read and judged on the loop ([`SMALL_BYTES`], [`SMALL_KEYS`]).
-/// A missing or broken config is: nothing of it was judged.
-fn is_small(obs: &Observed) -> bool {
-    match obs {
-        Observed::Config(s) => is_small_snapshot(s),
-        _ => true,
-    }
-}
-
-fn is_small_snapshot(s: &snapshot::Snapshot) -> bool {
-    s.files().len() <= SMALL_KEYS && s.files().values().map(Vec::len).sum::<usize>() <= SMALL_BYTES
 }
 
 fn now() -> Now {

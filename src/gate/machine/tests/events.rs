@@ -57,7 +57,8 @@ pub(super) fn judged(g: &Gate, obs: &Observed) -> Event {
     Event::Judged {
         seen: Seen::of(obs),
         choice: Some(variants::choose(obs.clone(), g.settings())),
-        rollout: RolloutSeen::default(),
+        rollout: None,
+        small: false,
     }
 }
 
@@ -123,7 +124,7 @@ fn a_momentary_annotations_absence_keeps_the_settings_until_the_grace_ends() {
     // Kept, said once, and the config (asked for with the annotations) still looked at.
     assert!(has(&a, |a| matches!(
         a,
-        Action::Log(Note::AnnotationsMissing { .. })
+        Action::Log(LogLine::AnnotationsMissing { .. })
     )));
     assert!(matches!(a.last(), Some(Action::Judge { unless: None, .. })));
     assert_eq!(g.settings().accepts_text(), Some("^2"));
@@ -140,7 +141,7 @@ fn a_momentary_annotations_absence_keeps_the_settings_until_the_grace_ends() {
     assert_eq!(g.settings().accepts_text(), Some(">=2"), "the flag's range");
     assert!(has(&a, |a| matches!(
         a,
-        Action::Log(Note::AnnotationsGone { changed: true })
+        Action::Log(LogLine::AnnotationsGone { changed: true })
     )));
     assert!(has(&a, |a| matches!(a, Action::RejudgeActive { .. })));
     assert!(matches!(a.last(), Some(Action::Judge { unless: None, .. })));
@@ -164,7 +165,10 @@ fn the_file_back_within_the_grace_cancels_it() {
         Event::Annotations(Ok(Some(ann("confgate.io/accepts", "^2")))),
         c.at(500),
     );
-    assert!(has(&a, |a| matches!(a, Action::Log(Note::AnnotationsBack))));
+    assert!(has(&a, |a| matches!(
+        a,
+        Action::Log(LogLine::AnnotationsBack)
+    )));
     // Same settings: nothing to judge again.
     assert!(!has(&a, |a| matches!(a, Action::Judge { .. })), "{a:?}");
     assert_eq!(g.wake_at(), None);
@@ -203,7 +207,7 @@ fn reload_owed_then_requested_then_confirmed_and_coalesced() {
         .filter_map(|x| match x {
             Action::Reload(_) => Some("reload"),
             Action::Yield => Some("yield"),
-            Action::FinishSwitch => Some("finish"),
+            Action::FinishSwitch { .. } => Some("finish"),
             _ => None,
         })
         .collect();
@@ -223,7 +227,7 @@ fn reload_owed_then_requested_then_confirmed_and_coalesced() {
     assert!(
         matches!(
             late[..],
-            [Action::AdoptBaseline, Action::Log(Note::BaselineApplied { .. }), Action::ClearReloadOwed { sha, refused: false }] if sha == hash(&a)
+            [Action::AdoptBaseline, Action::Log(LogLine::BaselineApplied { .. }), Action::ClearReloadOwed { sha, refused: false }] if sha == hash(&a)
         ),
         "{late:?}"
     );
@@ -324,7 +328,7 @@ fn a_refusal_with_nothing_applied_rolls_nothing_back_and_a_failed_rollback_is_re
     assert!(!has(&refused, |x| matches!(x, Action::RollBack)));
     assert!(has(&refused, |x| matches!(
         x,
-        Action::Log(Note::NoBase { .. })
+        Action::Log(LogLine::NoBase { .. })
     )));
 
     let mut g = started(&c, None);
@@ -516,7 +520,7 @@ fn the_watch_is_logged_when_its_state_changes_and_its_errors_counted() {
     assert!(
         matches!(&lost[..], [
             Action::Count(Count::WatchErrors(2)),
-            Action::Log(Note::Watch(Some(why))),
+            Action::Log(LogLine::Watch(Some(why))),
         ] if why == "/config is absent"),
         "{lost:?}"
     );
@@ -530,7 +534,7 @@ fn the_watch_is_logged_when_its_state_changes_and_its_errors_counted() {
     );
     assert!(matches!(
         g.handle(watch(0, None), c.at(3))[..],
-        [Action::Log(Note::Watch(None))]
+        [Action::Log(LogLine::Watch(None))]
     ));
 }
 
@@ -580,7 +584,7 @@ fn a_candidate_is_promoted_only_once_the_components_checker_passes_it() {
     assert!(has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
     assert!(has(&a, |a| matches!(
         a,
-        Action::Log(Note::Validated { reason: None, .. })
+        Action::Log(LogLine::Validated { reason: None, .. })
     )));
     g.handle(Event::Switched(Ok(Some(BootTicks(1)))), c.at(2));
     assert_eq!(
@@ -876,7 +880,7 @@ fn a_rollback_base_outside_the_range_in_force_is_not_rolled_back_to() {
     );
     assert!(has(&refused, |x| matches!(
         x,
-        Action::Log(Note::BaseNotAccepted { .. })
+        Action::Log(LogLine::BaseNotAccepted { .. })
     )));
     let s = g.published(2);
     assert!(!s.ready, "{s:?}");
@@ -908,7 +912,7 @@ fn a_rollback_with_no_base_kept_on_disk_holds_and_says_so() {
     );
     assert!(has(&none, |x| matches!(
         x,
-        Action::Log(Note::NoBase { .. })
+        Action::Log(LogLine::NoBase { .. })
     )));
     let s = g.published(2);
     assert!(s.ready, "{s:?}");
@@ -921,4 +925,81 @@ fn a_rollback_with_no_base_kept_on_disk_holds_and_says_so() {
         s.reason
     );
     assert_eq!(g.wake_at(), None, "nothing to retry");
+}
+
+/// The gate, not the pipeline, decides to judge again after the component refused a rollout's
+/// candidate (the same ConfigMap then gives this pod its stable set), keeps the rollout it was
+/// told of and shows it in the status; a refusal with no rollout judges nothing again.
+#[test]
+fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let bucket = Some(crate::rollout::Bucket::of("pod-a"));
+    let stable = cfg("2.0.0");
+    promote(&mut g, &stable, c.at(10), 100);
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&stable))), c.at(20));
+    // Without a rollout, a refusal is rolled back and nothing is judged again.
+    let plain = cfg("2.0.1");
+    promote(&mut g, &plain, c.at(30), 200);
+    let a = refuse(&mut g, hash(&plain), &stable, c.at(40));
+    assert!(!has(&a, |x| matches!(x, Action::Judge { .. })), "{a:?}");
+
+    let mid = Observed::Config(Snapshot::new(BTreeMap::from([
+        ("version".to_owned(), b"2.0.0".to_vec()),
+        ("version.next".to_owned(), b"2.1.0".to_vec()),
+        ("confgate.rollout".to_owned(), b"100%".to_vec()),
+    ])));
+    let judge = |g: &Gate, refused: &[ContentHash]| {
+        let (choice, rollout) = crate::rollout::choose(mid.clone(), g.settings(), bucket, refused);
+        Event::Judged {
+            seen: Seen::of(&mid),
+            choice: Some(choice),
+            rollout,
+            small: true,
+        }
+    };
+    let mut a = g.handle(judge(&g, &[]), c.at(50));
+    assert!(
+        has(
+            &a,
+            |x| matches!(x, Action::Log(LogLine::Rollout(r)) if r.track == crate::state::Track::Candidate)
+        ),
+        "{a:?}"
+    );
+    a.extend(g.handle(Event::Switched(Ok(Some(BootTicks(300)))), c.at(50)));
+    let candidate = requests(&a)[0].sha;
+    let s = g.published(0);
+    assert_eq!(
+        s.rollout.as_ref().map(|r| r.track),
+        Some(crate::state::Track::Candidate)
+    );
+
+    let a = refuse(&mut g, candidate, &stable, c.at(60));
+    let again = a.iter().rev().find_map(|x| match x {
+        Action::Judge {
+            unless, refused, ..
+        } => Some((unless.clone(), refused.clone())),
+        _ => None,
+    });
+    let (unless, refused) = again.expect("judged again after the candidate's refusal");
+    assert_eq!(unless, None, "judged even though the ConfigMap is the same");
+    assert!(refused.contains(&candidate), "{refused:?}");
+    // Judged again, the candidate is held on this pod: it runs stable and says why.
+    let a = g.handle(judge(&g, &refused), c.at(70));
+    assert!(
+        has(
+            &a,
+            |x| matches!(x, Action::Log(LogLine::Rollout(r)) if r.held.is_some())
+        ),
+        "{a:?}"
+    );
+    let r = g.published(0).rollout.expect("the rollout in the status");
+    assert_eq!(r.track, crate::state::Track::Stable);
+    assert_eq!(
+        r.held.map(|h| (h.verdict, h.reason)),
+        Some((
+            Verdict::RejectedByComponent,
+            "the component rejected it".to_owned()
+        ))
+    );
 }

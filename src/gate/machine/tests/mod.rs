@@ -74,7 +74,7 @@ fn rejudge(g: &mut Gate, obs: &Observed) -> bool {
 
 fn step(g: &mut Gate, obs: &Observed) -> Decision {
     let (_, a) = decide(g, obs);
-    if a != Decision::Nothing {
+    if a != Decision::Keep {
         g.activated(now());
     }
     a
@@ -99,7 +99,7 @@ fn hold_stays_ready_and_stale_unready_does_not() {
             s.ready && !s.stale && s.started && s.candidate.is_none(),
             "{s:?}"
         );
-        assert_eq!(step(&mut g, &cfg("3.0.0")), Decision::Nothing);
+        assert_eq!(step(&mut g, &cfg("3.0.0")), Decision::Keep);
         let s = g.status(reload_view());
         assert_eq!(
             (s.ready, s.stale),
@@ -111,10 +111,10 @@ fn hold_stays_ready_and_stale_unready_does_not() {
         assert_eq!(s.active.as_ref().unwrap().version.as_deref(), Some("2.1.0"));
         assert_eq!(
             step(&mut g, &Observed::Missing("deleted".into())),
-            Decision::Nothing
+            Decision::Keep
         );
         assert_eq!(g.status(reload_view()).ready, ready_when_held);
-        assert_eq!(step(&mut g, &cfg("2.1.0")), Decision::Nothing);
+        assert_eq!(step(&mut g, &cfg("2.1.0")), Decision::Keep);
         let s = g.status(reload_view());
         assert!(s.ready && !s.stale, "{s:?}");
     }
@@ -147,10 +147,7 @@ fn observe_promotes_everything_and_stays_ready() {
     let s = g.status(reload_view());
     assert!(s.ready && s.started);
     assert_eq!(s.active.unwrap().verdict, Verdict::TooNew);
-    assert_eq!(
-        step(&mut g, &Observed::Missing("x".into())),
-        Decision::Nothing
-    );
+    assert_eq!(step(&mut g, &Observed::Missing("x".into())), Decision::Keep);
     assert!(g.status(reload_view()).ready);
 }
 
@@ -159,7 +156,7 @@ fn restart_with_same_content_neither_writes_nor_reloads() {
     let mut g = gate("^2");
     adopt(&mut g, &cfg("2.0.0"));
     assert!(g.status(reload_view()).started);
-    assert_eq!(step(&mut g, &cfg("2.0.0")), Decision::Nothing);
+    assert_eq!(step(&mut g, &cfg("2.0.0")), Decision::Keep);
     assert_eq!(
         step(&mut g, &cfg("2.0.1")),
         Decision::Promote { tell: Tell::Reload }
@@ -183,9 +180,7 @@ fn gate_only_does_not_reload_the_first_config() {
     // Nor check it: gate-only, every restart sees a "first" config.
     assert_eq!(
         step(&mut g, &cfg("2.0.0")),
-        Decision::Promote {
-            tell: Tell::Nothing
-        }
+        Decision::Promote { tell: Tell::Silent }
     );
     assert_eq!(
         step(&mut g, &cfg("2.0.1")),
@@ -196,7 +191,7 @@ fn gate_only_does_not_reload_the_first_config() {
 #[test]
 fn widened_range_via_annotation_promotes_the_held_snapshot() {
     let mut g = running("^2", "2.0.0");
-    assert_eq!(step(&mut g, &cfg("3.0.0")), Decision::Nothing);
+    assert_eq!(step(&mut g, &cfg("3.0.0")), Decision::Keep);
     assert!(g.set_annotations(Ok(ann("confgate.io/accepts", ">=2, <4"))));
     assert_eq!(
         step(&mut g, &cfg("3.0.0")),
@@ -259,7 +254,7 @@ fn rejected_content_is_rolled_back_held_and_not_offered_again() {
         let (j, a) = decide(&mut g, &bad);
         assert_eq!(
             (j.judgement.verdict, a),
-            (Verdict::RejectedByComponent, Decision::Nothing)
+            (Verdict::RejectedByComponent, Decision::Keep)
         );
         // Different content is judged afresh.
         assert_eq!(
@@ -320,7 +315,7 @@ fn a_restart_knows_what_was_applied_and_what_was_refused() {
     let (j, action) = decide(&mut g, &b);
     assert_eq!(
         (j.judgement.verdict, action),
-        (Verdict::RejectedByComponent, Decision::Nothing)
+        (Verdict::RejectedByComponent, Decision::Keep)
     );
     assert!(j.judgement.reason.contains("500: bad rule"));
     // Other content is promoted and reloaded as usual.
@@ -425,7 +420,7 @@ fn a_mode_change_alone_is_promoted() {
         step(&mut g, &exec),
         Decision::Promote { tell: Tell::Reload }
     );
-    assert_eq!(step(&mut g, &exec), Decision::Nothing);
+    assert_eq!(step(&mut g, &exec), Decision::Keep);
 }
 
 #[test]
@@ -435,7 +430,7 @@ fn narrowed_settings_drop_the_active_config_as_a_restart_would() {
     assert!(g.set_annotations(Ok(narrow())));
     assert!(!rejudge(&mut g, &cfg("2.0.1")), "other content is ignored");
     assert!(rejudge(&mut g, &cfg("2.0.0")));
-    assert_eq!(step(&mut g, &cfg("2.0.0")), Decision::Nothing);
+    assert_eq!(step(&mut g, &cfg("2.0.0")), Decision::Keep);
     let live = g.status(reload_view());
     let mut restarted = gate("^2");
     restarted.set_annotations(Ok(narrow()));

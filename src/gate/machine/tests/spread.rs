@@ -37,7 +37,7 @@ fn spreading(c: &Clock) -> (Gate, u64) {
 
 fn spread_note(actions: &[Action]) -> Option<(&str, jiff::Timestamp, Duration)> {
     actions.iter().find_map(|a| match a {
-        Action::Log(Note::Spread {
+        Action::Log(LogLine::Spread {
             version,
             due,
             delay,
@@ -217,14 +217,14 @@ fn a_spread_annotation_of_zero_is_in_force_not_gone() {
     assert!(
         !has(&a, |x| matches!(
             x,
-            Action::Log(Note::AnnotationGone { .. })
+            Action::Log(LogLine::AnnotationGone { .. })
         )),
         "{a:?}"
     );
     assert!(
         has(&a, |x| matches!(
             x,
-            Action::Log(Note::AnnotationOverrides {
+            Action::Log(LogLine::AnnotationOverrides {
                 annotation: "confgate.io/reload-spread",
                 ..
             })
@@ -236,7 +236,7 @@ fn a_spread_annotation_of_zero_is_in_force_not_gone() {
     assert!(
         !has(&a, |x| matches!(
             x,
-            Action::Log(Note::AnnotationOverrides { .. })
+            Action::Log(LogLine::AnnotationOverrides { .. })
         )),
         "{a:?}"
     );
@@ -352,7 +352,7 @@ fn a_promotion_that_fails_at_its_due_time_is_retried_without_waiting_again() {
     );
     again
         .iter()
-        .for_each(|x| assert!(!matches!(x, Action::Log(Note::Spread { .. })), "{x:?}"));
+        .for_each(|x| assert!(!matches!(x, Action::Log(LogLine::Spread { .. })), "{x:?}"));
     let ok = g.handle(Event::Switched(Ok(Some(BootTicks(300)))), c.at(retry));
     assert_eq!(requests(&ok)[0].sha, hash(&b));
     // The next change waits for its own share again.
