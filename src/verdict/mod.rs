@@ -19,7 +19,7 @@ mod range;
 mod tests;
 mod version;
 
-pub use crate::values::Verdict;
+pub use crate::values::{NotAVerdict, Verdict};
 use fix::write_a_version;
 pub(crate) use range::{classify, parse_lenient};
 pub(crate) use version::extract_version;
