@@ -283,7 +283,7 @@ gate_settings! {
     /// so confgate is never ready.
     accepts: Option<Accepts> = None, {
         parse: |v| parse_accepts(v).map(Some),
-        show: |a| a.as_ref().map_or("none", |a| a.text.as_str()).to_owned(),
+        show: |a| a.as_ref().map_or("none", |a| a.text()).to_owned(),
         title: "accepted range",
         flag: "accepts",
         value_name: "REQ",
@@ -585,7 +585,7 @@ impl Settings {
 
     /// The range as written, for status and logs.
     pub(crate) fn accepts_text(&self) -> Option<&str> {
-        self.accepts.as_ref().map(|a| a.text.as_str())
+        self.accepts.as_ref().map(|a| a.text())
     }
 }
 

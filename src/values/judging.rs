@@ -60,11 +60,12 @@ pub enum JudgingError {
     PromotedMatches { promoted: String, pattern: String },
 }
 
-/// What the component accepts, with the text it was written as.
+/// What the component accepts, with the text it was written as. Made only by [`parse_accepts`], so
+/// the range is always the one its text reads as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepts {
-    pub range: Range,
-    pub text: String,
+    range: Range,
+    text: String,
 }
 
 /// The two version schemes `accepts` speaks, told apart by its text: a semver range, or (any item
@@ -105,6 +106,16 @@ impl fmt::Display for SchemeVersion {
 }
 
 impl Accepts {
+    /// The range, under the scheme its text names.
+    pub fn range(&self) -> &Range {
+        &self.range
+    }
+
+    /// The range as written (trimmed), for status, logs and reasons.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// The semver range, under that scheme.
     pub fn semver(&self) -> Option<&VersionReq> {
         match &self.range {
