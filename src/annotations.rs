@@ -21,8 +21,58 @@ pub enum Error {
     BadQuote {
         line: usize,
         key: String,
-        what: String,
+        what: Unquote,
     },
+}
+
+/// Why an annotations file could not be used. Names the file (and line), never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read annotations file {}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("annotations file {} is not a regular file", .0.display())]
+    NotAFile(std::path::PathBuf),
+    #[error("annotations file {} is over {MAX_BYTES} bytes", .0.display())]
+    TooBig(std::path::PathBuf),
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: std::path::PathBuf,
+        source: Error,
+    },
+}
+
+/// Why a value is not a Go double-quoted string whose result is UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unquote {
+    #[error("line is not UTF-8 text")]
+    LineNotUtf8,
+    #[error("value is not enclosed in double quotes")]
+    NotQuoted,
+    #[error("unescaped '\"' inside the value")]
+    InnerQuote,
+    #[error("raw newline inside the value")]
+    Newline,
+    #[error("value is not UTF-8 after unquoting (byte {0})")]
+    NotUtf8(usize),
+    #[error("value ends with a lone backslash")]
+    LoneBackslash,
+    #[error("\\{escape}{code:0width$x} is not a Unicode scalar value")]
+    NotScalar {
+        escape: char,
+        code: u32,
+        width: usize,
+    },
+    #[error("octal escape needs three digits")]
+    OctalDigits,
+    #[error("octal escape \\{0:o} is over 255")]
+    OctalOver(u32),
+    #[error("unknown escape \\{0}")]
+    UnknownEscape(char),
+    #[error("hex escape needs {0} hex digits")]
+    HexDigits(usize),
 }
 
 /// The most the kubelet writes: the API server caps a pod's annotations at 256 KiB in total.
@@ -30,17 +80,24 @@ pub const MAX_BYTES: u64 = 256 * 1024;
 
 /// Reads and parses the annotations file; an absent file is no annotations. `Err` says why the file
 /// could not be used, naming the file (and line), never a value.
-pub(crate) fn read_file(path: &Path) -> Result<Annotations, String> {
-    read(path).map(Option::unwrap_or_default)
+pub(crate) fn read_file(path: &Path) -> Result<Annotations, ReadError> {
+    read_typed(path).map(Option::unwrap_or_default)
+}
+
+/// [`read_typed`] with its error as text, as the decision loop's `Event::Annotations` carries it.
+pub fn read(path: &Path) -> Result<Option<Annotations>, String> {
+    read_typed(path).map_err(|e| e.to_string())
 }
 
 /// `read_file`, telling an absent file (`Ok(None)`) from an empty one. The read never blocks (a FIFO
 /// or device in its place is refused) and is bounded by [`MAX_BYTES`].
-pub fn read(path: &Path) -> Result<Option<Annotations>, String> {
+pub fn read_typed(path: &Path) -> Result<Option<Annotations>, ReadError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let cannot =
-        |e: std::io::Error| format!("cannot read annotations file {}: {e}", path.display());
+    let cannot = |source: std::io::Error| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, and stop the loop.
     let f = match std::fs::OpenOptions::new()
         .read(true)
@@ -53,24 +110,21 @@ pub fn read(path: &Path) -> Result<Option<Annotations>, String> {
     };
     let meta = f.metadata().map_err(cannot)?;
     if !meta.is_file() {
-        return Err(format!(
-            "annotations file {} is not a regular file",
-            path.display()
-        ));
+        return Err(ReadError::NotAFile(path.to_path_buf()));
     }
     let mut bytes = Vec::with_capacity(meta.len().min(MAX_BYTES + 1) as usize);
     f.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(cannot)?;
     if bytes.len() as u64 > MAX_BYTES {
-        return Err(format!(
-            "annotations file {} is over {MAX_BYTES} bytes",
-            path.display()
-        ));
+        return Err(ReadError::TooBig(path.to_path_buf()));
     }
     parse_bytes(&bytes)
         .map(Some)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|source| ReadError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Parses the whole file. Blank lines are skipped so a hand-written file with a final newline also works.
@@ -98,7 +152,7 @@ pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
             .ok_or(Error::NoEquals { line })?;
         let key = String::from_utf8_lossy(&raw[..eq]).into_owned();
         let value = std::str::from_utf8(&raw[eq + 1..])
-            .map_err(|_| "line is not UTF-8 text".to_owned())
+            .map_err(|_| Unquote::LineNotUtf8)
             .and_then(unquote);
         match value {
             Ok(v) => {
@@ -112,18 +166,18 @@ pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
 }
 
 /// Go `strconv.Unquote` for a double-quoted string whose result must be UTF-8.
-pub(crate) fn unquote(s: &str) -> Result<String, String> {
+pub(crate) fn unquote(s: &str) -> Result<String, Unquote> {
     let inner = s
         .strip_prefix('"')
         .and_then(|r| r.strip_suffix('"'))
         .filter(|_| s.len() >= 2)
-        .ok_or_else(|| "value is not enclosed in double quotes".to_owned())?;
+        .ok_or(Unquote::NotQuoted)?;
     let mut out: Vec<u8> = Vec::with_capacity(inner.len());
     let mut chars = inner.chars();
     while let Some(c) = chars.next() {
         match c {
-            '"' => return Err("unescaped '\"' inside the value".to_owned()),
-            '\n' => return Err("raw newline inside the value".to_owned()),
+            '"' => return Err(Unquote::InnerQuote),
+            '\n' => return Err(Unquote::Newline),
             '\\' => unescape(&mut chars, &mut out)?,
             c => {
                 let mut buf = [0u8; 4];
@@ -131,16 +185,11 @@ pub(crate) fn unquote(s: &str) -> Result<String, String> {
             }
         }
     }
-    String::from_utf8(out).map_err(|e| {
-        format!(
-            "value is not UTF-8 after unquoting (byte {})",
-            e.utf8_error().valid_up_to()
-        )
-    })
+    String::from_utf8(out).map_err(|e| Unquote::NotUtf8(e.utf8_error().valid_up_to()))
 }
 
-fn unescape(chars: &mut std::str::Chars<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-    let c = chars.next().ok_or("value ends with a lone backslash")?;
+fn unescape(chars: &mut std::str::Chars<'_>, out: &mut Vec<u8>) -> Result<(), Unquote> {
+    let c = chars.next().ok_or(Unquote::LoneBackslash)?;
     let simple = match c {
         'a' => Some(0x07),
         'b' => Some(0x08),
@@ -162,8 +211,11 @@ fn unescape(chars: &mut std::str::Chars<'_>, out: &mut Vec<u8>) -> Result<(), St
         'u' | 'U' => {
             let n = if c == 'u' { 4 } else { 8 };
             let code = hex(chars, n)?;
-            let ch = char::from_u32(code)
-                .ok_or_else(|| format!("\\{c}{code:0n$x} is not a Unicode scalar value"))?;
+            let ch = char::from_u32(code).ok_or(Unquote::NotScalar {
+                escape: c,
+                code,
+                width: n,
+            })?;
             let mut buf = [0u8; 4];
             out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
         }
@@ -173,24 +225,24 @@ fn unescape(chars: &mut std::str::Chars<'_>, out: &mut Vec<u8>) -> Result<(), St
                 let d = chars
                     .next()
                     .and_then(|d| d.to_digit(8))
-                    .ok_or("octal escape needs three digits")?;
+                    .ok_or(Unquote::OctalDigits)?;
                 v = v * 8 + d;
             }
-            let b = u8::try_from(v).map_err(|_| format!("octal escape \\{v:o} is over 255"))?;
+            let b = u8::try_from(v).map_err(|_| Unquote::OctalOver(v))?;
             out.push(b);
         }
-        other => return Err(format!("unknown escape \\{other}")),
+        other => return Err(Unquote::UnknownEscape(other)),
     }
     Ok(())
 }
 
-fn hex(chars: &mut std::str::Chars<'_>, n: usize) -> Result<u32, String> {
+fn hex(chars: &mut std::str::Chars<'_>, n: usize) -> Result<u32, Unquote> {
     let mut v = 0u32;
     for _ in 0..n {
         let d = chars
             .next()
             .and_then(|d| d.to_digit(16))
-            .ok_or_else(|| format!("hex escape needs {n} hex digits"))?;
+            .ok_or(Unquote::HexDigits(n))?;
         v = v * 16 + d;
     }
     Ok(v)
@@ -290,6 +342,32 @@ mod tests {
         assert!(e.contains("not UTF-8"), "{e}");
         let e = parse("confgate.io/x=\"abc").unwrap_err().to_string();
         assert!(e.contains("double quotes"), "{e}");
+        // Each cause is its own variant, its message the one users have always read.
+        for (quoted, why, said) in [
+            (
+                "\"\\ud800\"",
+                Unquote::NotScalar {
+                    escape: 'u',
+                    code: 0xd800,
+                    width: 4,
+                },
+                "\\ud800 is not a Unicode scalar value",
+            ),
+            (
+                "\"\\777\"",
+                Unquote::OctalOver(0o777),
+                "octal escape \\777 is over 255",
+            ),
+            (
+                "\"\\x1\"",
+                Unquote::HexDigits(2),
+                "hex escape needs 2 hex digits",
+            ),
+        ] {
+            let e = unquote(quoted).unwrap_err();
+            assert_eq!(e, why, "{quoted}");
+            assert_eq!(e.to_string(), said, "{quoted}");
+        }
     }
 
     #[test]
@@ -310,6 +388,7 @@ mod tests {
         nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
         let e = read(&path).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
+        assert!(matches!(read_typed(&path), Err(ReadError::NotAFile(_))));
         std::fs::remove_file(&path).unwrap();
         assert_eq!(read(&path), Ok(None));
         std::fs::write(&path, "").unwrap();

@@ -476,25 +476,43 @@ fn configmap(v: &serde_json::Value, origin: &Origin<'_>, item: Option<usize>) ->
     }
 }
 
-fn files(v: &serde_json::Value) -> Result<Keys, String> {
+/// Why a manifest's ConfigMap gives no keys. Names sections and keys, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FilesError {
+    #[error("{0} is not a mapping")]
+    NotMapping(&'static str),
+    #[error("{section}.{key} is not a string (quote numbers and booleans)")]
+    NotString { section: &'static str, key: String },
+    #[error("binaryData.{key} is not valid base64 ({why})")]
+    Base64 {
+        key: String,
+        why: base64::DecodeError,
+    },
+    #[error(transparent)]
+    Key(#[from] configmap::KeyError),
+}
+
+fn files(v: &serde_json::Value) -> Result<Keys, FilesError> {
     let mut files = Keys::default();
     for (section, binary) in [("data", false), ("binaryData", true)] {
         let Some(map) = v.get(section) else { continue };
         if map.is_null() {
             continue;
         }
-        let map = map
-            .as_object()
-            .ok_or_else(|| format!("{section} is not a mapping"))?;
+        let map = map.as_object().ok_or(FilesError::NotMapping(section))?;
         for (k, val) in map {
             let key = k.as_str();
-            let text = val.as_str().ok_or_else(|| {
-                format!("{section}.{key} is not a string (quote numbers and booleans)")
+            let text = val.as_str().ok_or_else(|| FilesError::NotString {
+                section,
+                key: key.to_owned(),
             })?;
             let bytes = if binary {
                 base64::engine::general_purpose::STANDARD
                     .decode(text.trim())
-                    .map_err(|e| format!("binaryData.{key} is not valid base64 ({e})"))?
+                    .map_err(|why| FilesError::Base64 {
+                        key: key.to_owned(),
+                        why,
+                    })?
             } else {
                 text.as_bytes().to_vec()
             };

@@ -22,6 +22,18 @@ pub(crate) fn is_valid_key(key: &str) -> bool {
         })
 }
 
+/// Why a key cannot be one of a ConfigMap's files. Names the key as a reason shows it, escaped.
+#[cfg_attr(not(feature = "api"), allow(unreachable_pub))]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "{section} key {key:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)"
+    )]
+    Invalid { section: String, key: String },
+    #[error("key {0} is in both data and binaryData")]
+    Both(String),
+}
+
 /// The keys of one ConfigMap, gathered from `data` and `binaryData` with the kubelet's rules.
 // Public through `api::source::files`; without the API client, only the crate reaches it.
 #[cfg_attr(not(feature = "api"), allow(unreachable_pub))]
@@ -32,18 +44,15 @@ pub struct Keys(BTreeMap<String, Vec<u8>>);
 impl Keys {
     /// Adds `key` from `section` (`data` or `binaryData`). A key is a file name once projected, so it
     /// is checked again here although the API server validates it.
-    pub fn insert(&mut self, section: &str, key: &str, bytes: Vec<u8>) -> Result<(), String> {
+    pub fn insert(&mut self, section: &str, key: &str, bytes: Vec<u8>) -> Result<(), KeyError> {
         if !is_valid_key(key) || key.contains('/') {
-            return Err(format!(
-                "{section} key {:?} is not a valid ConfigMap key ([-._a-zA-Z0-9]+, not starting with ..)",
-                listing::name(key)
-            ));
+            return Err(KeyError::Invalid {
+                section: section.to_owned(),
+                key: listing::name(key),
+            });
         }
         if self.0.insert(key.to_owned(), bytes).is_some() {
-            return Err(format!(
-                "key {} is in both data and binaryData",
-                listing::name(key)
-            ));
+            return Err(KeyError::Both(listing::name(key)));
         }
         Ok(())
     }
@@ -55,8 +64,9 @@ impl Keys {
 }
 
 /// What a ConfigMap's keys (or why they could not be read) mean to the gate: no keys is `missing`,
-/// over the size limit or [`MAX_KEYS`] is broken, anything else a snapshot.
-pub(crate) fn observe(keys: Result<Keys, String>) -> Observed {
+/// over the size limit or [`MAX_KEYS`] is broken, anything else a snapshot. The reason is made text
+/// here, where it enters the snapshot's `Observed`.
+pub(crate) fn observe<E: std::fmt::Display>(keys: Result<Keys, E>) -> Observed {
     match keys {
         Ok(k) if k.0.is_empty() => Observed::Missing("the ConfigMap has no keys".into()),
         Ok(k) if k.0.len() > MAX_KEYS => Observed::Broken(crate::snapshot::too_many_keys()),
@@ -71,7 +81,7 @@ pub(crate) fn observe(keys: Result<Keys, String>) -> Observed {
                 Observed::Config(snap)
             }
         }
-        Err(why) => Observed::Broken(why),
+        Err(why) => Observed::Broken(why.to_string()),
     }
 }
 
@@ -84,22 +94,24 @@ mod tests {
         let mut k = Keys::default();
         k.insert("data", "a.yaml", b"x".to_vec()).unwrap();
         assert!(
-            k.insert("binaryData", "a.yaml", vec![0])
-                .unwrap_err()
-                .contains("in both")
+            k.insert("binaryData", "a.yaml", vec![0]).unwrap_err()
+                == KeyError::Both("a.yaml".into())
         );
         for bad in ["..data", "a/b", "", "."] {
             assert!(k.insert("data", bad, vec![]).is_err(), "{bad:?}");
         }
         assert!(is_valid_key("nested/a.yaml"));
-        assert!(matches!(observe(Ok(Keys::default())), Observed::Missing(_)));
+        assert!(matches!(
+            observe(Ok::<_, KeyError>(Keys::default())),
+            Observed::Missing(_)
+        ));
         let mut many = Keys::default();
         for i in 0..=MAX_KEYS {
             many.insert("data", &format!("k{i}"), vec![]).unwrap();
         }
         assert!(
-            matches!(observe(Ok(many)), Observed::Broken(why) if why.contains("more than 8192 keys"))
+            matches!(observe(Ok::<_, KeyError>(many)), Observed::Broken(why) if why.contains("more than 8192 keys"))
         );
-        assert!(matches!(observe(Ok(k)), Observed::Config(_)));
+        assert!(matches!(observe(Ok::<_, KeyError>(k)), Observed::Config(_)));
     }
 }

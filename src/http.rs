@@ -251,6 +251,31 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     Ok(config)
 }
 
+/// Why `get` got no answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GetError {
+    #[error("no answer in time")]
+    Timeout,
+    #[error("cannot resolve {host_port}: {why}")]
+    Resolve {
+        host_port: String,
+        why: std::io::Error,
+    },
+    #[error("{0} resolves to no address")]
+    NoAddress(String),
+    #[error("cannot connect to {addr}: {why}")]
+    Connect {
+        addr: std::net::SocketAddr,
+        why: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("answer too large")]
+    TooLarge,
+    #[error("not an HTTP/1.1 answer")]
+    NotHttp,
+}
+
 /// The most of an answer `get` reads: every endpoint's answer is bounded far below it.
 const GET_MAX: usize = 1024 * 1024;
 
@@ -261,17 +286,20 @@ pub(crate) fn get(
     host_port: &str,
     path: &str,
     deadline: std::time::Instant,
-) -> Result<(u16, String), String> {
+) -> Result<(u16, String), GetError> {
     use std::io::{Read, Write};
     let left = || {
         deadline
             .checked_duration_since(std::time::Instant::now())
             .filter(|d| !d.is_zero())
-            .ok_or_else(|| "no answer in time".to_owned())
+            .ok_or(GetError::Timeout)
     };
-    let addrs = std::net::ToSocketAddrs::to_socket_addrs(host_port)
-        .map_err(|e| format!("cannot resolve {host_port}: {e}"))?;
-    let mut last = format!("{host_port} resolves to no address");
+    let addrs =
+        std::net::ToSocketAddrs::to_socket_addrs(host_port).map_err(|why| GetError::Resolve {
+            host_port: host_port.to_owned(),
+            why,
+        })?;
+    let mut last = GetError::NoAddress(host_port.to_owned());
     let mut conn = None;
     for a in addrs {
         match std::net::TcpStream::connect_timeout(&a, left()?) {
@@ -279,15 +307,13 @@ pub(crate) fn get(
                 conn = Some(s);
                 break;
             }
-            Err(e) => last = format!("cannot connect to {a}: {e}"),
+            Err(why) => last = GetError::Connect { addr: a, why },
         }
     }
     let mut s = conn.ok_or(last)?;
     let io = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            "no answer in time".to_owned()
-        }
-        _ => e.to_string(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => GetError::Timeout,
+        _ => GetError::Io(e),
     };
     s.set_write_timeout(Some(left()?)).map_err(io)?;
     write!(
@@ -301,11 +327,11 @@ pub(crate) fn get(
         s.set_read_timeout(Some(left()?)).map_err(io)?;
         match s.read(&mut chunk).map_err(io)? {
             0 => break,
-            n if buf.len() + n > GET_MAX => return Err("answer too large".into()),
+            n if buf.len() + n > GET_MAX => return Err(GetError::TooLarge),
             n => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    parse_answer(&buf).ok_or_else(|| "not an HTTP/1.1 answer".to_owned())
+    parse_answer(&buf).ok_or(GetError::NotHttp)
 }
 
 /// The status code and body of a complete HTTP/1.x answer (its connection closed after it).

@@ -5,6 +5,7 @@
 //! `emptyDir` instead, and only confgate mounts the ConfigMap. A pod that already has a `confgate`
 //! container is left as it is, so injecting twice changes nothing.
 
+pub use crate::workloads::volumes::Unchosen;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::settings::{Reload, Settings};
@@ -53,13 +54,66 @@ pub enum Error {
     )]
     TooManyDocuments { path: String },
     #[error("{workload}: {problem}")]
-    Workload { workload: String, problem: String },
+    Workload { workload: String, problem: Problem },
     #[error(
         "--image {image:?}: {problem}; expected an image reference such as registry.example/confgate:0.1.0"
     )]
-    Image { image: String, problem: String },
+    Image { image: String, problem: BadImage },
     #[error("cannot write YAML: {0}")]
     Write(String),
+}
+
+/// Why one workload cannot be injected. Names keys, volumes and processes, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("annotation {key} is {shape}, not a string; quote it")]
+    NotAString { key: String, shape: &'static str },
+    /// The settings' own reasons, as the sidecar would report them.
+    #[error("bad confgate.io/ annotations on its pods: {}", .0.join("; "))]
+    Annotations(Vec<String>),
+    #[error("pod template has no spec")]
+    NoSpec,
+    #[error(transparent)]
+    Volume(#[from] Unchosen),
+    #[error(
+        "volume {0} is mounted with subPath, which the kubelet never updates; mount the whole volume"
+    )]
+    SubPath(String),
+    #[error("initContainers is not a list")]
+    InitNotAList,
+    #[error(
+        "confgate.io/reload signals {0}, which needs shareProcessNamespace: true, and the pod sets it to false; set it to true or use an HTTP reload"
+    )]
+    NoSharedProcesses(String),
+    #[error(
+        "confgate.io/reload signals {0}, but the pod's containers run as root, which confgate (non-root, no CAP_KILL) cannot signal; use an HTTP reload"
+    )]
+    Root(String),
+    #[error("no free port from {PORT} up for confgate: the containers declare them all")]
+    NoFreePort,
+}
+
+/// Why `--image` is not an image reference the kubelet can pull.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadImage {
+    #[error("empty")]
+    Empty,
+    #[error("holds {0:?}")]
+    Holds(char),
+    #[error("a digest is ALGORITHM:HEX")]
+    DigestForm,
+    #[error("the digest {0:?} is not ALGORITHM:HEX (e.g. sha256: and 64 hex digits)")]
+    Digest(String),
+    #[error(
+        "the tag {0:?} is not 1 to 128 letters, digits, '_', '.' or '-' (not starting with '.' or '-')"
+    )]
+    Tag(String),
+    #[error("the registry {0:?} is not HOST or HOST:PORT")]
+    Registry(String),
+    #[error(
+        "the name part {0:?} is not lower-case letters and digits separated by '.', '_', '__' or '-'"
+    )]
+    NamePart(String),
 }
 
 /// What inject adds; the defaults are those of the shipped manifests.
@@ -303,7 +357,7 @@ fn inject_doc(
     let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
         return Err(Error::Workload {
             workload,
-            problem: "pod template has no spec".into(),
+            problem: Problem::NoSpec,
         });
     };
     let o = inject_pod(spec, opts, &settings, stream).map_err(|problem| Error::Workload {
@@ -328,7 +382,7 @@ fn inject_doc(
 /// The pod's `confgate.io/` annotations, checked as the sidecar will read them (and as `check` does): a
 /// misspelled or bad one would leave the injected sidecar never ready, or a typo in `accepts` skip the
 /// workload in silence.
-fn check_annotations(annotations: Option<&Value>) -> Result<Settings, String> {
+fn check_annotations(annotations: Option<&Value>) -> Result<Settings, Problem> {
     let defaults = Settings::default();
     let Some(map) = annotations.and_then(Value::as_object) else {
         return Ok(defaults);
@@ -336,10 +390,10 @@ fn check_annotations(annotations: Option<&Value>) -> Result<Settings, String> {
     let mut ours = crate::annotations::Annotations::new();
     for (k, v) in map.iter().filter(|(k, _)| k.starts_with("confgate.io/")) {
         let Some(v) = v.as_str() else {
-            return Err(format!(
-                "annotation {k} is {}, not a string; quote it",
-                shape(v)
-            ));
+            return Err(Problem::NotAString {
+                key: k.clone(),
+                shape: shape(v),
+            });
         };
         ours.insert(k.clone(), v.to_owned());
     }
@@ -347,28 +401,25 @@ fn check_annotations(annotations: Option<&Value>) -> Result<Settings, String> {
     if resolved.problems.is_empty() {
         Ok(resolved.settings)
     } else {
-        Err(format!(
-            "bad confgate.io/ annotations on its pods: {}",
-            resolved.problems.join("; ")
-        ))
+        Err(Problem::Annotations(resolved.problems))
     }
 }
 
 /// Whether `image` is an image reference the kubelet can pull: `[HOST[:PORT]/]PATH[:TAG][@DIGEST]`, as
 /// the distribution reference grammar has it. The pod would otherwise be accepted and never start.
-pub(crate) fn check_image(image: &str) -> Result<(), String> {
+pub(crate) fn check_image(image: &str) -> Result<(), BadImage> {
     if image.is_empty() {
-        return Err("empty".into());
+        return Err(BadImage::Empty);
     }
     if let Some(c) = image.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("holds {c:?}"));
+        return Err(BadImage::Holds(c));
     }
     let (rest, digest) = match image.split_once('@') {
         Some((r, d)) => (r, Some(d)),
         None => (image, None),
     };
     if let Some(d) = digest {
-        let (alg, hex) = d.split_once(':').ok_or("a digest is ALGORITHM:HEX")?;
+        let (alg, hex) = d.split_once(':').ok_or(BadImage::DigestForm)?;
         let alg_ok = !alg.is_empty()
             && alg.split(['+', '.', '_', '-']).all(|p| {
                 !p.is_empty()
@@ -381,9 +432,7 @@ pub(crate) fn check_image(image: &str) -> Result<(), String> {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "=_-".contains(c))
         {
-            return Err(format!(
-                "the digest {d:?} is not ALGORITHM:HEX (e.g. sha256: and 64 hex digits)"
-            ));
+            return Err(BadImage::Digest(d.to_owned()));
         }
     }
     // A tag follows the last `:` that comes after the last `/` (a colon before it is a port).
@@ -400,9 +449,7 @@ pub(crate) fn check_image(image: &str) -> Result<(), String> {
             && t.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
         if !ok {
-            return Err(format!(
-                "the tag {t:?} is not 1 to 128 letters, digits, '_', '.' or '-' (not starting with '.' or '-')"
-            ));
+            return Err(BadImage::Tag(t.to_owned()));
         }
     }
     let mut parts: Vec<&str> = name.split('/').collect();
@@ -421,7 +468,7 @@ pub(crate) fn check_image(image: &str) -> Result<(), String> {
             });
         if !host_ok || port.is_some_and(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()))
         {
-            return Err(format!("the registry {host:?} is not HOST or HOST:PORT"));
+            return Err(BadImage::Registry(host.to_owned()));
         }
     }
     for p in &parts {
@@ -436,9 +483,7 @@ pub(crate) fn check_image(image: &str) -> Result<(), String> {
             && !p.contains("_.")
             && !p.contains("___");
         if !ok {
-            return Err(format!(
-                "the name part {p:?} is not lower-case letters and digits separated by '.', '_', '__' or '-'"
-            ));
+            return Err(BadImage::NamePart((*p).to_owned()));
         }
     }
     Ok(())
@@ -469,7 +514,7 @@ fn inject_pod(
     opts: &Options,
     settings: &Settings,
     stream: &mut Stream,
-) -> Result<Option<Injected>, String> {
+) -> Result<Option<Injected>, Problem> {
     let has_sidecar = ["initContainers", "containers"].iter().any(|k| {
         spec.get(*k)
             .and_then(Value::as_array)
@@ -505,10 +550,7 @@ fn inject_pod(
             {
                 if m.get("name").and_then(Value::as_str) == Some(config.as_str()) {
                     if m.get("subPath").is_some() || m.get("subPathExpr").is_some() {
-                        return Err(format!(
-                            "volume {config} is mounted with subPath, which the kubelet never updates; \
-                             mount the whole volume"
-                        ));
+                        return Err(Problem::SubPath(config));
                     }
                     m["name"] = ACTIVE_VOLUME.into();
                     m["readOnly"] = true.into();
@@ -568,7 +610,7 @@ fn inject_pod(
         .entry("initContainers")
         .or_insert_with(|| Value::Array(Vec::new()));
     let Some(init) = init.as_array_mut() else {
-        return Err("initContainers is not a list".into());
+        return Err(Problem::InitNotAList);
     };
     let listen = if on_node {
         // The node's address is every pod's: /status and /metrics stay on loopback, where the exec
@@ -644,14 +686,11 @@ fn signal_needs(
     spec: &mut Map<String, Value>,
     process: &str,
     notes: &mut Vec<String>,
-) -> Result<Option<(u64, u64)>, String> {
+) -> Result<Option<(u64, u64)>, Problem> {
     match spec.get("shareProcessNamespace") {
         Some(Value::Bool(true)) => {}
         Some(Value::Bool(false)) => {
-            return Err(format!(
-                "confgate.io/reload signals {process}, which needs shareProcessNamespace: true, and the \
-                 pod sets it to false; set it to true or use an HTTP reload"
-            ));
+            return Err(Problem::NoSharedProcesses(process.to_owned()));
         }
         _ => {
             spec.insert("shareProcessNamespace".into(), true.into());
@@ -675,10 +714,7 @@ fn signal_needs(
         .map(|c| id(c, "runAsUser").map(|u| (u, id(c, "runAsGroup"))))
         .collect();
     match users.into_iter().collect::<Vec<_>>()[..] {
-        [Some((0, _))] => Err(format!(
-            "confgate.io/reload signals {process}, but the pod's containers run as root, which \
-             confgate (non-root, no CAP_KILL) cannot signal; use an HTTP reload"
-        )),
+        [Some((0, _))] => Err(Problem::Root(process.to_owned())),
         [Some((uid, gid))] => {
             if uid != UID {
                 notes.push(format!(
@@ -721,7 +757,7 @@ fn token_volume() -> Value {
 fn free_port(
     spec: &Map<String, Value>,
     on_node: Option<&BTreeSet<u64>>,
-) -> Result<(u16, Option<String>), String> {
+) -> Result<(u16, Option<String>), Problem> {
     let taken = declared_ports(spec);
     let owner = taken
         .iter()
@@ -737,9 +773,7 @@ fn free_port(
     (PORT..=u16::MAX)
         .find(|p| !busy(*p))
         .map(|p| (p, owner))
-        .ok_or_else(|| {
-            format!("no free port from {PORT} up for confgate: the containers declare them all")
-        })
+        .ok_or(Problem::NoFreePort)
 }
 
 /// The ports the pod's containers declare (`containerPort`, and `hostPort` when it differs), each with
@@ -767,8 +801,11 @@ fn declared_ports(spec: &Map<String, Value>) -> Vec<(u64, String)> {
 }
 
 /// The ConfigMap volume to gate: the one named with `--volume`, or the only one, as `check` finds it.
-fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, String> {
-    crate::workloads::volumes::choose(spec, opts.volume.as_deref())
+fn config_volume(spec: &Map<String, Value>, opts: &Options) -> Result<String, Problem> {
+    Ok(crate::workloads::volumes::choose(
+        spec,
+        opts.volume.as_deref(),
+    )?)
 }
 
 /// The native sidecar, as in `manifests/native-sidecar/deployment.yaml`, listening on `port` (at
@@ -875,4 +912,27 @@ pub fn run(paths: &[std::path::PathBuf], opts: &Options) -> Result<(String, Vec<
     }
     let outcomes = inject_all(&mut docs, opts)?;
     Ok((render(&docs)?, outcomes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each way an image reference is wrong is its own cause, with the message `--image` shows.
+    #[test]
+    fn each_bad_image_is_its_own_cause() {
+        assert_eq!(check_image("ghcr.io/confgate/confgate:0.1.0"), Ok(()));
+        assert_eq!(check_image(""), Err(BadImage::Empty));
+        assert_eq!(check_image("a b"), Err(BadImage::Holds(' ')));
+        assert_eq!(check_image("a@sha256"), Err(BadImage::DigestForm));
+        assert_eq!(check_image("a:-x"), Err(BadImage::Tag("-x".into())));
+        assert_eq!(
+            check_image("Upper"),
+            Err(BadImage::NamePart("Upper".into()))
+        );
+        assert_eq!(
+            BadImage::Tag("-x".into()).to_string(),
+            "the tag \"-x\" is not 1 to 128 letters, digits, '_', '.' or '-' (not starting with '.' or '-')"
+        );
+    }
 }

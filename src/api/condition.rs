@@ -117,11 +117,16 @@ impl fmt::Display for Reason {
     }
 }
 
+/// A text that names no condition reason confgate writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a confgate condition reason")]
+pub struct NotAReason(pub String);
+
 /// A condition's reason is a one-word machine-readable value (Kubernetes' API conventions), so it is
 /// read back; the message is not.
 impl FromStr for Reason {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Reason, String> {
+    type Err = NotAReason;
+    fn from_str(s: &str) -> Result<Reason, NotAReason> {
         for r in [
             Reason::NotPromoted,
             Reason::Observed,
@@ -135,7 +140,7 @@ impl FromStr for Reason {
         }
         Verdict::from_reason(s)
             .map(Reason::Verdict)
-            .ok_or_else(|| format!("{s:?} is not a confgate condition reason"))
+            .ok_or_else(|| NotAReason(s.to_owned()))
     }
 }
 

@@ -109,7 +109,7 @@ fn kubeconfig_named() -> String {
 
 /// Whether API mode's credentials are there, before anything starts: a missing or broken kubeconfig
 /// is a usage error said once, not a failure after `confgate started`.
-pub(crate) async fn check_credentials(spec: &Result<SourceSpec, String>) -> Result<(), Error> {
+pub(crate) async fn check_credentials(spec: &Result<SourceSpec, BadSource>) -> Result<(), Error> {
     if matches!(spec, Ok(SourceSpec::ConfigMap(_) | SourceSpec::Secret(_))) {
         kube::Config::infer()
             .await
@@ -159,22 +159,44 @@ fn is_dns_subdomain(s: &str) -> bool {
         })
 }
 
+/// Why a text is not a [`SourceSpec`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("unknown source kind")]
+    Kind,
+    #[error("{0}: needs NAMESPACE/NAME")]
+    NoTarget(String),
+    #[error("{0:?} is not a valid Kubernetes name")]
+    Name(String),
+}
+
+/// Why the source annotation cannot be used: confgate goes on, holding, and says this.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadSource {
+    #[error("annotation {ANN_SOURCE} {value:?}: {why}; allowed: {ALLOWED_SOURCE}")]
+    Invalid { value: String, why: SpecError },
+    #[error(
+        "annotation {ANN_SOURCE} {0:?} needs --promote-to: there is no mounted volume for the component to read"
+    )]
+    NeedsPromoteTo(String),
+}
+
 impl std::str::FromStr for SourceSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         if s == "volume" {
             return Ok(SourceSpec::Volume);
         }
         let (kind, rest) = s
             .split_once(':')
             .filter(|(k, _)| matches!(*k, "configmap" | "secret"))
-            .ok_or("unknown source kind")?;
+            .ok_or(SpecError::Kind)?;
         let (namespace, name) = rest
             .split_once('/')
-            .ok_or(format!("{kind}: needs NAMESPACE/NAME"))?;
+            .ok_or_else(|| SpecError::NoTarget(kind.to_owned()))?;
         for part in [namespace, name] {
             if !is_dns_subdomain(part) {
-                return Err(format!("{part:?} is not a valid Kubernetes name"));
+                return Err(SpecError::Name(part.to_owned()));
             }
         }
         let target = Target {
@@ -197,15 +219,16 @@ pub fn resolve(
     flag: Option<&str>,
     annotations: &Annotations,
     promote_to: Option<&Path>,
-) -> Result<Result<SourceSpec, String>, Invalid> {
+) -> Result<Result<SourceSpec, BadSource>, Invalid> {
     if let Some(v) = annotations.get(ANN_SOURCE) {
-        let spec = v
-            .parse::<SourceSpec>()
-            .map_err(|e| format!("annotation {ANN_SOURCE} {v:?}: {e}; allowed: {ALLOWED_SOURCE}"));
+        let spec = v.parse::<SourceSpec>().map_err(|why| BadSource::Invalid {
+            value: v.clone(),
+            why,
+        });
         return Ok(match spec {
-            Ok(s) if s.is_api() && promote_to.is_none() => Err(format!(
-                "annotation {ANN_SOURCE} {v:?} needs --promote-to: there is no mounted volume for the component to read"
-            )),
+            Ok(s) if s.is_api() && promote_to.is_none() => {
+                Err(BadSource::NeedsPromoteTo(v.clone()))
+            }
             other => other,
         });
     }
@@ -218,7 +241,9 @@ pub fn resolve(
         problem,
         allowed: ALLOWED_SOURCE,
     };
-    let spec = v.parse::<SourceSpec>().map_err(invalid)?;
+    let spec = v
+        .parse::<SourceSpec>()
+        .map_err(|e| invalid(e.to_string()))?;
     if spec.is_api() && promote_to.is_none() {
         let kind = if matches!(spec, SourceSpec::Secret(_)) {
             "Secret"
@@ -236,7 +261,7 @@ pub fn resolve(
 /// Builds the decision loop's feed: the volume, or a ConfigMap or Secret watch spawned here until
 /// `shutdown`.
 pub async fn feed(
-    spec: Result<SourceSpec, String>,
+    spec: Result<SourceSpec, BadSource>,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Feed, Error> {
@@ -244,7 +269,8 @@ pub async fn feed(
         Ok(SourceSpec::Volume) => Ok(Feed::Volume),
         Err(why) => {
             warn!(reason = %why, "bad source annotation; no config will be accepted");
-            let (_tx, snapshots) = tokio::sync::watch::channel(Some(Observed::Broken(why)));
+            let (_tx, snapshots) =
+                tokio::sync::watch::channel(Some(Observed::Broken(why.to_string())));
             let (_tx, source) = tokio::sync::watch::channel(None);
             Ok(Feed::Channel { snapshots, source })
         }
@@ -559,7 +585,7 @@ mod tests {
             ("secret:ns", "secret: needs NAMESPACE/NAME"),
             ("vault:ns/x", "unknown source kind"),
         ] {
-            let e = bad.parse::<SourceSpec>().unwrap_err();
+            let e = bad.parse::<SourceSpec>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }
@@ -593,6 +619,16 @@ mod tests {
         );
         let bad = ann("confgate.io/source=\"configmap:prod\"");
         let why = resolve(None, &bad, Some(tmp.path())).unwrap().unwrap_err();
-        assert!(why.starts_with("annotation confgate.io/source"), "{why}");
+        assert_eq!(
+            why,
+            BadSource::Invalid {
+                value: "configmap:prod".into(),
+                why: SpecError::NoTarget("configmap".into())
+            }
+        );
+        assert_eq!(
+            why.to_string(),
+            "annotation confgate.io/source \"configmap:prod\": configmap: needs NAMESPACE/NAME; allowed: volume, configmap:NAMESPACE/NAME or secret:NAMESPACE/NAME"
+        );
     }
 }

@@ -314,7 +314,7 @@ impl Gathered {
             return;
         }
         if let Err(why) = self.keys.insert(section, key, bytes) {
-            self.problem = Some(why);
+            self.problem = Some(why.to_string());
             self.keys = Keys::default();
         }
     }

@@ -157,7 +157,7 @@ fn start_annotations(p: &PathArgs) -> Annotations {
 
 /// The config source as resolved from `--source` and, in API mode, the `confgate.io/source` annotation.
 #[cfg(feature = "api")]
-type SourceChoice = Result<crate::api::SourceSpec, String>;
+type SourceChoice = Result<crate::api::SourceSpec, crate::api::BadSource>;
 /// Without the `api` feature the volume is the only source.
 #[cfg(not(feature = "api"))]
 #[derive(Debug)]

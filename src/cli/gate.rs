@@ -283,10 +283,19 @@ fn lines(values: Vec<String>, from_env: bool, file: Option<&Vec<String>>) -> Opt
 
 /// Read when the command line is parsed, so that an unreadable file is a usage error (exit 64) like any
 /// bad flag.
-fn read_lines_file(path: &str, flag: &str) -> Result<Vec<String>, String> {
+/// A file of lines (`--rules-file`) that could not be read; named by its flag's words, as clap
+/// puts the path beside it.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the {}: {why}", .flag.replace('-', " "))]
+pub(super) struct LinesFileError {
+    flag: &'static str,
+    why: std::io::Error,
+}
+
+fn read_lines_file(path: &str, flag: &'static str) -> Result<Vec<String>, LinesFileError> {
     std::fs::read_to_string(path)
         .map(|text| rules::parse_file(&text))
-        .map_err(|e| format!("cannot read the {}: {e}", flag.replace('-', " ")))
+        .map_err(|why| LinesFileError { flag, why })
 }
 
 #[cfg(test)]

@@ -446,7 +446,7 @@ pub struct InjectArgs {
     pub pod_report: PodReport,
 }
 
-fn duration(s: &str) -> Result<std::time::Duration, String> {
+fn duration(s: &str) -> Result<std::time::Duration, crate::values::DurationError> {
     crate::values::parse_duration(s)
 }
 

@@ -168,10 +168,18 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     }
     let version = match (&s.accepts, &s.version_from) {
         (None, _) => None,
-        (Some(a), _) if a.semver().is_none() => return Err(Error::ApiVersions(a.text.clone())),
-        (Some(a), VersionFrom::File { key }) => a
-            .semver()
-            .map(|req| (SemverRange { req, text: &a.text }, key.as_str())),
+        (Some(a), _) if a.semver().is_none() => {
+            return Err(Error::ApiVersions(a.text().to_owned()));
+        }
+        (Some(a), VersionFrom::File { key }) => a.semver().map(|req| {
+            (
+                SemverRange {
+                    req,
+                    text: a.text(),
+                },
+                key.as_str(),
+            )
+        }),
         (Some(_), other) => return Err(Error::VersionInDocument(other.to_string())),
     };
     if version.is_none() && s.require.is_empty() && req.rules.is_empty() {

@@ -98,20 +98,34 @@ impl fmt::Debug for RuleSet {
     }
 }
 
+/// Why a set of rules cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A rule does not compile.
+    #[cfg(feature = "policy")]
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// Rules given to a build without the CEL engine.
+    #[cfg(not(feature = "policy"))]
+    #[error(
+        "content rules need confgate built with the `policy` cargo feature, and this build has it off; use the -policy image (ghcr.io/confgate/confgate:VERSION-policy), a build with --features policy, or remove the rules"
+    )]
+    Unbuilt,
+}
+
 impl RuleSet {
     /// Parses rules in the rules-file format ([`parse_file`]); no rule at all is an empty set.
-    pub fn parse(text: &str) -> Result<RuleSet, String> {
+    pub fn parse(text: &str) -> Result<RuleSet, Error> {
         RuleSet::from_rules(&parse_file(text))
     }
 
     /// The rules given one by one (each `--rule`, then each line of a rules file); no rule at all is
     /// an empty set.
-    pub(crate) fn from_rules(rules: &[String]) -> Result<RuleSet, String> {
+    pub(crate) fn from_rules(rules: &[String]) -> Result<RuleSet, Error> {
         let texts = rules.to_vec();
         #[cfg(feature = "policy")]
         {
-            let compiled =
-                compile_all(texts.iter().map(String::as_str)).map_err(|e| e.to_string())?;
+            let compiled = compile_all(texts.iter().map(String::as_str))?;
             Ok(RuleSet {
                 texts,
                 compiled: compiled.into(),
@@ -121,10 +135,7 @@ impl RuleSet {
         if texts.is_empty() {
             Ok(RuleSet { texts })
         } else {
-            Err("content rules need confgate built with the `policy` cargo feature, and this build \
-                 has it off; use the -policy image (ghcr.io/confgate/confgate:VERSION-policy), a build \
-                 with --features policy, or remove the rules"
-                .into())
+            Err(Error::Unbuilt)
         }
     }
 

@@ -12,6 +12,7 @@
 
 use crate::annotations::Annotations;
 pub use crate::values::{Accepts, Confirm, OnIncompatible, VersionFrom};
+pub use crate::values::{ActingError, DurationError, JudgingError, UrlError};
 pub use crate::values::{ApiVersion, ApiVersions, KubeVersion, Range, SchemeVersion, Standing};
 pub use crate::values::{Mode, Reload, Url, Validate, Variants};
 use crate::values::{
@@ -42,6 +43,22 @@ pub struct Invalid {
     pub value: String,
     pub problem: String,
     pub allowed: &'static str,
+}
+
+/// Why a gate setting's value was refused: its parser's own error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error(transparent)]
+    Judging(#[from] crate::values::JudgingError),
+    #[error(transparent)]
+    Acting(#[from] crate::values::ActingError),
+    #[error(transparent)]
+    Duration(#[from] crate::values::DurationError),
+    #[error(transparent)]
+    Rules(#[from] crate::rules::Error),
+    /// Several values given to a setting that takes one.
+    #[error("takes one value")]
+    OneValue,
 }
 
 /// Every bad flag or environment value, reported together so one restart fixes them all.
@@ -132,7 +149,7 @@ pub struct Setting {
     pub judging: bool,
     /// Whether a bad value may carry credentials, so it is repeated only through `values::redact`.
     pub redact: bool,
-    set: fn(&mut Settings, &RawValue) -> Result<(), String>,
+    set: fn(&mut Settings, &RawValue) -> Result<(), Problem>,
     keep: fn(&mut Settings, &Settings),
     same: fn(&Settings, &Settings) -> bool,
     show: fn(&Settings) -> String,
@@ -180,13 +197,32 @@ impl Setting {
     }
 }
 
+/// `text` through a setting's parser, its error made a [`Problem`].
+fn parse_text<T, E>(text: &str, parse: impl Fn(&str) -> Result<T, E>) -> Result<T, Problem>
+where
+    Problem: From<E>,
+{
+    parse(text).map_err(Problem::from)
+}
+
+/// The items of a [`Repeat::Lines`] setting through its parser, its error made a [`Problem`].
+fn parse_lines<T, E>(
+    items: &[String],
+    parse: impl Fn(&[String]) -> Result<T, E>,
+) -> Result<T, Problem>
+where
+    Problem: From<E>,
+{
+    parse(items).map_err(Problem::from)
+}
+
 /// Makes, from one entry per setting (its `Settings` field with type and default, `parse` from text,
 /// `parse_lines` from the items of a [`Repeat::Lines`] setting, `show` back to text, and the
 /// [`Setting`] fields that name it), the [`Settings`] and [`Raw`] structs, `Settings::default` and
 /// [`SETTINGS`].
 macro_rules! gate_settings {
     (@lines) => {
-        |_| Err("takes one value".to_owned())
+        |_| Err(Problem::OneValue)
     };
     (@lines $lines:expr) => {
         $lines
@@ -223,12 +259,9 @@ macro_rules! gate_settings {
             Setting {
                 $($name: $value,)*
                 set: |s, v| {
-                    let parse: fn(&str) -> Result<$ty, String> = $parse;
-                    let lines: fn(&[String]) -> Result<$ty, String> =
-                        gate_settings!(@lines $($lines)?);
                     s.$field = match v {
-                        RawValue::Text(text) => parse(text)?,
-                        RawValue::Lines(items) => lines(items)?,
+                        RawValue::Text(text) => parse_text(text, $parse)?,
+                        RawValue::Lines(items) => parse_lines(items, gate_settings!(@lines $($lines)?))?,
                     };
                     Ok(())
                 },
@@ -250,7 +283,7 @@ gate_settings! {
     /// so confgate is never ready.
     accepts: Option<Accepts> = None, {
         parse: |v| parse_accepts(v).map(Some),
-        show: |a| a.as_ref().map_or("none", |a| a.text.as_str()).to_owned(),
+        show: |a| a.as_ref().map_or("none", |a| a.text()).to_owned(),
         title: "accepted range",
         flag: "accepts",
         value_name: "REQ",
@@ -492,7 +525,7 @@ fn overlay(
                     } else {
                         value.to_string()
                     },
-                    problem,
+                    problem: problem.to_string(),
                     allowed: setting.allowed,
                 },
             ));
@@ -552,7 +585,7 @@ impl Settings {
 
     /// The range as written, for status and logs.
     pub(crate) fn accepts_text(&self) -> Option<&str> {
-        self.accepts.as_ref().map(|a| a.text.as_str())
+        self.accepts.as_ref().map(|a| a.text())
     }
 }
 

@@ -276,3 +276,37 @@ fn a_spread_written_the_kubernetes_way_is_a_good_annotation() {
         assert_eq!(r.settings.reload_spread.as_secs(), 90, "{text}");
     }
 }
+
+/// Each setting's parser says why in its own type, so a caller can tell the causes apart; the
+/// message users read is made once, by that type, and `Invalid` carries it unchanged.
+#[test]
+fn a_bad_value_is_refused_with_its_parsers_own_cause() {
+    let by = |flag: &str| SETTINGS.iter().find(|s| s.flag == flag).unwrap();
+    let refuse = |flag: &str, value: RawValue| (by(flag).set)(&mut Settings::default(), &value);
+    assert_eq!(
+        refuse("accepts", "".into()),
+        Err(Problem::Judging(JudgingError::EmptyRange))
+    );
+    assert_eq!(
+        refuse("mode", "loud".into()),
+        Err(Problem::Acting(ActingError::Mode))
+    );
+    assert_eq!(
+        refuse("reload", "http://".into()),
+        Err(Problem::Acting(ActingError::Url(UrlError::NoHost)))
+    );
+    assert_eq!(
+        refuse("reload-spread", "61m".into()),
+        Err(Problem::Duration(DurationError::Spread("61m".into())))
+    );
+    assert_eq!(
+        refuse("mode", RawValue::Lines(vec!["enforce".into()])),
+        Err(Problem::OneValue)
+    );
+    let raw = Raw {
+        reload_spread: Some("61m".into()),
+        ..Raw::default()
+    };
+    let e = Settings::from_raw(&raw).unwrap_err();
+    assert_eq!(e.0[0].problem, "\"61m\" is longer than 1h");
+}

@@ -5,7 +5,48 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::url::Url;
+use super::url::{Url, UrlError};
+
+/// Why a text is not the value of an acting setting (reload, confirm, on-incompatible, mode,
+/// validate). A URL's own error is passed through as it is: it never repeats the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActingError {
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error("signal: needs NAME:PROCESS")]
+    SignalForm,
+    #[error("the process name must be a non-empty base name")]
+    ProcessName,
+    #[error("{0:?} is not a signal name (e.g. HUP, TERM, USR1)")]
+    SignalName(String),
+    #[error("unknown reload target")]
+    ReloadTarget,
+    #[error("no #METRIC after the URL")]
+    NoMetric,
+    #[error("at most two metric names")]
+    TooManyMetrics,
+    /// Part of a URL's credentials, never repeated.
+    #[error("a metric name holds '@'; write a '#' in the URL as %23")]
+    MetricAt,
+    #[error("{0:?} is not a metric name")]
+    MetricName(String),
+    #[error("unknown policy")]
+    Policy,
+    #[error("unknown mode")]
+    Mode,
+    #[error("missing the exec: prefix (exec:PROGRAM ARGS...)")]
+    ExecPrefix,
+    #[error("exec: names no program")]
+    NoProgram,
+    #[error("the program {0:?} is not an absolute path (nothing is looked up in PATH)")]
+    RelativeProgram(String),
+    #[error("the program {0:?} cannot be in {DIR_PLACEHOLDER}")]
+    ProgramInDir(String),
+    #[error(
+        "no argument names {DIR_PLACEHOLDER}, the staged candidate's dir: the checker would not check it"
+    )]
+    NoDirArgument,
+}
 
 /// How a component is told to reload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,8 +62,8 @@ pub enum Reload {
 }
 
 impl FromStr for Reload {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ActingError;
+    fn from_str(s: &str) -> Result<Self, ActingError> {
         if s == "none" {
             return Ok(Reload::None);
         }
@@ -31,9 +72,9 @@ impl FromStr for Reload {
             return Ok(Reload::Http(s.parse()?));
         }
         if let Some(rest) = s.strip_prefix("signal:") {
-            let (name, process) = rest.split_once(':').ok_or("signal: needs NAME:PROCESS")?;
+            let (name, process) = rest.split_once(':').ok_or(ActingError::SignalForm)?;
             if process.is_empty() || process.contains('/') {
-                return Err("the process name must be a non-empty base name".into());
+                return Err(ActingError::ProcessName);
             }
             let upper = name.to_ascii_uppercase();
             let full = if upper.starts_with("SIG") {
@@ -42,13 +83,13 @@ impl FromStr for Reload {
                 format!("SIG{upper}")
             };
             let signal = nix::sys::signal::Signal::from_str(&full)
-                .map_err(|_| format!("{name:?} is not a signal name (e.g. HUP, TERM, USR1)"))?;
+                .map_err(|_| ActingError::SignalName(name.to_owned()))?;
             return Ok(Reload::Signal {
                 signal,
                 process: process.to_owned(),
             });
         }
-        Err("unknown reload target".into())
+        Err(ActingError::ReloadTarget)
     }
 }
 
@@ -81,27 +122,24 @@ pub struct Confirm {
 }
 
 impl FromStr for Confirm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Confirm, String> {
+    type Err = ActingError;
+    fn from_str(s: &str) -> Result<Confirm, ActingError> {
         let s = s.trim();
         // Metric names hold no `#`: the last one ends the URL.
-        let (url, names) = s
-            .rsplit_once('#')
-            .ok_or("no #METRIC after the URL".to_owned())?;
+        let (url, names) = s.rsplit_once('#').ok_or(ActingError::NoMetric)?;
         let url: Url = url.parse()?;
         let mut names = names.split(',').map(str::trim);
         let success = names.next().unwrap_or_default();
         let success_time = names.next();
         if names.next().is_some() {
-            return Err("at most two metric names".into());
+            return Err(ActingError::TooManyMetrics);
         }
         for n in std::iter::once(success).chain(success_time) {
             if n.contains('@') {
-                // Part of a URL's credentials, never repeated.
-                return Err("a metric name holds '@'; write a '#' in the URL as %23".into());
+                return Err(ActingError::MetricAt);
             }
             if !is_metric_name(n) {
-                return Err(format!("{n:?} is not a metric name"));
+                return Err(ActingError::MetricName(n.to_owned()));
             }
         }
         Ok(Confirm {
@@ -139,12 +177,12 @@ pub enum OnIncompatible {
 }
 
 impl FromStr for OnIncompatible {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ActingError;
+    fn from_str(s: &str) -> Result<Self, ActingError> {
         match s {
             "hold" => Ok(OnIncompatible::Hold),
             "unready" => Ok(OnIncompatible::Unready),
-            _ => Err("unknown policy".into()),
+            _ => Err(ActingError::Policy),
         }
     }
 }
@@ -167,12 +205,12 @@ pub enum Mode {
 }
 
 impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ActingError;
+    fn from_str(s: &str) -> Result<Self, ActingError> {
         match s {
             "enforce" => Ok(Mode::Enforce),
             "observe" => Ok(Mode::Observe),
-            _ => Err("unknown mode".into()),
+            _ => Err(ActingError::Mode),
         }
     }
 }
@@ -227,32 +265,24 @@ impl Validate {
 }
 
 impl FromStr for Validate {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ActingError;
+    fn from_str(s: &str) -> Result<Self, ActingError> {
         let s = s.trim();
         if s.is_empty() || s == "none" {
             return Ok(Validate::None);
         }
-        let rest = s
-            .strip_prefix("exec:")
-            .ok_or("missing the exec: prefix (exec:PROGRAM ARGS...)")?;
+        let rest = s.strip_prefix("exec:").ok_or(ActingError::ExecPrefix)?;
         let mut words = rest.split_whitespace().map(str::to_owned);
-        let program = words.next().ok_or("exec: names no program")?;
+        let program = words.next().ok_or(ActingError::NoProgram)?;
         if !program.starts_with('/') {
-            return Err(format!(
-                "the program {program:?} is not an absolute path (nothing is looked up in PATH)"
-            ));
+            return Err(ActingError::RelativeProgram(program));
         }
         if program.contains(DIR_PLACEHOLDER) {
-            return Err(format!(
-                "the program {program:?} cannot be in {DIR_PLACEHOLDER}"
-            ));
+            return Err(ActingError::ProgramInDir(program));
         }
         let args: Vec<String> = words.collect();
         if !args.iter().any(|a| a.contains(DIR_PLACEHOLDER)) {
-            return Err(format!(
-                "no argument names {DIR_PLACEHOLDER}, the staged candidate's dir: the checker would not check it"
-            ));
+            return Err(ActingError::NoDirArgument);
         }
         Ok(Validate::Exec { program, args })
     }
@@ -316,7 +346,7 @@ mod tests {
             ("exec:promtool check config {dir}/p.yml", "absolute path"),
             ("exec:/bin/true", "no argument names {dir}"),
         ] {
-            let e = bad.parse::<Validate>().unwrap_err();
+            let e = bad.parse::<Validate>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }

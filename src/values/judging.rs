@@ -9,13 +9,63 @@ use semver::VersionReq;
 
 use crate::configmap::is_valid_key;
 
-use super::api_version::{ApiVersion, ApiVersions, KubeVersion};
+use super::api_version::{ApiVersion, ApiVersions, KubeVersion, ParseError};
 
-/// What the component accepts, with the text it was written as.
+/// Why a text is not the value of a judging setting (accepts, version-from, require, variants).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JudgingError {
+    #[error("the range is empty")]
+    EmptyRange,
+    #[error("alternatives (||) are not supported; write one range")]
+    Alternatives,
+    /// The semver crate's reason.
+    #[error("not a semver range ({0})")]
+    NotARange(String),
+    /// `v1beta3` alone: a Kubernetes version without its group, not a range.
+    #[error(
+        "not a semver range ({reason}); {text} looks like a Kubernetes version: name its group, as in kubescheduler.config.k8s.io/{text}"
+    )]
+    GrouplessVersion { reason: String, text: String },
+    #[error(
+        "{0} matches no version: its lower bound is above its upper bound (a range lists the lowest version first, e.g. >=2.4.0, <3.0.0)"
+    )]
+    MatchesNothing(String),
+    #[error(
+        "mixes Kubernetes API versions ({api}) with {other:?}, which is not GROUP/VERSION; one value holds one scheme: a semver range such as \">=2.4.0, <3.0.0\", or a list of API versions such as \"kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3\""
+    )]
+    MixedSchemes { api: String, other: String },
+    #[error("{item:?} is not a Kubernetes API version: {reason}")]
+    ApiVersion { item: String, reason: ParseError },
+    #[error("the list of API versions is empty")]
+    NoApiVersions,
+    #[error("{0:?} is not a valid ConfigMap key")]
+    Key(String),
+    #[error("missing the file:, json: or yaml: prefix")]
+    SourcePrefix,
+    #[error("{0}: needs KEY#/pointer")]
+    NoPointer(String),
+    #[error("pointer {0:?} must be empty or start with '/' (RFC 6901)")]
+    Pointer(String),
+    #[error("unknown source kind {0:?}")]
+    SourceKind(String),
+    #[error("missing \"->\" between the pattern and the promoted name")]
+    NoArrow,
+    #[error("the pattern {0:?} has no '*'")]
+    NoStar(String),
+    #[error("the pattern {0:?} has more than one '*'")]
+    Stars(String),
+    #[error("the pattern {0:?} does not make valid ConfigMap keys")]
+    PatternKeys(String),
+    #[error("the promoted name {promoted:?} matches the pattern {pattern:?}")]
+    PromotedMatches { promoted: String, pattern: String },
+}
+
+/// What the component accepts, with the text it was written as. Made only by [`parse_accepts`], so
+/// the range is always the one its text reads as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepts {
-    pub range: Range,
-    pub text: String,
+    range: Range,
+    text: String,
 }
 
 /// The two version schemes `accepts` speaks, told apart by its text: a semver range, or (any item
@@ -56,6 +106,16 @@ impl fmt::Display for SchemeVersion {
 }
 
 impl Accepts {
+    /// The range, under the scheme its text names.
+    pub fn range(&self) -> &Range {
+        &self.range
+    }
+
+    /// The range as written (trimmed), for status, logs and reasons.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// The semver range, under that scheme.
     pub fn semver(&self) -> Option<&VersionReq> {
         match &self.range {
@@ -99,25 +159,21 @@ impl Variants {
 }
 
 impl FromStr for Variants {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (pattern, promoted) = s
-            .split_once("->")
-            .ok_or("missing \"->\" between the pattern and the promoted name")?;
+    type Err = JudgingError;
+    fn from_str(s: &str) -> Result<Self, JudgingError> {
+        let (pattern, promoted) = s.split_once("->").ok_or(JudgingError::NoArrow)?;
         let (pattern, promoted) = (pattern.trim(), promoted.trim());
         let (prefix, suffix) = pattern
             .split_once('*')
-            .ok_or_else(|| format!("the pattern {pattern:?} has no '*'"))?;
+            .ok_or_else(|| JudgingError::NoStar(pattern.to_owned()))?;
         if suffix.contains('*') {
-            return Err(format!("the pattern {pattern:?} has more than one '*'"));
+            return Err(JudgingError::Stars(pattern.to_owned()));
         }
         if !is_valid_key(&format!("{prefix}x{suffix}")) {
-            return Err(format!(
-                "the pattern {pattern:?} does not make valid ConfigMap keys"
-            ));
+            return Err(JudgingError::PatternKeys(pattern.to_owned()));
         }
         if !is_valid_key(promoted) {
-            return Err(format!("{promoted:?} is not a valid ConfigMap key"));
+            return Err(JudgingError::Key(promoted.to_owned()));
         }
         let v = Variants {
             prefix: prefix.to_owned(),
@@ -125,9 +181,10 @@ impl FromStr for Variants {
             promoted: promoted.to_owned(),
         };
         if v.matches(promoted) {
-            return Err(format!(
-                "the promoted name {promoted:?} matches the pattern {pattern:?}"
-            ));
+            return Err(JudgingError::PromotedMatches {
+                promoted: promoted.to_owned(),
+                pattern: pattern.to_owned(),
+            });
         }
         Ok(v)
     }
@@ -140,7 +197,7 @@ impl fmt::Display for Variants {
 }
 
 /// The `variants` setting from its text; `none` or nothing: no variants.
-pub(crate) fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
+pub(crate) fn parse_variants(s: &str) -> Result<Option<Variants>, JudgingError> {
     match s.trim() {
         "" | "none" => Ok(None),
         v => v.parse().map(Some),
@@ -150,10 +207,10 @@ pub(crate) fn parse_variants(s: &str) -> Result<Option<Variants>, String> {
 /// The `accepts` setting from its text: a semver range, commas or (npm style) spaces between
 /// comparators; or, when any item holds a `/`, a list of Kubernetes `GROUP/VERSION`s (commas or
 /// spaces between them). One value holds one scheme: a mix is refused, naming both parts.
-pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, String> {
+pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, JudgingError> {
     let text = s.trim();
     if text.is_empty() {
-        return Err("the range is empty".into());
+        return Err(JudgingError::EmptyRange);
     }
     if text.contains('/') {
         return parse_api_versions(text).map(|set| Accepts {
@@ -162,20 +219,22 @@ pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, String> {
         });
     }
     if text.contains("||") {
-        return Err("alternatives (||) are not supported; write one range".into());
+        return Err(JudgingError::Alternatives);
     }
-    let req = VersionReq::parse(&comma_separated(text)).map_err(|e| match text.parse::<KubeVersion>() {
-        // `v1beta3` alone: a Kubernetes version without its group, not a range.
-        Ok(v) if v.level != super::api_version::Level::Ga || text == "v1" => format!(
-            "not a semver range ({e}); {text} looks like a Kubernetes version: name its group, as in kubescheduler.config.k8s.io/{text}"
-        ),
-        _ => format!("not a semver range ({e})"),
+    let req = VersionReq::parse(&comma_separated(text)).map_err(|e| {
+        match text.parse::<KubeVersion>() {
+            // `v1beta3` alone: a Kubernetes version without its group, not a range.
+            Ok(v) if v.level != super::api_version::Level::Ga || text == "v1" => {
+                JudgingError::GrouplessVersion {
+                    reason: e.to_string(),
+                    text: text.to_owned(),
+                }
+            }
+            _ => JudgingError::NotARange(e.to_string()),
+        }
     })?;
     if matches_nothing(&req) {
-        return Err(format!(
-            "{text} matches no version: its lower bound is above its upper bound (a range lists \
-             the lowest version first, e.g. >=2.4.0, <3.0.0)"
-        ));
+        return Err(JudgingError::MatchesNothing(text.to_owned()));
     }
     Ok(Accepts {
         range: Range::Semver(req),
@@ -233,25 +292,29 @@ fn matches_nothing(req: &VersionReq) -> bool {
 }
 
 /// The items of an API-version list, each `GROUP/VERSION`.
-fn parse_api_versions(text: &str) -> Result<ApiVersions, String> {
+fn parse_api_versions(text: &str) -> Result<ApiVersions, JudgingError> {
     let items: Vec<&str> = text
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|i| !i.is_empty())
         .collect();
     let (api, other): (Vec<&str>, Vec<&str>) = items.iter().partition(|i| i.contains('/'));
     if let (Some(a), Some(o)) = (api.first(), other.first()) {
-        return Err(format!(
-            "mixes Kubernetes API versions ({a}) with {o:?}, which is not GROUP/VERSION; one value holds one scheme: a semver range such as \">=2.4.0, <3.0.0\", or a list of API versions such as \"kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3\""
-        ));
+        return Err(JudgingError::MixedSchemes {
+            api: (*a).to_owned(),
+            other: (*o).to_owned(),
+        });
     }
     let mut versions = Vec::with_capacity(api.len());
     for item in api {
         versions.push(
             item.parse::<ApiVersion>()
-                .map_err(|e| format!("{item:?} is not a Kubernetes API version: {e}"))?,
+                .map_err(|reason| JudgingError::ApiVersion {
+                    item: item.to_owned(),
+                    reason,
+                })?,
         );
     }
-    ApiVersions::new(versions).ok_or_else(|| "the list of API versions is empty".to_owned())
+    ApiVersions::new(versions).ok_or(JudgingError::NoApiVersions)
 }
 
 /// The npm/Helm dialect separates comparators by spaces (`>=2.4.0 <3.0.0`, `>= 2.4.0`); the semver
@@ -279,16 +342,14 @@ fn comma_separated(text: &str) -> String {
 }
 
 impl FromStr for VersionFrom {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (kind, rest) = s
-            .split_once(':')
-            .ok_or_else(|| "missing the file:, json: or yaml: prefix".to_owned())?;
+    type Err = JudgingError;
+    fn from_str(s: &str) -> Result<Self, JudgingError> {
+        let (kind, rest) = s.split_once(':').ok_or(JudgingError::SourcePrefix)?;
         let check_key = |key: &str| {
             if is_valid_key(key) {
                 Ok(key.to_owned())
             } else {
-                Err(format!("{key:?} is not a valid ConfigMap key"))
+                Err(JudgingError::Key(key.to_owned()))
             }
         };
         match kind {
@@ -298,11 +359,9 @@ impl FromStr for VersionFrom {
             "json" | "yaml" => {
                 let (key, pointer) = rest
                     .split_once('#')
-                    .ok_or_else(|| format!("{kind}: needs KEY#/pointer"))?;
+                    .ok_or_else(|| JudgingError::NoPointer(kind.to_owned()))?;
                 if !(pointer.is_empty() || pointer.starts_with('/')) {
-                    return Err(format!(
-                        "pointer {pointer:?} must be empty or start with '/' (RFC 6901)"
-                    ));
+                    return Err(JudgingError::Pointer(pointer.to_owned()));
                 }
                 let key = check_key(key)?;
                 let pointer = pointer.to_owned();
@@ -312,7 +371,7 @@ impl FromStr for VersionFrom {
                     VersionFrom::Yaml { key, pointer }
                 })
             }
-            other => Err(format!("unknown source kind {other:?}")),
+            other => Err(JudgingError::SourceKind(other.to_owned())),
         }
     }
 }
@@ -339,11 +398,11 @@ impl VersionFrom {
 }
 
 /// The `require` setting from its text: comma-separated keys, each once, in the order given.
-pub(crate) fn parse_require(s: &str) -> Result<Vec<String>, String> {
+pub(crate) fn parse_require(s: &str) -> Result<Vec<String>, JudgingError> {
     let mut keys = Vec::new();
     for key in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
         if !is_valid_key(key) {
-            return Err(format!("{key:?} is not a valid ConfigMap key"));
+            return Err(JudgingError::Key(key.to_owned()));
         }
         if !keys.iter().any(|k| k == key) {
             keys.push(key.to_owned());
@@ -366,7 +425,7 @@ mod tests {
             ">=2.5.0, <=2.4.9",
             "<1, ^2",
         ] {
-            let e = parse_accepts(empty).unwrap_err();
+            let e = parse_accepts(empty).unwrap_err().to_string();
             assert!(e.contains("matches no version"), "{empty}: {e}");
         }
         for some in [
@@ -408,7 +467,7 @@ mod tests {
                 "does not make valid ConfigMap keys",
             ),
         ] {
-            let e = bad.parse::<Variants>().unwrap_err();
+            let e = bad.parse::<Variants>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
         assert_eq!(parse_variants("none").unwrap(), None);
@@ -431,7 +490,12 @@ mod tests {
             );
             assert_eq!(a.text, npm.trim(), "the text stays as written");
         }
-        assert!(parse_accepts(">=1 || <0.5").unwrap_err().contains("||"));
+        assert!(
+            parse_accepts(">=1 || <0.5")
+                .unwrap_err()
+                .to_string()
+                .contains("||")
+        );
         assert!(parse_accepts(">=2.4.0 <").is_err());
     }
 
@@ -468,19 +532,21 @@ mod tests {
             (">=2 a.io/v1", "\">=2\""),
             ("a.io/v1, v1beta3", "\"v1beta3\""),
         ] {
-            let e = parse_accepts(mixed).unwrap_err();
+            let e = parse_accepts(mixed).unwrap_err().to_string();
             assert!(
                 e.starts_with("mixes Kubernetes API versions"),
                 "{mixed}: {e}"
             );
             assert!(e.contains(names), "{mixed}: {e}");
         }
-        let e = parse_accepts("a.io/v1, a.io/v1gamma").unwrap_err();
+        let e = parse_accepts("a.io/v1, a.io/v1gamma")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("\"a.io/v1gamma\" is not a Kubernetes API version"),
             "{e}"
         );
-        let e = parse_accepts("v1beta3").unwrap_err();
+        let e = parse_accepts("v1beta3").unwrap_err().to_string();
         assert!(e.contains("name its group"), "{e}");
     }
 }

@@ -1,8 +1,9 @@
 //! Pure value types that modules on every floor share: what a gate setting holds, parsed from the
 //! text a flag, environment variable or annotation gives and shown back as text (`judging`: range,
 //! version-from, required keys, variants; `acting`: reload target, confirmation, on-incompatible,
-//! mode), a share of the fleet and a pod's place in it (`share`), durations, and the verdict on a snapshot (`verdict`). No I/O, no clock; the one module
-//! imported is `configmap`, for the key-name rule.
+//! mode), a share of the fleet and a pod's place in it (`share`), durations, and the verdict on a
+//! snapshot (`verdict`). No I/O, no clock; the one module imported is `configmap`, for the key-name
+//! rule.
 
 mod acting;
 mod api_version;
@@ -11,25 +12,36 @@ mod share;
 mod url;
 mod verdict;
 
-pub use acting::{Confirm, OnIncompatible};
+pub use acting::{ActingError, Confirm, OnIncompatible};
 pub use acting::{Mode, Reload, Validate};
 pub use api_version::{ApiVersion, ApiVersions, KubeVersion, Standing};
 pub use judging::Variants;
-pub use judging::{Accepts, Range, SchemeVersion, VersionFrom};
+pub use judging::{Accepts, JudgingError, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
 pub(crate) use share::NEXT_SUFFIX;
 pub use share::{Bucket, Percent, ROLLOUT_KEY};
-pub use url::Url;
 pub(crate) use url::redact;
-pub use verdict::Verdict;
+pub use url::{Url, UrlError};
+pub use verdict::{NotAVerdict, Verdict};
+
+/// Why a text is not a duration a setting takes. Each names the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{0:?} is not a duration (e.g. 500ms, 30s, 1m30s, 1.5m)")]
+    Syntax(String),
+    #[error("{0:?} is not from 100ms to 5m")]
+    ValidateTimeout(String),
+    #[error("{0:?} is longer than 1h")]
+    Spread(String),
+}
 
 /// Parses a duration as Go's `time.ParseDuration` (and so Kubernetes' `metav1.Duration`) reads one:
 /// a sequence of decimal numbers, each with an optional fraction and a unit (`ns`, `us`, `µs`, `ms`,
 /// `s`, `m`, `h`), such as `300ms`, `1.5m`, `1m30s` or `2h45m`; `0` alone; and, as confgate always
 /// has, a bare number of seconds (`30`). No sign: no setting takes a negative duration.
-pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
     let s = s.trim();
-    let bad = || format!("{s:?} is not a duration (e.g. 500ms, 30s, 1m30s, 1.5m)");
+    let bad = || DurationError::Syntax(s.to_owned());
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         let secs: u64 = s.parse().map_err(|_| bad())?;
         return Ok(std::time::Duration::from_secs(secs));
@@ -91,19 +103,19 @@ pub(crate) const MAX_SPREAD: std::time::Duration = std::time::Duration::from_sec
 pub(crate) const MAX_VALIDATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Parses the checker's time bound: from 100ms to [`MAX_VALIDATE_TIMEOUT`].
-pub(crate) fn parse_validate_timeout(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_validate_timeout(s: &str) -> Result<std::time::Duration, DurationError> {
     let d = parse_duration(s)?;
     if d < std::time::Duration::from_millis(100) || d > MAX_VALIDATE_TIMEOUT {
-        return Err(format!("{s:?} is not from 100ms to 5m"));
+        return Err(DurationError::ValidateTimeout(s.to_owned()));
     }
     Ok(d)
 }
 
 /// Parses the reload spread: a duration from `0` (off) to [`MAX_SPREAD`].
-pub(crate) fn parse_spread(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_spread(s: &str) -> Result<std::time::Duration, DurationError> {
     let d = parse_duration(s)?;
     if d > MAX_SPREAD {
-        return Err(format!("{:?} is longer than 1h", s.trim()));
+        return Err(DurationError::Spread(s.trim().to_owned()));
     }
     Ok(d)
 }
@@ -198,7 +210,7 @@ mod tests {
             assert_eq!(parse_spread(shown), Ok(d), "{shown}");
         }
         assert_eq!(
-            parse_spread("61m"),
+            parse_spread("61m").map_err(|e| e.to_string()),
             Err("\"61m\" is longer than 1h".to_owned())
         );
         assert!(parse_spread("-1s").is_err());

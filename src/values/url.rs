@@ -49,26 +49,42 @@ impl Url {
     }
 }
 
+/// Why a text is not a [`Url`]. No variant repeats the text: it may hold credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("the URL must start with http:// or https://")]
+    Scheme,
+    #[error("the URL has no host")]
+    NoHost,
+    /// The URI parser's reason (it names the fault, not the text).
+    #[error("not a valid URL ({0})")]
+    Invalid(String),
+    #[error("the URL's credentials cannot be sent")]
+    Credentials,
+    #[error("the URL's credentials hold a bad %-escape")]
+    Escape,
+}
+
 impl FromStr for Url {
-    type Err = String;
+    type Err = UrlError;
     /// Reads `http(s)://[user[:password]@]host[:port][/path][?query]`; an error never repeats the text.
-    fn from_str(s: &str) -> Result<Url, String> {
+    fn from_str(s: &str) -> Result<Url, UrlError> {
         let (scheme, rest) = ["http://", "https://"]
             .into_iter()
             .find_map(|p| s.strip_prefix(p).map(|rest| (p, rest)))
-            .ok_or("the URL must start with http:// or https://")?;
+            .ok_or(UrlError::Scheme)?;
         let auth_len = authority(rest).len();
         let (userinfo, host_on) = match rest[..auth_len].rfind('@') {
             Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
             None => (None, rest),
         };
         if host_on.is_empty() || host_on.starts_with(['/', '?', '#', ':']) {
-            return Err("the URL has no host".into());
+            return Err(UrlError::NoHost);
         }
         let plain = format!("{scheme}{host_on}");
         let uri = plain
             .parse::<hyper::Uri>()
-            .map_err(|e| format!("not a valid URL ({e})"))?;
+            .map_err(|e| UrlError::Invalid(e.to_string()))?;
         let credentials = userinfo.map(basic).transpose()?;
         let shown = match userinfo {
             Some(_) => format!("{scheme}{REMOVED}@{host_on}"),
@@ -95,7 +111,7 @@ impl fmt::Debug for Url {
 }
 
 /// The Basic credentials of a userinfo `user[:password]`, percent-decoded as RFC 3986 writes them.
-fn basic(userinfo: &str) -> Result<Credentials, String> {
+fn basic(userinfo: &str) -> Result<Credentials, UrlError> {
     use base64::Engine;
     let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
     let mut pair = percent_decode(user)?;
@@ -105,14 +121,14 @@ fn basic(userinfo: &str) -> Result<Credentials, String> {
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(pair)
     );
-    let mut header = hyper::header::HeaderValue::from_str(&value)
-        .map_err(|_| "the URL's credentials cannot be sent".to_owned())?;
+    let mut header =
+        hyper::header::HeaderValue::from_str(&value).map_err(|_| UrlError::Credentials)?;
     header.set_sensitive(true);
     Ok(Credentials(header))
 }
 
-fn percent_decode(s: &str) -> Result<Vec<u8>, String> {
-    let bad = || "the URL's credentials hold a bad %-escape".to_owned();
+fn percent_decode(s: &str) -> Result<Vec<u8>, UrlError> {
+    let bad = || UrlError::Escape;
     let mut out = Vec::with_capacity(s.len());
     let mut bytes = s.bytes();
     while let Some(b) = bytes.next() {
@@ -195,7 +211,7 @@ mod tests {
             "http://u:SECRET@x y/",
             "http://",
         ] {
-            let e = bad.parse::<Url>().unwrap_err();
+            let e = bad.parse::<Url>().unwrap_err().to_string();
             assert!(!e.contains("SECRET"), "{bad}: {e}");
         }
     }

@@ -64,14 +64,19 @@ impl Verdict {
     }
 }
 
+/// A text that names no [`Verdict`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a verdict")]
+pub struct NotAVerdict(pub String);
+
 impl std::str::FromStr for Verdict {
-    type Err = String;
+    type Err = NotAVerdict;
     /// The verdict [`Verdict::as_str`] names.
-    fn from_str(s: &str) -> Result<Verdict, String> {
+    fn from_str(s: &str) -> Result<Verdict, NotAVerdict> {
         Verdict::ALL
             .into_iter()
             .find(|v| v.as_str() == s)
-            .ok_or_else(|| format!("{s:?} is not a verdict"))
+            .ok_or_else(|| NotAVerdict(s.to_owned()))
     }
 }
 

@@ -19,7 +19,7 @@ mod range;
 mod tests;
 mod version;
 
-pub use crate::values::Verdict;
+pub use crate::values::{NotAVerdict, Verdict};
 use fix::write_a_version;
 pub(crate) use range::{classify, parse_lenient};
 pub(crate) use version::extract_version;
@@ -133,8 +133,8 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         );
     }
     let req = match &settings.accepts {
-        Some(accepts) => match &accepts.range {
-            Range::Api(set) => return judge_api(raw, set, &accepts.text, &settings.version_from),
+        Some(accepts) => match accepts.range() {
+            Range::Api(set) => return judge_api(raw, set, accepts.text(), &settings.version_from),
             Range::Semver(req) => Some((req, accepts)),
         },
         None => None,
@@ -188,26 +188,26 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
     };
     let verdict = classify(&version, req);
     let reason = match verdict {
-        Verdict::Accepted => format!("version {version} is in {}", accepts.text),
+        Verdict::Accepted => format!("version {version} is in {}", accepts.text()),
         Verdict::TooNew => format!(
             "version {version} is newer than {range} allows; {}",
-            fix::too_new(&accepts.text, &version.to_string()),
-            range = accepts.text
+            fix::too_new(accepts.text(), &version.to_string()),
+            range = accepts.text()
         ),
         Verdict::TooOld => format!(
             "version {version} is older than {range} allows; {}",
-            fix::too_old(&accepts.text, &version.to_string()),
-            range = accepts.text
+            fix::too_old(accepts.text(), &version.to_string()),
+            range = accepts.text()
         ),
         _ if !version.pre.is_empty() => format!(
             "pre-release {version} is outside {range} (a range admits pre-releases only of a version it names with a pre-release); {}",
-            fix::pre_release(&accepts.text),
-            range = accepts.text
+            fix::pre_release(accepts.text()),
+            range = accepts.text()
         ),
         _ => format!(
             "version {version} is outside {range}; {}",
-            fix::outside(&accepts.text),
-            range = accepts.text
+            fix::outside(accepts.text()),
+            range = accepts.text()
         ),
     };
     Judgement {
@@ -251,7 +251,7 @@ pub(crate) fn judge_rules(
 
 /// A version as read, parsed under the scheme of the range in force (semver without one).
 pub(crate) fn parse_version(raw: &str, settings: &Settings) -> Option<SchemeVersion> {
-    match settings.accepts.as_ref().map(|a| &a.range) {
+    match settings.accepts.as_ref().map(|a| a.range()) {
         Some(Range::Api(_)) => ApiVersion::parse_object(raw.trim())
             .ok()
             .map(SchemeVersion::Api),

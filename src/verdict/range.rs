@@ -5,8 +5,15 @@ use semver::{Comparator, Op, Version, VersionReq};
 
 use super::Verdict;
 
+/// A text that is not a semantic version, even read leniently.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "not a semantic version ({0}); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v"
+)]
+pub(crate) struct NotSemver(String);
+
 /// Parses a version leniently: a leading `v`, `2.4` (= 2.4.0) and `3` (= 3.0.0) are accepted.
-pub(crate) fn parse_lenient(raw: &str) -> Result<Version, String> {
+pub(crate) fn parse_lenient(raw: &str) -> Result<Version, NotSemver> {
     let s = raw.trim();
     let s = s
         .strip_prefix('v')
@@ -20,9 +27,8 @@ pub(crate) fn parse_lenient(raw: &str) -> Result<Version, String> {
         2 => format!("{core}.0{rest}"),
         _ => s.to_owned(),
     };
-    Version::parse(&padded).map_err(|e| {
-        format!("not a semantic version ({e}); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v")
-    })
+    // The semver crate's reason, which names the fault.
+    Version::parse(&padded).map_err(|e| NotSemver(e.to_string()))
 }
 
 /// Places a version against a range: accepted, or which side of it the version falls on.

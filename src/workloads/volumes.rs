@@ -9,12 +9,39 @@
 
 use serde_json::{Map, Value};
 
+/// Why no volume of a pod spec can be gated, and what to do. Names volumes and the kinds of what
+/// they hold, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unchosen {
+    #[error("volumes is {0}, not a list")]
+    VolumesNotAList(&'static str),
+    /// `volume` is how the volume is named (`volume NAME`, or `volumes[I]` without a name).
+    #[error("{volume}: a projected configMap source is {shape}, not a mapping")]
+    ProjectedNotAMapping { volume: String, shape: &'static str },
+    #[error(
+        "{volume}: configMap is {shape}, not a mapping (expected configMap: {{name: CONFIGMAP}})"
+    )]
+    NotAMapping { volume: String, shape: &'static str },
+    #[error(
+        "volume {name} projects a ConfigMap together with {others}: confgate would judge and promote them as one config, and the component would read a copy of the rest that changes only when the config does; give the ConfigMap a volume of its own"
+    )]
+    Mixed { name: String, others: String },
+    #[error("no ConfigMap volume named {wanted} (ConfigMap volumes: {listed})")]
+    NoneNamed { wanted: String, listed: String },
+    #[error(
+        "no ConfigMap volume to gate; add one with the component's ConfigMap and mount it where the component reads its config"
+    )]
+    NoVolume,
+    #[error("several ConfigMap volumes ({0}); name the one to gate with --volume")]
+    Several(String),
+}
+
 /// The volumes that can be gated, and those that cannot although they project a ConfigMap.
 struct Candidates<'a> {
     gateable: Vec<&'a str>,
     /// A projected volume with a ConfigMap source and a source of another kind, and why it cannot
     /// be gated.
-    mixed: Vec<(&'a str, String)>,
+    mixed: Vec<(&'a str, Unchosen)>,
 }
 
 /// What a JSON value is, for a message that must not show it.
@@ -31,11 +58,11 @@ pub(crate) fn shape(v: &Value) -> &'static str {
 
 /// A `volumes` that is not a list, or a `configMap` that is not a mapping, is refused by name: inject
 /// edits both.
-fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, String> {
+fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, Unchosen> {
     let volumes = match spec.get("volumes") {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(v)) => v.as_slice(),
-        Some(other) => return Err(format!("volumes is {}, not a list", shape(other))),
+        Some(other) => return Err(Unchosen::VolumesNotAList(shape(other))),
     };
     let mut out = Candidates {
         gateable: Vec::new(),
@@ -56,11 +83,10 @@ fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, String> {
                 .iter()
                 .find(|s| s.get("configMap").is_some_and(|c| !c.is_object()))
             {
-                return Err(format!(
-                    "{}: a projected configMap source is {}, not a mapping",
-                    which(),
-                    shape(&s["configMap"])
-                ));
+                return Err(Unchosen::ProjectedNotAMapping {
+                    volume: which(),
+                    shape: shape(&s["configMap"]),
+                });
             }
             let others: Vec<&str> = kinds
                 .iter()
@@ -72,12 +98,10 @@ fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, String> {
             } else if let Some(n) = name {
                 out.mixed.push((
                     n,
-                    format!(
-                        "volume {n} projects a ConfigMap together with {}: confgate would judge and \
-                         promote them as one config, and the component would read a copy of the rest \
-                         that changes only when the config does; give the ConfigMap a volume of its own",
-                        others.join(", ")
-                    ),
+                    Unchosen::Mixed {
+                        name: n.to_owned(),
+                        others: others.join(", "),
+                    },
                 ));
             }
             continue;
@@ -86,11 +110,10 @@ fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, String> {
             continue;
         };
         if !cm.is_object() {
-            return Err(format!(
-                "{}: configMap is {}, not a mapping (expected configMap: {{name: CONFIGMAP}})",
-                which(),
-                shape(cm)
-            ));
+            return Err(Unchosen::NotAMapping {
+                volume: which(),
+                shape: shape(cm),
+            });
         }
         out.gateable.extend(name);
     }
@@ -99,7 +122,7 @@ fn candidates(spec: &Map<String, Value>) -> Result<Candidates<'_>, String> {
 
 /// The volume to gate: `wanted` (inject's `--volume`), or the only one that can be gated; `Err` says
 /// why none can be chosen and what to do.
-pub(crate) fn choose(spec: &Map<String, Value>, wanted: Option<&str>) -> Result<String, String> {
+pub(crate) fn choose(spec: &Map<String, Value>, wanted: Option<&str>) -> Result<String, Unchosen> {
     let Candidates { gateable, mixed } = candidates(spec)?;
     if let Some(want) = wanted
         && let Some((_, why)) = mixed.iter().find(|(n, _)| *n == want)
@@ -114,19 +137,13 @@ pub(crate) fn choose(spec: &Map<String, Value>, wanted: Option<&str>) -> Result<
     }
     match (wanted, gateable.as_slice()) {
         (Some(want), _) if gateable.contains(&want) => Ok(want.to_owned()),
-        (Some(want), _) => Err(format!(
-            "no ConfigMap volume named {want} (ConfigMap volumes: {})",
-            list(&gateable)
-        )),
+        (Some(want), _) => Err(Unchosen::NoneNamed {
+            wanted: want.to_owned(),
+            listed: list(&gateable),
+        }),
         (None, [one]) => Ok((*one).to_owned()),
-        (None, []) => Err(
-            "no ConfigMap volume to gate; add one with the component's ConfigMap and mount it where the component reads its config"
-                .into(),
-        ),
-        (None, _) => Err(format!(
-            "several ConfigMap volumes ({}); name the one to gate with --volume",
-            list(&gateable)
-        )),
+        (None, []) => Err(Unchosen::NoVolume),
+        (None, _) => Err(Unchosen::Several(list(&gateable))),
     }
 }
 
@@ -135,5 +152,54 @@ fn list(names: &[&str]) -> String {
         "none".into()
     } else {
         names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    /// Why no volume is chosen is a cause of its own, with the message inject and check print.
+    #[test]
+    fn each_reason_for_no_volume_is_its_own() {
+        let one =
+            spec(serde_json::json!({"volumes": [{"name": "cfg", "configMap": {"name": "c"}}]}));
+        assert_eq!(choose(&one, None), Ok("cfg".into()));
+        let e = choose(&one, Some("other")).unwrap_err();
+        assert_eq!(
+            e,
+            Unchosen::NoneNamed {
+                wanted: "other".into(),
+                listed: "cfg".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "no ConfigMap volume named other (ConfigMap volumes: cfg)"
+        );
+        assert_eq!(
+            choose(&spec(serde_json::json!({})), None),
+            Err(Unchosen::NoVolume)
+        );
+        assert_eq!(
+            choose(&spec(serde_json::json!({"volumes": 3})), None),
+            Err(Unchosen::VolumesNotAList("a number"))
+        );
+        let mixed = spec(
+            serde_json::json!({"volumes": [{"name": "p", "projected": {"sources": [
+                {"configMap": {"name": "c"}}, {"secret": {"name": "s"}}
+            ]}}]}),
+        );
+        assert_eq!(
+            choose(&mixed, None),
+            Err(Unchosen::Mixed {
+                name: "p".into(),
+                others: "secret".into()
+            })
+        );
     }
 }
