@@ -60,7 +60,7 @@ pub enum JudgingError {
     PromotedMatches { promoted: String, pattern: String },
 }
 
-/// What the component accepts, with the text it was written as. Made only by [`parse_accepts`], so
+/// What the component accepts, with the text it was written as. Made only by `parse_accepts`, so
 /// the range is always the one its text reads as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepts {
