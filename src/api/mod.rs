@@ -13,12 +13,16 @@
 //!   `status.confgate.io/facts` (JSON), both made from one value.
 //! - [`status_cmd`]: `confgate status`, the fleet view read from those conditions and that annotation.
 //!
+//! - [`connect`]: the client's connection (server, CA, credentials) from the pod's ServiceAccount or
+//!   a kubeconfig, read by confgate and handed to kube as a finished service.
+//!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
 //! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
 //! binary against a real kube-apiserver (when one is at hand).
 
 pub mod backoff;
 pub mod condition;
+pub mod connect;
 pub mod events;
 pub mod listwatch;
 pub mod object;
@@ -53,67 +57,15 @@ pub(crate) const ENV_POD_UID: &str = "POD_UID";
 /// Why API mode could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}", credentials_problem(.0))]
-    Client(#[source] kube::Error),
-}
-
-/// Why no Kubernetes client could be built, in one line: kube's own error nests the in-cluster attempt
-/// and the kubeconfig attempt, each with its sources, in one paragraph. Outside a cluster the kubeconfig
-/// is what the operator can fix, so it is named first.
-pub(crate) fn credentials_problem(e: &kube::Error) -> String {
-    use kube::config::KubeconfigError as K;
-    use std::error::Error as _;
-    let kubeconfig = match e {
-        kube::Error::InferConfig(infer) => infer.source().and_then(|s| s.downcast_ref::<K>()),
-        kube::Error::InferKubeconfig(k) => Some(k),
-        _ => None,
-    };
-    let Some(k) = kubeconfig else {
-        return format!("cannot build a Kubernetes client: {e}");
-    };
-    let problem = match k {
-        K::FindPath => "no kubeconfig found (set KUBECONFIG, or create ~/.kube/config)".to_owned(),
-        K::ReadConfig(io, path) if io.kind() == std::io::ErrorKind::NotFound => format!(
-            "the kubeconfig {} does not exist (point KUBECONFIG at yours, or create ~/.kube/config; \
-             `kubectl config view` shows the one kubectl uses)",
-            path.display()
-        ),
-        K::ReadConfig(io, path) => {
-            format!("cannot read the kubeconfig {}: {io}", path.display())
-        }
-        K::Parse(yaml) => format!(
-            "the kubeconfig {} is not valid YAML ({})",
-            kubeconfig_named(),
-            yaml.to_string().lines().next().unwrap_or_default()
-        ),
-        other => format!("the kubeconfig {}: {other}", kubeconfig_named()),
-    };
-    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    if in_cluster {
-        format!(
-            "no usable Kubernetes credentials: the pod's service account could not be used, and {problem}"
-        )
-    } else {
-        format!("no usable Kubernetes credentials: not in a cluster, and {problem}")
-    }
-}
-
-/// The kubeconfig kube read, as the operator named it: `KUBECONFIG` (one path, or the list it merged),
-/// else `~/.kube/config`. kube's parse errors do not carry the path.
-fn kubeconfig_named() -> String {
-    match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        Some(v) => v.to_string_lossy().into_owned(),
-        None => "~/.kube/config".to_owned(),
-    }
+    #[error(transparent)]
+    Client(#[from] connect::Error),
 }
 
 /// Whether API mode's credentials are there, before anything starts: a missing or broken kubeconfig
 /// is a usage error said once, not a failure after `confgate started`.
 pub(crate) async fn check_credentials(spec: &Result<SourceSpec, BadSource>) -> Result<(), Error> {
     if matches!(spec, Ok(SourceSpec::ConfigMap(_) | SourceSpec::Secret(_))) {
-        kube::Config::infer()
-            .await
-            .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
+        connect::Connection::infer()?;
     }
     Ok(())
 }
@@ -350,107 +302,18 @@ pub(crate) async fn spawn_pod_reporter(
     ));
 }
 
-/// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the in-cluster config.
-///
-/// A token file is read as kubectl reads it: whitespace around the token (a trailing newline) is
-/// not part of it. kube keeps the file's text as it is, so confgate reads a token file itself,
-/// trimmed at every read, and re-reads it as kube would (the kubelet rotates a projected token).
-pub async fn client() -> Result<kube::Client, kube::Error> {
+/// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the in-cluster config, built by
+/// [`connect`]: a token file is read at every request, trimmed as kubectl trims it, so a rotated
+/// token is in use at once.
+pub async fn client() -> Result<kube::Client, connect::Error> {
     client_at().await.map(|(c, _)| c)
 }
 
 /// [`client`], with the API server's URL it talks to, for messages that must say where.
-pub(crate) async fn client_at() -> Result<(kube::Client, String), kube::Error> {
-    let config = kube::Config::infer()
-        .await
-        .map_err(kube::Error::InferConfig)?;
-    let server = config.cluster_url.to_string();
-    Ok((client_from(config, TOKEN_REREAD)?, server))
-}
-
-/// How old the token read from a token file may be before the next request reads the file again
-/// (kube's own rule: at least once a minute, so a rotated token is in use long before the old one
-/// expires).
-const TOKEN_REREAD: std::time::Duration = std::time::Duration::from_secs(50);
-
-/// A client from `config`, its token file (if it authenticates with one) read by [`TokenFile`].
-fn client_from(
-    mut config: kube::Config,
-    reread: std::time::Duration,
-) -> Result<kube::Client, kube::Error> {
-    let token = TokenFile::take(&mut config.auth_info, reread);
-    let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(match token {
-        None => builder.build(),
-        Some(token) => {
-            let token = Arc::new(std::sync::Mutex::new(token));
-            builder
-                .with_layer(&tower::util::MapRequestLayer::new(
-                    move |mut req: hyper::Request<kube::client::Body>| {
-                        if let Some(value) = token.lock().ok().and_then(|mut t| t.header()) {
-                            req.headers_mut()
-                                .insert(hyper::header::AUTHORIZATION, value);
-                        }
-                        req
-                    },
-                ))
-                .build()
-        }
-    })
-}
-
-/// A `tokenFile` read as kubectl reads it: trimmed, every time it is read, and read again once the
-/// token in hand is older than `reread`. A read that fails or finds no token keeps the last token
-/// (as kube does: a file may be removed once read).
-struct TokenFile {
-    path: std::path::PathBuf,
-    reread: std::time::Duration,
-    header: hyper::header::HeaderValue,
-    read_at: std::time::Instant,
-}
-
-impl TokenFile {
-    /// Takes over the token file of `auth` when kube would authenticate with it (no inline token, no
-    /// user and password, no auth provider) and it holds a token now; otherwise leaves `auth` for
-    /// kube, which reports a file it cannot read, naming it.
-    fn take(auth: &mut kube::config::AuthInfo, reread: std::time::Duration) -> Option<TokenFile> {
-        let basic = auth.username.is_some() && auth.password.is_some();
-        if auth.token.is_some() || basic || auth.auth_provider.is_some() {
-            return None;
-        }
-        let path = std::path::PathBuf::from(auth.token_file.as_deref()?);
-        let header = Self::read(&path)?;
-        auth.token_file = None;
-        Some(TokenFile {
-            path,
-            reread,
-            header,
-            read_at: std::time::Instant::now(),
-        })
-    }
-
-    /// The `Authorization` value of the file's token, trimmed; `None` when it holds none.
-    fn read(path: &std::path::Path) -> Option<hyper::header::HeaderValue> {
-        let text = std::fs::read_to_string(path).ok()?;
-        let token = text.trim();
-        if token.is_empty() {
-            return None;
-        }
-        let mut value = hyper::header::HeaderValue::try_from(format!("Bearer {token}")).ok()?;
-        value.set_sensitive(true);
-        Some(value)
-    }
-
-    /// The header to send, the file read again first when the token in hand is old.
-    fn header(&mut self) -> Option<hyper::header::HeaderValue> {
-        if self.read_at.elapsed() >= self.reread {
-            if let Some(fresh) = Self::read(&self.path) {
-                self.header = fresh;
-            }
-            self.read_at = std::time::Instant::now();
-        }
-        Some(self.header.clone())
-    }
+pub(crate) async fn client_at() -> Result<(kube::Client, String), connect::Error> {
+    let connection = connect::Connection::infer()?;
+    let server = connection.server();
+    Ok((connection.client().await?, server))
 }
 
 /// A one-line explanation of an API error, naming the RBAC rule a 403 calls for.
@@ -482,85 +345,6 @@ pub(crate) fn explain(e: &kube::Error, rule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A token file with a trailing newline (as `echo` writes one) is sent trimmed, and read again
-    /// as it rotates: the token is never frozen at the one read at start.
-    #[tokio::test]
-    async fn a_token_file_is_trimmed_at_every_read_and_follows_its_rotation() {
-        use std::io::{BufRead, BufReader, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let mut reader = BufReader::new(conn.try_clone().unwrap());
-                let mut auth = None;
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                    if line.trim_end().is_empty() {
-                        break;
-                    }
-                    if let Some((k, v)) = line.split_once(':')
-                        && k.eq_ignore_ascii_case("authorization")
-                    {
-                        auth = Some(v.trim().to_owned());
-                    }
-                    line.clear();
-                }
-                let _ = tx.send(auth);
-                let _ = conn.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-                );
-            }
-        });
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("token");
-        std::fs::write(&path, "first.token\n").unwrap();
-        let mut config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
-        config.auth_info.token_file = Some(path.display().to_string());
-        // Every request reads the file again: the rotation is seen at the next request.
-        let client = client_from(config, std::time::Duration::ZERO).unwrap();
-        let ask = || async {
-            let req = hyper::Request::get("/version").body(Vec::new()).unwrap();
-            client.request_text(req).await.unwrap();
-            rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap()
-        };
-        assert_eq!(ask().await.as_deref(), Some("Bearer first.token"));
-        std::fs::write(&path, "  second.token \n").unwrap();
-        assert_eq!(ask().await.as_deref(), Some("Bearer second.token"));
-        // A file emptied (or removed) keeps the last token, as kube does.
-        std::fs::write(&path, "\n").unwrap();
-        assert_eq!(ask().await.as_deref(), Some("Bearer second.token"));
-    }
-
-    #[test]
-    fn a_token_file_is_left_to_kube_when_it_would_not_use_it_or_cannot_read_it() {
-        use kube::config::AuthInfo;
-        let tmp = tempfile::tempdir().unwrap();
-        let missing = AuthInfo {
-            token_file: Some(tmp.path().join("absent").display().to_string()),
-            ..AuthInfo::default()
-        };
-        let mut auth = missing.clone();
-        assert!(TokenFile::take(&mut auth, TOKEN_REREAD).is_none());
-        assert_eq!(
-            auth.token_file, missing.token_file,
-            "kube reports the file it cannot read"
-        );
-        let path = tmp.path().join("token");
-        std::fs::write(&path, "t\n").unwrap();
-        let inline = serde_json::from_value::<AuthInfo>(serde_json::json!({
-            "token": "inline", "tokenFile": path.display().to_string()
-        }))
-        .unwrap();
-        let mut auth = inline.clone();
-        assert!(TokenFile::take(&mut auth, TOKEN_REREAD).is_none());
-        assert_eq!(
-            auth.token_file, inline.token_file,
-            "an inline token comes first, as in kube"
-        );
-    }
 
     #[test]
     fn source_spec_parses_and_names_the_problem() {

@@ -39,8 +39,8 @@ pub struct Query {
 /// Why the fleet could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}", super::credentials_problem(.0))]
-    Client(#[source] kube::Error),
+    #[error(transparent)]
+    Client(super::connect::Error),
     #[error("cannot list pods in {namespace}: {why}")]
     ListPods { namespace: String, why: String },
     #[error("cannot read ConfigMap {namespace}/{name}: {why}")]
