@@ -584,9 +584,15 @@ pub(crate) fn in_cluster(dir: &Path) -> Result<Connection, InClusterError> {
     ) else {
         return Err(InClusterError::NoEnv);
     };
+    in_cluster_at(host, &port, dir)
+}
+
+/// The in-cluster connection to `host`:`port` (the service's environment) with the ServiceAccount at
+/// `dir`.
+fn in_cluster_at(host: String, port: &str, dir: &Path) -> Result<Connection, InClusterError> {
     let port_n = port
         .parse::<u16>()
-        .map_err(|_| InClusterError::Port(port.clone()))?;
+        .map_err(|_| InClusterError::Port(port.to_owned()))?;
     let host = match host.parse::<std::net::IpAddr>() {
         Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
         _ => host,
@@ -1136,5 +1142,45 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("exec plugin \"false\" failed"), "{e}");
+    }
+
+    /// The ServiceAccount's files make the in-cluster connection: the server from the service's
+    /// environment (an IPv6 address bracketed, 443 left out), the namespace trimmed, and a file that
+    /// is missing named.
+    #[test]
+    fn the_service_account_dir_gives_the_in_cluster_connection() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let e = in_cluster_at("10.0.0.1".into(), "443", dir)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(&dir.join("ca.crt").display().to_string()), "{e}");
+        assert!(e.contains("does not exist"), "{e}");
+        std::fs::write(
+            dir.join("ca.crt"),
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let e = in_cluster_at("10.0.0.1".into(), "443", dir)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(&dir.join("token").display().to_string()), "{e}");
+        std::fs::write(dir.join("token"), "sa-token\n").unwrap();
+        std::fs::write(dir.join("namespace"), "prod\n").unwrap();
+        let c = in_cluster_at("10.0.0.1".into(), "443", dir).unwrap();
+        assert_eq!(c.server(), "https://10.0.0.1/");
+        assert_eq!(c.namespace, "prod");
+        let Auth::TokenFile(t) = &c.auth else {
+            panic!("not the token file")
+        };
+        assert_eq!(t.header(), "Bearer sa-token");
+        let c = in_cluster_at("fd00::1".into(), "6443", dir).unwrap();
+        assert_eq!(c.server(), "https://[fd00::1]:6443/");
+        assert!(matches!(
+            in_cluster_at("10.0.0.1".into(), "https", dir),
+            Err(InClusterError::Port(_))
+        ));
     }
 }
