@@ -176,14 +176,20 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n".into());
     }
-    let verbose = req.uri().query().is_some_and(|q| {
-        q.split('&')
-            .any(|p| p == "verbose" || p.starts_with("verbose="))
-    });
+    let asks = |name: &str| {
+        req.uri().query().is_some_and(|q| {
+            q.split('&')
+                .any(|p| p == name || p.strip_prefix(name).is_some_and(|v| v.starts_with('=')))
+        })
+    };
     match req.uri().path() {
+        "/readyz" if asks("line") => {
+            let s = shared.snapshot();
+            readyz_line(&s)
+        }
         "/readyz" => {
             let s = shared.snapshot();
-            readyz(&s, verbose)
+            readyz(&s, asks("verbose"))
         }
         "/livez" => {
             let stuck = shared.snapshot().source_stuck();
@@ -217,15 +223,8 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
         }
         "/status" => {
             let s = shared.snapshot();
-            let source = s.source.as_ref().map(|v| v.to_json());
-            let body = match source {
-                None => serde_json::to_vec_pretty(&s),
-                Some(src) => serde_json::to_value(&s).and_then(|mut v| {
-                    v["source"] = src;
-                    serde_json::to_vec_pretty(&v)
-                }),
-            }
-            .unwrap_or_default();
+            let body =
+                serde_json::to_vec_pretty(&crate::state::StatusBody::of(&s)).unwrap_or_default();
             Response::builder()
                 .header(hyper::header::CONTENT_TYPE, "application/json")
                 .header(hyper::header::CACHE_CONTROL, "no-store")
@@ -250,6 +249,21 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
 }
 
 /// `ok`, or the one-line reason; with `verbose`, one line per check as the Kubernetes API server does.
+/// `/readyz?line`, the exec probe's one line in one request: `/readyz`'s answer, except that a ready
+/// pod holding back a newer config says what it holds (`holding 2.4.1; 3.0.0 is too-new`).
+pub fn readyz_line(s: &Status) -> Response<Full<Bytes>> {
+    match holding_line(s) {
+        Some(line) => text(StatusCode::OK, format!("{line}\n")),
+        None => readyz(s, false),
+    }
+}
+
+/// "holding 2.4.1; 3.0.0 is too-new" while ready and the active config is not the newest.
+fn holding_line(s: &Status) -> Option<String> {
+    let h = crate::state::Holding::of(s).filter(|_| s.ready)?;
+    Some(listing::one_line(&h.to_string()).into_owned())
+}
+
 pub fn readyz(s: &Status, verbose: bool) -> Response<Full<Bytes>> {
     let code = if s.ready {
         StatusCode::OK
@@ -284,4 +298,42 @@ pub fn readyz(s: &Status, verbose: bool) -> Response<Full<Bytes>> {
         "readyz check failed\n"
     });
     text(code, body)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_probe_line_names_what_is_held_while_ready() {
+        use crate::state::{ActiveView, CandidateView, Status};
+        use crate::verdict::Verdict;
+        let mut s = Status {
+            stale: true,
+            ready: true,
+            active: Some(ActiveView {
+                version: Some("2.4.1".into()),
+                sha256: crate::snapshot::ContentHash::of([]).printed(),
+                since: jiff::Timestamp::UNIX_EPOCH,
+                verdict: Verdict::Accepted,
+                variant: None,
+            }),
+            candidate: Some(CandidateView {
+                version: Some("3.0.0".into()),
+                sha256: None,
+                verdict: Verdict::TooNew,
+                reason: "version 3.0.0 is newer than ^2 allows".into(),
+                variant: None,
+            }),
+            ..Status::default()
+        };
+        assert_eq!(
+            super::holding_line(&s).as_deref(),
+            Some("holding 2.4.1; 3.0.0 is too-new")
+        );
+        // Not ready: `/readyz`'s reason, not the holding line.
+        s.ready = false;
+        assert_eq!(super::holding_line(&s), None);
+        s.ready = true;
+        s.stale = false;
+        assert_eq!(super::holding_line(&s), None);
+    }
 }

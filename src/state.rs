@@ -336,7 +336,7 @@ pub struct Status {
     /// A change waiting for this pod's share of the reload spread (none while nothing waits).
     #[serde(default)]
     pub spread: Option<SpreadView>,
-    /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::to_json`]),
+    /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::rendered`]),
     /// since its health depends on the time it is read at.
     #[serde(skip)]
     pub source: Option<SourceView>,
@@ -511,23 +511,64 @@ impl SourceView {
         ))
     }
 
-    /// The `/status` `source` object.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The `/status` `source` object, as it stands when read.
+    pub fn rendered(&self) -> SourceJson<'_> {
         let failing = self.failing_for();
-        serde_json::json!({
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resource_version": self.resource_version,
-            "recreated": self.recreated,
-            "previous_uid": self.previous_uid,
-            "watch": {
-                "healthy": self.watching,
-                "failing_since": failing.and(self.failing_since.map(|(_, t)| t.to_string())),
-                "last_error": self.last_error,
+        SourceJson {
+            kind: self.kind,
+            namespace: &self.namespace,
+            name: &self.name,
+            uid: self.uid.as_deref(),
+            resource_version: self.resource_version.as_deref(),
+            recreated: self.recreated,
+            previous_uid: self.previous_uid.as_deref(),
+            watch: WatchJson {
+                healthy: self.watching,
+                failing_since: failing.and(self.failing_since.map(|(_, t)| t)),
+                last_error: self.last_error.as_deref(),
             },
-        })
+        }
+    }
+}
+
+/// The `/status` `source` object: a [`SourceView`] at the time it is read.
+#[derive(Debug, Serialize)]
+pub struct SourceJson<'a> {
+    pub kind: &'static str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub uid: Option<&'a str>,
+    pub resource_version: Option<&'a str>,
+    pub recreated: bool,
+    pub previous_uid: Option<&'a str>,
+    pub watch: WatchJson<'a>,
+}
+
+/// The watch's health inside [`SourceJson`].
+#[derive(Debug, Serialize)]
+pub struct WatchJson<'a> {
+    pub healthy: bool,
+    /// Only while the watch is failing.
+    pub failing_since: Option<jiff::Timestamp>,
+    pub last_error: Option<&'a str>,
+}
+
+/// The `/status` body: the status with the API source's view as it stands when read, serialised
+/// once.
+#[derive(Debug, Serialize)]
+pub struct StatusBody<'a> {
+    #[serde(flatten)]
+    pub status: &'a Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceJson<'a>>,
+}
+
+impl<'a> StatusBody<'a> {
+    pub fn of(status: &'a Status) -> StatusBody<'a> {
+        StatusBody {
+            status,
+            source: status.source.as_ref().map(SourceView::rendered),
+        }
     }
 }
 
@@ -633,6 +674,51 @@ mod tests {
             }),
             ..Status::default()
         }
+    }
+
+    #[test]
+    fn status_body_is_the_status_in_its_order_then_the_source() {
+        let now = Instant::now();
+        let source = SourceView {
+            kind: "configmap",
+            namespace: "prod".into(),
+            name: "app".into(),
+            uid: Some("uid-1".into()),
+            resource_version: None,
+            recreated: false,
+            previous_uid: None,
+            watching: false,
+            last_error: Some("list: forbidden".into()),
+            failing_since: Some((now, "2026-01-02T03:04:05Z".parse().unwrap())),
+            last_error_at: Some(now),
+            stuck_after: Duration::from_secs(3600),
+        };
+        let plain = Status::default();
+        let with_source = Status {
+            source: Some(source),
+            ..Status::default()
+        };
+        let text = serde_json::to_string(&StatusBody::of(&with_source)).unwrap();
+        // One serialisation of the typed struct: its fields in their declared order, `source` last.
+        let at = |key: &str| text.find(&format!("\"{key}\":")).unwrap();
+        assert!(
+            at("ready") < at("reason") && at("reason") < at("accepts"),
+            "{text}"
+        );
+        assert!(at("spread") < at("source"), "{text}");
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["source"]["uid"], "uid-1");
+        assert_eq!(body["source"]["watch"]["healthy"], false);
+        assert_eq!(
+            body["source"]["watch"]["failing_since"],
+            "2026-01-02T03:04:05Z"
+        );
+        assert_eq!(body["source"]["watch"]["last_error"], "list: forbidden");
+        // Without a source the body is the status alone.
+        assert_eq!(
+            serde_json::to_value(StatusBody::of(&plain)).unwrap(),
+            serde_json::to_value(&plain).unwrap()
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::fmt;
 use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::configmap::Keys;
+use crate::configmap::{KeyError, Keys};
 use crate::listing;
 use crate::snapshot::{MAX_BYTES, MAX_KEYS, too_many_keys};
 
@@ -53,7 +53,7 @@ pub struct Object {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
     /// The keys as the kubelet would project them, or why they are not judged.
-    pub keys: Result<Keys, String>,
+    pub keys: Result<Keys, Refused>,
     /// When the object is a `Status` (a watch's `ERROR` event): its code, reason and message.
     pub status: Option<StatusFields>,
 }
@@ -269,13 +269,28 @@ impl<'de> Visitor<'de> for EventSeed {
     }
 }
 
+/// Why an object's keys are not judged. Names a key as a reason shows it, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("{}", too_many_keys())]
+    TooManyKeys,
+    #[error(
+        "the config is over the ConfigMap size limit of {MAX_BYTES} bytes (the limit was passed at key {key})"
+    )]
+    OverSize { key: String },
+    #[error("{section} key {key} is not valid base64")]
+    Base64 { section: &'static str, key: String },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
 /// The keys read so far and what is left of the budget, shared by `data` and `binaryData`.
 struct Gathered {
     keys: Keys,
     count: usize,
     bytes: u64,
     /// Why the keys are refused; once set, nothing more is kept.
-    problem: Option<String>,
+    problem: Option<Refused>,
 }
 
 impl Gathered {
@@ -295,7 +310,7 @@ impl Gathered {
         }
         self.count += 1;
         if self.count > MAX_KEYS {
-            self.problem = Some(too_many_keys());
+            self.problem = Some(Refused::TooManyKeys);
             self.keys = Keys::default();
             return false;
         }
@@ -306,15 +321,14 @@ impl Gathered {
     fn add(&mut self, section: &'static str, key: &str, bytes: Vec<u8>) {
         self.bytes += bytes.len() as u64;
         if self.bytes > MAX_BYTES {
-            self.problem = Some(format!(
-                "the config is over the ConfigMap size limit of {MAX_BYTES} bytes (the limit was passed at key {})",
-                listing::name(key)
-            ));
+            self.problem = Some(Refused::OverSize {
+                key: listing::name(key),
+            });
             self.keys = Keys::default();
             return;
         }
         if let Err(why) = self.keys.insert(section, key, bytes) {
-            self.problem = Some(why.to_string());
+            self.problem = Some(Refused::Key(why));
             self.keys = Keys::default();
         }
     }
@@ -464,11 +478,10 @@ impl<'de> Visitor<'de> for Section<'_> {
                 match base64::engine::general_purpose::STANDARD.decode(value.as_bytes()) {
                     Ok(b) => b,
                     Err(_) => {
-                        self.gathered.problem = Some(format!(
-                            "{} key {} is not valid base64",
-                            self.name,
-                            listing::name(&key)
-                        ));
+                        self.gathered.problem = Some(Refused::Base64 {
+                            section: self.name,
+                            key: listing::name(&key),
+                        });
                         self.gathered.keys = Keys::default();
                         continue;
                     }
@@ -531,7 +544,8 @@ mod tests {
             Kind::ConfigMap,
             &json!({"data": data, "metadata": {"resourceVersion": "9"}}),
         );
-        assert_eq!(o.keys.unwrap_err(), too_many_keys());
+        assert_eq!(o.keys.unwrap_err(), Refused::TooManyKeys);
+        assert_eq!(Refused::TooManyKeys.to_string(), too_many_keys());
         assert_eq!(o.resource_version.as_deref(), Some("9"));
     }
 
@@ -544,6 +558,8 @@ mod tests {
             &json!({"data": {"a": half, "b": half}, "binaryData": {"c": "AA=="}}),
         );
         let why = o.keys.unwrap_err();
+        assert_eq!(why, Refused::OverSize { key: "b".into() });
+        let why = why.to_string();
         assert!(
             why.contains("size limit of 1048576 bytes") && why.contains("at key b"),
             "{why}"
@@ -556,12 +572,20 @@ mod tests {
             Kind::ConfigMap,
             &json!({"data": {"a": "x"}, "binaryData": {"a": "AA=="}}),
         );
-        assert!(o.keys.unwrap_err().contains("in both data and binaryData"));
+        assert!(matches!(
+            o.keys.unwrap_err(),
+            Refused::Key(KeyError::Both(_))
+        ));
         let o = read(Kind::ConfigMap, &json!({"binaryData": {"b": "hunter2!"}}));
         let why = o.keys.unwrap_err();
-        assert_eq!(why, "binaryData key b is not valid base64");
+        assert_eq!(why.to_string(), "binaryData key b is not valid base64");
         let o = read(Kind::ConfigMap, &json!({"data": {"..data": "x"}}));
-        assert!(o.keys.unwrap_err().contains("not a valid ConfigMap key"));
+        assert!(
+            o.keys
+                .unwrap_err()
+                .to_string()
+                .contains("not a valid ConfigMap key")
+        );
     }
 
     #[test]

@@ -54,20 +54,14 @@ pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
 pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
     let listen = std::env::var("CONFGATE_LISTEN").ok();
     let host_port = probe_addr(args.addr.as_deref(), listen.as_deref())?;
-    let url = format!("http://{host_port}{}", args.kind.path());
-    let held = args.kind == crate::cli::ProbeKind::Ready;
+    // Ready asks for the one line (`/readyz?line`: held back configs named), in one request.
+    let path = match args.kind {
+        crate::cli::ProbeKind::Ready => "/readyz?line",
+        other => other.path(),
+    };
+    let url = format!("http://{host_port}{path}");
     let deadline = std::time::Instant::now() + args.timeout;
-    let got = http::get(&host_port, args.kind.path(), deadline).map(|(code, body)| {
-        // Ready while holding back a newer config: say so, as the exec probe's one line.
-        let holding = if held && (200..300).contains(&code) {
-            http::get(&host_port, "/status", deadline)
-                .ok()
-                .and_then(|(_, s)| holding_line(&s))
-        } else {
-            None
-        };
-        (code, holding.map_or(body, |h| format!("{h}\n")))
-    });
+    let got = http::get(&host_port, path, deadline);
     Ok(match got {
         Ok((code, body)) if (200..300).contains(&code) => {
             print!("{body}");
@@ -77,12 +71,6 @@ pub fn probe(args: ProbeArgs) -> Result<Outcome, Error> {
         Ok((_, body)) => Outcome::No(body.trim_end().to_owned()),
         Err(e) => Outcome::No(format!("GET {url}: {e}")),
     })
-}
-
-/// "holding 2.4.1; 3.0.0 is too-new" from a `/status` body whose active config is not the newest.
-fn holding_line(status: &str) -> Option<String> {
-    let s: crate::state::Status = serde_json::from_str(status).ok()?;
-    crate::state::Holding::of(&s).map(|h| crate::listing::one_line(&h.to_string()).into_owned())
 }
 
 /// The HOST:PORT `probe` asks: `--addr`/`CONFGATE_PROBE_ADDR` (an `http://` prefix and a trailing
@@ -140,39 +128,6 @@ fn humantime_like(d: std::time::Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::probe_addr;
-
-    #[test]
-    fn holding_line_reads_the_status_back() {
-        use crate::state::{ActiveView, CandidateView, Status};
-        use crate::verdict::Verdict;
-        let mut s = Status {
-            stale: true,
-            active: Some(ActiveView {
-                version: Some("2.4.1".into()),
-                sha256: crate::snapshot::ContentHash::of([]).printed(),
-                since: jiff::Timestamp::UNIX_EPOCH,
-                verdict: Verdict::Accepted,
-                variant: None,
-            }),
-            candidate: Some(CandidateView {
-                version: Some("3.0.0".into()),
-                sha256: None,
-                verdict: Verdict::TooNew,
-                reason: "version 3.0.0 is newer than ^2 allows".into(),
-                variant: None,
-            }),
-            ..Status::default()
-        };
-        let body = serde_json::to_string(&s).unwrap();
-        assert_eq!(
-            super::holding_line(&body).as_deref(),
-            Some("holding 2.4.1; 3.0.0 is too-new")
-        );
-        s.stale = false;
-        let body = serde_json::to_string(&s).unwrap();
-        assert_eq!(super::holding_line(&body), None);
-        assert_eq!(super::holding_line(r#"{"stale":true}"#), None);
-    }
 
     #[test]
     fn probe_address_from_flag_url_or_listen() {

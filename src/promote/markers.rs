@@ -293,15 +293,7 @@ fn marker_dir(dir: &Path, marker: &str) -> Option<String> {
 }
 
 fn parse_hash(text: &str) -> Option<ContentHash> {
-    let hex = text.strip_prefix("sha256:")?;
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(ContentHash(out))
+    ContentHash::parse_plain(text).ok()
 }
 
 /// How the line naming the reload target of a record of refusals starts.

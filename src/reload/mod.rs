@@ -238,7 +238,7 @@ pub enum Outcome {
     Reloaded(ContentHash),
     /// The attempt did not reach the component (connection error, timeout, no handler yet, or its
     /// metrics never confirmed); the worker retries with backoff.
-    Failed(String),
+    Failed(Failure),
     /// The component answered that it refused this content (an HTTP 4xx/5xx, or its metrics said the
     /// reload failed), with its reason. Not retried.
     Rejected { sha256: ContentHash, reason: String },
@@ -249,6 +249,31 @@ pub enum Outcome {
     /// A start-up check did not reach the component yet (it is still starting), and why; it looks
     /// again.
     Waiting(String),
+}
+
+/// A failed attempt's error, shared: the loop keeps it (the status's `last_error` shows it) while
+/// the worker goes on. Two are equal when they say the same.
+#[derive(Debug, Clone)]
+pub struct Failure(Arc<Error>);
+
+impl Failure {
+    pub fn new(e: Error) -> Failure {
+        Failure(Arc::new(e))
+    }
+}
+
+impl PartialEq for Failure {
+    fn eq(&self, other: &Failure) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for Failure {}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
 }
 
 /// What the worker is doing, for [`Handle::on_its_way`].
@@ -508,7 +533,7 @@ async fn worker(
                     shared.metrics.reload(false, took.as_secs_f64());
                     let wait = jitter(delay.failed());
                     warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
-                    let _ = report.send(Outcome::Failed(e.to_string()));
+                    let _ = report.send(Outcome::Failed(Failure::new(e)));
                     busy(false);
                     if superseded(&mut rx, wait).await {
                         break;

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 /// The bytes are always the plain digest, so comparisons, de-duplication and the reload-owed marker
 /// (in the promoted dir, beside the content itself) work alike; only the text form is sealed.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ContentHash(pub [u8; 32]);
+pub struct ContentHash([u8; 32]);
 
 /// The process's key for sealed hashes, set once at start-up when the content is a Secret.
 static SEAL: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
@@ -85,6 +85,12 @@ impl ContentHash {
         Plain(self)
     }
 
+    /// Reads back the plain form ([`ContentHash::plain`]) that the promoted dir's markers hold.
+    pub(crate) fn parse_plain(text: &str) -> Result<ContentHash, HashTextError> {
+        let hex = text.strip_prefix("sha256:").ok_or(HashTextError::Prefix)?;
+        digest_of_hex(hex).map(ContentHash)
+    }
+
     /// Hashes keys and values in the documented encoding; the order they come in does not matter.
     ///
     /// ```
@@ -153,25 +159,38 @@ impl fmt::Debug for PrintedHash {
     }
 }
 
+/// Why a text is not a printed hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HashTextError {
+    #[error("a hash starts with sha256: or hmac-sha256:")]
+    Prefix,
+    #[error("a hash has 64 hex digits after its prefix")]
+    Digits,
+}
+
+/// The 32 bytes of 64 hex digits.
+fn digest_of_hex(hex: &str) -> Result<[u8; 32], HashTextError> {
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(HashTextError::Digits);
+    }
+    let mut bytes = [0u8; 32];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        // Checked above: two ASCII hex digits always parse.
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| HashTextError::Digits)?;
+    }
+    Ok(bytes)
+}
+
 impl std::str::FromStr for PrintedHash {
-    type Err = String;
-    fn from_str(s: &str) -> Result<PrintedHash, String> {
-        let (make, hex): (fn([u8; 32]) -> PrintedHash, &str) =
-            if let Some(h) = s.strip_prefix("sha256:") {
-                (PrintedHash::Sha256, h)
-            } else if let Some(h) = s.strip_prefix("hmac-sha256:") {
-                (PrintedHash::HmacSha256, h)
-            } else {
-                return Err("a hash starts with sha256: or hmac-sha256:".into());
-            };
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err("a hash has 64 hex digits after its prefix".into());
+    type Err = HashTextError;
+    fn from_str(s: &str) -> Result<PrintedHash, HashTextError> {
+        if let Some(h) = s.strip_prefix("sha256:") {
+            digest_of_hex(h).map(PrintedHash::Sha256)
+        } else if let Some(h) = s.strip_prefix("hmac-sha256:") {
+            digest_of_hex(h).map(PrintedHash::HmacSha256)
+        } else {
+            Err(HashTextError::Prefix)
         }
-        let mut bytes = [0u8; 32];
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-        }
-        Ok(make(bytes))
     }
 }
 
@@ -182,8 +201,8 @@ impl From<PrintedHash> for String {
 }
 
 impl TryFrom<String> for PrintedHash {
-    type Error = String;
-    fn try_from(s: String) -> Result<PrintedHash, String> {
+    type Error = HashTextError;
+    fn try_from(s: String) -> Result<PrintedHash, HashTextError> {
         s.parse()
     }
 }
@@ -251,5 +270,15 @@ mod tests {
         ] {
             assert!(bad.parse::<PrintedHash>().is_err(), "{bad}");
         }
+        assert_eq!("md5:00".parse::<PrintedHash>(), Err(HashTextError::Prefix));
+        assert_eq!(
+            "sha256:ab".parse::<PrintedHash>(),
+            Err(HashTextError::Digits)
+        );
+        assert_eq!(ContentHash::parse_plain(&h.plain().to_string()), Ok(h));
+        assert_eq!(
+            ContentHash::parse_plain(&sealed.to_string()),
+            Err(HashTextError::Prefix)
+        );
     }
 }

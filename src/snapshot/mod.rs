@@ -19,7 +19,7 @@ mod read;
 
 pub use hash::Plain;
 pub(crate) use hash::seal;
-pub use hash::{ContentHash, PrintedHash, sealed};
+pub use hash::{ContentHash, HashTextError, PrintedHash, sealed};
 pub use read::read;
 pub(crate) use read::{stat_small, too_many_keys};
 

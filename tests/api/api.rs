@@ -370,7 +370,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
         gone.elapsed()
     );
     assert_eq!(
-        view_rx.borrow().as_ref().unwrap().to_json()["watch"]["healthy"],
+        serde_json::to_value(view_rx.borrow().as_ref().unwrap().rendered()).unwrap()["watch"]["healthy"],
         false,
         "not healthy before the new list is in"
     );
@@ -415,7 +415,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
     assert!(view.recreated, "{view:?}");
     assert_eq!(view.uid.as_deref(), Some("uid-2"));
     assert_eq!(view.previous_uid.as_deref(), Some("uid-1"));
-    let json = view.to_json();
+    let json = serde_json::to_value(view.rendered()).unwrap();
     assert_eq!(json["recreated"], true);
     assert_eq!(json["uid"], "uid-2");
     assert_eq!(json["resource_version"], "202");
@@ -453,7 +453,10 @@ async fn configmap_watch_follows_the_object_through_its_life() {
         "{err}"
     );
     assert!(view.failing_for().is_some());
-    assert_eq!(view.to_json()["watch"]["healthy"], false);
+    assert_eq!(
+        serde_json::to_value(view.rendered()).unwrap()["watch"]["healthy"],
+        false
+    );
     assert!(view.stuck().is_none(), "not stuck yet: {view:?}");
     let metrics = shared.metrics.render(&Status::default());
     assert!(
@@ -491,7 +494,10 @@ async fn the_watch_is_back_within_seconds_of_the_api_server() {
     let (client, mut h) = mock(SIDECAR_ROLE);
     let shared = Shared::new();
     let (mut rx, view_rx) = spawn_source(client, shared.clone());
-    let healthy = || view_rx.borrow().as_ref().unwrap().to_json()["watch"]["healthy"] == true;
+    let healthy = || {
+        serde_json::to_value(view_rx.borrow().as_ref().unwrap().rendered()).unwrap()["watch"]["healthy"]
+            == true
+    };
     let send = expect_list(&mut h).await;
     respond(
         send,

@@ -83,6 +83,11 @@ fn probe_says_what_is_held_follows_listen_and_takes_a_url() {
     let out = run(&["probe", "ready", "--addr", &url]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(text(&out.stdout), "holding 2.4.1; 3.0.0 is too-new\n");
+    assert_eq!(
+        common::get(g.port, "/readyz?line"),
+        Some((200, "holding 2.4.1; 3.0.0 is too-new\n".into()))
+    );
+    assert_eq!(common::get(g.port, "/readyz"), Some((200, "ok\n".into())));
     // No --addr: loopback at the port the sidecar was told to listen on.
     let out = Command::new(BIN)
         .args(["probe", "live"])
@@ -101,6 +106,38 @@ fn probe_says_what_is_held_follows_listen_and_takes_a_url() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// The exec probe's one line (held back configs named) comes from one request, `/readyz?line`:
+/// not `/readyz` and then the whole `/status`.
+#[test]
+fn probe_ready_asks_one_request_for_its_line() {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            record.lock().unwrap().push(line.trim_end().to_owned());
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {}
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nok\n",
+            );
+        }
+    });
+    let out = run(&["probe", "ready", "--addr", &addr]);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), "ok\n".into()),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(*seen.lock().unwrap(), ["GET /readyz?line HTTP/1.1"]);
 }
 
 #[test]

@@ -2,7 +2,6 @@
 
 use super::{Fleet, Row};
 use crate::api::condition::Reason;
-use crate::snapshot::ContentHash;
 use crate::state::Track;
 
 impl Fleet {
@@ -21,14 +20,11 @@ impl Fleet {
             }),
             // The pod has not seen the rollout yet (or its confgate does not know rollouts).
             (Some(_), None) => return false,
-            (None, _) => self
-                .configmap
-                .as_ref()
-                .map(|(_, h)| h.unwrap_or(ContentHash([0; 32]))),
+            (None, _) => self.configmap.as_ref().and_then(|(_, h)| *h),
         };
         let sha_ok = match (&self.configmap, expected) {
-            (None, _) | (_, None) => true,
             (Some((_, None)), _) => false,
+            (None, _) | (_, None) => true,
             (Some(_), Some(h)) => r.sha256.as_deref() == Some(&h.to_string()),
         };
         compatible && sha_ok && self.refusal(r).is_none()

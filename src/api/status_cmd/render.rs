@@ -349,12 +349,15 @@ mod tests {
                 .starts_with("pod d holds the candidate version 3.0.0")
         );
         // With the ConfigMap read, a refusal of content it no longer holds is not one.
-        fleet.configmap = Some(("app".into(), Some(ContentHash([1; 32]))));
+        fleet.configmap = Some((
+            "app".into(),
+            Some(ContentHash::of([("k", b"1".as_slice())])),
+        ));
         fleet.tracks = Some(Tracks {
             percent: Percent::parse("25%").ok(),
             keys: "config.yaml".into(),
-            stable: ContentHash([2; 32]),
-            candidate: ContentHash([3; 32]),
+            stable: ContentHash::of([("k", b"2".as_slice())]),
+            candidate: ContentHash::of([("k", b"3".as_slice())]),
         });
         assert_eq!(fleet.first_refusal(), None);
         assert!(

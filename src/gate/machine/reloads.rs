@@ -75,7 +75,7 @@ impl Reloads {
                 r.consecutive_failures = r.consecutive_failures.saturating_add(1);
                 r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Failure;
-                r.last_error = Some(e.clone());
+                r.last_error = Some(e.to_string());
             }
             // A start-up check still looking for the component: pending, with what it waits for.
             Outcome::Waiting(why) => {
@@ -105,6 +105,8 @@ impl Reloads {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reload::{Error, Failure};
+    use std::time::Duration;
 
     #[test]
     fn failures_in_a_row_are_counted_until_an_attempt_reaches_the_component() {
@@ -112,7 +114,9 @@ mod tests {
         let h = ContentHash::of([("version", b"2.5.0".as_slice())]);
         for _ in 0..3 {
             r.report(&Outcome::Attempting);
-            r.report(&Outcome::Failed("connection refused".into()));
+            r.report(&Outcome::Failed(Failure::new(Error::Timeout(
+                Duration::from_secs(1),
+            ))));
         }
         r.report(&Outcome::Attempting);
         assert_eq!(
@@ -120,15 +124,24 @@ mod tests {
             3,
             "an attempt in flight keeps the count"
         );
+        // The worker's typed error, shown as its text.
+        assert_eq!(
+            r.view().last_error.as_deref(),
+            Some("attempt timed out after 1s")
+        );
         r.report(&Outcome::Reloaded(h));
         assert_eq!(r.view().consecutive_failures, 0);
-        r.report(&Outcome::Failed("timed out".into()));
+        r.report(&Outcome::Failed(Failure::new(Error::Timeout(
+            Duration::from_secs(2),
+        ))));
         r.report(&Outcome::Rejected {
             sha256: h,
             reason: "bad rule".into(),
         });
         assert_eq!(r.view().consecutive_failures, 0, "a refusal reached it");
-        r.report(&Outcome::Failed("timed out".into()));
+        r.report(&Outcome::Failed(Failure::new(Error::Timeout(
+            Duration::from_secs(2),
+        ))));
         r.report(&Outcome::NothingToReload {
             sha256: h,
             why: "no process".into(),

@@ -413,7 +413,12 @@ fn a_corrected_reload_target_resends_the_owed_request() {
     let mut g = started(&c, None);
     let a = cfg("2.0.0");
     promote(&mut g, &a, c.at(10), 100);
-    g.handle(Event::Reload(Outcome::Failed("refused".into())), c.at(20));
+    g.handle(
+        Event::Reload(Outcome::Failed(crate::reload::Failure::new(
+            crate::reload::Error::Timeout(std::time::Duration::from_secs(1)),
+        ))),
+        c.at(20),
+    );
     let fixed = "http://127.0.0.1:10/reload";
     let changed = g.handle(
         Event::Annotations(Ok(Some(ann("confgate.io/reload", fixed)))),
