@@ -14,6 +14,7 @@
 mod common;
 
 mod api_mode;
+mod frozen;
 mod manifests;
 mod node;
 mod policy;
