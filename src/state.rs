@@ -137,17 +137,8 @@ pub struct HeldCandidate {
     /// The candidate set's hash.
     pub hash: Option<ContentHash>,
     pub verdict: Verdict,
-    /// Why: its judgement's reason, or `None` when the component refused it.
-    pub judged: Option<String>,
-}
-
-impl HeldCandidate {
-    /// Why it is held, in words.
-    pub fn reason(&self) -> &str {
-        self.judged
-            .as_deref()
-            .unwrap_or("the component rejected it")
-    }
+    /// Why, in words: its judgement's reason, or what the component said when it refused it.
+    pub reason: String,
 }
 
 impl Rollout {
@@ -199,7 +190,7 @@ impl Rollout {
                 version: h.version.clone(),
                 sha256: h.hash.map(|h| h.to_string()),
                 verdict: h.verdict,
-                reason: h.reason().to_owned(),
+                reason: h.reason.clone(),
             }),
             reason: self.reason(),
         }

@@ -34,6 +34,12 @@ const WATCH_TIMEOUT_SECS: u32 = 290;
 /// A watch that says nothing for this long is taken as a dropped connection and made again.
 const IDLE: Duration = Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 5);
 
+/// How long a list (its whole answer), a get, or a watch's start may take. kube sets no read
+/// timeout, so an API server that takes the connection and never answers would hold the source
+/// forever, saying nothing; past this, the request fails, is logged and shown, and is retried.
+/// The API server answers a list of one object in milliseconds, and its own request timeout is 60 s.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
+
 /// What the list and the watch tell.
 #[derive(Debug)]
 pub enum Event {
@@ -67,6 +73,12 @@ pub enum Error {
     TooLarge { request: &'static str },
     #[error("{request}: the answer has no resourceVersion")]
     NoResourceVersion { request: &'static str },
+    /// The API server took the request and did not answer in time.
+    #[error("{request}: no answer from the API server within {}s", .after.as_secs_f64())]
+    NoAnswer {
+        request: &'static str,
+        after: Duration,
+    },
 }
 
 impl Error {
@@ -86,22 +98,52 @@ impl Error {
 
 /// Reads the `kind` object `target` (a `get`); `None` when there is none.
 pub async fn get(client: Client, kind: Kind, target: &Target) -> Result<Option<Object>, Error> {
+    get_within(client, kind, target, ANSWER_DEADLINE).await
+}
+
+async fn get_within(
+    client: Client,
+    kind: Kind,
+    target: &Target,
+    deadline: Duration,
+) -> Result<Option<Object>, Error> {
     let mut lw = ListWatch::new(client, kind, target);
+    lw.deadline = deadline;
     let req = kube::core::Request::new(&lw.path)
         .get(&target.name, &kube::api::GetParams::default())
         .map_err(|e| Error::List(kube::Error::BuildRequest(e)))?;
-    let body = match lw.send(req).await {
-        Ok(body) => body,
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
-        Err(e) => return Err(Error::List(e)),
+    let answer = answered(lw.deadline, "get", async {
+        let body = match lw.send(req).await {
+            Ok(body) => body,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(e) => return Err(Error::List(e)),
+        };
+        Lines::new(body, "get").whole().await.map(Some)
+    })
+    .await?;
+    let Some(answer) = answer else {
+        return Ok(None);
     };
-    let answer = Lines::new(body, "get").whole().await?;
     object::object(kind, answer)
         .map(Some)
         .map_err(|why| Error::Unreadable {
             request: "get",
             why,
         })
+}
+
+/// `work` (a request of kind `request`), failed with [`Error::NoAnswer`] past `deadline`.
+async fn answered<T>(
+    deadline: Duration,
+    request: &'static str,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    tokio::time::timeout(deadline, work)
+        .await
+        .unwrap_or(Err(Error::NoAnswer {
+            request,
+            after: deadline,
+        }))
 }
 
 /// Where the list and watch are.
@@ -123,6 +165,8 @@ pub struct ListWatch {
     path: String,
     fields: String,
     state: State,
+    /// [`ANSWER_DEADLINE`], shorter in tests.
+    deadline: Duration,
 }
 
 impl ListWatch {
@@ -137,7 +181,15 @@ impl ListWatch {
             path: format!("/api/v1/namespaces/{}/{plural}", target.namespace),
             fields: format!("metadata.name={}", target.name),
             state: State::Empty,
+            deadline: ANSWER_DEADLINE,
         }
+    }
+
+    /// The same, with `deadline` for each answer instead of [`ANSWER_DEADLINE`].
+    #[cfg(test)]
+    fn with_deadline(mut self, deadline: Duration) -> ListWatch {
+        self.deadline = deadline;
+        self
     }
 
     /// The next event. After an error the `ListWatch` is spent: make a new one, which lists again.
@@ -196,9 +248,11 @@ impl ListWatch {
         let req = kube::core::Request::new(&self.path)
             .list(&lp)
             .map_err(|e| Error::List(kube::Error::BuildRequest(e)))?;
-        let body = self.send(req).await.map_err(Error::List)?;
-        let mut lines = Lines::new(body, "list");
-        let answer = lines.whole().await?;
+        let answer = answered(self.deadline, "list", async {
+            let body = self.send(req).await.map_err(Error::List)?;
+            Lines::new(body, "list").whole().await
+        })
+        .await?;
         object::list(self.kind, answer).map_err(|why| Error::Unreadable {
             request: "list",
             why,
@@ -220,7 +274,10 @@ impl ListWatch {
             hyper::header::ACCEPT_ENCODING,
             hyper::header::HeaderValue::from_static("identity"),
         );
-        let body = self.send(req).await.map_err(Error::WatchStart)?;
+        let body = answered(self.deadline, "watch", async {
+            self.send(req).await.map_err(Error::WatchStart)
+        })
+        .await?;
         Ok(Lines::new(body, "watch"))
     }
 
@@ -401,5 +458,104 @@ impl std::io::Read for Chunks {
             return Ok(n);
         }
         Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead as _, BufReader, Write as _};
+
+    /// An API server on loopback that takes every connection and answers a list of nothing, but
+    /// never answers a watch (or, with `answer_lists` false, anything at all). Connections are
+    /// held open until the test ends.
+    fn silent_server(answer_lists: bool) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
+                // The rest of the head.
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                if answer_lists && !first.contains("watch=") {
+                    let body = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}"#;
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+                held.push(conn);
+            }
+        });
+        url
+    }
+
+    fn listwatch(url: &str) -> ListWatch {
+        let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let target = Target {
+            namespace: "prod".into(),
+            name: "app".into(),
+        };
+        ListWatch::new(client, Kind::ConfigMap, &target).with_deadline(Duration::from_millis(200))
+    }
+
+    #[tokio::test]
+    async fn a_list_the_api_server_never_answers_fails_and_says_so() {
+        let url = silent_server(false);
+        let e = listwatch(&url).next().await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::NoAnswer {
+                    request: "list",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "list: no answer from the API server within 0.2s"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watch_the_api_server_never_starts_fails_and_says_so() {
+        let url = silent_server(true);
+        let mut lw = listwatch(&url);
+        assert!(matches!(lw.next().await, Ok(Event::Listed(None))));
+        let e = lw.next().await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::NoAnswer {
+                    request: "watch",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_get_the_api_server_never_answers_fails_and_says_so() {
+        let url = silent_server(false);
+        let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let target = Target {
+            namespace: "prod".into(),
+            name: "app".into(),
+        };
+        let e = get_within(client, Kind::ConfigMap, &target, Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::NoAnswer { request: "get", .. }), "{e:?}");
     }
 }

@@ -169,6 +169,8 @@ fn classify(e: &listwatch::Error) -> Failure {
         },
         // The server answered, with something that could not be used.
         E::Unreadable { .. } | E::TooLarge { .. } | E::NoResourceVersion { .. } => Some(0),
+        // Connected, and nothing came back: as good as unreachable.
+        E::NoAnswer { .. } => None,
     };
     match status {
         Some(410) => Failure::Gone,

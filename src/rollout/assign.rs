@@ -85,7 +85,7 @@ pub fn choose(
     observed: Observed,
     settings: &Settings,
     bucket: Option<Bucket>,
-    refused: &[ContentHash],
+    refused: &[(ContentHash, String)],
 ) -> (Choice, Option<Rollout>) {
     let plan = match &observed {
         Observed::Config(snap) => Plan::read(snap, settings.variants.as_ref()),
@@ -132,21 +132,28 @@ pub fn choose(
         rollout.candidate_own = Some(own);
         let c = variants::choose(Observed::Config(parts.candidate()), settings);
         // Refused as a whole set, or for its own keys beside other stable ones.
-        let rejected =
-            refused.contains(&own) || c.observed.hash().is_some_and(|h| refused.contains(&h));
+        let set = c.observed.hash();
+        let rejected = refused
+            .iter()
+            .rev()
+            .find(|(h, _)| *h == own || Some(*h) == set)
+            .map(|(_, why)| why.clone());
         let passes = c.judgement.verdict == Verdict::Accepted || settings.mode == Mode::Observe;
-        if passes && !rejected {
+        if passes && rejected.is_none() {
             return (c, Some(rollout));
         }
         rollout.held = Some(HeldCandidate {
             hash: c.observed.hash(),
             version: c.judgement.version,
-            verdict: if rejected {
+            verdict: if rejected.is_some() {
                 Verdict::RejectedByComponent
             } else {
                 c.judgement.verdict
             },
-            judged: (!rejected).then_some(c.judgement.reason),
+            reason: match rejected {
+                Some(why) => format!("the component rejected it: {why}"),
+                None => c.judgement.reason,
+            },
         });
     }
     (
@@ -290,11 +297,23 @@ mod tests {
             panic!()
         };
         let refused = split(snap).candidate().hash();
-        let (c, v) = choose(mid("50%", "version: 2.5.0\n"), &s, low(), &[refused]);
+        let said = "HTTP 500: rule file broken.yml: bad expression".to_owned();
+        let (c, v) = choose(
+            mid("50%", "version: 2.5.0\n"),
+            &s,
+            low(),
+            &[(refused, said)],
+        );
         let v = v.unwrap().view();
         assert_eq!(v.track, Track::Stable);
         assert_eq!(c.judgement.version.as_deref(), Some("2.4.1"));
-        assert_eq!(v.held.unwrap().verdict, Verdict::RejectedByComponent);
+        let held = v.held.unwrap();
+        assert_eq!(held.verdict, Verdict::RejectedByComponent);
+        // What the component said stays in the reason.
+        assert_eq!(
+            held.reason,
+            "the component rejected it: HTTP 500: rule file broken.yml: bad expression"
+        );
 
         // Observe mode holds nothing back.
         let observe = Settings::from_raw(&Raw {

@@ -1191,6 +1191,7 @@ fn status_summary_for_pods_behind_and_not_reporting() {
         current: cond.map(|c| (c, "Accepted".to_owned())),
         held: None,
         held_sha256: None,
+        waiting: None,
         version: v.map(str::to_owned),
         sha256: v.map(|v| hash(v).to_string()),
         applied: None,

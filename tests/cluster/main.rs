@@ -8,12 +8,14 @@
 //! `#[ignore = "needs …"]`, so `cargo test` lists them as ignored; run with `--ignored` (CI does where
 //! the binaries are) each fails with the reason when one is missing, never passes by skipping. One API
 //! server serves every test of this binary (`server::cluster`); each test works in namespaces of its own.
+//! `frozen` needs no server but root (a loop mount held by `fsfreeze`); `.ci/run` runs it on its own.
 #![cfg(all(feature = "api", feature = "policy"))]
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod api_mode;
+mod frozen;
 mod manifests;
 mod node;
 mod policy;

@@ -331,7 +331,7 @@ fn check_mounts(
                     let (choice, view) =
                         confgate::rollout::choose(obs.clone(), settings, bucket, &[]);
                     let j = match view.as_ref().and_then(|v| v.held.as_ref()) {
-                        Some(h) => (h.verdict, format!("the candidate: {}", h.reason())),
+                        Some(h) => (h.verdict, format!("the candidate: {}", h.reason)),
                         None => (choice.judgement.verdict, choice.judgement.reason),
                     };
                     if j.0 != Verdict::Accepted {

@@ -21,6 +21,7 @@ use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::rollout::{self, Percent, Plan};
 use crate::snapshot::{ContentHash, Snapshot};
 use crate::state::Holding;
+use crate::verdict::Verdict;
 
 mod judge;
 mod render;
@@ -107,6 +108,9 @@ pub struct Row {
     pub held: Option<Holding>,
     /// The hash of the config held back, when it is known.
     pub held_sha256: Option<String>,
+    /// An accepted newer config waiting for this pod's share of the reload spread (its version,
+    /// or hash when it has none): not a hold.
+    pub waiting: Option<String>,
     pub version: Option<String>,
     pub sha256: Option<String>,
     /// What the component confirmed it runs (version, hash), when the sidecar knows.
@@ -162,7 +166,21 @@ pub fn row(pod: &PodView) -> Row {
         .as_ref()
         .and_then(|m| m.active.clone())
         .unwrap_or_default();
-    let held = facts.and_then(|m| m.newest).map(|n| Holding {
+    // Waiting out its share of the reload spread, a pod holds nothing back: the newer config is
+    // accepted and promoted at its time.
+    let spreading = current.is_some_and(|c| c.reason.as_deref() == Some("Spreading"));
+    let newest = facts.and_then(|m| m.newest);
+    let waiting = newest
+        .as_ref()
+        .filter(|n| spreading && n.verdict == Verdict::Accepted)
+        .map(|n| {
+            n.config
+                .version
+                .clone()
+                .or_else(|| n.config.sha256.clone())
+                .unwrap_or_else(|| "a newer config".into())
+        });
+    let held = newest.filter(|_| waiting.is_none()).map(|n| Holding {
         held: active.version.clone(),
         in_place: n.config.sha256.is_some() && n.config.sha256 == active.sha256,
         newest: n.config.version,
@@ -177,6 +195,7 @@ pub fn row(pod: &PodView) -> Row {
         current: current.map(|c| (c.status == "True", c.reason.clone().unwrap_or_default())),
         held,
         held_sha256,
+        waiting,
         version,
         sha256,
         applied,

@@ -202,6 +202,11 @@ impl Fleet {
                 }
                 Some((true, _)) => match (&r.current, &r.held) {
                     (Some((false, _)), Some(held)) => held.to_string(),
+                    (Some((false, _)), None) if r.waiting.is_some() => format!(
+                        "running {}: {} waits for this pod's share of the reload spread",
+                        version(r),
+                        r.waiting.as_deref().unwrap_or_default()
+                    ),
                     // Mid-rollout, the candidate is held on the pod: the refusal says it.
                     (Some((false, _)), None)
                         if r.rollout.as_ref().is_some_and(|p| p.held.is_some()) =>
@@ -278,6 +283,7 @@ mod tests {
             current: Some((true, "Accepted".into())),
             held: None,
             held_sha256: None,
+            waiting: None,
             version: Some("2.1.0".into()),
             sha256: Some("sha256:210".into()),
             applied: Some((
@@ -312,6 +318,7 @@ mod tests {
             current: Some((true, "Accepted".into())),
             held: None,
             held_sha256: None,
+            waiting: None,
             version: Some(version.into()),
             sha256: Some(format!("sha256:{}", version.replace('.', ""))),
             applied: Some((
@@ -383,6 +390,7 @@ mod tests {
                 in_place: false,
             }),
             held_sha256: None,
+            waiting: None,
             version: Some("2.5.0".into()),
             sha256: Some("sha256:250".into()),
             applied: None,
@@ -410,6 +418,47 @@ mod tests {
         assert_eq!(
             gone.summary(),
             "0/1 on the expected config, 1 running 2.5.0: no such ConfigMap prod/app"
+        );
+    }
+
+    /// What a sidecar writes while an accepted newer config waits for its share of the reload
+    /// spread (`config-current` False/Spreading, the newer config in the facts): the pod is
+    /// running its config and waiting, not holding anything back.
+    #[test]
+    fn a_pod_waiting_out_its_reload_spread_is_not_holding() {
+        use crate::api::condition::{FACTS_ANNOTATION, Facts, Newest};
+        use crate::api::pod_view::PodView;
+        use crate::api::{CONDITION_TYPE, CURRENT_TYPE};
+        let facts = Facts {
+            active: Some(Described::new(Some("2.0.0"), Some("sha256:200"))),
+            newest: Some(Newest {
+                config: Described::new(Some("2.1.0"), Some("sha256:210")),
+                verdict: crate::verdict::Verdict::Accepted,
+                reason: "accepted".into(),
+            }),
+            ..Facts::default()
+        };
+        let pod: PodView = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "annotations": {FACTS_ANNOTATION: facts.to_json()}},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": CONDITION_TYPE, "status": "True", "reason": "Accepted"},
+                {"type": CURRENT_TYPE, "status": "False", "reason": "Spreading"},
+            ]},
+        }))
+        .unwrap();
+        let r = crate::api::status_cmd::row(&pod);
+        assert_eq!(r.held, None);
+        assert_eq!(r.waiting.as_deref(), Some("2.1.0"));
+        let fleet = Fleet {
+            namespace: "prod".into(),
+            rows: vec![r],
+            configmap: None,
+            tracks: None,
+        };
+        assert_eq!(
+            fleet.summary(),
+            "0/1 on the expected config, 1 running 2.0.0: 2.1.0 waits for this pod's share of the reload spread"
         );
     }
 }

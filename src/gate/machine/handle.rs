@@ -226,7 +226,7 @@ impl Gate {
             bucket: self.bucket,
             // A candidate the component refused is held on this pod: the rollout falls back to
             // stable.
-            refused: self.rejected.iter().map(|(h, _)| *h).collect(),
+            refused: self.rejected.clone(),
             on_loop: self.small_before,
         });
     }

@@ -279,7 +279,7 @@ pub(crate) enum Action {
         settings: Box<Settings>,
         unless: Option<Seen>,
         bucket: Option<Bucket>,
-        refused: Vec<ContentHash>,
+        refused: Vec<(ContentHash, String)>,
         on_loop: bool,
     },
     /// Read the promoted dir back and judge it under `settings`: answer [`Event::Rejudged`].

@@ -13,12 +13,11 @@ use crate::state::SpreadView;
 /// A change waiting for this pod's share of the spread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Spread {
-    /// When the newest change is promoted, fixed from the first change seen: newer ones during the
-    /// wait do not move it.
-    due: Instant,
-    due_wall: jiff::Timestamp,
-    /// This pod's share of the spread.
-    delay: Duration,
+    /// When the first change of this wait was seen: newer ones during the wait do not move it. The
+    /// deadline is this plus the share of the spread *in force*, so a spread lowered (or raised)
+    /// mid-wait moves it at once, and what `/status` shows never outlasts the period.
+    seen: Instant,
+    seen_wall: jiff::Timestamp,
     /// The change last said to wait (short hash), so a newer one gets its own log line.
     sha: String,
     /// The deadline has come and the newest config was asked for: no more timer for it.
@@ -60,13 +59,12 @@ impl Gate {
         }
         let spread = self.settings.reload_spread;
         let s = self.spread.get_or_insert_with(|| Spread {
-            due: now.at + delay,
-            due_wall: now.wall + delay,
-            delay,
+            seen: now.at,
+            seen_wall: now.wall,
             sha: String::new(),
             asked: false,
         });
-        if now.at >= s.due {
+        if now.at >= s.seen + delay {
             self.spread = None;
             self.spread_served = true;
             return false;
@@ -76,8 +74,8 @@ impl Gate {
             out.push(Action::Log(LogLine::Spread {
                 version: judged.version.clone(),
                 sha: judged.sha.clone(),
-                due: s.due_wall,
-                delay: s.delay,
+                due: s.seen_wall + delay,
+                delay,
                 spread,
             }));
         }
@@ -93,13 +91,18 @@ impl Gate {
 
     /// When the waiting change is due, unless it was already asked for.
     pub(super) fn spread_due_at(&self) -> Option<Instant> {
-        self.spread.as_ref().filter(|s| !s.asked).map(|s| s.due)
+        let delay = self.spread_delay();
+        self.spread
+            .as_ref()
+            .filter(|s| !s.asked)
+            .map(|s| s.seen + delay)
     }
 
     /// Whether the waiting change is due at `now`; it is then asked for once.
     pub(super) fn take_spread_due(&mut self, now: Instant) -> bool {
+        let delay = self.spread_delay();
         match self.spread.as_mut() {
-            Some(s) if !s.asked && s.due <= now => {
+            Some(s) if !s.asked && s.seen + delay <= now => {
                 s.asked = true;
                 true
             }
@@ -109,9 +112,10 @@ impl Gate {
 
     /// What `/status` shows of the wait.
     pub(super) fn spread_view(&self) -> Option<SpreadView> {
+        let delay = self.spread_delay();
         self.spread.as_ref().map(|s| SpreadView {
-            due_at: s.due_wall,
-            delay_ms: s.delay.as_millis() as u64,
+            due_at: s.seen_wall + delay,
+            delay_ms: delay.as_millis() as u64,
             period_ms: self.settings.reload_spread.as_millis() as u64,
         })
     }

@@ -117,7 +117,7 @@ impl Gate {
                 message: holding
                     .because(format!(
                         "the rollout's candidate, held on this pod: {}",
-                        h.reason()
+                        h.reason
                     ))
                     .to_string(),
             });
@@ -170,7 +170,7 @@ impl Gate {
                 version: h.version.clone(),
                 sha256: h.hash.map(|h| h.printed()),
                 verdict: h.verdict,
-                reason: h.reason().to_owned(),
+                reason: h.reason.clone(),
                 variant: None,
             }),
             (Some(n), false) => Some(CandidateView {

@@ -400,7 +400,7 @@ impl Pipeline {
         settings: Settings,
         unless: Option<Seen>,
         bucket: Option<Bucket>,
-        refused: Vec<ContentHash>,
+        refused: Vec<(ContentHash, String)>,
         on_loop: bool,
     ) -> Option<Event> {
         let fed = match &self.feed {

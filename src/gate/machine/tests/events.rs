@@ -954,7 +954,7 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
         ("version.next".to_owned(), b"2.1.0".to_vec()),
         ("confgate.rollout".to_owned(), b"100%".to_vec()),
     ])));
-    let judge = |g: &Gate, refused: &[ContentHash]| {
+    let judge = |g: &Gate, refused: &[(ContentHash, String)]| {
         let (choice, rollout) = crate::rollout::choose(mid.clone(), g.settings(), bucket, refused);
         Event::Judged {
             seen: Seen::of(&mid),
@@ -988,7 +988,7 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
     });
     let (unless, refused) = again.expect("judged again after the candidate's refusal");
     assert_eq!(unless, None, "judged even though the ConfigMap is the same");
-    assert!(refused.contains(&candidate), "{refused:?}");
+    assert!(refused.iter().any(|(h, _)| *h == candidate), "{refused:?}");
     // Judged again, the candidate is held on this pod: it runs stable and says why.
     let a = g.handle(judge(&g, &refused), c.at(70));
     assert!(
@@ -1004,7 +1004,8 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
         r.held.map(|h| (h.verdict, h.reason)),
         Some((
             Verdict::RejectedByComponent,
-            "the component rejected it".to_owned()
+            // What the component said is kept.
+            "the component rejected it: 500: bad rule".to_owned()
         ))
     );
 }

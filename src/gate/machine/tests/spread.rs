@@ -359,3 +359,31 @@ fn a_promotion_that_fails_at_its_due_time_is_retried_without_waiting_again() {
     let next = g.handle(judged(&g, &cfg("2.2.0")), c.at(retry + 10));
     assert!(spread_note(&next).is_some(), "{next:?}");
 }
+
+/// The spread lowered during the wait (10 s to 2 s): the deadline follows the share in force at
+/// once, counted from when the change was seen, and `/status` never shows a delay longer than the
+/// period.
+#[test]
+fn a_spread_lowered_during_the_wait_moves_the_deadline_at_once() {
+    let c = Clock::new();
+    let (mut g, delay) = spreading(&c);
+    g.handle(judged(&g, &cfg("2.1.0")), c.at(100));
+    assert_eq!(g.wake_at(), Some(c.at(100 + delay).at));
+    let lowered = g.handle(
+        Event::Annotations(Ok(Some(ann("confgate.io/reload-spread", "2s")))),
+        c.at(200),
+    );
+    let short = delay / 5;
+    assert_eq!(g.wake_at(), Some(c.at(100 + short).at), "{lowered:?}");
+    let s = g.published(1);
+    let spread = s.spread.as_ref().expect("still waiting");
+    assert_eq!(
+        (spread.due_at, spread.delay_ms, spread.period_ms),
+        (c.at(100 + short).wall, short, 2_000)
+    );
+    assert!(spread.delay_ms <= spread.period_ms);
+    assert!(matches!(
+        g.handle(Event::Timer, c.at(100 + short))[..],
+        [Action::Judge { unless: None, .. }]
+    ));
+}
