@@ -84,9 +84,21 @@ pub(crate) fn read_file(path: &Path) -> Result<Annotations, ReadError> {
     read_typed(path).map(Option::unwrap_or_default)
 }
 
-/// [`read_typed`] with its error as text, as the decision loop's `Event::Annotations` carries it.
-pub fn read(path: &Path) -> Result<Option<Annotations>, String> {
-    read_typed(path).map_err(|e| e.to_string())
+/// A read's error, shared, as the decision loop's `Event::Annotations` carries it.
+pub type ReadFailure = crate::failure::Failure<ReadError>;
+
+/// A read that failed with `why`, for tests of what the loop does with one.
+#[cfg(test)]
+pub(crate) fn unreadable(why: &str) -> ReadFailure {
+    ReadFailure::new(ReadError::Io {
+        path: "/etc/podinfo/annotations".into(),
+        source: std::io::Error::other(why.to_owned()),
+    })
+}
+
+/// [`read_typed`] with its error shared, as the decision loop's `Event::Annotations` carries it.
+pub fn read(path: &Path) -> Result<Option<Annotations>, ReadFailure> {
+    read_typed(path).map_err(ReadFailure::new)
 }
 
 /// `read_file`, telling an absent file (`Ok(None)`) from an empty one. The read never blocks (a FIFO
@@ -387,7 +399,7 @@ mod tests {
         let path = dir.path().join("annotations");
         nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
         let e = read(&path).unwrap_err();
-        assert!(e.contains("not a regular file"), "{e}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
         assert!(matches!(read_typed(&path), Err(ReadError::NotAFile(_))));
         std::fs::remove_file(&path).unwrap();
         assert_eq!(read(&path), Ok(None));

@@ -64,6 +64,7 @@ pub mod cli;
 pub(crate) mod configmap;
 pub(crate) mod confirm;
 pub(crate) mod extract;
+pub(crate) mod failure;
 pub mod gate;
 pub(crate) mod http;
 pub mod inject;

@@ -51,6 +51,9 @@ const VARIANT: &str = "..confgate_variant";
 /// the component never reads it; removed after each check, and by [`Promoter::open`]'s cleanup.
 pub(crate) const CANDIDATE: &str = "..confgate_candidate";
 
+/// A promotion's or rollback's error, as the loop hands it to the gate.
+pub type Failure = crate::failure::Failure<Error>;
+
 /// Why a promotion could not be made. The previous config is still whole in every case.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -252,29 +252,8 @@ pub enum Outcome {
 }
 
 /// A failed attempt's error, shared: the loop keeps it (the status's `last_error` shows it) while
-/// the worker goes on. Two are equal when they say the same.
-#[derive(Debug, Clone)]
-pub struct Failure(Arc<Error>);
-
-impl Failure {
-    pub fn new(e: Error) -> Failure {
-        Failure(Arc::new(e))
-    }
-}
-
-impl PartialEq for Failure {
-    fn eq(&self, other: &Failure) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
-    }
-}
-
-impl Eq for Failure {}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.0, f)
-    }
-}
+/// the worker goes on.
+pub type Failure = crate::failure::Failure<Error>;
 
 /// What the worker is doing, for [`Handle::on_its_way`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -15,6 +15,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         &[
             "values",
             "backoff",
+            "failure",
             "snapshot",
             "annotations",
             "configmap",

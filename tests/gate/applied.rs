@@ -253,10 +253,17 @@ fn rejected_by_prometheus_reload_endpoint_is_rolled_back_and_not_retried() {
     assert!(promoted_rules(&d).contains("rules_version_2_0_1"));
     assert_eq!(before, promotions(&metrics(&g)));
 
-    // Prometheus restarted now starts cleanly on the rolled-back files.
+    // Prometheus restarted now starts cleanly on the rolled-back files. It comes back at the same
+    // address, as a restarted container does: the reload target is unchanged, so the refusal stays
+    // in force (a changed target would no longer hold it against 2.1.0, which would be promoted
+    // again, possibly while Prometheus starts).
     drop(prom);
-    let (prom, port) = point(&g);
+    let prom = prometheus(&exe, &d, port, true);
+    wait_for("prometheus to listen again", PROM_DEADLINE, || {
+        (listening_port(prom.0.id()) == Some(port)).then_some(())
+    });
     wait_serving(port, "2.0.1");
+    assert!(promoted_rules(&d).contains("rules_version_2_0_1"));
 
     // A fixed config is applied and reported.
     configmap(&d.watch(), "2.1.1", false);

@@ -11,7 +11,10 @@ use crate::verdict::{Judgement, Verdict};
 impl Gate {
     /// Applies the annotations file as read; `Err` is a file that could not be read or parsed, which keeps
     /// the settings in force. Returns true when the settings in force changed.
-    pub(super) fn set_annotations(&mut self, ann: Result<Annotations, String>) -> bool {
+    pub(super) fn set_annotations(
+        &mut self,
+        ann: Result<Annotations, crate::annotations::ReadFailure>,
+    ) -> bool {
         match ann {
             Ok(ann) => {
                 let r = Settings::with_annotations(&self.base, &self.settings, &ann);
@@ -25,7 +28,7 @@ impl Gate {
                 changed
             }
             Err(e) => {
-                self.problems = vec![e];
+                self.problems = vec![e.to_string()];
                 false
             }
         }

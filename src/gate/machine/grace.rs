@@ -33,7 +33,7 @@ pub(super) enum Step {
     /// `back` when the file was missing for a moment; `lasting` when its absence outlived the grace
     /// period.
     Apply {
-        annotations: Result<Annotations, String>,
+        annotations: Result<Annotations, crate::annotations::ReadFailure>,
         note: Option<String>,
         back: bool,
         lasting: bool,
@@ -53,14 +53,18 @@ impl Grace {
     /// The read at start-up: nothing was in force before, so there is no grace period.
     pub(super) fn first(
         &mut self,
-        read: Result<Option<Annotations>, String>,
-    ) -> Result<Annotations, String> {
+        read: Result<Option<Annotations>, crate::annotations::ReadFailure>,
+    ) -> Result<Annotations, crate::annotations::ReadFailure> {
         self.existed = matches!(read, Ok(Some(_)));
         read.map(Option::unwrap_or_default)
     }
 
     /// A later read, at `now`.
-    pub(super) fn read(&mut self, read: Result<Option<Annotations>, String>, now: Instant) -> Step {
+    pub(super) fn read(
+        &mut self,
+        read: Result<Option<Annotations>, crate::annotations::ReadFailure>,
+        now: Instant,
+    ) -> Step {
         let missing = match read {
             Ok(Some(a)) => {
                 self.existed = true;
@@ -82,9 +86,9 @@ impl Grace {
             }
             missing => missing,
         };
-        let (absent, why) = match missing {
-            Err(e) => (false, e),
-            _ => (true, format!("annotations file {} is absent", self.file)),
+        let (why, unreadable) = match missing {
+            Err(e) => (e.to_string(), Some(e)),
+            _ => (format!("annotations file {} is absent", self.file), None),
         };
         let began = self.missing_since.is_none();
         let since = *self.missing_since.get_or_insert(now);
@@ -93,7 +97,15 @@ impl Grace {
             return Step::Keep { began, why };
         }
         self.recheck = None;
-        if absent {
+        if let Some(e) = unreadable {
+            // Unreadable, not gone: the settings in force stay, and the check fails naming why.
+            Step::Apply {
+                annotations: Err(e),
+                note: None,
+                back: false,
+                lasting: false,
+            }
+        } else {
             let note = format!(
                 "{why} (it existed) for over {} s: settings from flags and environment",
                 ANNOTATIONS_GRACE.as_secs()
@@ -103,14 +115,6 @@ impl Grace {
                 note: Some(note),
                 back: false,
                 lasting: true,
-            }
-        } else {
-            // Unreadable, not gone: the settings in force stay, and the check fails naming why.
-            Step::Apply {
-                annotations: Err(why),
-                note: None,
-                back: false,
-                lasting: false,
             }
         }
     }
@@ -241,13 +245,16 @@ mod tests {
         let t0 = Instant::now();
         let mut g = present();
         assert!(matches!(
-            g.read(Err("cannot read: EACCES".into()), t0),
+            g.read(Err(crate::annotations::unreadable("EACCES")), t0),
             Step::Keep { began: true, .. }
         ));
         assert_eq!(
-            g.read(Err("cannot read: EACCES".into()), t0 + ANNOTATIONS_GRACE),
+            g.read(
+                Err(crate::annotations::unreadable("EACCES")),
+                t0 + ANNOTATIONS_GRACE
+            ),
             Step::Apply {
-                annotations: Err("cannot read: EACCES".into()),
+                annotations: Err(crate::annotations::unreadable("EACCES")),
                 note: None,
                 back: false,
                 lasting: false
@@ -258,7 +265,10 @@ mod tests {
     #[test]
     fn unreadable_at_start_is_a_problem_at_once() {
         let mut g = Grace::new("f".into());
-        assert_eq!(g.first(Err("bad".into())), Err("bad".into()));
+        assert_eq!(
+            g.first(Err(crate::annotations::unreadable("bad"))),
+            Err(crate::annotations::unreadable("bad"))
+        );
         assert_eq!(g.recheck_at(), None);
     }
 }

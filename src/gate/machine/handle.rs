@@ -140,7 +140,11 @@ impl Gate {
         s
     }
 
-    fn start(&mut self, read: Result<Option<Annotations>, String>, out: &mut Vec<Action>) {
+    fn start(
+        &mut self,
+        read: Result<Option<Annotations>, crate::annotations::ReadFailure>,
+        out: &mut Vec<Action>,
+    ) {
         let before = self.settings.clone();
         let ann = self.grace.first(read);
         self.set_annotations(ann);
@@ -244,7 +248,7 @@ impl Gate {
 
     fn annotations(
         &mut self,
-        read: Result<Option<Annotations>, String>,
+        read: Result<Option<Annotations>, crate::annotations::ReadFailure>,
         now: Now,
         out: &mut Vec<Action>,
     ) {
@@ -525,7 +529,12 @@ impl Gate {
         }
     }
 
-    fn switched(&mut self, r: Result<Option<BootTicks>, String>, now: Now, out: &mut Vec<Action>) {
+    fn switched(
+        &mut self,
+        r: Result<Option<BootTicks>, crate::promote::Failure>,
+        now: Now,
+        out: &mut Vec<Action>,
+    ) {
         let Some(p) = self.promoting.take() else {
             return;
         };
@@ -540,7 +549,7 @@ impl Gate {
                     sha,
                 }));
                 out.push(Action::Count(Count::PromotionFailed));
-                self.promotion_failed(error);
+                self.promotion_failed(error.to_string());
                 self.retry_at = Some(now.at + PROMOTE_RETRY);
                 self.last = None;
                 return;

@@ -197,7 +197,7 @@ pub(crate) struct Found {
 #[derive(Debug, Clone)]
 pub(crate) enum Event {
     /// At start-up, the annotations file as read (no grace period: nothing was in force before).
-    Start(Result<Option<Annotations>, String>),
+    Start(Result<Option<Annotations>, crate::annotations::ReadFailure>),
     /// Answer to [`Action::Adopt`].
     Adopted(Box<Found>),
     /// The file watch or the feed says to look again.
@@ -207,7 +207,7 @@ pub(crate) enum Event {
     /// A deadline of [`Gate::wake_at`] has come.
     Timer,
     /// Answer to [`Action::ReadAnnotations`].
-    Annotations(Result<Option<Annotations>, String>),
+    Annotations(Result<Option<Annotations>, crate::annotations::ReadFailure>),
     /// Answer to [`Action::Judge`]: what was read, and what it was judged (`None`: identical to the
     /// last judged, not judged again), with the rollout in it as this pod sees it; `small`: what
     /// was read is small ([`is_small`]), so the next read may be made on the loop.
@@ -223,7 +223,7 @@ pub(crate) enum Event {
     Rejudged(Observed, Judgement),
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
     /// why the promotion failed.
-    Switched(Result<Option<BootTicks>, String>),
+    Switched(Result<Option<BootTicks>, crate::promote::Failure>),
     /// Answer to [`Action::JudgeBase`]: the config the component applied last, read back from its
     /// kept dir, and its judgement under the settings in force.
     BaseJudged(Observed, Judgement),
@@ -246,9 +246,9 @@ pub(crate) enum Event {
 pub(crate) enum RollbackFailure {
     /// No config the component applied is kept in the promoted dir (its record is gone or was
     /// never written): there is nothing to roll back to.
-    NoBase(String),
+    NoBase(crate::promote::Failure),
     /// The rollback could not be made (a full disk); it is tried again.
-    Failed(String),
+    Failed(crate::promote::Failure),
 }
 
 /// A reload (or start-up check) to send to the reload worker: the target and confirmation in force.
@@ -372,7 +372,7 @@ pub(super) enum LogLine {
     },
     /// The switch failed; the previous config is kept.
     PromotionFailed {
-        error: String,
+        error: crate::promote::Failure,
         version: String,
         sha: String,
     },
@@ -454,7 +454,7 @@ pub(super) enum LogLine {
     },
     RollbackFailed {
         sha: ContentHash,
-        error: String,
+        error: crate::promote::Failure,
         retry_in: std::time::Duration,
     },
     /// The config the component applied last does not pass under the settings in force: no

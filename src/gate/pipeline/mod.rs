@@ -193,7 +193,7 @@ impl Pipeline {
                 };
                 let r = r.map(|s| self.switched = Some(s));
                 return Some(Event::Switched(
-                    r.map(|()| BootTicks::now()).map_err(|e| e.to_string()),
+                    r.map(|()| BootTicks::now()).map_err(promote::Failure::new),
                 ));
             }
             Action::Validate {
@@ -237,9 +237,9 @@ impl Pipeline {
                 return Some(Event::RolledBack(match r {
                     Ok(now) => Ok((now, BootTicks::now())),
                     Err(e @ promote::Error::NoApplied { .. }) => {
-                        Err(RollbackFailure::NoBase(e.to_string()))
+                        Err(RollbackFailure::NoBase(promote::Failure::new(e)))
                     }
-                    Err(e) => Err(RollbackFailure::Failed(e.to_string())),
+                    Err(e) => Err(RollbackFailure::Failed(promote::Failure::new(e))),
                 }));
             }
             Action::AdoptBaseline => {

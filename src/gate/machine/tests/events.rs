@@ -111,6 +111,15 @@ pub(super) fn refuse(g: &mut Gate, sha: ContentHash, base: &Observed, now: Now) 
     a
 }
 
+/// A promotion's or rollback's failure with `why` as the file system's answer.
+pub(super) fn failure(why: &str) -> crate::promote::Failure {
+    crate::promote::Failure::new(crate::promote::Error::Io {
+        action: "write",
+        path: "/promoted/..data_tmp".into(),
+        source: std::io::Error::other(why.to_owned()),
+    })
+}
+
 #[test]
 fn a_momentary_annotations_absence_keeps_the_settings_until_the_grace_ends() {
     let c = Clock::new();
@@ -338,7 +347,7 @@ fn a_refusal_with_nothing_applied_rolls_nothing_back_and_a_failed_rollback_is_re
     promote(&mut g, &b, c.at(30), 200);
     refuse(&mut g, hash(&b), &a, c.at(40));
     let failed = g.handle(
-        Event::RolledBack(Err(RollbackFailure::Failed("disk full".into()))),
+        Event::RolledBack(Err(RollbackFailure::Failed(failure("disk full")))),
         c.at(50),
     );
     assert!(requests(&failed).is_empty());
@@ -446,7 +455,7 @@ fn a_failed_switch_is_retried_after_a_second() {
     let mut g = started(&c, None);
     let a = cfg("2.0.0");
     g.handle(judged(&g, &a), c.at(10));
-    let failed = g.handle(Event::Switched(Err("disk full".into())), c.at(10));
+    let failed = g.handle(Event::Switched(Err(failure("disk full"))), c.at(10));
     assert!(requests(&failed).is_empty());
     assert!(has(&failed, |x| matches!(
         x,
@@ -494,7 +503,7 @@ fn the_resync_tidies_then_looks_at_everything_and_drops_a_due_retry() {
     let mut g = started(&c, Some(ann("confgate.io/accepts", "^2")));
     let a = cfg("2.0.0");
     g.handle(judged(&g, &a), c.at(10));
-    g.handle(Event::Switched(Err("disk full".into())), c.at(10));
+    g.handle(Event::Switched(Err(failure("disk full"))), c.at(10));
     let resync = g.handle(Event::Resync, c.at(1010));
     assert!(
         matches!(resync[..], [Action::Tidy, Action::ReadAnnotations]),
@@ -800,9 +809,9 @@ fn a_failed_rollback_is_tried_again_until_it_succeeds() {
     promote(&mut g, &b, c.at(30), 200);
     refuse(&mut g, hash(&b), &a, c.at(40));
     let full = || {
-        Event::RolledBack(Err(RollbackFailure::Failed(
-            "No space left on device".into(),
-        )))
+        Event::RolledBack(Err(RollbackFailure::Failed(failure(
+            "No space left on device",
+        ))))
     };
     g.handle(full(), c.at(50));
     assert_eq!(g.wake_at(), Some(c.at(50).at + PROMOTE_RETRY));
@@ -910,9 +919,11 @@ fn a_rollback_with_no_base_kept_on_disk_holds_and_says_so() {
     promote(&mut g, &b, c.at(30), 200);
     refuse(&mut g, hash(&b), &a, c.at(40));
     let none = g.handle(
-        Event::RolledBack(Err(RollbackFailure::NoBase(
-            "no config the component applied is kept".into(),
-        ))),
+        Event::RolledBack(Err(RollbackFailure::NoBase(crate::promote::Failure::new(
+            crate::promote::Error::NoApplied {
+                path: "/promoted".into(),
+            },
+        )))),
         c.at(50),
     );
     assert!(has(&none, |x| matches!(

@@ -211,7 +211,7 @@ fn bad_annotation_is_not_ready_and_named_but_keeps_settings() {
         s.reason
     );
     assert_eq!(s.accepts.as_deref(), Some("^2"));
-    g.set_annotations(Err("annotations file line 3: bad".into()));
+    g.set_annotations(Err(crate::annotations::unreadable("line 3: bad")));
     assert!(g.status(reload_view()).reason.contains("line 3"));
     g.set_annotations(Ok(Annotations::new()));
     assert!(g.status(reload_view()).ready);

@@ -336,7 +336,7 @@ fn a_promotion_that_fails_at_its_due_time_is_retried_without_waiting_again() {
     let due = g.handle(judged(&g, &b), c.at(100 + delay));
     assert!(has(&due, |x| matches!(x, Action::Switch { .. })), "{due:?}");
     g.handle(
-        Event::Switched(Err("No space left on device".into())),
+        Event::Switched(Err(super::events::failure("No space left on device"))),
         c.at(100 + delay),
     );
     assert_eq!(g.wake_at(), Some(c.at(100 + delay).at + PROMOTE_RETRY));
