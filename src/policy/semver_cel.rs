@@ -1,4 +1,4 @@
-//! The sidecar's version reading ([`crate::verdict::parse_lenient`]) and range matching (the `semver`
+//! The sidecar's version reading (`verdict::parse_lenient`) and range matching (the `semver`
 //! crate's `VersionReq::matches`) as one CEL expression, without Kubernetes' `semver` library.
 //!
 //! The library cannot reproduce the sidecar: its normalisation strips leading zeros (which the sidecar
@@ -6,7 +6,7 @@
 //! it has no range function. So the version is checked against one regular expression (the exact set
 //! `parse_lenient` accepts), split into numbers with string functions, and every comparator of the range
 //! is compiled into comparisons of constants, mirroring the `semver` crate's `eval.rs` branch by branch.
-//! The refusal messages place and display the version the same way ([`classify`], [`display`]), so they
+//! The refusal messages place and display the version the same way (`classify`, [`display`]), so they
 //! can say what the sidecar says.
 //! Only the CEL base library, the Kubernetes regex library (`find`) and the strings extension
 //! (`split`, `indexOf`, `substring`) are used: all are in the environment from Kubernetes 1.29.
@@ -53,7 +53,7 @@ const OVERFLOW: &str = "((size(n[0]) > 20 || (size(n[0]) == 20 && n[0] > '184467
      (size(n) > 1 && (size(n[1]) > 20 || (size(n[1]) == 20 && n[1] > '18446744073709551615'))) || \
      (size(n) > 2 && (size(n[2]) > 20 || (size(n[2]) == 20 && n[2] > '18446744073709551615'))))";
 
-/// A CEL string: how the sidecar writes the version `t` (trimmed, matching [`lenient_regex`], no number
+/// A CEL string: how the sidecar writes the version `t` (trimmed, matching `lenient_regex`, no number
 /// beyond 64 bits) once parsed, `MAJOR.MINOR.PATCH[-PRE][+BUILD]`, as `semver::Version` displays it.
 pub fn display(t: &str) -> String {
     format!(
