@@ -36,13 +36,13 @@ RUN target="$(uname -m)-unknown-linux-gnu" \
     && cargo build --release --locked --offline --target "$target" --bin confgate --features policy \
     && cp "target/$target/release/confgate" /confgate-policy \
     && cargo build --release --locked --offline --target "$target" --bin confgate \
-    && cargo build --release --locked --offline --target "$target" --example component \
-    && for b in "target/$target/release/confgate" "target/$target/release/examples/component" /confgate-policy; do \
+    && cargo build --release --locked --offline --target "$target" --bin component --features example-component \
+    && for b in "target/$target/release/confgate" "target/$target/release/component" /confgate-policy; do \
          ldd "$b" 2>&1 | grep -Eq 'not a dynamic executable|statically linked' \
            || { echo "$b is not static" >&2; ldd "$b" >&2; exit 1; }; \
        done \
     && mkdir /out \
-    && cp "target/$target/release/confgate" "target/$target/release/examples/component" /confgate-policy /out/ \
+    && cp "target/$target/release/confgate" "target/$target/release/component" /confgate-policy /out/ \
     && /out/confgate --version
 
 # The example component of manifests/ (not part of a release).

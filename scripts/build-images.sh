@@ -47,11 +47,11 @@ with_libs() {
   ldd "$1" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i "=" $i }'
 }
 if [ "$debug" = yes ]; then
-  cargo build --all-features --locked --bin confgate --example component --example pause >&2
+  cargo build --all-features --locked --bin confgate --bin component --example pause >&2
   rel="$target_dir/debug"
   bin="$rel/confgate"
   mapfile -t confgate_files < <(with_libs "$bin" /confgate)
-  mapfile -t component_files < <(with_libs "$rel/examples/component" /component)
+  mapfile -t component_files < <(with_libs "$rel/component" /component)
   mapfile -t pause_files < <(with_libs "$rel/examples/pause" /pause)
 else
   # The -policy binary first: both builds write target/.../release/confgate, so it is copied aside.
@@ -62,7 +62,7 @@ else
   bin=$(scripts/build-static.sh --with-example | tail -1)
   RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --target "$target" --example pause >&2
   confgate_files=("$bin=/confgate")
-  component_files=("$rel/examples/component=/component")
+  component_files=("$rel/component=/component")
   pause_files=("$rel/examples/pause=/pause")
 fi
 

@@ -16,7 +16,7 @@ extra=()
 features=()
 for arg in "$@"; do
     case "$arg" in
-        --with-example) extra=(--example component) ;;
+        --with-example) extra=(--bin component --features example-component) ;;
         --policy) features=(--features policy) ;;
         *) echo "build-static: unknown argument $arg (--with-example, --policy)" >&2; exit 64 ;;
     esac
@@ -25,7 +25,7 @@ done
 # glibc linked statically: the image is FROM scratch, so there is no libc to load at run time.
 export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
 cargo build --release --locked --target "$target" --bin confgate "${features[@]}" >&2
-# Separately: an example pulls in dev-dependencies, whose features would be unified into confgate's.
+# Separately: the component is its own binary target, built only when asked for.
 if [[ ${#extra[@]} -gt 0 ]]; then
     cargo build --release --locked --target "$target" "${extra[@]}" >&2
 fi
@@ -33,7 +33,7 @@ fi
 bin="$target_dir/$target/release/confgate"
 bins=("$bin")
 if [[ ${#extra[@]} -gt 0 ]]; then
-    bins+=("$target_dir/$target/release/examples/component")
+    bins+=("$target_dir/$target/release/component")
 fi
 
 for b in "${bins[@]}"; do

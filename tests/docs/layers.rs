@@ -441,3 +441,36 @@ fn the_pipeline_holds_no_decision_state() {
          listed in PIPELINE_HOLDS with its reason"
     );
 }
+
+/// No test runs cargo: what a test needs built (the example component) is a target cargo builds before
+/// it runs the tests, so a test never waits on, or races, a nested build in the same target dir.
+#[test]
+fn no_test_runs_cargo() {
+    let needles = [
+        concat!("Command::new(", "\"cargo\")"),
+        concat!("env!(", "\"CARGO\")"),
+        concat!("var_os(", "\"CARGO\")"),
+        concat!("var(", "\"CARGO\")"),
+    ];
+    let mut found = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests"
+    ))];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for needle in needles {
+                    if text.contains(needle) {
+                        found.push(format!("{}: {needle}", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "tests run cargo: {found:?}");
+}

@@ -7,34 +7,13 @@ use crate::common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use common::{DEADLINE, Dirs, Gate, Reaped, get, http, kubelet_write, wait_for, write_annotations};
 
-/// The example's binary, built once per test run with the cargo running the tests so it is never stale
-/// (`cargo test --test component` alone would not build examples). Test binaries live in
-/// `<target>/<profile>/deps/`, examples in `<target>/<profile>/examples/`.
+/// The example component's binary: a `[[bin]]` target (feature `example-component`) that cargo builds
+/// before it runs the integration tests, so it is never stale and no test runs cargo.
 fn component_bin() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "--quiet", "--example", "component"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap());
-            if profile_dir.file_name() == Some("release".as_ref()) {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().unwrap();
-            assert!(status.success(), "cargo build --example component failed");
-            let bin = profile_dir.join("examples").join("component");
-            assert!(bin.exists(), "{} was not built", bin.display());
-            bin
-        })
-        .clone()
+    PathBuf::from(env!("CARGO_BIN_EXE_component"))
 }
 
 fn config(version: &str) -> Vec<u8> {

@@ -6,6 +6,7 @@ mod common;
 
 mod applied;
 mod atomicity;
+#[cfg(feature = "example-component")]
 mod component;
 mod decisions;
 mod gate;
