@@ -139,7 +139,8 @@ fn json_error(e: serde_json::Error) -> Error {
     }
 }
 
-fn yaml_error(e: &serde_saphyr::Error) -> Error {
+/// A YAML error as what and where, never the document's text (a snippet or a value it quotes).
+pub(crate) fn yaml_error(e: &serde_saphyr::Error) -> Error {
     use serde_saphyr::Error as Y;
     let inner = match e {
         #[allow(deprecated)]

@@ -398,6 +398,15 @@ fn kubeconfig_named(paths: &[PathBuf]) -> String {
         .join(":")
 }
 
+/// One kubeconfig file's text, read. An error says what and where, never what the file holds (a
+/// serde message can quote the value it found, and a kubeconfig holds credentials).
+fn parse(path: &Path, text: &str) -> Result<Kubeconfig, KubeconfigError> {
+    serde_saphyr::from_str(text).map_err(|e| KubeconfigError::Yaml {
+        path: path.to_path_buf(),
+        why: crate::extract::yaml_error(&e).to_string(),
+    })
+}
+
 fn from_kubeconfig() -> Result<Connection, KubeconfigError> {
     let paths = kubeconfig_paths()?;
     let mut merged = Kubeconfig::default();
@@ -418,10 +427,7 @@ fn from_kubeconfig() -> Result<Connection, KubeconfigError> {
             }
         };
         found = true;
-        let one: Kubeconfig = serde_saphyr::from_str(&text).map_err(|e| KubeconfigError::Yaml {
-            path: path.clone(),
-            why: e.to_string().lines().next().unwrap_or_default().to_owned(),
-        })?;
+        let one = parse(path, &text)?;
         merge(&mut merged, one, path.parent().unwrap_or(Path::new(".")));
     }
     if !found {
@@ -948,6 +954,18 @@ mod tests {
         let one = std::mem::take(&mut config);
         merge(&mut config, one, dir);
         resolve(config)
+    }
+
+    /// A kubeconfig whose user is a bare string (a pasted token where a mapping belongs): the error
+    /// names the file and where, never the value.
+    #[test]
+    fn an_unreadable_kubeconfig_is_named_without_its_content() {
+        let path = Path::new("/home/ops/.kube/config");
+        let text = "users:\n- name: u\n  user: secret-token-4711\n";
+        let e = parse(path, text).err().unwrap().to_string();
+        assert!(e.contains("/home/ops/.kube/config"), "{e}");
+        assert!(e.contains("line 3"), "{e}");
+        assert!(!e.contains("secret-token"), "{e}");
     }
 
     #[test]
