@@ -124,7 +124,8 @@ pub struct Options {
     pub volume: Option<String>,
     pub log_format: String,
     /// Whether the sidecar reports to its pod (Events and conditions): `POD_NAME`, `POD_NAMESPACE`,
-    /// `POD_UID`, a token for confgate alone, and the ServiceAccount, Role and RoleBinding it needs.
+    /// `POD_UID`, a token for confgate alone, and the ServiceAccount, Role and RoleBinding it needs
+    /// (before the documents that use them).
     pub pod_report: bool,
 }
 
@@ -176,18 +177,28 @@ struct Stream {
     present: BTreeSet<(String, Option<String>, String)>,
 }
 
-/// Injects into every workload in `docs` (recursing into `kind: List`), and appends the
+/// Injects into every workload in `docs` (recursing into `kind: List`), and adds the
 /// ServiceAccount, Role and RoleBinding the reporting sidecars need, per namespace, unless the stream
 /// holds them.
+///
+/// The added objects come first (after the input's Namespaces ahead of its first reporting pod), all
+/// ServiceAccounts, then the Roles, then the RoleBindings, as kubectl and helm order kinds: a bare Pod
+/// naming a ServiceAccount that does not exist yet is refused at admission, so a first `kubectl apply
+/// -f` of the output must meet the account first. The input's own documents keep their order.
 pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Vec<Outcome>, Error> {
     let mut stream = Stream::default();
     for d in docs.iter() {
         survey(d, &mut stream);
     }
     let mut out = Vec::new();
-    for d in docs.iter_mut() {
+    let mut first_reporting = None;
+    for (i, d) in docs.iter_mut().enumerate() {
         inject_doc(d, opts, &mut stream, &mut out)?;
+        if first_reporting.is_none() && !stream.reporters.is_empty() {
+            first_reporting = Some(i);
+        }
     }
+    let mut added = Vec::new();
     for (ns, accounts) in &stream.reporters {
         for doc in reporting_objects(ns.as_deref(), accounts) {
             let (kind, name) = (
@@ -198,11 +209,42 @@ pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Vec<Outcome>,
                     .to_owned(),
             );
             if !stream.present.contains(&(kind, ns.clone(), name)) {
-                docs.push(doc);
+                added.push(doc);
             }
         }
     }
+    // Stable: within a kind, the namespaces keep their order.
+    added.sort_by_key(|d| match d["kind"].as_str() {
+        Some("ServiceAccount") => 0,
+        Some("Role") => 1,
+        _ => 2,
+    });
+    if let Some(first) = first_reporting {
+        let tail = docs.split_off(added_at(docs, first));
+        docs.extend(added);
+        docs.extend(tail);
+    }
     Ok(out)
+}
+
+/// Where the objects inject adds go, given the index of the first document whose pods report: at the
+/// front of the stream, but after every `Namespace` before that document (a namespaced object cannot
+/// be made before its namespace, and the input's workload already needs it there).
+fn added_at(docs: &[Value], first_reporting: usize) -> usize {
+    let holds_namespace = |d: &Value| match d.get("kind").and_then(Value::as_str) {
+        Some("Namespace") => true,
+        Some("List") => d
+            .get("items")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|i| i.get("kind").and_then(Value::as_str) == Some("Namespace")),
+        _ => false,
+    };
+    docs[..first_reporting]
+        .iter()
+        .rposition(holds_namespace)
+        .map_or(0, |i| i + 1)
 }
 
 /// Notes what `doc` (and a `List`'s items) holds: its identity, and the node ports of a
@@ -917,6 +959,89 @@ pub fn run(paths: &[std::path::PathBuf], opts: &Options) -> Result<(String, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bare Pod reading ConfigMap `config`, marked for injection, in `ns` when given.
+    fn pod(name: &str, ns: Option<&str>) -> Value {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {ACCEPTS: "^1"}},
+            "spec": {"containers": [{"name": "c", "image": "example/c:1",
+                                     "volumeMounts": [{"name": "config", "mountPath": "/etc/c"}]}],
+                     "volumes": [{"name": "config", "configMap": {"name": "config"}}]}});
+        if let Some(ns) = ns {
+            p["metadata"]["namespace"] = ns.into();
+        }
+        p
+    }
+
+    fn kinds_and_names(docs: &[Value]) -> Vec<String> {
+        docs.iter()
+            .map(|d| {
+                let ns = d["metadata"]["namespace"].as_str().unwrap_or("-");
+                format!(
+                    "{}/{ns}/{}",
+                    d["kind"].as_str().unwrap(),
+                    d["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    /// What inject adds comes before the documents that use it, ServiceAccounts, Roles, RoleBindings
+    /// in that order; the input's documents keep theirs, and a Namespace ahead stays ahead.
+    #[test]
+    fn the_objects_inject_adds_come_before_the_pods_that_use_them() {
+        let configmap =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "config"}});
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
+        let mut docs = vec![configmap.clone(), pod("a", None)];
+        inject_all(&mut docs, &Options::default()).unwrap();
+        assert_eq!(
+            kinds_and_names(&docs),
+            [
+                "ServiceAccount/-/confgate",
+                "Role/-/confgate-reporter",
+                "RoleBinding/-/confgate-reporter",
+                "ConfigMap/-/config",
+                "Pod/-/a",
+            ]
+        );
+
+        let mut docs = vec![
+            namespace.clone(),
+            configmap.clone(),
+            pod("a", Some("shop")),
+            namespace.clone(),
+            pod("b", None),
+        ];
+        inject_all(&mut docs, &Options::default()).unwrap();
+        assert_eq!(
+            kinds_and_names(&docs),
+            [
+                "Namespace/-/shop",
+                "ServiceAccount/-/confgate",
+                "ServiceAccount/shop/confgate",
+                "Role/-/confgate-reporter",
+                "Role/shop/confgate-reporter",
+                "RoleBinding/-/confgate-reporter",
+                "RoleBinding/shop/confgate-reporter",
+                "ConfigMap/-/config",
+                "Pod/shop/a",
+                "Namespace/-/shop",
+                "Pod/-/b",
+            ],
+            "after the Namespace ahead of the first reporting pod, not the later one"
+        );
+
+        // Nothing reports: nothing added, nothing moved.
+        let mut docs = vec![configmap.clone(), pod("a", None)];
+        let opts = Options {
+            pod_report: false,
+            ..Options::default()
+        };
+        inject_all(&mut docs, &opts).unwrap();
+        assert_eq!(kinds_and_names(&docs), ["ConfigMap/-/config", "Pod/-/a"]);
+    }
 
     /// Each way an image reference is wrong is its own cause, with the message `--image` shows.
     #[test]

@@ -913,10 +913,17 @@ fn before_and_after_inject_the_workload_reads_the_same_configmap() {
         let run = check_with(&["-"], Some(stream));
         assert_eq!(run.code, 0, "{what}: {}", run.stderr);
         assert_eq!(verdicts(&run), ["accepted"], "{what}");
+        // The ConfigMap at its place in the stream checked: inject adds documents.
+        let n = confgate::inject::documents("-", stream)
+            .unwrap()
+            .iter()
+            .position(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "ok")
+            .unwrap()
+            + 1;
         assert!(
-            run.lines[0].rest.starts_with(
-                "prod/ok (for deployment/app; - document 2): version 2.5.0 is in ^2.4"
-            ),
+            run.lines[0].rest.starts_with(&format!(
+                "prod/ok (for deployment/app; - document {n}): version 2.5.0 is in ^2.4"
+            )),
             "{what}: {:?}",
             run.lines[0]
         );

@@ -30,8 +30,9 @@ fn configmap(name: &str, version: &str) -> String {
     )
 }
 
-/// `check -` on `stream`, and on the same stream after the real `inject`: the report lines of both.
-fn before_and_after(stream: &str) -> (Output, Output) {
+/// `check -` on `stream`, and on the same stream after the real `inject`: the report lines of both,
+/// and the injected stream.
+fn before_and_after(stream: &str) -> (Output, Output, String) {
     let out = run(&["inject", "-"], stream);
     assert!(out.status.success(), "{}", text(out.stderr));
     let injected = text(out.stdout);
@@ -39,7 +40,18 @@ fn before_and_after(stream: &str) -> (Output, Output) {
     (
         run(&["check", "-"], stream),
         run(&["check", "-"], &injected),
+        injected,
     )
+}
+
+/// The 1-based place of `kind/name` in `stream`, as `check` numbers documents.
+fn document_of(stream: &str, kind: &str, name: &str) -> usize {
+    confgate::inject::documents("-", stream)
+        .unwrap()
+        .iter()
+        .position(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind}/{name} in {stream}"))
+        + 1
 }
 
 #[test]
@@ -49,15 +61,15 @@ fn check_judges_the_volume_inject_gates() {
         // A ConfigMap volume beside a projected volume mixing kinds: inject gates the first.
         (
             format!("      - {{name: config, configMap: {{name: ok}}}}\n{mixed}"),
-            vec!["prod/ok (for deployment/app; - document 2): version 2.5.0 is in ^2.4"],
+            vec![("ok", "version 2.5.0 is in ^2.4")],
         ),
         // A projected volume of ConfigMaps only is gated as one: each of its ConfigMaps is judged.
         (
             "      - {name: config, projected: {sources: [{configMap: {name: ok}}, {configMap: {name: other}}]}}\n"
                 .to_owned(),
             vec![
-                "prod/ok (for deployment/app; - document 2): version 2.5.0 is in ^2.4",
-                "prod/other (for deployment/app; - document 3): version 2.6.0 is in ^2.4",
+                ("ok", "version 2.5.0 is in ^2.4"),
+                ("other", "version 2.6.0 is in ^2.4"),
             ],
         ),
     ] {
@@ -67,8 +79,11 @@ fn check_judges_the_volume_inject_gates() {
             configmap("other", "2.6.0"),
         ]
         .join("---\n");
-        let (before, after) = before_and_after(&stream);
-        for (what, out) in [("before inject", before), ("after inject", after)] {
+        let (before, after, injected) = before_and_after(&stream);
+        for (what, out, input) in [
+            ("before inject", before, &stream),
+            ("after inject", after, &injected),
+        ] {
             let stderr = text(out.stderr);
             assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
             let stdout = text(out.stdout);
@@ -76,7 +91,14 @@ fn check_judges_the_volume_inject_gates() {
                 .lines()
                 .map(|l| l.split_once(" prod/").map_or(l, |(_, r)| r))
                 .collect();
-            let want: Vec<&str> = want.iter().map(|w| &w["prod/".len()..]).collect();
+            // Each ConfigMap named at its place in the stream checked (inject adds documents).
+            let want: Vec<String> = want
+                .iter()
+                .map(|(name, verdict)| {
+                    let n = document_of(input, "ConfigMap", name);
+                    format!("{name} (for deployment/app; - document {n}): {verdict}")
+                })
+                .collect();
             assert_eq!(rests, want, "{what}: {stdout}\n{stderr}");
         }
     }

@@ -169,15 +169,31 @@ fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
     assert_eq!(
         got.len(),
         8,
-        "every document is printed, in order, then what reporting needs"
+        "every document is printed, with what reporting needs"
     );
     let before = docs(BARE);
-    assert_eq!(got[0], before[0], "the ConfigMap passes through");
     assert_eq!(
-        got[3], before[3],
+        find(&got, "ConfigMap", "web-config"),
+        &before[0],
+        "the ConfigMap passes through"
+    );
+    assert_eq!(
+        find(&got, "Deployment", "other"),
+        &before[3],
         "a workload without confgate.io/accepts passes through"
     );
-    assert_eq!(got[4], before[4], "the Service passes through");
+    assert_eq!(
+        find(&got, "Service", "web"),
+        &before[4],
+        "the Service passes through"
+    );
+    let own: Vec<(String, String)> = got
+        .iter()
+        .map(kind_name)
+        .filter(|(k, _)| !matches!(k.as_str(), "ServiceAccount" | "Role" | "RoleBinding"))
+        .collect();
+    let theirs: Vec<(String, String)> = before.iter().map(kind_name).collect();
+    assert_eq!(own, theirs, "the input's documents keep their order");
 
     let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
     let init = spec["initContainers"].as_array().unwrap();
@@ -1075,4 +1091,135 @@ spec:
     let got = docs(&out);
     let c = &find(&got, "DaemonSet", "a")["spec"]["template"]["spec"]["initContainers"][0];
     assert!(!env_names(c).contains(&"CONFGATE_LISTEN"), "{c}");
+}
+
+/// The pod spec of a workload document, and its `namespace/name` of ServiceAccount.
+fn runs_as(d: &Value) -> Option<(Option<String>, String)> {
+    let spec = match d["kind"].as_str()? {
+        "Pod" => &d["spec"],
+        "CronJob" => &d["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => {
+            &d["spec"]["template"]["spec"]
+        }
+        _ => return None,
+    };
+    let account = spec["serviceAccountName"].as_str()?.to_owned();
+    let ns = d["metadata"]["namespace"].as_str().map(str::to_owned);
+    Some((ns, account))
+}
+
+/// Every ServiceAccount in `got` comes before any workload that runs as it (a bare Pod whose account
+/// does not exist yet is refused at admission); returns how many workloads ran as one of them.
+fn assert_accounts_first(what: &str, got: &[Value]) -> usize {
+    let mut checked = 0;
+    for (i, d) in got.iter().enumerate() {
+        if d["kind"] != "ServiceAccount" {
+            continue;
+        }
+        let account = (
+            d["metadata"]["namespace"].as_str().map(str::to_owned),
+            d["metadata"]["name"].as_str().unwrap().to_owned(),
+        );
+        for (j, w) in got.iter().enumerate() {
+            if runs_as(w).as_ref() == Some(&account) {
+                assert!(
+                    i < j,
+                    "{what}: ServiceAccount {account:?} (document {}) comes after {:?} (document {}), which runs as it",
+                    i + 1,
+                    kind_name(w),
+                    j + 1
+                );
+                checked += 1;
+            }
+        }
+    }
+    checked
+}
+
+/// A first plain `kubectl apply -f` of inject's output meets each ServiceAccount it adds before any
+/// pod that runs as it, for every input these tests inject, bare Pods included: the ServiceAccount,
+/// Role and RoleBinding come first, in that order.
+#[test]
+fn inject_puts_each_service_account_before_the_pods_that_run_as_it() {
+    let bare_pod = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: once-config}
+data: {config.yaml: "schemaVersion: 2.4.1"}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: once
+  annotations: {confgate.io/accepts: "^2.4"}
+spec:
+  containers:
+    - name: once
+      image: example/once:1
+      volumeMounts: [{name: config, mountPath: /etc/once}]
+  volumes:
+    - name: config
+      configMap: {name: once-config}
+"#;
+    let two_namespaces = BARE.replace(
+        "kind: Deployment\nmetadata:\n  name: web\n",
+        "kind: Deployment\nmetadata:\n  name: web\n  namespace: shop\n",
+    );
+    let in_a_namespace = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n{}",
+        bare_pod.replace("  name: once\n", "  name: once\n  namespace: shop\n")
+    );
+    for (what, input) in [
+        ("BARE", BARE.to_owned()),
+        ("a bare Pod", bare_pod.to_owned()),
+        ("two namespaces", two_namespaces),
+        ("a Namespace, then a bare Pod in it", in_a_namespace),
+        (
+            "the labelled workloads",
+            LABELLED
+                .replace("confgate-active", "config")
+                .replace("confgate-incoming", "config"),
+        ),
+    ] {
+        let (code, out, err) = inject(&[], &input);
+        assert_eq!(code, 0, "{what}: {err}");
+        let got = docs(&out);
+        assert!(
+            assert_accounts_first(what, &got) > 0,
+            "{what}: no pod runs as an added ServiceAccount"
+        );
+        let added: Vec<&str> = got
+            .iter()
+            .filter_map(|d| d["kind"].as_str())
+            .filter(|k| matches!(*k, "ServiceAccount" | "Role" | "RoleBinding"))
+            .collect();
+        let mut sorted = added.clone();
+        sorted.sort_by_key(|k| {
+            ["ServiceAccount", "Role", "RoleBinding"]
+                .iter()
+                .position(|x| x == k)
+        });
+        assert_eq!(added, sorted, "{what}");
+        let first_own = got
+            .iter()
+            .position(|d| {
+                !matches!(
+                    d["kind"].as_str(),
+                    Some("ServiceAccount" | "Role" | "RoleBinding" | "Namespace")
+                )
+            })
+            .unwrap();
+        assert_eq!(
+            first_own,
+            added.len() + usize::from(got[0]["kind"] == "Namespace"),
+            "{what}: what inject adds comes first: {:?}",
+            got.iter().map(kind_name).collect::<Vec<_>>()
+        );
+        if what.starts_with("a Namespace") {
+            assert_eq!(
+                kind_name(&got[0]),
+                ("Namespace".to_owned(), "shop".to_owned()),
+                "{what}: the Namespace stays first"
+            );
+        }
+    }
 }

@@ -882,11 +882,12 @@ fn a_pod_confgate_inject_rewrote_runs_as_injected() {
             .into_iter()
             .filter(|d| !d.is_null())
             .collect();
-    // What lets the sidecar report comes with the pod: its ServiceAccount, the Role and the binding.
+    // What lets the sidecar report comes with the pod, before it: its ServiceAccount, the Role and the
+    // binding.
     let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
     assert_eq!(
         kinds,
-        ["Pod", "ServiceAccount", "Role", "RoleBinding"],
+        ["ServiceAccount", "Role", "RoleBinding", "Pod"],
         "{docs:?}"
     );
     let items: Vec<Value> = docs
