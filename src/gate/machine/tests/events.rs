@@ -111,6 +111,26 @@ pub(super) fn refuse(g: &mut Gate, sha: ContentHash, base: &Observed, now: Now) 
     a
 }
 
+/// `applied` promoted and reloaded by the component, then `newer` promoted over it: the component's
+/// answer about `newer` is still to come.
+fn promoted_over_applied(g: &mut Gate, c: &Clock, applied: &Observed, newer: &Observed) {
+    promote(g, applied, c.at(10), 100);
+    g.handle(Event::Reload(Outcome::Reloaded(hash(applied))), c.at(20));
+    promote(g, newer, c.at(30), 200);
+}
+
+/// [`promoted_over_applied`], then the component refuses `newer` and `applied` is judged as the
+/// rollback base. Returns the refusal's actions.
+fn refused_over_applied(
+    g: &mut Gate,
+    c: &Clock,
+    applied: &Observed,
+    newer: &Observed,
+) -> Vec<Action> {
+    promoted_over_applied(g, c, applied, newer);
+    refuse(g, hash(newer), applied, c.at(40))
+}
+
 /// A promotion's or rollback's failure with `why` as the file system's answer.
 pub(super) fn failure(why: &str) -> crate::promote::Failure {
     crate::promote::Failure::new(crate::promote::Error::Io {
@@ -264,9 +284,7 @@ fn refused_content_is_recorded_rolled_back_and_its_base_owed_again() {
     let c = Clock::new();
     let mut g = started(&c, None);
     let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
-    promote(&mut g, &a, c.at(10), 100);
-    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
-    promote(&mut g, &b, c.at(30), 200);
+    promoted_over_applied(&mut g, &c, &a, &b);
     let refused = g.handle(
         Event::Reload(Outcome::Rejected {
             sha256: hash(&b),
@@ -342,10 +360,7 @@ fn a_refusal_with_nothing_applied_rolls_nothing_back_and_a_failed_rollback_is_re
 
     let mut g = started(&c, None);
     let b = cfg("2.1.0");
-    promote(&mut g, &a, c.at(10), 100);
-    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
-    promote(&mut g, &b, c.at(30), 200);
-    refuse(&mut g, hash(&b), &a, c.at(40));
+    refused_over_applied(&mut g, &c, &a, &b);
     let failed = g.handle(
         Event::RolledBack(Err(RollbackFailure::Failed(failure("disk full")))),
         c.at(50),
@@ -804,10 +819,7 @@ fn a_failed_rollback_is_tried_again_until_it_succeeds() {
     let c = Clock::new();
     let mut g = started(&c, None);
     let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
-    promote(&mut g, &a, c.at(10), 100);
-    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
-    promote(&mut g, &b, c.at(30), 200);
-    refuse(&mut g, hash(&b), &a, c.at(40));
+    refused_over_applied(&mut g, &c, &a, &b);
     let full = || {
         Event::RolledBack(Err(RollbackFailure::Failed(failure(
             "No space left on device",
@@ -857,10 +869,7 @@ fn a_rollback_compares_the_modes_of_what_it_put_back() {
         Observed::Config(Snapshot::with_modes(files, modes))
     };
     let (a, b) = (with_mode("2.4.1"), with_mode("2.5.0"));
-    promote(&mut g, &a, c.at(10), 100);
-    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
-    promote(&mut g, &b, c.at(30), 200);
-    refuse(&mut g, hash(&b), &a, c.at(40));
+    refused_over_applied(&mut g, &c, &a, &b);
     g.handle(
         Event::RolledBack(Ok((a.clone(), Some(BootTicks(300))))),
         c.at(50),
@@ -914,10 +923,7 @@ fn a_rollback_with_no_base_kept_on_disk_holds_and_says_so() {
     let c = Clock::new();
     let mut g = started(&c, None);
     let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
-    promote(&mut g, &a, c.at(10), 100);
-    g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
-    promote(&mut g, &b, c.at(30), 200);
-    refuse(&mut g, hash(&b), &a, c.at(40));
+    refused_over_applied(&mut g, &c, &a, &b);
     let none = g.handle(
         Event::RolledBack(Err(RollbackFailure::NoBase(crate::promote::Failure::new(
             crate::promote::Error::NoApplied {
@@ -952,12 +958,9 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
     let mut g = started(&c, None);
     let bucket = Some(crate::rollout::Bucket::of("pod-a"));
     let stable = cfg("2.0.0");
-    promote(&mut g, &stable, c.at(10), 100);
-    g.handle(Event::Reload(Outcome::Reloaded(hash(&stable))), c.at(20));
     // Without a rollout, a refusal is rolled back and nothing is judged again.
     let plain = cfg("2.0.1");
-    promote(&mut g, &plain, c.at(30), 200);
-    let a = refuse(&mut g, hash(&plain), &stable, c.at(40));
+    let a = refused_over_applied(&mut g, &c, &stable, &plain);
     assert!(!has(&a, |x| matches!(x, Action::Judge { .. })), "{a:?}");
 
     let mid = Observed::Config(Snapshot::new(BTreeMap::from([
