@@ -34,6 +34,22 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// An exec plugin's token is replaced this long before it expires.
 const EXPIRY_MARGIN: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
 
+/// The TLS error somewhere in `e`'s sources, if the connection failed in TLS. An `io::Error` shows
+/// its inner error's text but gives that error's own source, so each one's inner error is looked into.
+pub(crate) fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(r) = e.downcast_ref::<rustls::Error>() {
+        return Some(r);
+    }
+    if let Some(inner) = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::get_ref)
+        && let Some(r) = tls_error(inner)
+    {
+        return Some(r);
+    }
+    e.source().and_then(tls_error)
+}
+
 /// Why the kubeconfig gave no connection.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigError {
@@ -1272,22 +1288,6 @@ mod tests {
         port
     }
 
-    /// The rustls error somewhere in `e`'s sources (an `io::Error` shows its inner error's text but
-    /// gives its inner error's source, so each one's inner error is looked into too).
-    fn tls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-        if let Some(r) = e.downcast_ref::<rustls::Error>() {
-            return Some(r);
-        }
-        if let Some(inner) = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::get_ref)
-            && let Some(r) = tls_cause(inner)
-        {
-            return Some(r);
-        }
-        e.source().and_then(tls_cause)
-    }
-
     /// An API server whose certificate a CA other than the kubeconfig's signed is refused: the
     /// request fails with rustls' `InvalidCertificate(UnknownIssuer)`, said as such, and the message
     /// holds neither the token nor anything of the certificates. The same server with its own CA in
@@ -1313,7 +1313,7 @@ mod tests {
         let e = wrong.request_text(request()).await.unwrap_err();
         assert!(
             matches!(
-                tls_cause(&e),
+                tls_error(&e),
                 Some(rustls::Error::InvalidCertificate(
                     rustls::CertificateError::UnknownIssuer
                 ))
@@ -1322,7 +1322,9 @@ mod tests {
         );
         let said = super::super::explain(&e, "get on /version");
         assert!(
-            said.contains("invalid peer certificate: UnknownIssuer"),
+            said.contains("invalid peer certificate: UnknownIssuer")
+                && said.contains("the API server's certificate is not trusted")
+                && said.contains("certificate-authority"),
             "{said}"
         );
         let pems: Vec<String> = ["ca.crt", "other-ca.crt", "server.crt"]

@@ -337,6 +337,17 @@ pub(crate) fn explain(e: &kube::Error, rule: &str) -> String {
                 }
                 cur = c.source();
             }
+            // rustls says `UnknownIssuer`; the operator needs to hear which CA is meant.
+            if let Some(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            )) = connect::tls_error(other)
+            {
+                out.push_str(
+                    "; the API server's certificate is not trusted: no CA confgate verifies it \
+                     against signed it (the kubeconfig cluster's certificate-authority or \
+                     certificate-authority-data; in a pod, the ServiceAccount's ca.crt)",
+                );
+            }
             out
         }
     }
