@@ -445,7 +445,7 @@ impl Pipeline {
         let (choice, rollout) = choice.unzip();
         Some(Event::Judged {
             seen,
-            choice,
+            choice: choice.map(Box::new),
             rollout: rollout.flatten(),
             small,
         })

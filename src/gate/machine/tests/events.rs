@@ -56,7 +56,7 @@ pub(super) fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
 pub(super) fn judged(g: &Gate, obs: &Observed) -> Event {
     Event::Judged {
         seen: Seen::of(obs),
-        choice: Some(variants::choose(obs.clone(), g.settings())),
+        choice: Some(Box::new(variants::choose(obs.clone(), g.settings()))),
         rollout: None,
         small: false,
     }
@@ -969,7 +969,7 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
         let (choice, rollout) = crate::rollout::choose(mid.clone(), g.settings(), bucket, refused);
         Event::Judged {
             seen: Seen::of(&mid),
-            choice: Some(choice),
+            choice: Some(Box::new(choice)),
             rollout,
             small: true,
         }
