@@ -77,9 +77,9 @@ pub fn judge(observed: &Observed, settings: &Settings) -> Judgement {
             verdict: Verdict::Missing,
             version: None,
             parsed: None,
-            reason: why.clone(),
+            reason: why.to_string(),
         },
-        Observed::Broken(why) => invalid(None, why.clone()),
+        Observed::Broken(why) => invalid(None, why.to_string()),
         Observed::Config(snap) => judge_snapshot(snap, settings),
     }
 }

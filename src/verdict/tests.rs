@@ -179,13 +179,23 @@ fn api_version_table() {
 fn missing_and_broken_map_to_their_verdicts() {
     let s = settings(Some("^1"), "file:version", &[]);
     assert_eq!(
-        judge(&Observed::Missing("gone".into()), &s).verdict,
+        judge(
+            &Observed::Missing(crate::snapshot::Missing::NoObjectKeys),
+            &s
+        )
+        .verdict,
         Verdict::Missing
     );
-    let j = judge(&Observed::Broken("key k is a FIFO".into()), &s);
+    let j = judge(
+        &Observed::Broken(crate::snapshot::Broken::NotRegular { key: "k".into() }),
+        &s,
+    );
     assert_eq!(
         (j.verdict, j.reason.as_str()),
-        (Verdict::Invalid, "key k is a FIFO")
+        (
+            Verdict::Invalid,
+            "key k is not a regular file (a FIFO, socket or device cannot be a ConfigMap key)"
+        )
     );
 }
 

@@ -35,7 +35,7 @@ pub(super) fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
     let mut g = Gate::new(base, false).with_annotations_file("/podinfo/annotations".as_ref());
     let a = g.handle(Event::Start(Ok(annotations)), c.at(0));
     assert!(matches!(a.last(), Some(Action::Adopt { .. })), "{a:?}");
-    let empty = Observed::Missing("empty".into());
+    let empty = Observed::Missing(crate::snapshot::Missing::NoObjectKeys);
     let j = verdict::judge(&empty, g.settings());
     let a = g.handle(
         Event::Adopted(Box::new(Found {
@@ -560,7 +560,7 @@ fn checking(c: &Clock, check: &str, secret: bool) -> Gate {
     });
     let mut g = Gate::new(base, false).with_secret_content(secret);
     g.handle(Event::Start(Ok(None)), c.at(0));
-    let empty = Observed::Missing("empty".into());
+    let empty = Observed::Missing(crate::snapshot::Missing::NoObjectKeys);
     let j = verdict::judge(&empty, g.settings());
     g.handle(
         Event::Adopted(Box::new(Found {
