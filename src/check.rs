@@ -572,7 +572,7 @@ mod tests {
         let reasons: Vec<String> = found
             .iter()
             .map(|(_, o)| match o {
-                Observed::Broken(why) => why.clone(),
+                Observed::Broken(why) => why.to_string(),
                 other => panic!("{other:?}"),
             })
             .collect();

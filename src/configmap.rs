@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::listing;
-use crate::snapshot::{MAX_BYTES, MAX_KEYS, Observed, Snapshot};
+use crate::snapshot::{Broken, Cause, MAX_BYTES, MAX_KEYS, Missing, Observed, Snapshot};
 
 /// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for
 /// nested items (as `--require` and `--version-from` may name them).
@@ -64,24 +64,26 @@ impl Keys {
 }
 
 /// What a ConfigMap's keys (or why they could not be read) mean to the gate: no keys is `missing`,
-/// over the size limit or [`MAX_KEYS`] is broken, anything else a snapshot. The reason is made text
-/// here, where it enters the snapshot's `Observed`.
-pub(crate) fn observe<E: std::fmt::Display>(keys: Result<Keys, E>) -> Observed {
+/// over the size limit or [`MAX_KEYS`] is broken, anything else a snapshot. Why the keys could not
+/// be read stays the error the source typed, inside the snapshot's `Observed`.
+pub(crate) fn observe<E>(keys: Result<Keys, E>) -> Observed
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     match keys {
-        Ok(k) if k.0.is_empty() => Observed::Missing("the ConfigMap has no keys".into()),
-        Ok(k) if k.0.len() > MAX_KEYS => Observed::Broken(crate::snapshot::too_many_keys()),
+        Ok(k) if k.0.is_empty() => Observed::Missing(Missing::NoObjectKeys),
+        Ok(k) if k.0.len() > MAX_KEYS => Observed::Broken(Broken::TooManyKeys),
         Ok(k) => {
             let snap = Snapshot::new(k.0);
             if snap.total_bytes() > MAX_BYTES {
-                Observed::Broken(format!(
-                    "the config is {} bytes, over the ConfigMap size limit of {MAX_BYTES} bytes",
-                    snap.total_bytes()
-                ))
+                Observed::Broken(Broken::OverSize {
+                    bytes: snap.total_bytes(),
+                })
             } else {
                 Observed::Config(snap)
             }
         }
-        Err(why) => Observed::Broken(why.to_string()),
+        Err(why) => Observed::Broken(Broken::Source(Cause::new(why))),
     }
 }
 
@@ -110,7 +112,7 @@ mod tests {
             many.insert("data", &format!("k{i}"), vec![]).unwrap();
         }
         assert!(
-            matches!(observe(Ok::<_, KeyError>(many)), Observed::Broken(why) if why.contains("more than 8192 keys"))
+            matches!(observe(Ok::<_, KeyError>(many)), Observed::Broken(why) if why.to_string().contains("more than 8192 keys"))
         );
         assert!(matches!(observe(Ok::<_, KeyError>(k)), Observed::Config(_)));
     }

@@ -40,7 +40,7 @@ use tracing::{info, warn};
 use crate::annotations::Annotations;
 use crate::gate::Feed;
 use crate::settings::{ANN_SOURCE, Invalid, container};
-use crate::snapshot::Observed;
+use crate::snapshot::{Broken, Cause, Observed};
 use crate::state::Shared;
 
 const ALLOWED_SOURCE: &str = "volume, configmap:NAMESPACE/NAME or secret:NAMESPACE/NAME";
@@ -221,8 +221,9 @@ pub async fn feed(
         Ok(SourceSpec::Volume) => Ok(Feed::Volume),
         Err(why) => {
             warn!(reason = %why, "bad source annotation; no config will be accepted");
-            let (_tx, snapshots) =
-                tokio::sync::watch::channel(Some(Observed::Broken(why.to_string())));
+            let (_tx, snapshots) = tokio::sync::watch::channel(Some(Observed::Broken(
+                Broken::Source(Cause::new(why)),
+            )));
             let (_tx, source) = tokio::sync::watch::channel(None);
             Ok(Feed::Channel { snapshots, source })
         }

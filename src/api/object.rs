@@ -19,7 +19,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use crate::configmap::{KeyError, Keys};
 use crate::listing;
-use crate::snapshot::{MAX_BYTES, MAX_KEYS, too_many_keys};
+use crate::snapshot::{Broken, MAX_BYTES, MAX_KEYS};
 
 /// The kind of object watched: named in the view, the log lines and the RBAC rule a 403 calls for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,7 +272,7 @@ impl<'de> Visitor<'de> for EventSeed {
 /// Why an object's keys are not judged. Names a key as a reason shows it, never a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
-    #[error("{}", too_many_keys())]
+    #[error("{}", Broken::TooManyKeys)]
     TooManyKeys,
     #[error(
         "the config is over the ConfigMap size limit of {MAX_BYTES} bytes (the limit was passed at key {key})"
@@ -545,7 +545,10 @@ mod tests {
             &json!({"data": data, "metadata": {"resourceVersion": "9"}}),
         );
         assert_eq!(o.keys.unwrap_err(), Refused::TooManyKeys);
-        assert_eq!(Refused::TooManyKeys.to_string(), too_many_keys());
+        assert_eq!(
+            Refused::TooManyKeys.to_string(),
+            Broken::TooManyKeys.to_string()
+        );
         assert_eq!(o.resource_version.as_deref(), Some("9"));
     }
 

@@ -28,7 +28,7 @@ use super::listwatch::{self, Event, ListWatch};
 use super::object::Object;
 use crate::configmap;
 use crate::metrics::WatchSource;
-use crate::snapshot::Observed;
+use crate::snapshot::{Missing, Observed};
 use crate::state::{Shared, SourceView};
 
 /// How long the watch may keep failing before `/livez` says so.
@@ -90,13 +90,13 @@ impl Tracker {
                 self.view.watching = true;
                 match obj {
                     Some(obj) => self.apply(obj),
-                    None => self.gone("does not exist"),
+                    None => self.gone(false),
                 }
             }
             Event::Apply(obj) => self.apply(obj),
             Event::Delete(obj) => {
                 self.view.resource_version = obj.resource_version;
-                self.gone("was deleted")
+                self.gone(true)
             }
         }
     }
@@ -117,9 +117,20 @@ impl Tracker {
         observe(obj)
     }
 
-    fn gone(&self, what: &str) -> Observed {
+    /// The object is not there: it does not exist, or (`deleted`) a watch saw it deleted.
+    fn gone(&self, deleted: bool) -> Observed {
+        let what = if deleted {
+            "was deleted"
+        } else {
+            "does not exist"
+        };
         info!(source = %self.target, kind = self.kind.as_str(), "the {} {what}", self.kind.title());
-        Observed::Missing(format!("{} {} {what}", self.kind.title(), self.target))
+        let (kind, object) = (self.kind.title(), self.target.to_string());
+        Observed::Missing(if deleted {
+            Missing::Deleted { kind, object }
+        } else {
+            Missing::NoObject { kind, object }
+        })
     }
 
     /// A watcher error, after which the watch lists again: a `410 Gone` is the normal end of a watch
@@ -301,14 +312,16 @@ mod tests {
 
     #[test]
     fn empty_overlapping_and_bad_keys() {
-        assert!(matches!(cm(serde_json::json!({})), Observed::Missing(m) if m.contains("no keys")));
+        assert!(
+            matches!(cm(serde_json::json!({})), Observed::Missing(m) if m.to_string().contains("no keys"))
+        );
         assert!(matches!(
             cm(serde_json::json!({"data": {"a": "x"}, "binaryData": {"a": "eQ=="}})),
-            Observed::Broken(m) if m.contains("in both data and binaryData")
+            Observed::Broken(m) if m.to_string().contains("in both data and binaryData")
         ));
         assert!(matches!(
             cm(serde_json::json!({"data": {"..data": "x"}})),
-            Observed::Broken(m) if m.contains("not a valid ConfigMap key")
+            Observed::Broken(m) if m.to_string().contains("not a valid ConfigMap key")
         ));
     }
 
@@ -330,7 +343,10 @@ mod tests {
         let obs = t.event(Event::Listed(None));
         assert_eq!(
             obs,
-            Observed::Missing("Secret ns/tokens does not exist".into())
+            Observed::Missing(Missing::NoObject {
+                kind: "Secret",
+                object: "ns/tokens".into()
+            })
         );
         let why = t.describe(&forbidden());
         assert!(

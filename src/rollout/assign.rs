@@ -100,11 +100,7 @@ pub fn choose(
             };
             let stable = split(snap).stable;
             let choice = Choice {
-                judgement: Judgement {
-                    verdict: Verdict::Invalid,
-                    version: None,
-                    reason: why,
-                },
+                judgement: Judgement::invalid(why),
                 observed: Observed::Config(stable),
                 variant: None,
             };

@@ -15,13 +15,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 mod hash;
+mod problem;
 mod read;
 
 pub use hash::Plain;
 pub(crate) use hash::seal;
 pub use hash::{ContentHash, HashTextError, PrintedHash, sealed};
+pub use problem::{Broken, Cause, IoError, Missing};
 pub use read::read;
-pub(crate) use read::{stat_small, too_many_keys};
+pub(crate) use read::stat_small;
 
 /// The ConfigMap size limit (`core.MaxSecretSize`): the sum of all values.
 pub const MAX_BYTES: u64 = 1024 * 1024;
@@ -146,13 +148,13 @@ pub enum Observed {
     /// A config was there.
     Config(Snapshot),
     /// No config: no directory, an empty volume, or a deleted ConfigMap.
-    Missing(String),
-    /// Something is there but cannot be a ConfigMap; the reason names the key and the problem.
-    Broken(String),
+    Missing(Missing),
+    /// Something is there but cannot be a ConfigMap; the cause names the key and the problem.
+    Broken(Broken),
 }
 
 impl Observed {
-    /// Identity for de-duplication: a config's hash, or the problem text.
+    /// Identity for de-duplication: a config's hash, or the problem (what it says).
     #[cfg(feature = "api")]
     pub(crate) fn same_as(&self, other: &Observed) -> bool {
         match (self, other) {

@@ -4,14 +4,8 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::listing;
-
-use super::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, Observed, Snapshot};
-
-/// Nested item paths deeper than this are not a ConfigMap.
-const MAX_DEPTH: usize = 16;
-/// How often a read is retried when the kubelet swapped `..data` underneath it.
-const SWAP_RETRIES: usize = 8;
+use super::problem::{MAX_DEPTH, SWAP_RETRIES};
+use super::{Broken, DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, Missing, Observed, Snapshot};
 
 /// Reads the directory as one snapshot.
 ///
@@ -22,26 +16,16 @@ const SWAP_RETRIES: usize = 8;
 /// `SWAP_RETRIES` times; a volume still changing after that is `Broken`, never a partial snapshot.
 ///
 /// A reason names keys and paths as the directory holds them, which in a plain or git-sync dir may
-/// hold a newline: each reason is made one line (`listing::one_line`).
+/// hold a newline: each is shown on one line (`Broken`'s and `Missing`'s `Display`).
 pub fn read(dir: &Path) -> Observed {
-    match read_whole(dir) {
-        Observed::Broken(why) => Observed::Broken(listing::one_line(&why).into_owned()),
-        Observed::Missing(why) => Observed::Missing(listing::one_line(&why).into_owned()),
-        config => config,
-    }
-}
-
-/// [`read`], its reasons as the directory's names make them.
-fn read_whole(dir: &Path) -> Observed {
     for _ in 0..SWAP_RETRIES {
         match std::fs::read_link(dir.join(DATA_LINK)) {
             Ok(target) => {
                 let Some(name) = target.to_str().filter(|n| is_timestamp_dir(n)) else {
-                    return Observed::Broken(format!(
-                        "{}/..data points to {}, not to a timestamped directory beside it",
-                        dir.display(),
-                        target.display()
-                    ));
+                    return Observed::Broken(Broken::DataNotTimestamped {
+                        dir: dir.to_path_buf(),
+                        target,
+                    });
                 };
                 let base = match resolve_data_dir(dir, name) {
                     Ok(base) => base,
@@ -68,10 +52,9 @@ fn read_whole(dir: &Path) -> Observed {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if !dir.exists() {
-                    return Observed::Missing(format!(
-                        "the watched directory {} does not exist (is the ConfigMap volume mounted?)",
-                        dir.display()
-                    ));
+                    return Observed::Missing(Missing::NoDir {
+                        dir: dir.to_path_buf(),
+                    });
                 }
                 match read_tree(dir, dir) {
                     // A kubelet writing its first payload: the plain read may hold half of it.
@@ -82,15 +65,17 @@ fn read_whole(dir: &Path) -> Observed {
                 }
             }
             Err(e) => {
-                return Observed::Broken(format!("cannot read {}/..data: {e}", dir.display()));
+                return Observed::Broken(Broken::DataUnreadable {
+                    dir: dir.to_path_buf(),
+                    error: e.into(),
+                });
             }
         }
     }
     tracing::warn!(dir = %dir.display(), attempts = SWAP_RETRIES, "volume changing too fast to read whole");
-    Observed::Broken(format!(
-        "volume changing too fast: {} changed under each of {SWAP_RETRIES} reads",
-        dir.display()
-    ))
+    Observed::Broken(Broken::ChangingTooFast {
+        dir: dir.to_path_buf(),
+    })
 }
 
 /// Whether what [`read`] would read from `dir` is at most `keys` top-level regular files of
@@ -132,10 +117,10 @@ pub(crate) fn stat_small(dir: &Path, keys: usize, bytes: u64) -> bool {
 fn resolve_data_dir(dir: &Path, name: &str) -> Result<PathBuf, Problem> {
     let base = dir.join(name);
     let not_a_dir = || {
-        Problem::Bad(format!(
-            "{}/..data points to {name}, which is not a directory",
-            dir.display()
-        ))
+        Problem::Bad(Broken::DataNotADir {
+            dir: dir.to_path_buf(),
+            name: name.to_owned(),
+        })
     };
     let meta = std::fs::symlink_metadata(&base).map_err(|e| Problem::from((base.as_path(), e)))?;
     if !meta.file_type().is_symlink() {
@@ -148,11 +133,10 @@ fn resolve_data_dir(dir: &Path, name: &str) -> Result<PathBuf, Problem> {
     let real = std::fs::canonicalize(&base).map_err(|e| Problem::from((base.as_path(), e)))?;
     let top = std::fs::canonicalize(dir).map_err(|e| Problem::from((dir, e)))?;
     if real == top || !real.starts_with(&top) {
-        return Err(Problem::Bad(format!(
-            "{}/..data resolves to {}, outside the watched directory",
-            dir.display(),
-            real.display()
-        )));
+        return Err(Problem::Bad(Broken::DataOutside {
+            dir: dir.to_path_buf(),
+            real,
+        }));
     }
     match std::fs::metadata(&real) {
         Ok(m) if m.is_dir() => Ok(real),
@@ -164,7 +148,7 @@ fn resolve_data_dir(dir: &Path, name: &str) -> Result<PathBuf, Problem> {
 /// Why `..data` points nowhere, when it still names `name` and nothing is there; `None` when it has
 /// moved (a read racing a swap). The kubelet removes a timestamped directory only after `..data` has left
 /// it and never swaps back, so an unmoved `..data` naming nothing is broken: retrying cannot help.
-fn dangling(dir: &Path, target: &Path, name: &str) -> Option<String> {
+fn dangling(dir: &Path, target: &Path, name: &str) -> Option<Broken> {
     if std::fs::read_link(dir.join(DATA_LINK)).ok().as_deref() != Some(target) {
         return None;
     }
@@ -173,14 +157,11 @@ fn dangling(dir: &Path, target: &Path, name: &str) -> Option<String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         _ => return None,
     }
-    let what = match std::fs::symlink_metadata(&entry) {
-        Ok(_) => "is a link to nothing",
-        Err(_) => "does not exist",
-    };
-    Some(format!(
-        "{}/..data points nowhere: {name} {what}",
-        dir.display()
-    ))
+    Some(Broken::DataDangling {
+        dir: dir.to_path_buf(),
+        name: name.to_owned(),
+        link: std::fs::symlink_metadata(&entry).is_ok(),
+    })
 }
 
 /// A kubelet timestamped directory name: `..` then a single path component.
@@ -190,10 +171,9 @@ fn is_timestamp_dir(name: &str) -> bool {
 
 fn finish((files, modes): Tree, dir: &Path) -> Observed {
     if files.is_empty() {
-        Observed::Missing(format!(
-            "{} holds no keys (the ConfigMap is absent, empty or was deleted)",
-            dir.display()
-        ))
+        Observed::Missing(Missing::NoKeys {
+            dir: dir.to_path_buf(),
+        })
     } else {
         Observed::Config(Snapshot::with_modes(files, modes))
     }
@@ -205,7 +185,7 @@ type Tree = (BTreeMap<String, Vec<u8>>, BTreeMap<String, u32>);
 enum Problem {
     /// A path vanished mid-read.
     Gone,
-    Bad(String),
+    Bad(Broken),
 }
 
 impl From<(&Path, io::Error)> for Problem {
@@ -213,7 +193,10 @@ impl From<(&Path, io::Error)> for Problem {
         if e.kind() == io::ErrorKind::NotFound {
             Problem::Gone
         } else {
-            Problem::Bad(format!("cannot read {}: {e}", path.display()))
+            Problem::Bad(Broken::Unreadable {
+                path: path.to_path_buf(),
+                error: e.into(),
+            })
         }
     }
 }
@@ -232,10 +215,7 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
             let entry = entry.map_err(|e| Problem::from((dir.as_path(), e)))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else {
-                return Err(Problem::Bad(format!(
-                    "{} holds a file name that is not UTF-8",
-                    dir.display()
-                )));
+                return Err(Problem::Bad(Broken::NotUtf8 { dir }));
             };
             if name.starts_with("..") {
                 continue;
@@ -260,9 +240,7 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
             };
             if meta.is_dir() {
                 if depth + 1 >= MAX_DEPTH {
-                    return Err(Problem::Bad(format!(
-                        "key {key} is nested deeper than {MAX_DEPTH} levels"
-                    )));
+                    return Err(Problem::Bad(Broken::TooDeep { key }));
                 }
                 if !ft.is_symlink() {
                     stack.push((path, depth + 1));
@@ -270,21 +248,17 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
                 continue;
             }
             if !meta.is_file() {
-                return Err(Problem::Bad(format!(
-                    "key {key} is not a regular file (a FIFO, socket or device cannot be a ConfigMap key)"
-                )));
+                return Err(Problem::Bad(Broken::NotRegular { key }));
             }
             let budget = MAX_BYTES.saturating_sub(total);
             let bytes = read_limited(&real, meta.len(), budget)
                 .map_err(|e| Problem::from((real.as_path(), e)))?;
             total += bytes.len() as u64;
             if total > MAX_BYTES {
-                return Err(Problem::Bad(format!(
-                    "the config is over the ConfigMap size limit of {MAX_BYTES} bytes (the limit was passed at key {key})"
-                )));
+                return Err(Problem::Bad(Broken::OverSizeAt { key }));
             }
             if files.len() == MAX_KEYS {
-                return Err(Problem::Bad(too_many_keys()));
+                return Err(Problem::Bad(Broken::TooManyKeys));
             }
             let mode = meta.permissions().mode() & 0o777;
             if mode != DEFAULT_MODE {
@@ -296,22 +270,16 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
     Ok((files, modes))
 }
 
-/// Why a config with more than [`MAX_KEYS`] keys is refused.
-pub(crate) fn too_many_keys() -> String {
-    format!("the config has more than {MAX_KEYS} keys; at most {MAX_KEYS} are judged")
-}
-
 /// Follows a symlink only when it stays inside the watched directory.
 fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem> {
     let real = std::fs::canonicalize(path).map_err(|e| {
         // A link that is still there with nothing behind it is broken, not a read racing a swap:
         // retrying cannot help, and "changed while being read" would send the reader the wrong way.
         if e.kind() == io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_ok() {
-            let target = std::fs::read_link(path).unwrap_or_default();
-            Problem::Bad(format!(
-                "key {key} is a symlink to a missing target ({})",
-                target.display()
-            ))
+            Problem::Bad(Broken::LinkToNothing {
+                key: key.to_owned(),
+                target: std::fs::read_link(path).unwrap_or_default(),
+            })
         } else {
             Problem::from((path, e))
         }
@@ -320,10 +288,10 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
     if real.starts_with(&top) {
         Ok(real)
     } else {
-        Err(Problem::Bad(format!(
-            "key {key} is a symlink to {}, outside the watched directory",
-            real.display()
-        )))
+        Err(Problem::Bad(Broken::LinkOutside {
+            key: key.to_owned(),
+            real,
+        }))
     }
 }
 
@@ -367,9 +335,13 @@ mod tests {
     fn plain_directory_and_missing() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("cfg");
-        assert!(matches!(read(&dir), Observed::Missing(m) if m.contains("does not exist")));
+        assert!(
+            matches!(read(&dir), Observed::Missing(m) if m.to_string().contains("does not exist"))
+        );
         std::fs::create_dir(&dir).unwrap();
-        assert!(matches!(read(&dir), Observed::Missing(m) if m.contains("holds no keys")));
+        assert!(
+            matches!(read(&dir), Observed::Missing(m) if m.to_string().contains("holds no keys"))
+        );
         std::fs::write(dir.join("version"), "1.0.0").unwrap();
         std::fs::create_dir(dir.join("sub")).unwrap();
         std::fs::write(dir.join("sub/x"), "y").unwrap();
@@ -387,7 +359,9 @@ mod tests {
         std::fs::write(tmp.path().join("secret"), "x").unwrap();
         std::os::unix::fs::symlink(tmp.path().join("secret"), dir.join("k")).unwrap();
         match read(&dir) {
-            Observed::Broken(why) => assert!(why.contains("key k is a symlink"), "{why}"),
+            Observed::Broken(why) => {
+                assert!(why.to_string().contains("key k is a symlink"), "{why}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -399,7 +373,10 @@ mod tests {
         std::os::unix::fs::symlink("nowhere", tmp.path().join("k")).unwrap();
         match read(tmp.path()) {
             Observed::Broken(why) => {
-                assert_eq!(why, "key k is a symlink to a missing target (nowhere)")
+                assert_eq!(
+                    why.to_string(),
+                    "key k is a symlink to a missing target (nowhere)"
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -409,18 +386,17 @@ mod tests {
     fn dangling_data_link_is_broken_at_once_and_named() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, ts) = (tmp.path(), "..2024_01_01_00_00_00.1");
-        let why = |what: &str| {
-            Observed::Broken(format!(
-                "{}/..data points nowhere: {ts} {what}",
-                dir.display()
-            ))
+        let why = |what: &str| format!("{}/..data points nowhere: {ts} {what}", dir.display());
+        let said = |o: Observed| match o {
+            Observed::Broken(why) => why.to_string(),
+            other => panic!("{other:?}"),
         };
         std::fs::write(dir.join("version"), "1.0.0").unwrap();
         std::os::unix::fs::symlink(ts, dir.join("..data")).unwrap();
-        assert_eq!(read(dir), why("does not exist"));
+        assert_eq!(said(read(dir)), why("does not exist"));
         // A timestamped name that is itself a link to nothing.
         std::os::unix::fs::symlink("..gone", dir.join(ts)).unwrap();
-        assert_eq!(read(dir), why("is a link to nothing"));
+        assert_eq!(said(read(dir)), why("is a link to nothing"));
     }
 
     #[test]
@@ -430,7 +406,9 @@ mod tests {
         assert!(matches!(read(tmp.path()), Observed::Config(_)));
         std::fs::write(tmp.path().join("b"), "y").unwrap();
         match read(tmp.path()) {
-            Observed::Broken(why) => assert!(why.contains("size limit of 1048576"), "{why}"),
+            Observed::Broken(why) => {
+                assert!(why.to_string().contains("size limit of 1048576"), "{why}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -462,7 +440,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         nix::unistd::mkfifo(&tmp.path().join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         match read(tmp.path()) {
-            Observed::Broken(why) => assert!(why.contains("not a regular file"), "{why}"),
+            Observed::Broken(why) => {
+                assert!(why.to_string().contains("not a regular file"), "{why}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -523,7 +503,8 @@ mod tests {
             }
             match read(&dir) {
                 Observed::Broken(why) => assert!(
-                    why.contains(&format!("points to {want}, which is not a directory")),
+                    why.to_string()
+                        .contains(&format!("points to {want}, which is not a directory")),
                     "{hop}: {why}"
                 ),
                 other => panic!("{hop}: {other:?}"),
@@ -543,7 +524,10 @@ mod tests {
         std::os::unix::fs::symlink("..x", dir.join("..data")).unwrap();
         match read(&dir) {
             Observed::Broken(why) => {
-                assert!(why.contains("outside the watched directory"), "{why}")
+                assert!(
+                    why.to_string().contains("outside the watched directory"),
+                    "{why}"
+                )
             }
             other => panic!("{other:?}"),
         }

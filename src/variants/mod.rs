@@ -34,8 +34,13 @@ pub struct Choice {
 struct Judged {
     key: String,
     judgement: Judgement,
+}
+
+impl Judged {
     /// The parsed version, when one was read, under the scheme of the range in force.
-    version: Option<SchemeVersion>,
+    fn version(&self) -> Option<&SchemeVersion> {
+        self.judgement.parsed.as_ref()
+    }
 }
 
 /// Chooses what to promote from `observed` under `settings`; without the variants setting, or with no
@@ -78,17 +83,9 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
     };
     let mut judged: Vec<Judged> = keys
         .iter()
-        .map(|k| {
-            let judgement = verdict::judge_range(&set(k), settings);
-            let version = judgement
-                .version
-                .as_deref()
-                .and_then(|r| verdict::parse_version(r, settings));
-            Judged {
-                key: (*k).clone(),
-                judgement,
-                version,
-            }
+        .map(|k| Judged {
+            key: (*k).clone(),
+            judgement: verdict::judge_range(&set(k), settings),
         })
         .collect();
     if let Some((a, b)) = ambiguous(snap, &judged) {
@@ -97,10 +94,7 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
                 "variants {} and {} have the same version {} and different content; give one a new version or remove it",
                 listing::name(&a.key),
                 listing::name(&b.key),
-                a.version
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default()
+                a.version().map(ToString::to_string).unwrap_or_default()
             )),
             observed,
             variant: None,
@@ -110,7 +104,7 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
     let newest_first = |a: &Judged, b: &Judged| by_version(b, a).then_with(|| a.key.cmp(&b.key));
     let mut candidates: Vec<usize> = (0..judged.len())
         .filter(|&i| {
-            judged[i].judgement.verdict == Verdict::Accepted && judged[i].version.is_some()
+            judged[i].judgement.verdict == Verdict::Accepted && judged[i].version().is_some()
         })
         .collect();
     candidates.sort_by(|&a, &b| newest_first(&judged[a], &judged[b]));
@@ -155,13 +149,12 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
     // What observe mode runs: the newest variant read, accepted or not.
     let fallback = judged
         .iter()
-        .filter(|j| j.version.is_some())
+        .filter(|j| j.version().is_some())
         .min_by(|a, b| newest_first(a, b));
     Choice {
         judgement: Judgement {
             verdict,
-            version: None,
-            reason: format!("no variant is accepted by {range}: {list}; {fix}"),
+            ..Judgement::invalid(format!("no variant is accepted by {range}: {list}; {fix}"))
         },
         observed: match fallback {
             Some(f) => Observed::Config(promoted_set(snap, v, &f.key)),
@@ -225,15 +218,11 @@ fn plain(observed: Observed, settings: &Settings) -> Choice {
 }
 
 fn invalid(reason: String) -> Judgement {
-    Judgement {
-        verdict: Verdict::Invalid,
-        version: None,
-        reason,
-    }
+    Judgement::invalid(reason)
 }
 
 fn by_version(a: &Judged, b: &Judged) -> Ordering {
-    match (&a.version, &b.version) {
+    match (a.version(), b.version()) {
         (Some(x), Some(y)) => x.cmp_precedence(y),
         (x, y) => x.is_some().cmp(&y.is_some()),
     }
@@ -248,7 +237,7 @@ fn ambiguous<'a>(snap: &Snapshot, judged: &'a [Judged]) -> Option<(&'a Judged, &
             || snap.mode(&a.key) != snap.mode(&b.key)
     };
     let mut by: Vec<usize> = (0..judged.len())
-        .filter(|&i| judged[i].version.is_some())
+        .filter(|&i| judged[i].version().is_some())
         .collect();
     by.sort_by(|&a, &b| by_version(&judged[a], &judged[b]).then(a.cmp(&b)));
     by.chunk_by(|&a, &b| by_version(&judged[a], &judged[b]) == Ordering::Equal)

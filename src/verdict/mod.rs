@@ -29,8 +29,19 @@ use version::{MAX_VERSION_LEN, looks_like_a_version, present};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judgement {
     pub verdict: Verdict,
+    /// The version as written in the config, trimmed: what status, logs and Events show.
     pub version: Option<String>,
+    /// That version parsed under the scheme of the range in force (semver without one), when it
+    /// parsed: what later stages compare (`variants` orders by it), never parsed again from `version`.
+    pub parsed: Option<SchemeVersion>,
     pub reason: String,
+}
+
+impl Judgement {
+    /// An `invalid` verdict that read no version.
+    pub fn invalid(reason: String) -> Judgement {
+        invalid(None, reason)
+    }
 }
 
 /// `j` as a Secret's content may show it: an `invalid` verdict that read a value (which did not parse
@@ -39,8 +50,12 @@ pub struct Judgement {
 /// (`--version-from` naming a PIN such as `hunter2-PIN-4711`) is made of those characters too.
 pub(crate) fn for_a_secret(j: Judgement, from: &VersionFrom) -> Judgement {
     match (&j.verdict, &j.version) {
+        // A version under the scheme in force is shown; else the value is shown only if it is a
+        // version of either scheme (the value read, judged here at the edge where it may be shown).
         (Verdict::Invalid, Some(raw))
-            if parse_lenient(raw).is_err() && ApiVersion::parse_object(raw).is_err() =>
+            if j.parsed.is_none()
+                && parse_lenient(raw).is_err()
+                && ApiVersion::parse_object(raw).is_err() =>
         {
             invalid(
                 None,
@@ -61,13 +76,10 @@ pub fn judge(observed: &Observed, settings: &Settings) -> Judgement {
         Observed::Missing(why) => Judgement {
             verdict: Verdict::Missing,
             version: None,
-            reason: why.clone(),
+            parsed: None,
+            reason: why.to_string(),
         },
-        Observed::Broken(why) => Judgement {
-            verdict: Verdict::Invalid,
-            version: None,
-            reason: why.clone(),
-        },
+        Observed::Broken(why) => invalid(None, why.to_string()),
         Observed::Config(snap) => judge_snapshot(snap, settings),
     }
 }
@@ -76,6 +88,7 @@ fn invalid(version: Option<String>, reason: String) -> Judgement {
     Judgement {
         verdict: Verdict::Invalid,
         version,
+        parsed: None,
         reason,
     }
 }
@@ -182,6 +195,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         return Judgement {
             verdict: Verdict::OutOfRange,
             version: Some(raw),
+            parsed: Some(SchemeVersion::Semver(version)),
             reason: "no accepted range configured (set confgate.io/accepts, --accepts or CONFGATE_ACCEPTS)"
                 .into(),
         };
@@ -213,6 +227,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
     Judgement {
         verdict,
         version: Some(raw),
+        parsed: Some(SchemeVersion::Semver(version)),
         reason,
     }
 }
@@ -233,29 +248,20 @@ pub(crate) fn judge_rules(
         Ok(()) => j,
         Err(failure) => {
             let version = j
-                .version
-                .as_deref()
-                .and_then(|r| parse_version(r, settings))
-                .map(|v| v.to_string())
+                .parsed
+                .as_ref()
+                .map(ToString::to_string)
                 .unwrap_or_default();
-            invalid(
-                j.version,
-                format!(
-                    "version {version} is in {}, but {failure}",
-                    settings.accepts_text().unwrap_or_default()
-                ),
-            )
+            let reason = format!(
+                "version {version} is in {}, but {failure}",
+                settings.accepts_text().unwrap_or_default()
+            );
+            Judgement {
+                verdict: Verdict::Invalid,
+                reason,
+                ..j
+            }
         }
-    }
-}
-
-/// A version as read, parsed under the scheme of the range in force (semver without one).
-pub(crate) fn parse_version(raw: &str, settings: &Settings) -> Option<SchemeVersion> {
-    match settings.accepts.as_ref().map(|a| a.range()) {
-        Some(Range::Api(_)) => ApiVersion::parse_object(raw.trim())
-            .ok()
-            .map(SchemeVersion::Api),
-        _ => parse_lenient(raw).ok().map(SchemeVersion::Semver),
     }
 }
 
@@ -338,6 +344,7 @@ fn judge_api(raw: String, set: &ApiVersions, text: &str, from: &VersionFrom) -> 
     Judgement {
         verdict,
         version: Some(raw),
+        parsed: Some(SchemeVersion::Api(v)),
         reason,
     }
 }

@@ -179,13 +179,23 @@ fn api_version_table() {
 fn missing_and_broken_map_to_their_verdicts() {
     let s = settings(Some("^1"), "file:version", &[]);
     assert_eq!(
-        judge(&Observed::Missing("gone".into()), &s).verdict,
+        judge(
+            &Observed::Missing(crate::snapshot::Missing::NoObjectKeys),
+            &s
+        )
+        .verdict,
         Verdict::Missing
     );
-    let j = judge(&Observed::Broken("key k is a FIFO".into()), &s);
+    let j = judge(
+        &Observed::Broken(crate::snapshot::Broken::NotRegular { key: "k".into() }),
+        &s,
+    );
     assert_eq!(
         (j.verdict, j.reason.as_str()),
-        (Verdict::Invalid, "key k is a FIFO")
+        (
+            Verdict::Invalid,
+            "key k is not a regular file (a FIFO, socket or device cannot be a ConfigMap key)"
+        )
     );
 }
 
@@ -349,4 +359,42 @@ fn every_reason_ends_with_its_fix_naming_a_real_annotation() {
         );
         assert!(j.reason.ends_with(fix), "{}", j.reason);
     }
+}
+
+/// The judgement carries the version parsed once, under the scheme in force, next to the text as
+/// written: later stages compare the typed value and show the text.
+#[test]
+fn a_judgement_carries_the_parsed_version_and_the_text_as_written() {
+    let parsed = |files: &[(&str, &[u8])], accepts: Option<&str>| {
+        let j = judge(&snap(files), &settings(accepts, "file:version", &[]));
+        (j.version, j.parsed)
+    };
+    assert_eq!(
+        parsed(&[("version", b" v2.4 \n")], Some("^2")),
+        (
+            Some("v2.4".to_owned()),
+            Some(SchemeVersion::Semver(semver::Version::new(2, 4, 0)))
+        )
+    );
+    assert_eq!(
+        parsed(&[("version", b"3")], None),
+        (
+            Some("3".to_owned()),
+            Some(SchemeVersion::Semver(semver::Version::new(3, 0, 0)))
+        )
+    );
+    assert_eq!(
+        parsed(&[("version", b"apps/v1beta1")], Some("apps/v1")),
+        (
+            Some("apps/v1beta1".to_owned()),
+            Some(SchemeVersion::Api(
+                ApiVersion::parse_object("apps/v1beta1").unwrap()
+            ))
+        )
+    );
+    // Read but not a version of the scheme in force: the text stays, nothing is parsed.
+    assert_eq!(
+        parsed(&[("version", b"1.2.3.4")], Some("^1")),
+        (Some("1.2.3.4".to_owned()), None)
+    );
 }

@@ -397,7 +397,7 @@ async fn configmap_watch_follows_the_object_through_its_life() {
     settled(
         &mut rx,
         "missing after DELETED",
-        |o| matches!(o, Observed::Missing(m) if m == "ConfigMap prod/app was deleted"),
+        |o| matches!(o, Observed::Missing(m) if m.to_string() == "ConfigMap prod/app was deleted"),
     )
     .await;
     let mut params = WATCH_PARAMS.to_vec();
@@ -599,7 +599,7 @@ async fn absent_and_oversized_configmaps() {
     settled(
         &mut rx,
         "missing",
-        |o| matches!(o, Observed::Missing(m) if m.contains("does not exist")),
+        |o| matches!(o, Observed::Missing(m) if m.to_string().contains("does not exist")),
     )
     .await;
     let mut big = configmap("uid-1", "8", "2.4.1");
@@ -613,7 +613,7 @@ async fn absent_and_oversized_configmaps() {
     .await;
     respond_events(send, &[json!({"type": "ADDED", "object": big})]);
     settled(&mut rx, "broken", |o| {
-        matches!(o, Observed::Broken(m) if m.contains("over the ConfigMap size limit of 1048576 bytes"))
+        matches!(o, Observed::Broken(m) if m.to_string().contains("over the ConfigMap size limit of 1048576 bytes"))
     })
     .await;
 }

@@ -65,7 +65,9 @@ fn a_read_overlapping_a_slow_removal_is_never_partial() {
                         }
                     }
                     // Bounded retries may run out under this churn; that is reported, never promoted.
-                    Observed::Broken(why) => assert!(why.contains("changing too fast"), "{why}"),
+                    Observed::Broken(why) => {
+                        assert!(why.to_string().contains("changing too fast"), "{why}")
+                    }
                     Observed::Missing(why) => {
                         panic!("a volume always holding keys read as missing: {why}")
                     }

@@ -15,7 +15,7 @@
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::condition::{FACTS_ANNOTATION, Facts, RolloutPart};
+use super::condition::{FACTS_ANNOTATION, Facts, Reason, RolloutPart};
 use super::pod_view::PodView;
 use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::rollout::{self, Percent, Plan};
@@ -168,7 +168,9 @@ pub fn row(pod: &PodView) -> Row {
         .unwrap_or_default();
     // Waiting out its share of the reload spread, a pod holds nothing back: the newer config is
     // accepted and promoted at its time.
-    let spreading = current.is_some_and(|c| c.reason.as_deref() == Some("Spreading"));
+    let spreading = current
+        .and_then(|c| c.reason.as_deref())
+        .is_some_and(|r| r.parse::<Reason>() == Ok(Reason::Spreading));
     let newest = facts.and_then(|m| m.newest);
     let waiting = newest
         .as_ref()

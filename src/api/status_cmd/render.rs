@@ -426,7 +426,7 @@ mod tests {
     /// running its config and waiting, not holding anything back.
     #[test]
     fn a_pod_waiting_out_its_reload_spread_is_not_holding() {
-        use crate::api::condition::{FACTS_ANNOTATION, Facts, Newest};
+        use crate::api::condition::{FACTS_ANNOTATION, Facts, Newest, Reason};
         use crate::api::pod_view::PodView;
         use crate::api::{CONDITION_TYPE, CURRENT_TYPE};
         let facts = Facts {
@@ -443,7 +443,7 @@ mod tests {
             "status": {"conditions": [
                 {"type": "Ready", "status": "True"},
                 {"type": CONDITION_TYPE, "status": "True", "reason": "Accepted"},
-                {"type": CURRENT_TYPE, "status": "False", "reason": "Spreading"},
+                {"type": CURRENT_TYPE, "status": "False", "reason": Reason::Spreading.to_string()},
             ]},
         }))
         .unwrap();

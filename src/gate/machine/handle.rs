@@ -67,7 +67,7 @@ impl Gate {
                 if let Some(choice) = choice {
                     self.rollout_seen(rollout, &mut out);
                     let rollout = RolloutSeen::of(self.rollout.as_ref());
-                    self.judged(seen, choice, rollout, now, &mut out);
+                    self.judged(seen, *choice, rollout, now, &mut out);
                 }
             }
             Event::Rejudged(obs, j) => {
@@ -525,7 +525,7 @@ impl Gate {
         Judgement {
             verdict: Verdict::Invalid,
             reason: format!("{}, but {why}; {fix}", j.reason),
-            version: j.version,
+            ..j
         }
     }
 

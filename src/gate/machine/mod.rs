@@ -213,7 +213,8 @@ pub(crate) enum Event {
     /// was read is small ([`is_small`]), so the next read may be made on the loop.
     Judged {
         seen: Seen,
-        choice: Option<Choice>,
+        // Boxed: a choice is most of the event's size, and the other events are small.
+        choice: Option<Box<Choice>>,
         rollout: Option<Rollout>,
         small: bool,
     },

@@ -224,7 +224,7 @@ impl Pipeline {
                 let (base, j) = self
                     .on_dir(move |p| {
                         let base = p.applied().map(|(obs, _)| obs).unwrap_or_else(|| {
-                            Observed::Missing("no applied config is kept".into())
+                            Observed::Missing(crate::snapshot::Missing::NoApplied)
                         });
                         let j = verdict::judge(&base, &settings);
                         (base, j)
@@ -445,7 +445,7 @@ impl Pipeline {
         let (choice, rollout) = choice.unzip();
         Some(Event::Judged {
             seen,
-            choice,
+            choice: choice.map(Box::new),
             rollout: rollout.flatten(),
             small,
         })

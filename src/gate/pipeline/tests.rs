@@ -289,5 +289,7 @@ fn small_is_at_most_64_keys_and_64_kib() {
     assert!(is_small(&keys(64, 1024)));
     assert!(!is_small(&keys(65, 1)), "too many keys");
     assert!(!is_small(&keys(2, 32 * 1024 + 1)), "too many bytes");
-    assert!(is_small(&Observed::Missing("gone".into())));
+    assert!(is_small(&Observed::Missing(
+        crate::snapshot::Missing::NoObjectKeys
+    )));
 }

@@ -35,7 +35,7 @@ pub(super) fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
     let mut g = Gate::new(base, false).with_annotations_file("/podinfo/annotations".as_ref());
     let a = g.handle(Event::Start(Ok(annotations)), c.at(0));
     assert!(matches!(a.last(), Some(Action::Adopt { .. })), "{a:?}");
-    let empty = Observed::Missing("empty".into());
+    let empty = Observed::Missing(crate::snapshot::Missing::NoObjectKeys);
     let j = verdict::judge(&empty, g.settings());
     let a = g.handle(
         Event::Adopted(Box::new(Found {
@@ -56,7 +56,7 @@ pub(super) fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
 pub(super) fn judged(g: &Gate, obs: &Observed) -> Event {
     Event::Judged {
         seen: Seen::of(obs),
-        choice: Some(variants::choose(obs.clone(), g.settings())),
+        choice: Some(Box::new(variants::choose(obs.clone(), g.settings()))),
         rollout: None,
         small: false,
     }
@@ -575,7 +575,7 @@ fn checking(c: &Clock, check: &str, secret: bool) -> Gate {
     });
     let mut g = Gate::new(base, false).with_secret_content(secret);
     g.handle(Event::Start(Ok(None)), c.at(0));
-    let empty = Observed::Missing("empty".into());
+    let empty = Observed::Missing(crate::snapshot::Missing::NoObjectKeys);
     let j = verdict::judge(&empty, g.settings());
     g.handle(
         Event::Adopted(Box::new(Found {
@@ -972,7 +972,7 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
         let (choice, rollout) = crate::rollout::choose(mid.clone(), g.settings(), bucket, refused);
         Event::Judged {
             seen: Seen::of(&mid),
-            choice: Some(choice),
+            choice: Some(Box::new(choice)),
             rollout,
             small: true,
         }

@@ -110,7 +110,10 @@ fn hold_stays_ready_and_stale_unready_does_not() {
         assert!(s.reason.contains("holding 2.1.0"), "{}", s.reason);
         assert_eq!(s.active.as_ref().unwrap().version.as_deref(), Some("2.1.0"));
         assert_eq!(
-            step(&mut g, &Observed::Missing("deleted".into())),
+            step(
+                &mut g,
+                &Observed::Missing(crate::snapshot::Missing::NoObjectKeys)
+            ),
             Decision::Keep
         );
         assert_eq!(g.status(reload_view()).ready, ready_when_held);
@@ -147,7 +150,13 @@ fn observe_promotes_everything_and_stays_ready() {
     let s = g.status(reload_view());
     assert!(s.ready && s.started);
     assert_eq!(s.active.unwrap().verdict, Verdict::TooNew);
-    assert_eq!(step(&mut g, &Observed::Missing("x".into())), Decision::Keep);
+    assert_eq!(
+        step(
+            &mut g,
+            &Observed::Missing(crate::snapshot::Missing::NoObjectKeys)
+        ),
+        Decision::Keep
+    );
     assert!(g.status(reload_view()).ready);
 }
 
@@ -267,7 +276,10 @@ fn rejected_content_is_rolled_back_held_and_not_offered_again() {
 #[test]
 fn the_first_config_is_checked_at_start_up_and_is_then_the_rollback_base() {
     let mut g = gate("^2");
-    adopt(&mut g, &Observed::Missing("empty".into()));
+    adopt(
+        &mut g,
+        &Observed::Missing(crate::snapshot::Missing::NoObjectKeys),
+    );
     let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
     assert_eq!(
         step(&mut g, &a),
@@ -385,7 +397,10 @@ fn rejection_without_an_applied_config_has_nothing_to_roll_back_to() {
 #[test]
 fn no_reload_for_the_first_promotion_into_an_empty_dir() {
     let mut g = gate("^2");
-    adopt(&mut g, &Observed::Missing("empty".into()));
+    adopt(
+        &mut g,
+        &Observed::Missing(crate::snapshot::Missing::NoObjectKeys),
+    );
     assert_eq!(
         step(&mut g, &cfg("2.0.0")),
         Decision::Promote {
