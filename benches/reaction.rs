@@ -63,7 +63,17 @@ fn opts() -> Opts {
     if let [flag, dir, port] = args.as_slice()
         && flag == floor::FLAG
     {
-        floor::main(Path::new(dir), port.parse().unwrap_or_else(|_| usage()));
+        floor::main(
+            Path::new(dir),
+            port.parse().unwrap_or_else(|_| usage()),
+            None,
+        );
+    }
+    if let [flag, out, dir, port] = args.as_slice()
+        && flag == floor::COPY_FLAG
+    {
+        let port = port.parse().unwrap_or_else(|_| usage());
+        floor::main(Path::new(dir), port, Some(Path::new(out)));
     }
     if let [flag, bin, port, n] = args.as_slice()
         && flag == PROBE_RUNNER
@@ -436,10 +446,28 @@ impl Rival {
         let vol = Volume::new(tmp.join("floor-incoming"));
         write(&vol, &small("1.0.0"));
         let sink = Sink::start(false);
-        let child = floor::spawn(&vol.dir, sink.port);
+        let child = floor::spawn(&vol.dir, sink.port, None);
         Rival {
             name: "floor",
             key: "floor",
+            process: Process::Child(child),
+            vol,
+            sink,
+            seq: 0,
+            bytes: None,
+        }
+    }
+
+    /// The copy floor: the floor plus the least a gate must do before it POSTs, copy the keys into
+    /// a new dir and swap `..data` to it.
+    fn copy_floor(tmp: &Path) -> Rival {
+        let vol = Volume::new(tmp.join("copy-floor-incoming"));
+        write(&vol, &small("1.0.0"));
+        let sink = Sink::start(false);
+        let child = floor::spawn(&vol.dir, sink.port, Some(&tmp.join("copy-floor-promoted")));
+        Rival {
+            name: "copy floor",
+            key: "copy_floor",
             process: Process::Child(child),
             vol,
             sink,
@@ -658,7 +686,7 @@ fn side_by_side(
     };
     let env = |name: &str| std::env::var(name).ok().filter(|b| !b.is_empty());
     let peer = env("CONFIGMAP_RELOAD_BIN");
-    let mut rivals = vec![Rival::floor(tmp)];
+    let mut rivals = vec![Rival::floor(tmp), Rival::copy_floor(tmp)];
     if let Some(bin) = &peer {
         rivals.push(Rival::configmap_reload(bin, tmp));
     }
@@ -742,7 +770,8 @@ fn comparison(side: &SideBySide, bin_size: u64) -> Vec<(String, String, String)>
     let mut cmp_rows = Vec::new();
     for r in &side.rivals {
         // The floor does strictly less than any reloader; configmap-reload about as little. A
-        // baseline build has no target: the ratio says what a change did.
+        // baseline build has no target: the ratio says what a change did. Nor has the copy floor: its
+        // ratio says how much of confgate's time goes beyond the copy and swap any gate must make.
         let (limit, rss_limit) = match r.key {
             "floor" => (Some(1.3), None),
             "configmap_reload" => (Some(1.0), Some(0.5)),

@@ -32,8 +32,8 @@ mod markers;
 mod tests;
 
 use std::collections::BTreeSet;
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::io::{self, Write as _};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -82,7 +82,9 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
 #[derive(Debug)]
 #[must_use = "the old config is still in the promoted dir: pass this to Promoter::finish"]
 pub(crate) struct Switched {
-    old_keys: BTreeSet<String>,
+    /// The timestamped dir the switch replaced: its keys are listed in `finish`, after the
+    /// component has been told, not on the way to telling it.
+    old: Option<PathBuf>,
     new_keys: BTreeSet<String>,
 }
 
@@ -92,6 +94,10 @@ pub struct Promoter {
     dir: PathBuf,
     /// Set when tidying after a switch failed; cleared by a [`Promoter::tidy`] that finished.
     untidy: AtomicBool,
+    /// The process's umask, read once; `None` when it cannot be read. A new file or dir whose mode
+    /// the umask leaves whole needs no `chmod`, which saves a system call per key on the way to
+    /// the reload.
+    umask: Option<u32>,
 }
 
 impl Promoter {
@@ -114,6 +120,7 @@ impl Promoter {
         let p = Promoter {
             dir: dir.to_path_buf(),
             untidy: AtomicBool::new(false),
+            umask: umask(),
         };
         // A first config kept for a start-up check that never concluded: after a restart nothing
         // is waiting for it.
@@ -203,17 +210,36 @@ impl Promoter {
         Ok(())
     }
 
-    fn link(&self, top: &str) -> Result<(), Error> {
+    /// Sets `path`'s mode to `mode` unless it was created with it whole, the umask taking nothing.
+    fn chmod_unless_whole(&self, path: &Path, mode: u32) -> Result<(), Error> {
+        if self.umask.is_some_and(|u| mode & u == 0) {
+            return Ok(());
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(io_err("chmod", path))
+    }
+
+    /// Makes `top`'s link name `..data/top`; returns whether nothing stood at its name before (the
+    /// link is new). Something there that is not a link (a file someone else put there) stays.
+    fn link(&self, top: &str) -> Result<bool, Error> {
         let link = self.dir.join(top);
         let target = Path::new(DATA_LINK).join(top);
         match std::fs::read_link(&link) {
-            Ok(t) if t == target => Ok(()),
+            Ok(t) if t == target => Ok(false),
             Ok(_) => {
                 remove_file(&link)?;
-                std::os::unix::fs::symlink(&target, &link).map_err(io_err("link", &link))
+                std::os::unix::fs::symlink(&target, &link).map_err(io_err("link", &link))?;
+                Ok(false)
             }
-            Err(_) if std::fs::symlink_metadata(&link).is_ok() => Ok(()),
-            Err(_) => std::os::unix::fs::symlink(&target, &link).map_err(io_err("link", &link)),
+            Err(e)
+                if e.kind() != io::ErrorKind::NotFound
+                    && std::fs::symlink_metadata(&link).is_ok() =>
+            {
+                Ok(false)
+            }
+            Err(_) => std::os::unix::fs::symlink(&target, &link)
+                .map_err(io_err("link", &link))
+                .map(|()| true),
         }
     }
 
@@ -227,8 +253,7 @@ impl Promoter {
             .create(&path)
             .map_err(io_err("create", &path))?;
         // The umask may have narrowed the mode; the checker may run as another user than the writer.
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .map_err(io_err("chmod", &path))?;
+        self.chmod_unless_whole(&path, 0o755)?;
         if let Err(e) = self.fill(&path, snap) {
             self.unstage();
             return Err(e);
@@ -273,10 +298,6 @@ impl Promoter {
         keep_baseline: bool,
     ) -> Result<Switched, Error> {
         let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
-        let old_keys = match &old {
-            Some(ts) => top_level_names(&self.dir.join(ts)),
-            None => BTreeSet::new(),
-        };
         let new_keys: BTreeSet<String> = snap
             .files()
             .keys()
@@ -325,15 +346,19 @@ impl Promoter {
         // Until `finish`, the old dir counts as untidy: a `switch` whose `Switched` is dropped still
         // gets tidied (`tidy`, next promotion, `open`).
         self.untidy.store(true, Ordering::Relaxed);
-        Ok(Switched { old_keys, new_keys })
+        Ok(Switched { old, new_keys })
     }
 
     /// The second half of a promotion: unlinks keys the new config dropped and removes the old dir.
     /// The new config is live and whole already, so a failure here is not "previous config kept": it
     /// is logged and retried ([`Promoter::tidy`], the next promotion, [`Promoter::open`]).
     pub(crate) fn finish(&self, switched: Switched) {
+        let old_keys = match &switched.old {
+            Some(ts) => top_level_names(&self.dir.join(ts)),
+            None => BTreeSet::new(),
+        };
         let tidied = self
-            .unlink_vanished(&switched.old_keys, &switched.new_keys)
+            .unlink_vanished(&old_keys, &switched.new_keys)
             .and_then(|()| self.clean());
         if let Err(e) = &tidied {
             tracing::warn!(error = %e, dir = %self.dir.display(), "promoted, but tidying the promoted dir failed; will retry");
@@ -344,12 +369,8 @@ impl Promoter {
     /// Links every new top-level key before the switch; `linked` gets the links this call created.
     fn link_new(&self, keys: &BTreeSet<String>, linked: &mut Vec<PathBuf>) -> Result<(), Error> {
         for key in keys {
-            let link = self.dir.join(key);
-            if std::fs::symlink_metadata(&link).is_err() {
-                self.link(key)?;
-                linked.push(link);
-            } else {
-                self.link(key)?;
+            if self.link(key)? {
+                linked.push(self.dir.join(key));
             }
         }
         Ok(())
@@ -386,11 +407,18 @@ impl Promoter {
                     .create(parent)
                     .map_err(io_err("create", parent))?;
             }
-            std::fs::write(&path, bytes).map_err(io_err("write", &path))?;
-            // Explicitly, not through the umask: a `defaultMode: 0755` script must stay executable
-            // and a 0400 key must not become world-readable.
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(snap.mode(key)))
-                .map_err(io_err("chmod", &path))?;
+            let mode = snap.mode(key);
+            // Created with its mode, in a dir just made, so the file is new: then set explicitly
+            // where the umask took part of it, since a `defaultMode: 0755` script must stay
+            // executable and a 0400 key must not become world-readable.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&path)
+                .and_then(|mut f| f.write_all(bytes))
+                .map_err(io_err("write", &path))?;
+            self.chmod_unless_whole(&path, mode)?;
         }
         Ok(())
     }
@@ -414,8 +442,7 @@ impl Promoter {
             match std::fs::DirBuilder::new().mode(0o755).create(&path) {
                 Ok(()) => {
                     // The umask may have narrowed the mode; the component may run as another user.
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                        .map_err(io_err("chmod", &path))?;
+                    self.chmod_unless_whole(&path, 0o755)?;
                     return Ok(name);
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -423,6 +450,14 @@ impl Promoter {
             }
         }
     }
+}
+
+/// The process's umask, from `/proc/self/status` (Linux 4.7 and later): reading it there changes
+/// nothing, where `umask(2)` can only be read by setting it, for every thread at once.
+fn umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(value.trim(), 8).ok()
 }
 
 fn is_key_link(path: &Path, name: &str) -> bool {

@@ -430,3 +430,37 @@ fn relative_paths() {
     assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "1.1.0");
     assert!(g.stop().success());
 }
+
+/// A promoted key has the mode its volume gave it whatever confgate's umask: under a umask of 077 a
+/// 0755 script stays executable and a 0644 key stays readable by a component running as another user.
+#[test]
+fn promoted_modes_do_not_follow_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Dirs::new();
+    Volume::new(d.watch())
+        .write_with(&[("version", b"1.0.0"), ("run.sh", b"#!/bin/sh\n")], |ts| {
+            std::fs::set_permissions(ts.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+        })
+        .unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        "umask 077 && exec \"$0\" \"$@\"",
+        BIN,
+        "run",
+        "--watch",
+    ])
+    .arg(d.watch())
+    .arg("--promote-to")
+    .arg(d.promoted())
+    .arg("--annotations")
+    .arg(d.podinfo().join("annotations"))
+    .args(["--accepts", "^1"]);
+    let g = Gate::from_command(cmd, &d.log());
+    g.wait_active("1.0.0");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let promoted = d.promoted();
+    assert_eq!(mode(&promoted.join("run.sh")), 0o755);
+    assert_eq!(mode(&promoted.join("version")), 0o644);
+    assert_eq!(mode(&promoted.join("..data")), 0o755, "the timestamped dir");
+}
