@@ -780,7 +780,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "settings/mod.rs",
     ],
     &["snapshot/mod.rs", "snapshot/read.rs"],
-    &["verdict/mod.rs", "verdict/range.rs"],
 ];
 
 /// `path -> text` as a tree.
