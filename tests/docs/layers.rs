@@ -761,7 +761,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "api/source.rs",
     ],
     &["app/ask.rs", "app/mod.rs", "app/sidecar.rs"],
-    &["cli/gate.rs", "cli/mod.rs"],
     &["gate/driver.rs", "gate/mod.rs", "gate/pipeline/mod.rs"],
     &[
         "gate/machine/decide.rs",
