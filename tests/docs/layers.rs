@@ -769,7 +769,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "gate/machine/spread.rs",
     ],
     &["promote/markers.rs", "promote/mod.rs"],
-    &["reload/mod.rs", "reload/signal.rs"],
     &["rollout/assign.rs", "rollout/mod.rs", "rollout/plan.rs"],
     &["rules/cost.rs", "rules/cost/functions.rs"],
     &["rules/eval.rs", "rules/mod.rs"],
