@@ -771,7 +771,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
     &["promote/markers.rs", "promote/mod.rs"],
     &["rollout/assign.rs", "rollout/mod.rs", "rollout/plan.rs"],
     &["rules/cost.rs", "rules/cost/functions.rs"],
-    &["rules/eval.rs", "rules/mod.rs"],
     &[
         "settings/container.rs",
         "settings/describe.rs",
