@@ -770,7 +770,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
     ],
     &["promote/markers.rs", "promote/mod.rs"],
     &["rollout/assign.rs", "rollout/mod.rs", "rollout/plan.rs"],
-    &["rules/cost.rs", "rules/cost/functions.rs"],
     &[
         "settings/container.rs",
         "settings/describe.rs",
