@@ -769,7 +769,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "gate/machine/spread.rs",
     ],
     &["promote/markers.rs", "promote/mod.rs"],
-    &["rollout/assign.rs", "rollout/mod.rs", "rollout/plan.rs"],
     &[
         "settings/container.rs",
         "settings/describe.rs",
