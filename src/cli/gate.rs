@@ -297,22 +297,3 @@ fn read_lines_file(path: &str, flag: &'static str) -> Result<Vec<String>, LinesF
         .map(|text| rules::parse_file(&text))
         .map_err(|why| LinesFileError { flag, why })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `run` takes every gate setting as its flag, with its environment variable.
-    #[test]
-    fn the_command_line_has_every_setting() {
-        let cmd = <crate::cli::Cli as clap::CommandFactory>::command();
-        let run = cmd.find_subcommand("run").expect("run");
-        for s in SETTINGS {
-            let arg = run
-                .get_arguments()
-                .find(|a| a.get_long() == Some(s.flag))
-                .unwrap_or_else(|| panic!("no flag --{}", s.flag));
-            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.env));
-        }
-    }
-}

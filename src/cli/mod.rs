@@ -452,7 +452,21 @@ fn duration(s: &str) -> Result<std::time::Duration, crate::values::DurationError
 
 #[cfg(test)]
 mod tests {
-    use crate::settings::CONTAINER_SETTINGS;
+    use crate::settings::{CONTAINER_SETTINGS, SETTINGS};
+
+    /// `run` takes every gate setting as its flag, with its environment variable.
+    #[test]
+    fn the_command_line_has_every_setting() {
+        let cmd = <super::Cli as clap::CommandFactory>::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        for s in SETTINGS {
+            let arg = run
+                .get_arguments()
+                .find(|a| a.get_long() == Some(s.flag))
+                .unwrap_or_else(|| panic!("no flag --{}", s.flag));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.env));
+        }
+    }
 
     /// `run` takes every container setting that has a flag, with the names and the default the table
     /// in `docs/settings.md` shows.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{BootTicks, Error, Sent};
+use super::attempt::{BootTicks, Error, Sent};
 
 /// The processes one request's signal reached, each by pid and start time (a pid reused by a new
 /// process is another process): the attempts after the first skip them.

@@ -1,5 +1,6 @@
 //! The reload worker's pure parts and signalling by name.
 
+use super::attempt::USER_HZ;
 use super::signal::{is_restart, start_ticks, terminates_by_default};
 use super::*;
 

@@ -8,7 +8,8 @@ use crate::state::{HeldCandidate, Rollout, Track};
 use crate::variants::{self, Choice};
 use crate::verdict::{Judgement, Verdict};
 
-use super::{Bucket, KEY, Plan, SUFFIX};
+use super::plan::{KEY, Plan, SUFFIX};
+use crate::values::Bucket;
 
 /// A ConfigMap's two tracks: the stable set (no `.next` key, no `confgate.rollout`) and the
 /// candidate's keys (`K` for each `K.next`), with their bytes and modes.
@@ -161,8 +162,8 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rollout::Percent;
     use crate::settings::Raw;
+    use crate::values::Percent;
     use proptest::prelude::*;
 
     fn settings(accepts: &str) -> Settings {

@@ -20,6 +20,8 @@ mod plan;
 pub use assign::Split;
 pub use assign::{choose, split};
 pub use plan::KEY;
-pub(crate) use plan::{Plan, SUFFIX};
+pub(crate) use plan::Plan;
+#[cfg(feature = "policy")]
+pub(crate) use plan::SUFFIX;
 
 pub use crate::values::{Bucket, Percent};

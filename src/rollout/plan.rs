@@ -4,7 +4,7 @@ use crate::listing;
 use crate::settings::Variants;
 use crate::snapshot::Snapshot;
 
-use super::Percent;
+use crate::values::Percent;
 
 /// The suffix of a candidate key: `K.next` is the candidate of `K`.
 pub(crate) use crate::values::NEXT_SUFFIX as SUFFIX;

@@ -28,11 +28,8 @@ mod functions;
 mod shape;
 
 use functions::{QUALIFIED, function};
-use shape::{ELEMENT, Input, Kind, Shape, Side, add, mul};
-
-/// A rule whose cost no config size bounds, and why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Unbounded(pub &'static str);
+pub(crate) use shape::Unbounded;
+use shape::{ELEMENT, Est, Input, Kind, Literal, Shape, Side, add, mul};
 
 /// The two variables a rule reads, as bounds, and each value as it is.
 #[derive(Debug, Clone)]
@@ -97,29 +94,6 @@ pub(crate) fn estimate(expr: &IdedExpr, inputs: &Inputs) -> Result<u64, Unbounde
         scope: Vec::new(),
     };
     walk.expr(expr).map(|e| e.cost)
-}
-
-/// A subexpression's cost and the bound on its value; a literal's value when it is one.
-struct Est {
-    cost: u64,
-    shape: Shape,
-    literal: Option<Literal>,
-}
-
-#[derive(Clone)]
-enum Literal {
-    Str(String),
-    Int(i64),
-}
-
-impl Est {
-    fn of(cost: u64, shape: Shape) -> Est {
-        Est {
-            cost,
-            shape,
-            literal: None,
-        }
-    }
 }
 
 struct Walk<'a> {

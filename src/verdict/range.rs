@@ -3,7 +3,7 @@
 
 use semver::{Comparator, Op, Version, VersionReq};
 
-use super::Verdict;
+use crate::values::Verdict;
 
 /// A text that is not a semantic version, even read leniently.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,9 +1,13 @@
-//! The module graph of `src/`, read from its `crate::` paths, has no import cycle, and every module
-//! imports only modules on its own floor or below (ARCHITECTURE.md, "No import cycle").
+//! The import graph of `src/` has no cycle, file by file, and every module imports only modules on
+//! its own floor or below (ARCHITECTURE.md, "No import cycle").
 //!
-//! Granularity: top-level modules; a directory module's files (`api/`, `gate/`, `policy/`,
-//! `settings/`, `values/`) count as their parent. Paths in comments and string literals are not
-//! imports; `#[cfg(test)]` code is, since a test's import couples the modules too.
+//! Two graphs. The module graph, read from `crate::` paths, is between top-level modules (a
+//! directory module's files count as their parent); the floors are checked on it. The file graph is
+//! between the files of `src/`: each `crate::`, `super::` and `self::` path, and each path through a
+//! child the file declares (`mod child;` then `child::X`, a `pub use` re-export included; the
+//! declaration itself is not an import), goes to the deepest file it names, so a circle between a
+//! `mod.rs` and its child is seen. Paths in comments and string literals are not imports;
+//! `#[cfg(test)]` code is, since a test's import couples the files too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -378,6 +382,498 @@ fn the_scan_reads_code_only() {
     let lib =
         "pub mod a;\n#[cfg(feature = \"x\")]\npub mod b;\npub(crate) mod c;\nmod d;\nmod e {}\n";
     assert_eq!(declared(lib), ["a", "b", "c", "d"].map(String::from).into());
+}
+
+// The file graph: the same check file by file, so a circle between two files of one module (a
+// `mod.rs` and its child) is seen too.
+
+/// The files of `src/`, by their path under it (`/`-separated), with their text.
+type Tree = BTreeMap<String, String>;
+
+fn tree() -> Tree {
+    let root = src();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    files
+        .into_iter()
+        .map(|file| {
+            let rel = file.strip_prefix(&root).unwrap();
+            let rel: Vec<&str> = rel.iter().map(|c| c.to_str().unwrap()).collect();
+            (rel.join("/"), std::fs::read_to_string(&file).unwrap())
+        })
+        .collect()
+}
+
+/// The module a file is: `a/b.rs` and `a/b/mod.rs` are both `a::b`; `lib.rs` is the crate root.
+fn module_path(rel: &str) -> Vec<String> {
+    let mut path: Vec<String> = rel.split('/').map(str::to_owned).collect();
+    let last = path.pop().unwrap();
+    match last.as_str() {
+        "mod.rs" => {}
+        "lib.rs" if path.is_empty() => {}
+        _ => path.push(last.strip_suffix(".rs").unwrap_or(&last).to_owned()),
+    }
+    path
+}
+
+/// The file a module's code starts in, if it has one of its own.
+fn file_of(module: &[String], tree: &Tree) -> Option<String> {
+    if module.is_empty() {
+        return Some("lib.rs".to_owned());
+    }
+    let dir = module.join("/");
+    [format!("{dir}.rs"), format!("{dir}/mod.rs")]
+        .into_iter()
+        .find(|f| tree.contains_key(f))
+}
+
+/// The deepest file along an absolute path (`a::b::c`: `a/b/c.rs`, else `a/b.rs`, else `a.rs`,
+/// each or its `mod.rs`); the crate root when none is.
+fn deepest(path: &[String], tree: &Tree) -> String {
+    (0..=path.len())
+        .rev()
+        .find_map(|k| file_of(&path[..k], tree))
+        .unwrap()
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn skip_ws(s: &[u8], mut i: usize) -> usize {
+    while s.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+fn ident_at(s: &[u8], i: usize) -> Option<(&str, usize)> {
+    let end = i + s[i.min(s.len())..]
+        .iter()
+        .take_while(|b| is_ident(**b))
+        .count();
+    (end > i).then(|| (std::str::from_utf8(&s[i..end]).unwrap(), end))
+}
+
+/// The paths of the use tree or path that starts at `i` (just past `ROOT::`, with `prefix` the
+/// segments so far), each with the offset it starts at: `{a::b, c::{d, self}, e as f, g::*}` gives
+/// `a::b`, `c::d`, `c`, `e` and `g`. Returns where the tree ends.
+fn use_tree(s: &[u8], i: usize, prefix: Vec<String>, out: &mut Vec<(Vec<String>, usize)>) -> usize {
+    let start = i;
+    let mut path = prefix;
+    let mut i = skip_ws(s, i);
+    loop {
+        match s.get(i) {
+            Some(b'{') => {
+                i += 1;
+                loop {
+                    i = skip_ws(s, i);
+                    match s.get(i) {
+                        None => return i,
+                        Some(b'}') => return i + 1,
+                        Some(b',') => i += 1,
+                        _ => {
+                            let member = ident_at(s, i);
+                            let after = member.map_or(i, |(_, e)| skip_ws(s, e));
+                            if member.is_some_and(|(m, _)| m == "self")
+                                && !s[after..].starts_with(b"::")
+                            {
+                                out.push((path.clone(), i));
+                                i = after;
+                            } else {
+                                let end = use_tree(s, i, path.clone(), out);
+                                // Never stand still on what is not a path (`as name`, a stray token).
+                                i = end.max(i + 1);
+                            }
+                            // Past `as name` to the next member.
+                            while s.get(i).is_some_and(|b| !matches!(b, b',' | b'}' | b'{')) {
+                                i += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            Some(b'*') => {
+                out.push((path, start));
+                return i + 1;
+            }
+            _ => match ident_at(s, i) {
+                Some((name, end)) => {
+                    path.push(name.to_owned());
+                    let next = skip_ws(s, end);
+                    if s[next..].starts_with(b"::") {
+                        i = skip_ws(s, next + 2);
+                    } else {
+                        out.push((path, start));
+                        return end;
+                    }
+                }
+                // `::<T>` or the end of the text.
+                None => {
+                    out.push((path, start));
+                    return i;
+                }
+            },
+        }
+    }
+}
+
+/// The inline modules (`mod tests { .. }`) of `code`: where each opens and closes, and its name.
+fn inline_modules(s: &[u8]) -> Vec<(usize, usize, String)> {
+    let (mut depth, mut open, mut found) = (0usize, Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'{' => depth += 1,
+            b'}' => {
+                if open.last().is_some_and(|(d, _, _)| *d == depth) {
+                    let (_, at, name) = open.pop().unwrap();
+                    found.push((at, i, name));
+                }
+                depth = depth.saturating_sub(1);
+            }
+            b'm' if s[i..].starts_with(b"mod")
+                && (i == 0 || !is_ident(s[i - 1]))
+                && s.get(i + 3).is_some_and(u8::is_ascii_whitespace) =>
+            {
+                let at = skip_ws(s, i + 3);
+                if let Some((name, end)) = ident_at(s, at) {
+                    let brace = skip_ws(s, end);
+                    if s.get(brace) == Some(&b'{') {
+                        open.push((depth + 1, brace, name.to_owned()));
+                        i = brace;
+                        continue;
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
+/// Every file `rel` imports, with the 1-based line of the import: `crate::` paths, `super::` and
+/// `self::` paths from the module the code stands in (an inline `mod tests`'s `super` is the file
+/// itself), and paths through a child the file declares (`mod child;` then `child::X`). Declaring a
+/// child is not importing it; the file itself is left out.
+fn file_imports(rel: &str, text: &str, tree: &Tree) -> Vec<(String, usize)> {
+    let code = code_of(text);
+    let s = code.as_bytes();
+    let module = module_path(rel);
+    let inline = inline_modules(s);
+    let children = declared(text);
+    let line = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    for root in ["crate", "super", "self"]
+        .into_iter()
+        .chain(children.iter().map(String::as_str))
+    {
+        for (n, _) in code.match_indices(&format!("{root}::")) {
+            // `mycrate::`, `x.child::<T>()`, `a::super::`, `$child::` are not roots.
+            let right_before = code[..n].chars().next_back();
+            let before = code[..n].trim_end();
+            if right_before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                || (root != "crate" && (before.ends_with("::") || before.ends_with(['.', '$'])))
+            {
+                continue;
+            }
+            let mut paths = Vec::new();
+            use_tree(s, n + root.len() + 2, vec![root.to_owned()], &mut paths);
+            for (path, at) in paths {
+                let mut here = module.clone();
+                if matches!(root, "super" | "self") {
+                    here.extend(
+                        inline
+                            .iter()
+                            .filter(|(open, close, _)| *open < n && n < *close)
+                            .map(|(_, _, name)| name.clone()),
+                    );
+                }
+                let mut rest = &path[..];
+                match root {
+                    "crate" => {
+                        here.clear();
+                        rest = &rest[1..];
+                    }
+                    "super" | "self" => {
+                        while let Some((first, tail)) = rest.split_first() {
+                            match first.as_str() {
+                                "self" => {}
+                                "super" => {
+                                    here.pop();
+                                }
+                                _ => break,
+                            }
+                            rest = tail;
+                        }
+                    }
+                    _ => {}
+                }
+                here.extend(rest.iter().cloned());
+                let target = deepest(&here, tree);
+                if target != rel {
+                    found.push((target, line(at.min(s.len()))));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// File -> imported file -> where (the first import by line), the files as `src/...`. `main.rs` is
+/// the binary's own crate root and imports the library by its name, so it is not read.
+fn file_graph(tree: &Tree) -> Graph {
+    let mut g = Graph::new();
+    for (rel, text) in tree {
+        if rel == "main.rs" {
+            continue;
+        }
+        let mut imports = file_imports(rel, text, tree);
+        imports.sort_by_key(|(_, line)| *line);
+        let to = g.entry(format!("src/{rel}")).or_default();
+        for (target, line) in imports {
+            to.entry(format!("src/{target}"))
+                .or_insert_with(|| format!("src/{rel}:{line}"));
+        }
+    }
+    g
+}
+
+/// The groups of files that reach each other (the strongly connected components of more than one
+/// file), each with one circle through it: the files along it, the first repeated at the end.
+fn circles(g: &Graph) -> Vec<(BTreeSet<String>, Vec<String>)> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_owned()];
+        while let Some(m) = stack.pop() {
+            for next in g.get(&m).into_iter().flat_map(BTreeMap::keys) {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> = g.keys().map(|m| (m, reach(m))).collect();
+    let mut placed = BTreeSet::new();
+    let mut found = Vec::new();
+    for m in g.keys() {
+        if placed.contains(m) || !reached[m].contains(m) {
+            continue;
+        }
+        let group: BTreeSet<String> = reached[m]
+            .iter()
+            .filter(|o| reached.get(o).is_some_and(|r| r.contains(m)))
+            .cloned()
+            .collect();
+        let within: Graph = group
+            .iter()
+            .map(|f| {
+                let to = g[f]
+                    .iter()
+                    .filter(|(t, _)| group.contains(*t))
+                    .map(|(t, at)| (t.clone(), at.clone()))
+                    .collect();
+                (f.clone(), to)
+            })
+            .collect();
+        let circle = find_cycle(&within).expect("a group that reaches itself has a circle");
+        placed.extend(group.iter().cloned());
+        found.push((group, circle));
+    }
+    found
+}
+
+/// A circle as its steps, `from -> to (file:line)`.
+fn steps(g: &Graph, circle: &[String]) -> String {
+    circle
+        .windows(2)
+        .map(|w| format!("{} -> {} ({})", w[0], w[1], g[&w[0]][&w[1]]))
+        .collect::<Vec<_>>()
+        .join("\n    ")
+}
+
+fn circles_text(g: &Graph) -> String {
+    circles(g)
+        .iter()
+        .map(|(group, c)| {
+            let files: Vec<&str> = group.iter().map(String::as_str).collect();
+            format!(
+                "  circle through {}:\n    {}\n",
+                files.join(" "),
+                steps(g, c)
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn no_import_cycle_between_files() {
+    let g = file_graph(&tree());
+    for (from, to) in [
+        // `super::` from a child, a plain child path, and a `crate::` path to a file two dirs deep.
+        ("src/gate/machine/decide.rs", "src/gate/machine/mod.rs"),
+        ("src/app/mod.rs", "src/app/sidecar.rs"),
+        ("src/app/ask.rs", "src/api/status_cmd/mod.rs"),
+    ] {
+        assert!(
+            g.get(from).is_some_and(|t| t.contains_key(to)),
+            "the scan found no import of {to} by {from}; is it reading src/?\n{}",
+            show(&g)
+        );
+    }
+    let known: BTreeSet<BTreeSet<String>> = KNOWN_CIRCLES
+        .iter()
+        .map(|files| files.iter().map(|f| format!("src/{f}")).collect())
+        .collect();
+    let all = circles(&g);
+    let new: Graph = all
+        .iter()
+        .filter(|(group, _)| !known.contains(group))
+        .flat_map(|(group, _)| group.iter().map(|f| (f.clone(), g[f].clone())))
+        .collect();
+    let found = circles_text(&new);
+    assert!(
+        found.is_empty(),
+        "import cycle between files (move what both use down into a file of its own):\n{found}"
+    );
+    let groups: BTreeSet<&BTreeSet<String>> = all.iter().map(|(group, _)| group).collect();
+    let gone: Vec<&BTreeSet<String>> = known.iter().filter(|k| !groups.contains(k)).collect();
+    assert!(
+        gone.is_empty(),
+        "these circles are gone or changed: take them off KNOWN_CIRCLES: {gone:?}"
+    );
+}
+
+/// The circles between files the tree still has, each as the files it runs through (under `src/`).
+/// Each is the same shape: a `mod.rs` (or `x.rs` with children) re-exports or calls a child's item,
+/// and the child uses a type or helper the parent defines. The fix is to move what the child uses
+/// down into a file of its own (or into the child); each fix takes its line off. A circle not
+/// listed here fails the test, and so does a listed one that is gone, so the list only shrinks.
+const KNOWN_CIRCLES: &[&[&str]] = &[
+    &[
+        "api/events.rs",
+        "api/listwatch.rs",
+        "api/mod.rs",
+        "api/pod/derive.rs",
+        "api/pod/mod.rs",
+        "api/source.rs",
+    ],
+    &["app/ask.rs", "app/mod.rs", "app/sidecar.rs"],
+    &["gate/driver.rs", "gate/mod.rs", "gate/pipeline/mod.rs"],
+    &[
+        "gate/machine/decide.rs",
+        "gate/machine/mod.rs",
+        "gate/machine/reloads.rs",
+        "gate/machine/spread.rs",
+    ],
+    &["promote/markers.rs", "promote/mod.rs"],
+    &[
+        "settings/container.rs",
+        "settings/describe.rs",
+        "settings/mod.rs",
+    ],
+    &["snapshot/mod.rs", "snapshot/read.rs"],
+];
+
+/// `path -> text` as a tree.
+fn tree_of(files: &[(&str, &str)]) -> Tree {
+    files
+        .iter()
+        .map(|(p, t)| ((*p).to_owned(), (*t).to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_file_scan_resolves_paths_to_files() {
+    let t = tree_of(&[
+        ("lib.rs", "pub mod a;\npub mod r;\npub const TOP: u8 = 0;\n"),
+        (
+            "a/mod.rs",
+            "mod b;\nmod c;\nuse crate::r::{deep::{x::Y, z}, self as rr, s::*};\n\
+             fn f() { b::g(); self::c::h(); crate::TOP; }\n",
+        ),
+        (
+            "a/b.rs",
+            "// super::c and \"super::c\" are not code\nuse super::super::r::deep;\n\
+             #[cfg(test)]\nmod tests {\n    use super::*;\n    fn t() { super::super::c::h(); }\n}\n",
+        ),
+        ("a/c.rs", "pub(super) fn h() { mod_x::y(); }\n"),
+        ("r.rs", "pub mod deep;\npub mod s {}\n"),
+        ("r/deep.rs", "pub mod x;\n"),
+        ("r/deep/x.rs", "pub struct Y;\n"),
+    ]);
+    let edges = |rel: &str| -> Vec<(String, usize)> {
+        let mut e = file_imports(rel, &t[rel], &t);
+        e.sort();
+        e
+    };
+    let owned = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
+        v.iter().map(|(f, l)| ((*f).to_owned(), *l)).collect()
+    };
+    assert_eq!(
+        edges("a/mod.rs"),
+        owned(&[
+            ("a/b.rs", 4),
+            ("a/c.rs", 4),
+            ("lib.rs", 4),
+            ("r.rs", 3),
+            ("r.rs", 3),
+            ("r/deep.rs", 3),
+            ("r/deep/x.rs", 3),
+        ]),
+        "deepest file of each path in a nested group; a child's path; `self::`; the root's item"
+    );
+    // `super::*` in the inline `mod tests` is the file itself; its `super::super` is `a`.
+    assert_eq!(edges("a/b.rs"), owned(&[("a/c.rs", 6), ("r/deep.rs", 2)]));
+    assert_eq!(edges("a/c.rs"), owned(&[]), "`pub(super)` is no path");
+    assert_eq!(module_path("r/deep.rs"), ["r", "deep"]);
+    assert_eq!(module_path("a/mod.rs"), ["a"]);
+}
+
+#[test]
+fn the_file_scan_finds_a_circle_between_a_parent_and_its_child() {
+    // The parent re-exports the child's item; the child uses the parent's type.
+    let circle = tree_of(&[
+        ("lib.rs", "pub mod a;\n"),
+        (
+            "a/mod.rs",
+            "mod child;\n\npub use child::Thing;\npub struct Shared;\n",
+        ),
+        (
+            "a/child.rs",
+            "use super::Shared;\npub struct Thing(Shared);\n",
+        ),
+    ]);
+    let g = file_graph(&circle);
+    let found = circles_text(&g);
+    assert!(
+        found.contains("src/a/child.rs -> src/a/mod.rs (src/a/child.rs:1)")
+            && found.contains("src/a/mod.rs -> src/a/child.rs (src/a/mod.rs:3)"),
+        "{found}"
+    );
+    assert_eq!(circles(&g).len(), 1);
+
+    // The shared type moved down into a file of its own: no circle, though a comment and a test
+    // module still say `super::`.
+    let clean = tree_of(&[
+        ("lib.rs", "pub mod a;\n"),
+        (
+            "a/mod.rs",
+            "mod child;\nmod shared;\npub use child::Thing;\npub use shared::Shared;\n",
+        ),
+        (
+            "a/child.rs",
+            "use super::shared::Shared; // not super::Thing\npub struct Thing(Shared);\n\
+             #[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+        ),
+        ("a/shared.rs", "pub struct Shared;\n"),
+    ]);
+    let g = file_graph(&clean);
+    assert_eq!(circles_text(&g), "", "{}", show(&g));
+    assert!(g["src/a/child.rs"].contains_key("src/a/shared.rs"));
+    assert!(g["src/a/mod.rs"].contains_key("src/a/child.rs"));
 }
 
 /// What the pipeline may hold: the I/O it carries the gate's actions out with, never what the loop

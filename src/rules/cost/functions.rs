@@ -2,8 +2,7 @@
 
 use std::rc::Rc;
 
-use super::shape::{ELEMENT, Kind, Shape, add, mul};
-use super::{Est, Literal, Unbounded};
+use super::shape::{ELEMENT, Est, Kind, Literal, Shape, Unbounded, add, mul};
 
 /// The most states a regular expression compiles to: the `regex` crate's default size limit (10 MiB of
 /// program) at 16 bytes a state. A pattern computed from the config is assumed to reach it.

@@ -1,4 +1,6 @@
-//! Bounds on values: the size of a string, list or map and of what it holds, and how they combine.
+//! Bounds on values: the size of a string, list or map and of what it holds, and how they combine;
+//! a subexpression's estimate (`Est`: its cost and bound) and `Unbounded`, which `cost.rs` and
+//! `functions.rs` both build.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -229,6 +231,33 @@ impl Side {
             value: Some(Rc::new(value)),
             input: Some(input),
             ..Shape::scalar()
+        }
+    }
+}
+
+/// A rule whose cost no config size bounds, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unbounded(pub &'static str);
+
+/// A subexpression's cost and the bound on its value; a literal's value when it is one.
+pub(super) struct Est {
+    pub(super) cost: u64,
+    pub(super) shape: Shape,
+    pub(super) literal: Option<Literal>,
+}
+
+#[derive(Clone)]
+pub(super) enum Literal {
+    Str(String),
+    Int(i64),
+}
+
+impl Est {
+    pub(super) fn of(cost: u64, shape: Shape) -> Est {
+        Est {
+            cost,
+            shape,
+            literal: None,
         }
     }
 }
