@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{MAX_BYTES, MAX_KEYS};
+use super::limits::{MAX_BYTES, MAX_KEYS};
 use crate::listing::one_line;
 
 /// Nested item paths deeper than this are not a ConfigMap.

@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::problem::{MAX_DEPTH, SWAP_RETRIES};
-use super::{Broken, DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, Missing, Observed, Snapshot};
+use super::config::Snapshot;
+use super::limits::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS};
+use super::observed::Observed;
+use super::problem::{Broken, MAX_DEPTH, Missing, SWAP_RETRIES};
 
 /// Reads the directory as one snapshot.
 ///
@@ -348,7 +350,7 @@ mod tests {
         let Observed::Config(s) = read(&dir) else {
             panic!()
         };
-        assert_eq!(s.files.keys().collect::<Vec<_>>(), ["sub/x", "version"]);
+        assert_eq!(s.files().keys().collect::<Vec<_>>(), ["sub/x", "version"]);
     }
 
     #[test]
@@ -553,8 +555,8 @@ mod tests {
         assert_eq!(s.mode("run.sh"), 0o755);
         assert_eq!(s.mode("secret"), 0o400);
         assert_eq!(s.mode("plain"), DEFAULT_MODE);
-        assert_eq!(s.modes.len(), 2, "{:?}", s.modes);
+        assert_eq!(s.modes().len(), 2, "{:?}", s.modes());
         // Modes are not content: the hash is the same as for the bytes alone.
-        assert_eq!(s.hash, Snapshot::new(s.files.clone()).hash);
+        assert_eq!(s.hash(), Snapshot::new(s.files().clone()).hash());
     }
 }
