@@ -319,12 +319,21 @@ fn a_refused_candidate_is_rolled_back_on_the_canary_pods_only() {
             assert_eq!(s["rollout"]["track"], "stable", "{s}");
             assert_eq!(s["ready"], true, "{s}");
             wait_on(p, Some("50%"), STABLE);
-            let hits = sink.hits.lock().unwrap();
             assert!(
-                hits.iter().any(|h| h.2 == "2.5.0"),
+                sink.hits.lock().unwrap().iter().any(|h| h.2 == "2.5.0"),
                 "the canary was offered the candidate"
             );
-            assert_eq!(hits.last().unwrap().2, STABLE, "the rollback was reloaded");
+            // `applied` was stable before the candidate and stays so after its refusal, so the
+            // status above can be seen between the rollback's promotion and its reload request:
+            // wait for that request rather than assume it has arrived.
+            wait_for("the rollback reloaded", DEADLINE, || {
+                let hits = sink.hits.lock().unwrap();
+                let offered = hits.iter().rposition(|h| h.2 == "2.5.0")?;
+                hits[offered + 1..]
+                    .iter()
+                    .any(|h| h.2 == STABLE)
+                    .then_some(())
+            });
         } else {
             let s = wait_on(p, Some("50%"), STABLE);
             assert!(s["rollout"]["held"].is_null(), "{s}");
