@@ -47,13 +47,17 @@ struct Opts {
     gap: Duration,
     /// Only the side-by-side rounds (for comparing builds quickly): no other figure, no JSON.
     side_only: bool,
+    /// Where the promoted dirs go (confgate's, the copy floor's, a baseline's), when not beside the
+    /// incoming volumes in the temporary dir: `/dev/shm` is the shipped deployment, a ConfigMap
+    /// volume on the node's disk and the promoted dir an `emptyDir` on tmpfs.
+    promoted_in: Option<PathBuf>,
     json: PathBuf,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: cargo bench --bench reaction -- [--quick] [--iterations N] [--big-iterations N] \
-         [--updates N] [--idle-secs N] [--starts N] [--probes N] [--rounds N] [--per-round N] [--gap-ms N] [--side-only] [--json PATH]"
+         [--updates N] [--idle-secs N] [--starts N] [--probes N] [--rounds N] [--per-round N] [--gap-ms N] [--side-only] [--promoted-in DIR] [--json PATH]"
     );
     std::process::exit(64)
 }
@@ -98,6 +102,7 @@ fn opts() -> Opts {
         per_round: if quick { 10 } else { 30 },
         side_only: false,
         gap: Duration::ZERO,
+        promoted_in: None,
         json: target_dir.join("confgate-bench.json"),
     };
     let mut it = args.iter();
@@ -119,6 +124,9 @@ fn opts() -> Opts {
             "--per-round" => o.per_round = num(),
             "--side-only" => o.side_only = true,
             "--gap-ms" => o.gap = Duration::from_millis(num() as u64),
+            "--promoted-in" => {
+                o.promoted_in = Some(it.next().map(PathBuf::from).unwrap_or_else(|| usage()))
+            }
             "--json" => o.json = it.next().map(PathBuf::from).unwrap_or_else(|| usage()),
             _ => usage(),
         }
@@ -460,11 +468,15 @@ impl Rival {
 
     /// The copy floor: the floor plus the least a gate must do before it POSTs, copy the keys into
     /// a new dir and swap `..data` to it.
-    fn copy_floor(tmp: &Path) -> Rival {
+    fn copy_floor(tmp: &Path, promoted: &Path) -> Rival {
         let vol = Volume::new(tmp.join("copy-floor-incoming"));
         write(&vol, &small("1.0.0"));
         let sink = Sink::start(false);
-        let child = floor::spawn(&vol.dir, sink.port, Some(&tmp.join("copy-floor-promoted")));
+        let child = floor::spawn(
+            &vol.dir,
+            sink.port,
+            Some(&promoted.join("copy-floor-promoted")),
+        );
         Rival {
             name: "copy floor",
             key: "copy_floor",
@@ -477,14 +489,17 @@ impl Rival {
     }
 
     /// Another confgate build (a baseline to compare a change with), run as the measured one is.
-    fn confgate(bin: &str, tmp: &Path) -> Rival {
+    fn confgate(bin: &str, tmp: &Path, promoted: &Path) -> Rival {
         let base = tmp.join("baseline");
         let vol = Volume::new(base.join("incoming"));
         write(&vol, &small("1.0.0"));
         let sink = Sink::start(false);
         let (watch, promote, ann) = (
             vol.dir.to_string_lossy().into_owned(),
-            base.join("promoted").to_string_lossy().into_owned(),
+            promoted
+                .join("baseline-promoted")
+                .to_string_lossy()
+                .into_owned(),
             base.join("podinfo/annotations")
                 .to_string_lossy()
                 .into_owned(),
@@ -665,13 +680,14 @@ fn probe_runner(bin: &str, port: u16, n: usize) -> ! {
 
 /// Side by side with the floor (and configmap-reload or another confgate build when given):
 /// `o.rounds` alternating rounds of `o.per_round` updates each, 256-byte configs, `o.gap` apart.
-/// `pid` is the measured confgate's.
+/// `pid` is the measured confgate's; the rivals' promoted dirs go under `promoted`, as its does.
 fn side_by_side(
     vol: &Volume,
     sink: &Sink,
     seq: &mut u64,
     pid: u32,
     tmp: &Path,
+    promoted: &Path,
     o: &Opts,
 ) -> SideBySide {
     let (rounds, per, gap) = (o.rounds, o.per_round, o.gap);
@@ -686,12 +702,12 @@ fn side_by_side(
     };
     let env = |name: &str| std::env::var(name).ok().filter(|b| !b.is_empty());
     let peer = env("CONFIGMAP_RELOAD_BIN");
-    let mut rivals = vec![Rival::floor(tmp), Rival::copy_floor(tmp)];
+    let mut rivals = vec![Rival::floor(tmp), Rival::copy_floor(tmp, promoted)];
     if let Some(bin) = &peer {
         rivals.push(Rival::configmap_reload(bin, tmp));
     }
     if let Some(bin) = &env("CONFGATE_BASELINE_BIN") {
-        rivals.push(Rival::confgate(bin, tmp));
+        rivals.push(Rival::confgate(bin, tmp, promoted));
     }
     // The pids, so a profiler can be attached to the processes during the rounds.
     eprintln!(
@@ -866,7 +882,15 @@ fn main() {
     };
 
     let vol = Volume::new(tmp.path().join("incoming"));
-    let promote = tmp.path().join("promoted");
+    let promoted_tmp = o.promoted_in.as_ref().map(|d| {
+        tempfile::tempdir_in(d).unwrap_or_else(|e| panic!("a dir in {}: {e}", d.display()))
+    });
+    let promoted_root = promoted_tmp.as_ref().map_or(tmp.path(), |t| t.path());
+    report.insert(
+        "promoted_in".into(),
+        json!(o.promoted_in.as_ref().map(|d| d.display().to_string())),
+    );
+    let promote = promoted_root.join("promoted");
     let ann = tmp.path().join("podinfo/annotations");
     let sink = Sink::start(false);
     let url = sink.url();
@@ -901,10 +925,17 @@ fn main() {
     let mem_start = mem(pid);
     if o.side_only {
         let mut seq = 0;
-        let side = side_by_side(&vol, &sink, &mut seq, pid, tmp.path(), &o);
+        let side = side_by_side(&vol, &sink, &mut seq, pid, tmp.path(), promoted_root, &o);
         println!(
-            "\nside by side, {} alternating rounds of {} updates, 256-byte configs",
-            side.rounds, side.per
+            "\nside by side, {} alternating rounds of {} updates, 256-byte configs, {} apart, promoted dirs in {}",
+            side.rounds,
+            side.per,
+            if o.gap.is_zero() {
+                "back to back".to_owned()
+            } else {
+                format!("{:?}", o.gap)
+            },
+            promoted_root.parent().unwrap_or(promoted_root).display()
         );
         print_table(&comparison(&side, bin_size));
         return;
@@ -1021,7 +1052,7 @@ fn main() {
         target_ms: None,
     });
 
-    let side = side_by_side(&vol, &sink, &mut seq, pid, tmp.path(), &o);
+    let side = side_by_side(&vol, &sink, &mut seq, pid, tmp.path(), promoted_root, &o);
     drop(cg);
 
     eprintln!("peak memory for 1 MiB configs of each shape...");
