@@ -762,7 +762,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "api/source.rs",
     ],
     &["app/ask.rs", "app/mod.rs", "app/sidecar.rs"],
-    &["gate/driver.rs", "gate/mod.rs", "gate/pipeline/mod.rs"],
     &[
         "gate/machine/decide.rs",
         "gate/machine/mod.rs",
