@@ -8,8 +8,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::info;
 
+use super::config::Config;
+use super::error::Error;
+use super::feed::Feed;
 use super::machine::{Event, Files};
-use super::{Config, Error, Feed, Pipeline};
+use super::pipeline::Pipeline;
 use crate::reload;
 use crate::settings::Settings;
 use crate::source::{Changes, Source};

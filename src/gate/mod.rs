@@ -13,43 +13,19 @@
 //! - `feed`: [`Feed`], the inputs other than file events, and `off_loop`.
 //! - `logs`: the log line of each decision.
 //! - `driver`: [`run_fed`]: the waiting, including the one debounce of plain-directory edits.
+//! - `config`: [`Config`], the container-level inputs the loop is opened with.
+//! - `error`: [`Error`], why the loop could not start.
 
+mod config;
 mod driver;
+mod error;
 mod feed;
 mod logs;
 mod machine;
 mod pipeline;
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use crate::{promote, rollout, source};
-
+pub use config::Config;
 pub use driver::run_fed;
+pub use error::Error;
 pub use feed::Feed;
 pub use pipeline::Pipeline;
-
-/// Why the loop could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Promote(#[from] promote::Error),
-    #[error(transparent)]
-    Source(#[from] source::Error),
-    /// Another decision loop already publishes this status.
-    #[error("the status already has a publisher: one decision loop per status")]
-    Publisher,
-}
-
-/// Container-level inputs of the loop.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub watch: PathBuf,
-    pub promote_to: Option<PathBuf>,
-    pub annotations: PathBuf,
-    /// Safety re-read of everything, in case an event was lost.
-    pub resync: Duration,
-    /// This pod's place in a rollout (from `POD_UID`, else the pod name); `None`: unknown, so a
-    /// rollout leaves it on stable.
-    pub bucket: Option<rollout::Bucket>,
-}

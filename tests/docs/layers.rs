@@ -713,7 +713,7 @@ fn no_import_cycle_between_files() {
     let g = file_graph(&tree());
     for (from, to) in [
         // `super::` from a child, a plain child path, and a `crate::` path to a file two dirs deep.
-        ("src/gate/machine/decide.rs", "src/gate/machine/mod.rs"),
+        ("src/gate/machine/decide.rs", "src/gate/machine/state.rs"),
         ("src/app/mod.rs", "src/app/sidecar.rs"),
         ("src/app/ask.rs", "src/api/status_cmd/mod.rs"),
     ] {
@@ -762,13 +762,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "api/source.rs",
     ],
     &["app/ask.rs", "app/mod.rs", "app/sidecar.rs"],
-    &["gate/driver.rs", "gate/mod.rs", "gate/pipeline/mod.rs"],
-    &[
-        "gate/machine/decide.rs",
-        "gate/machine/mod.rs",
-        "gate/machine/reloads.rs",
-        "gate/machine/spread.rs",
-    ],
     &["promote/markers.rs", "promote/mod.rs"],
     &[
         "settings/container.rs",

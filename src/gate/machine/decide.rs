@@ -1,7 +1,8 @@
 //! The verdict state of [`Gate`]: the decision on each snapshot (promote, activate, nothing), what
 //! is active, on disk and applied, and the contents the component refused.
 
-use super::{Active, Decision, Gate, Modes, Newest, REJECTED_KEPT, Tell, modes};
+use super::decision::{Decision, Tell};
+use super::state::{Active, Gate, Modes, Newest, REJECTED_KEPT, modes};
 use crate::annotations::Annotations;
 use crate::settings::{Mode, Reload, Settings};
 use crate::snapshot::{ContentHash, Observed};

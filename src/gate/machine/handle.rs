@@ -3,12 +3,15 @@
 
 use tokio::time::Instant;
 
+use super::decision::{Decision, Tell};
 use super::grace::Step;
+use super::messages::{
+    Action, Count, Event, Files, Found, JudgedLine, LogLine, Now, RollbackFailure, Seen,
+};
 use super::reloads::Owed;
-use super::{
-    Action, CheckedBy, Checking, Count, Decision, Event, Files, Found, Gate, JudgedLine, LogLine,
-    Now, PROMOTE_RETRY, Promotion, Rollback, RollbackFailure, RolloutSeen, Seen, Tell,
-    is_small_snapshot, modes,
+use super::small::is_small_snapshot;
+use super::state::{
+    Active, CheckedBy, Checking, Gate, PROMOTE_RETRY, Promotion, Rollback, RolloutSeen, modes,
 };
 use crate::annotations::Annotations;
 use crate::reload::{BootTicks, Kind, Outcome};
@@ -674,7 +677,7 @@ impl Gate {
             sha: first.hash,
             version: first.version.clone(),
         }));
-        self.applied = Some(super::Active {
+        self.applied = Some(Active {
             since: now.wall,
             ..first
         });

@@ -7,7 +7,7 @@ use crate::settings::Settings;
 use crate::snapshot::ContentHash;
 use crate::state::{ReloadResult, ReloadView};
 
-use super::ReloadRequest;
+use super::messages::ReloadRequest;
 
 /// A reload (or start-up check) requested and not yet done.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,22 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Action, Gate, JudgedLine, LogLine, Now, Tell};
+use super::decision::Tell;
+use super::messages::{Action, JudgedLine, LogLine, Now};
+use super::state::{Gate, Spread};
 use crate::state::SpreadView;
-
-/// A change waiting for this pod's share of the spread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Spread {
-    /// When the first change of this wait was seen: newer ones during the wait do not move it. The
-    /// deadline is this plus the share of the spread *in force*, so a spread lowered (or raised)
-    /// mid-wait moves it at once, and what `/status` shows never outlasts the period.
-    seen: Instant,
-    seen_wall: jiff::Timestamp,
-    /// The change last said to wait (short hash), so a newer one gets its own log line.
-    sha: String,
-    /// The deadline has come and the newest config was asked for: no more timer for it.
-    asked: bool,
-}
 
 impl Gate {
     /// This pod's share of the spread in force: its bucket's fraction of the period, in whole

@@ -1,6 +1,6 @@
 //! The readiness of [`Gate`]: its checks, their text and the status it publishes.
 
-use super::{Gate, Newest};
+use super::state::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
     ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, ReloadView,

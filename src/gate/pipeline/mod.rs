@@ -7,13 +7,14 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::feed::{off_loop, snapshot_changed, source_changed};
+use super::config::Config;
+use super::error::Error;
+use super::feed::{Feed, off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
 use super::machine::{
     Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, SMALL_BYTES,
     SMALL_KEYS, Seen, held_refusals, is_small,
 };
-use super::{Config, Error, Feed};
 use crate::annotations;
 use crate::promote::{self, Promoter, Switched};
 use crate::reload::{self, BootTicks};

@@ -4,10 +4,18 @@
 mod events;
 mod spread;
 
-use super::*;
-use crate::settings::Raw;
-use crate::snapshot::Snapshot;
+use super::decide::held_refusals;
+use super::decision::{Decision, Tell};
+use super::messages::{
+    Action, Count, Event, Files, Found, LogLine, Now, ReloadRequest, RollbackFailure, Seen,
+};
+use super::state::{Gate, Modes, PROMOTE_RETRY, REJECTED_KEPT};
+use crate::annotations::Annotations;
+use crate::settings::{Raw, Reload, Settings};
+use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::Status;
+use crate::variants::Choice;
+use crate::verdict::Verdict;
 use crate::{variants, verdict};
 use std::collections::BTreeMap;
 

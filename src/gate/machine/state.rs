@@ -1,0 +1,268 @@
+//! [`Gate`], the pure decision state, and the types of what it holds: the configs active and
+//! newest, a promotion, a check or a rollback under way, a change put off by this pod's share of the
+//! reload spread; and the bounds on what it keeps and when it retries.
+//!
+//! The fields are `pub(super)`: the machine's other files are the `impl Gate` blocks that read and
+//! change them (`decide.rs`, `handle.rs`, `spread.rs`, `status.rs`, ...), and nothing outside the
+//! machine sees them.
+
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use super::decision::Tell;
+use super::grace::Grace;
+use super::messages::{JudgedLine, Seen};
+use super::reloads::Reloads;
+use crate::rollout::Bucket;
+use crate::settings::{Settings, Validate};
+use crate::snapshot::{ContentHash, Observed};
+use crate::state::{HeldCandidate, Rollout, SourceView};
+use crate::variants::Choice;
+use crate::verdict::{Judgement, Verdict};
+
+/// After a failed promotion, when to try again.
+pub(crate) const PROMOTE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How many contents the component rejected are remembered (and not offered to it again), in memory
+/// and in the promoted dir's record.
+pub(crate) const REJECTED_KEPT: usize = 8;
+
+/// The pure decision state.
+#[derive(Debug, Clone)]
+pub(crate) struct Gate {
+    pub(super) base: Settings,
+    pub(super) settings: Settings,
+    pub(super) problems: Vec<String>,
+    pub(super) gate_only: bool,
+    /// What the promoted dir holds (promote mode only), with the key modes: a mode-only change has the
+    /// same content hash but must still be promoted.
+    pub(super) on_disk: Option<(ContentHash, Modes)>,
+    /// The key modes of the active config.
+    pub(super) active_modes: Modes,
+    /// Why the settings in force are not what the annotations file says now (reported, not failing).
+    pub(super) annotations_note: Option<String>,
+    pub(super) active: Option<Active>,
+    pub(super) newest: Option<Newest>,
+    pub(super) promote_error: Option<String>,
+    /// Why the refused content stays in place (a rollback failed, or its base does not pass).
+    pub(super) rollback_error: Option<String>,
+    /// A rollback that failed, tried again at `retry_at`.
+    pub(super) rollback_owed: Option<Rollback>,
+    pub(super) started: bool,
+    /// The config the component confirmed it runs.
+    pub(super) applied: Option<Active>,
+    /// The first config promoted into an empty dir, while nothing says yet whether the component
+    /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
+    pub(super) first: Option<Active>,
+    pub(super) first_kept: bool,
+    /// Contents the component refused, newest last, with its reason.
+    pub(super) rejected: Vec<(ContentHash, String)>,
+    /// The annotations file's presence, and its grace period.
+    pub(super) grace: Grace,
+    /// The reload owed, and the reload worker's reports.
+    pub(super) reloads: Reloads,
+    /// What was last judged; `None` makes the next read judged whatever it is.
+    pub(super) last: Option<Seen>,
+    /// When a failed promotion is to be tried again.
+    pub(super) retry_at: Option<Instant>,
+    /// The config is to be looked at once the annotations file asked for is read.
+    pub(super) config_wanted: bool,
+    pub(super) promoting: Option<Promotion>,
+    pub(super) rolling_back: Option<Rollback>,
+    /// The API source's view, as last reported.
+    pub(super) source: Option<SourceView>,
+    /// Why the config dir is not watched, if it is not.
+    pub(super) watch_error: Option<String>,
+    /// This pod's place in the fleet, which sets its share of the reload spread.
+    pub(super) bucket: Option<Bucket>,
+    /// A change waiting for this pod's share of the reload spread.
+    pub(super) spread: Option<Spread>,
+    /// A promotion waiting for the component's checker.
+    pub(super) checking: Option<Box<Checking>>,
+    /// What the checker last said.
+    pub(super) checked: Option<CheckedBy>,
+    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
+    pub(super) secret: bool,
+    /// The rollout candidate held on this pod, as last decided on.
+    pub(super) held: Option<HeldCandidate>,
+    /// The rollout in the newest config, as this pod sees it (shown in the status).
+    pub(super) rollout: Option<Rollout>,
+    /// Whether the last config read was small ([`is_small`](super::small::is_small)): the next is
+    /// then read on the loop.
+    pub(super) small_before: bool,
+    /// The last rollout candidate promoted: its set's hash and its own keys' hash.
+    pub(super) candidate: Option<(ContentHash, ContentHash)>,
+    /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
+    /// its retry does not wait again.
+    pub(super) spread_served: bool,
+    /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
+    pub(super) annotated: Vec<bool>,
+}
+
+impl Gate {
+    /// `base` is the flag/env/default settings; `gate_only` when there is no promoted dir.
+    pub(crate) fn new(base: Settings, gate_only: bool) -> Gate {
+        Gate {
+            settings: base.clone(),
+            base,
+            problems: Vec::new(),
+            gate_only,
+            on_disk: None,
+            active_modes: Modes::new(),
+            annotations_note: None,
+            active: None,
+            newest: None,
+            promote_error: None,
+            rollback_error: None,
+            rollback_owed: None,
+            started: false,
+            applied: None,
+            first: None,
+            first_kept: false,
+            rejected: Vec::new(),
+            grace: Grace::default(),
+            reloads: Reloads::default(),
+            last: None,
+            retry_at: None,
+            config_wanted: false,
+            promoting: None,
+            rolling_back: None,
+            source: None,
+            watch_error: None,
+            bucket: None,
+            spread: None,
+            checking: None,
+            checked: None,
+            secret: false,
+            spread_served: false,
+            held: None,
+            rollout: None,
+            small_before: false,
+            candidate: None,
+            annotated: Vec::new(),
+        }
+    }
+
+    /// The content is a Secret's: a reason carries a checker's exit status only, never its output.
+    pub(crate) fn with_secret_content(mut self, secret: bool) -> Gate {
+        self.secret = secret;
+        self
+    }
+
+    /// Names the annotations file in what the settings check says of its absence.
+    pub(crate) fn with_annotations_file(mut self, file: &std::path::Path) -> Gate {
+        self.grace = Grace::new(file.display().to_string());
+        self
+    }
+
+    /// Places this pod in the fleet: its share of the reload spread follows the bucket (`None`: no
+    /// identity, no share, so a change is promoted at once).
+    pub(crate) fn with_bucket(mut self, bucket: Option<Bucket>) -> Gate {
+        self.bucket = bucket;
+        self
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Active {
+    pub(super) hash: ContentHash,
+    pub(super) version: Option<String>,
+    pub(super) since: jiff::Timestamp,
+    pub(super) verdict: Verdict,
+    /// The variant key promoted, with the variants setting.
+    pub(super) variant: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Newest {
+    pub(super) hash: Option<ContentHash>,
+    pub(super) modes: Modes,
+    pub(super) judgement: Judgement,
+    pub(super) variant: Option<String>,
+}
+
+/// Key modes other than the default, as a snapshot carries them.
+pub(super) type Modes = BTreeMap<String, u32>;
+
+pub(super) fn modes(obs: &Observed) -> Modes {
+    match obs {
+        Observed::Config(s) => s.modes().clone(),
+        _ => Modes::new(),
+    }
+}
+
+/// What a rollout in the newest config means for the gate's decisions on one judged snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct RolloutSeen {
+    /// The candidate held on this pod: a held config, reported as any hold is.
+    pub(super) held: Option<HeldCandidate>,
+    /// When the choice is the candidate: the hash of its own keys, which a refusal of it is
+    /// remembered by too.
+    pub(super) candidate: Option<ContentHash>,
+}
+
+impl RolloutSeen {
+    pub(super) fn of(rollout: Option<&Rollout>) -> RolloutSeen {
+        RolloutSeen {
+            held: rollout.and_then(|r| r.held.clone()),
+            candidate: rollout.and_then(Rollout::promoting_candidate),
+        }
+    }
+}
+
+/// A promotion whose switch was asked for and not yet answered.
+#[derive(Debug, Clone)]
+pub(super) struct Promotion {
+    pub(super) judged: JudgedLine,
+    pub(super) tell: Tell,
+    /// The dir it replaces is kept as the baseline.
+    pub(super) keep_baseline: bool,
+    pub(super) sha: ContentHash,
+    pub(super) version: Option<String>,
+    /// Switched on the loop: finished there too.
+    pub(super) on_loop: bool,
+}
+
+/// A judged snapshot whose promotion waits for the component's checker.
+#[derive(Debug, Clone)]
+pub(super) struct Checking {
+    pub(super) seen: Seen,
+    pub(super) choice: Choice,
+    pub(super) rollout: RolloutSeen,
+    pub(super) sha: ContentHash,
+}
+
+/// What the component's checker last said: of which content, under which setting, and why it
+/// refused (`None`: it passed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CheckedBy {
+    pub(super) sha: ContentHash,
+    pub(super) check: Validate,
+    pub(super) refused: Option<String>,
+}
+
+/// A rollback asked for and not yet answered.
+#[derive(Debug, Clone)]
+pub(super) struct Rollback {
+    pub(super) refused: ContentHash,
+    pub(super) base: ContentHash,
+    pub(super) reason: String,
+}
+
+/// A change waiting for this pod's share of the spread (`spread.rs` decides on it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Spread {
+    /// When the first change of this wait was seen: newer ones during the wait do not move it. The
+    /// deadline is this plus the share of the spread *in force*, so a spread lowered (or raised)
+    /// mid-wait moves it at once, and what `/status` shows never outlasts the period.
+    pub(super) seen: Instant,
+    pub(super) seen_wall: jiff::Timestamp,
+    /// The change last said to wait (short hash), so a newer one gets its own log line.
+    pub(super) sha: String,
+    /// The deadline has come and the newest config was asked for: no more timer for it.
+    pub(super) asked: bool,
+}
