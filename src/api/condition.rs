@@ -1,7 +1,8 @@
 //! What the conditions `confgate.io/config-compatible` and `confgate.io/config-current` say, in two
 //! forms made from one [`Facts`] value: the condition message, prose for `kubectl describe pod`
 //! ([`Display`](fmt::Display)), and the annotation [`FACTS_ANNOTATION`], the same facts as JSON
-//! (serde), which `confgate status` reads. Nothing reads the message back.
+//! (serde), which `confgate status` reads. Nothing reads the message back. The conditions' type
+//! names are [`CONDITION_TYPE`] and [`CURRENT_TYPE`], next to the reasons they carry.
 //!
 //! The message is `version X sha256:…` (or `no accepted config`) for the active config, then
 //! `; applied …` when known, `; newest version Y sha256:… is VERDICT: REASON` while the newest snapshot
@@ -18,6 +19,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::Track;
 use crate::verdict::Verdict;
+
+/// The condition for `readinessGates`: True exactly when `/readyz` answers 200.
+pub const CONDITION_TYPE: &str = "confgate.io/config-compatible";
+/// The condition saying whether the newest config is the one in force and accepted; never a gate.
+pub const CURRENT_TYPE: &str = "confgate.io/config-current";
 
 /// The pod annotation holding the [`Facts`] as JSON. Outside the `confgate.io/` prefix, which holds
 /// the settings confgate reads from the same pod's annotations (an unknown key there is a problem).

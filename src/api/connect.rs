@@ -34,22 +34,6 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// An exec plugin's token is replaced this long before it expires.
 const EXPIRY_MARGIN: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
 
-/// The TLS error somewhere in `e`'s sources, if the connection failed in TLS. An `io::Error` shows
-/// its inner error's text but gives that error's own source, so each one's inner error is looked into.
-pub(crate) fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-    if let Some(r) = e.downcast_ref::<rustls::Error>() {
-        return Some(r);
-    }
-    if let Some(inner) = e
-        .downcast_ref::<std::io::Error>()
-        .and_then(std::io::Error::get_ref)
-        && let Some(r) = tls_error(inner)
-    {
-        return Some(r);
-    }
-    e.source().and_then(tls_error)
-}
-
 /// Why the kubeconfig gave no connection.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigError {
@@ -950,6 +934,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::explain::{explain, tls_error};
 
     fn kubeconfig(dir: &Path, user: &str, cluster_extra: &str) -> Result<Connection, Problem> {
         kubeconfig_at(dir, "http://127.0.0.1:1", user, cluster_extra)
@@ -1320,7 +1305,7 @@ mod tests {
             ),
             "{e:?}"
         );
-        let said = super::super::explain(&e, "get on /version");
+        let said = explain(&e, "get on /version");
         assert!(
             said.contains("invalid peer certificate: UnknownIssuer")
                 && said.contains("the API server's certificate is not trusted")

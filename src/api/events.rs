@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
-use super::pod::derive::Note;
+use super::note::Note;
 
 /// A repeat later than this after the last one starts a new Event, as kube's recorder does.
 pub(crate) const FOLD_WITHIN: SignedDuration = SignedDuration::from_mins(6);

@@ -16,9 +16,10 @@ use kube::Client;
 use kube::api::{ListParams, WatchParams};
 use kube::client::Body;
 
+use super::explain::explain;
 use super::object::Kind;
 use super::object::{self, EventType, Object, StatusFields, Unreadable};
-use super::{Target, explain};
+use super::spec::Target;
 
 /// The most one answer (a list, or one watch event's line) may hold. A ConfigMap is at most 1 MiB of
 /// keys; its JSON, with escapes, base64 and metadata (managedFields name every key again), stays

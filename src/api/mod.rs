@@ -9,12 +9,15 @@
 //! - [`pod`]: Events and the conditions `confgate.io/config-compatible` (readiness) and
 //!   `confgate.io/config-current` (newest config in force) on the sidecar's own pod, in API and volume
 //!   mode alike.
-//! - [`condition`]: those conditions' reason, and their facts: the message (prose) and the annotation
-//!   `status.confgate.io/facts` (JSON), both made from one value.
+//! - [`condition`]: those conditions' type names and reason, and their facts: the message (prose) and
+//!   the annotation `status.confgate.io/facts` (JSON), both made from one value.
 //! - [`status_cmd`]: `confgate status`, the fleet view read from those conditions and that annotation.
 //!
 //! - [`connect`]: the client's connection (server, CA, credentials) from the pod's ServiceAccount or
 //!   a kubeconfig, read by confgate and handed to kube as a finished service.
+//! - `spec.rs`: the source a flag or annotation names ([`SourceSpec`], its [`Target`]) and why a
+//!   text names none; `explain.rs`: an API error as one line for the operator, the RBAC rule a 403
+//!   calls for named; `note.rs`: one Event, as `pod` decides it and [`events`] publishes it.
 //!
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
 //! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
@@ -24,12 +27,19 @@ pub mod backoff;
 pub mod condition;
 pub mod connect;
 pub mod events;
+mod explain;
 pub mod listwatch;
+mod note;
 pub mod object;
 pub mod pod;
 pub mod pod_view;
 pub mod source;
+mod spec;
 pub mod status_cmd;
+
+pub use condition::{CONDITION_TYPE, CURRENT_TYPE};
+use spec::ALLOWED_SOURCE;
+pub use spec::{BadSource, SourceSpec, SpecError, Target};
 
 use std::future::Future;
 use std::path::Path;
@@ -43,11 +53,6 @@ use crate::settings::{ANN_SOURCE, Invalid, container};
 use crate::snapshot::{Broken, Cause, Observed};
 use crate::state::Shared;
 
-const ALLOWED_SOURCE: &str = "volume, configmap:NAMESPACE/NAME or secret:NAMESPACE/NAME";
-/// The condition for `readinessGates`: True exactly when `/readyz` answers 200.
-pub const CONDITION_TYPE: &str = "confgate.io/config-compatible";
-/// The condition saying whether the newest config is the one in force and accepted; never a gate.
-pub const CURRENT_TYPE: &str = "confgate.io/config-current";
 /// Downward-API env vars naming the sidecar's pod.
 pub(crate) const ENV_POD_NAME: &str = "POD_NAME";
 pub(crate) const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
@@ -68,99 +73,6 @@ pub(crate) async fn check_credentials(spec: &Result<SourceSpec, BadSource>) -> R
         connect::Connection::infer()?;
     }
     Ok(())
-}
-
-/// A ConfigMap or Secret named by namespace and name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// Where snapshots come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourceSpec {
-    Volume,
-    ConfigMap(Target),
-    Secret(Target),
-}
-
-impl SourceSpec {
-    /// Whether the source is an object read through the API (then `--promote-to` is needed).
-    fn is_api(&self) -> bool {
-        !matches!(self, SourceSpec::Volume)
-    }
-}
-
-/// DNS-1123 subdomain, as the API server validates object and namespace names.
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        })
-}
-
-/// Why a text is not a [`SourceSpec`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SpecError {
-    #[error("unknown source kind")]
-    Kind,
-    #[error("{0}: needs NAMESPACE/NAME")]
-    NoTarget(String),
-    #[error("{0:?} is not a valid Kubernetes name")]
-    Name(String),
-}
-
-/// Why the source annotation cannot be used: confgate goes on, holding, and says this.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BadSource {
-    #[error("annotation {ANN_SOURCE} {value:?}: {why}; allowed: {ALLOWED_SOURCE}")]
-    Invalid { value: String, why: SpecError },
-    #[error(
-        "annotation {ANN_SOURCE} {0:?} needs --promote-to: there is no mounted volume for the component to read"
-    )]
-    NeedsPromoteTo(String),
-}
-
-impl std::str::FromStr for SourceSpec {
-    type Err = SpecError;
-    fn from_str(s: &str) -> Result<Self, SpecError> {
-        if s == "volume" {
-            return Ok(SourceSpec::Volume);
-        }
-        let (kind, rest) = s
-            .split_once(':')
-            .filter(|(k, _)| matches!(*k, "configmap" | "secret"))
-            .ok_or(SpecError::Kind)?;
-        let (namespace, name) = rest
-            .split_once('/')
-            .ok_or_else(|| SpecError::NoTarget(kind.to_owned()))?;
-        for part in [namespace, name] {
-            if !is_dns_subdomain(part) {
-                return Err(SpecError::Name(part.to_owned()));
-            }
-        }
-        let target = Target {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        };
-        Ok(if kind == "secret" {
-            SourceSpec::Secret(target)
-        } else {
-            SourceSpec::ConfigMap(target)
-        })
-    }
 }
 
 /// The source in force: the annotation, else the flag or environment, else the volume.
@@ -317,74 +229,9 @@ pub(crate) async fn client_at() -> Result<(kube::Client, String), connect::Error
     Ok((connection.client().await?, server))
 }
 
-/// A one-line explanation of an API error, naming the RBAC rule a 403 calls for.
-pub(crate) fn explain(e: &kube::Error, rule: &str) -> String {
-    match e {
-        kube::Error::Api(s) if s.code == 403 => {
-            format!("forbidden: {}; the ServiceAccount needs {rule}", s.message)
-        }
-        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
-        // kube's own text ("ServiceError: client error (Connect)") hides the cause: its sources
-        // say it ("Connection refused").
-        other => {
-            use std::error::Error as _;
-            let mut out = other.to_string();
-            let mut cur = other.source();
-            while let Some(c) = cur {
-                let c_text = c.to_string();
-                if !out.contains(&c_text) {
-                    out.push_str(": ");
-                    out.push_str(&c_text);
-                }
-                cur = c.source();
-            }
-            // rustls says `UnknownIssuer`; the operator needs to hear which CA is meant.
-            if let Some(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::UnknownIssuer,
-            )) = connect::tls_error(other)
-            {
-                out.push_str(
-                    "; the API server's certificate is not trusted: no CA confgate verifies it \
-                     against signed it (the kubeconfig cluster's certificate-authority or \
-                     certificate-authority-data; in a pod, the ServiceAccount's ca.crt)",
-                );
-            }
-            out
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn source_spec_parses_and_names_the_problem() {
-        assert_eq!("volume".parse::<SourceSpec>(), Ok(SourceSpec::Volume));
-        assert_eq!(
-            "configmap:kube-system/gate-config".parse::<SourceSpec>(),
-            Ok(SourceSpec::ConfigMap(Target {
-                namespace: "kube-system".into(),
-                name: "gate-config".into()
-            }))
-        );
-        assert_eq!(
-            "secret:kube-system/tokens".parse::<SourceSpec>(),
-            Ok(SourceSpec::Secret(Target {
-                namespace: "kube-system".into(),
-                name: "tokens".into()
-            }))
-        );
-        for (bad, why) in [
-            ("configmap:x", "NAMESPACE/NAME"),
-            ("configmap:ns/Big", "\"Big\" is not a valid"),
-            ("secret:ns", "secret: needs NAMESPACE/NAME"),
-            ("vault:ns/x", "unknown source kind"),
-        ] {
-            let e = bad.parse::<SourceSpec>().unwrap_err().to_string();
-            assert!(e.contains(why), "{bad}: {e}");
-        }
-    }
 
     #[test]
     fn configmap_source_needs_promote_to() {

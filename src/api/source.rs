@@ -22,10 +22,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::Target;
 use super::backoff::{Backoff, Failure};
 use super::listwatch::{self, Event, ListWatch};
 use super::object::Object;
+use super::spec::Target;
 use crate::configmap;
 use crate::metrics::WatchSource;
 use crate::snapshot::{Missing, Observed};

@@ -1,7 +1,7 @@
 //! `probe` (the exec probe's client of a running sidecar) and `status` (the fleet, read from the API
 //! server).
 
-use super::{Error, Outcome};
+use super::outcome::{Error, Outcome};
 use crate::cli::ProbeArgs;
 use crate::http;
 use crate::settings;
@@ -14,7 +14,7 @@ pub fn status(args: crate::cli::StatusArgs) -> Result<Outcome, Error> {
         selector: args.selector,
         configmap: args.configmap,
     };
-    let rt = super::runtime()?;
+    let rt = super::startup::runtime()?;
     if args.wait {
         use crate::api::status_cmd::Waited;
         let timeout = args.timeout;

@@ -3,9 +3,10 @@
 
 use tracing::{info, warn};
 
-use super::{
-    Error, Outcome, SourceChoice, check_paths, feed, gate_config, log_start, runtime,
-    seal_if_secret, source_choice, start_annotations, terminated,
+use super::outcome::{Error, Outcome};
+use super::startup::{
+    SourceChoice, check_paths, feed, gate_config, log_start, runtime, seal_if_secret,
+    source_choice, start_annotations, terminated,
 };
 use crate::cli::{PathArgs, RunArgs, WaitArgs};
 use crate::gate;

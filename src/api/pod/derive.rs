@@ -2,24 +2,16 @@
 //! writes the conditions: pure, so the reporter only carries them out.
 
 use crate::api::condition::{
-    Described, FACTS_ANNOTATION, Facts, Held, Newest, Reason, ReloadFailing, RolloutPart,
+    CONDITION_TYPE, CURRENT_TYPE, Described, FACTS_ANNOTATION, Facts, Held, Newest, Reason,
+    ReloadFailing, RolloutPart,
 };
-use crate::api::{CONDITION_TYPE, CURRENT_TYPE};
+use crate::api::note::Note;
 use crate::snapshot::PrintedHash;
 use crate::state::{Holding, ReloadResult, Status};
 use crate::verdict::Verdict;
 
 /// The API server's limit on an Event note.
 const NOTE_MAX: usize = 1024;
-
-/// One Event to publish, before it meets the Recorder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    pub warning: bool,
-    pub reason: &'static str,
-    pub action: &'static str,
-    pub note: String,
-}
 
 /// A condition as confgate writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

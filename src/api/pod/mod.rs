@@ -19,15 +19,16 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::events::EventSink;
-use super::explain;
+use super::explain::explain;
 use super::pod_view::PodView;
 use crate::backoff::Doubling;
 use crate::state::Status;
 
 pub(crate) mod derive;
 
+pub use super::note::Note;
 pub use derive::{
-    Condition, Note, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, may_wait, notes,
+    Condition, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, may_wait, notes,
 };
 
 /// After a failed condition patch, when to try again; doubled after each failure up to

@@ -15,9 +15,11 @@
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::condition::{FACTS_ANNOTATION, Facts, Reason, RolloutPart};
+use super::condition::{
+    CONDITION_TYPE, CURRENT_TYPE, FACTS_ANNOTATION, Facts, Reason, RolloutPart,
+};
+use super::explain::explain;
 use super::pod_view::PodView;
-use super::{CONDITION_TYPE, CURRENT_TYPE, explain};
 use crate::rollout::{self, Percent, Plan};
 use crate::snapshot::{ContentHash, Snapshot};
 use crate::state::Holding;

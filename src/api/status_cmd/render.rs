@@ -426,9 +426,10 @@ mod tests {
     /// running its config and waiting, not holding anything back.
     #[test]
     fn a_pod_waiting_out_its_reload_spread_is_not_holding() {
-        use crate::api::condition::{FACTS_ANNOTATION, Facts, Newest, Reason};
+        use crate::api::condition::{
+            CONDITION_TYPE, CURRENT_TYPE, FACTS_ANNOTATION, Facts, Newest, Reason,
+        };
         use crate::api::pod_view::PodView;
-        use crate::api::{CONDITION_TYPE, CURRENT_TYPE};
         let facts = Facts {
             active: Some(Described::new(Some("2.0.0"), Some("sha256:200"))),
             newest: Some(Newest {
