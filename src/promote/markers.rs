@@ -7,7 +7,9 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::{DATA_TMP, Error, Promoter, io_err, remove_file, top_level_names};
+use super::error::{Error, io_err};
+use super::remove::remove_file;
+use super::{DATA_TMP, Promoter, top_level_names};
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed};
 
 /// The "reload owed" marker in the promoted dir; `..` keeps it out of every kubelet-layout reader.

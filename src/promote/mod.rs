@@ -27,7 +27,9 @@
 //! Files are not fsynced: the dir is a pod's `emptyDir`, and a process crash cannot lose page-cache
 //! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
 
+mod error;
 mod markers;
+mod remove;
 #[cfg(test)]
 mod tests;
 
@@ -38,7 +40,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
+use error::io_err;
+use remove::{remove_dir_all, remove_file};
 
+pub use error::Error;
 pub(crate) use markers::{APPLIED, BASELINE, REJECTED, RELOAD_OWED};
 
 const DATA_TMP: &str = "..data_tmp";
@@ -53,30 +58,6 @@ pub(crate) const CANDIDATE: &str = "..confgate_candidate";
 
 /// A promotion's or rollback's error, as the loop hands it to the gate.
 pub type Failure = crate::failure::Failure<Error>;
-
-/// Why a promotion could not be made. The previous config is still whole in every case.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} exists and is not a directory")]
-    NotADir { path: PathBuf },
-    #[error("no config the component applied is kept in {path}")]
-    NoApplied { path: PathBuf },
-}
-
-fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// A promotion that went live through [`Promoter::switch`]; what [`Promoter::finish`] tidies.
 #[derive(Debug)]
@@ -473,18 +454,4 @@ fn top_level_names(dir: &Path) -> BTreeSet<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn remove_file(path: &Path) -> Result<(), Error> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", path)(e)),
-        _ => Ok(()),
-    }
-}
-
-fn remove_dir_all(path: &Path) -> Result<(), Error> {
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", path)(e)),
-        _ => Ok(()),
-    }
 }
