@@ -769,7 +769,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "gate/machine/reloads.rs",
         "gate/machine/spread.rs",
     ],
-    &["promote/markers.rs", "promote/mod.rs"],
     &[
         "settings/container.rs",
         "settings/describe.rs",
