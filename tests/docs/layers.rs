@@ -769,11 +769,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "gate/machine/reloads.rs",
         "gate/machine/spread.rs",
     ],
-    &[
-        "settings/container.rs",
-        "settings/describe.rs",
-        "settings/mod.rs",
-    ],
 ];
 
 /// `path -> text` as a tree.
