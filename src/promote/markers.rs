@@ -1,13 +1,16 @@
 //! The `..confgate_*` markers beside the promoted config: the reload owed, the link to the dir of
-//! the config the component applied (and the rollback to it), and the record of contents it refused.
-//! Each is replaced with one `rename`.
+//! the config the component applied (and to the first config's, kept until then), and the record of
+//! contents it refused. Each is replaced with one `rename`.
+//!
+//! These are functions of the promoted dir's path, below `Promoter`, which calls them: what a
+//! marker's change does to the rest of the dir (the tidying after it, the switch back to the applied
+//! config's dir) is the writer's.
 
-use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 
-use super::{DATA_TMP, Error, Promoter, io_err, remove_file, top_level_names};
+use super::error::{Error, io_err};
+use super::remove::remove_file;
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed};
 
 /// The "reload owed" marker in the promoted dir; `..` keeps it out of every kubelet-layout reader.
@@ -43,241 +46,189 @@ pub(crate) struct Rejected {
     pub(crate) target: Option<String>,
 }
 
-impl Promoter {
-    /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
-    /// and not yet cleared), as found at start-up.
-    pub(crate) fn reload_owed(&self) -> Option<ContentHash> {
-        let path = self.dir.join(RELOAD_OWED);
-        let text = match std::fs::read_link(&path) {
-            Ok(target) => target.into_os_string().into_string().ok()?,
-            // A regular file holding the hash: how earlier versions recorded it. Anything else (a
-            // FIFO the component made) is no marker, and never waited on.
-            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
-                match read_record(&path, 256) {
-                    Ok(bytes) => String::from_utf8(bytes).ok()?,
-                    Err(e) => {
-                        tracing::warn!(file = %path.display(), error = %e, "the reload-owed marker is not one confgate wrote; ignoring it");
-                        set_aside(&path);
-                        return None;
-                    }
-                }
-            }
-            Err(_) => return None,
-        };
-        parse_hash(text.trim())
-    }
-
-    /// Records durably that the component is owed a reload for `sha`: a link whose target is the
-    /// hash, as `..data` names its dir. A link has no data to write, and ext4 renames it over the last
-    /// marker without the flush it forces when a written file replaces another (`auto_da_alloc`).
-    pub(crate) fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
-        let tmp = self.dir.join(RELOAD_OWED_TMP);
-        let target = sha.plain().to_string();
-        // A leftover of a crash between link and rename is removed only when met: on the promotion's
-        // path, not an unlink every time.
-        if let Err(e) = std::os::unix::fs::symlink(&target, &tmp) {
-            if e.kind() != io::ErrorKind::AlreadyExists {
-                return Err(io_err("link", &tmp)(e));
-            }
-            remove_file(&tmp)?;
-            std::os::unix::fs::symlink(&target, &tmp).map_err(io_err("link", &tmp))?;
-        }
-        let path = self.dir.join(RELOAD_OWED);
-        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
-    }
-
-    /// Clears the owed reload once the component was told about `sha`. An owed reload for another
-    /// (newer) config stays; `false` then.
-    pub(crate) fn clear_reload_owed(&self, sha: ContentHash) -> Result<bool, Error> {
-        match self.reload_owed() {
-            Some(owed) if owed != sha => Ok(false),
-            _ => remove_file(&self.dir.join(RELOAD_OWED)).map(|()| true),
-        }
-    }
-
-    /// The contents the component refused, as recorded by [`Promoter::record_rejected`]. A damaged
-    /// record is read as far as it makes sense: lines that are not a record are skipped and said so in
-    /// [`Rejected::ignored`], never an error.
-    pub(crate) fn rejected(&self) -> Rejected {
-        let path = self.dir.join(REJECTED);
-        let bytes = match read_record(&path, REJECTED_READ_MAX + 1) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Rejected::default(),
+/// The hash of a promoted config whose reload is still owed in `dir` (recorded by
+/// [`mark_reload_owed`] and not yet cleared), as found at start-up.
+pub(super) fn reload_owed(dir: &Path) -> Option<ContentHash> {
+    let path = dir.join(RELOAD_OWED);
+    let text = match std::fs::read_link(&path) {
+        Ok(target) => target.into_os_string().into_string().ok()?,
+        // A regular file holding the hash: how earlier versions recorded it. Anything else (a
+        // FIFO the component made) is no marker, and never waited on.
+        Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => match read_record(&path, 256) {
+            Ok(bytes) => String::from_utf8(bytes).ok()?,
             Err(e) => {
-                // Not a record this writer made (a FIFO, a link, a dir): set aside so the next
-                // refusal can be recorded, never trusted, never waited on.
-                let aside = set_aside(&path);
-                return Rejected {
-                    ignored: Some(format!("cannot read {}: {e}{aside}", path.display())),
-                    ..Rejected::default()
-                };
+                tracing::warn!(file = %path.display(), error = %e, "the reload-owed marker is not one confgate wrote; ignoring it");
+                set_aside(&path);
+                return None;
             }
-        };
-        let mut r = parse_rejected(&bytes[..bytes.len().min(REJECTED_READ_MAX as usize)]);
-        if bytes.len() as u64 > REJECTED_READ_MAX {
-            r.ignored = Some(format!(
-                "{} is over {REJECTED_READ_MAX} bytes; read up to there",
-                path.display()
-            ));
-        } else if let Some(why) = r.ignored.take() {
-            r.ignored = Some(format!("{}: {why}", path.display()));
+        },
+        Err(_) => return None,
+    };
+    parse_hash(text.trim())
+}
+
+/// Records durably that the component is owed a reload for `sha`: a link whose target is the
+/// hash, as `..data` names its dir. A link has no data to write, and ext4 renames it over the last
+/// marker without the flush it forces when a written file replaces another (`auto_da_alloc`).
+pub(super) fn mark_reload_owed(dir: &Path, sha: ContentHash) -> Result<(), Error> {
+    let tmp = dir.join(RELOAD_OWED_TMP);
+    let target = sha.plain().to_string();
+    // A leftover of a crash between link and rename is removed only when met: on the promotion's
+    // path, not an unlink every time.
+    if let Err(e) = std::os::unix::fs::symlink(&target, &tmp) {
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(io_err("link", &tmp)(e));
         }
-        r
+        remove_file(&tmp)?;
+        std::os::unix::fs::symlink(&target, &tmp).map_err(io_err("link", &tmp))?;
     }
+    let path = dir.join(RELOAD_OWED);
+    std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+}
 
-    /// Replaces the record of refused contents with `entries` (oldest first), refused under the
-    /// reload target `target` (as shown), with one `rename`.
-    pub(crate) fn record_rejected(
-        &self,
-        target: &str,
-        entries: &[(ContentHash, String)],
-    ) -> Result<(), Error> {
-        let mut text = format!("{TARGET_LINE}{}\n", reason_line(target));
-        for (h, why) in entries {
-            // The plain form: a sealed one (a Secret's) is keyed per process and would not be
-            // recognised after a restart; this file sits beside the content itself anyway.
-            text.push_str(&format!("{} {}\n", h.plain(), reason_line(why)));
-        }
-        let tmp = self.dir.join(REJECTED_TMP);
-        std::fs::write(&tmp, text).map_err(io_err("write", &tmp))?;
-        let path = self.dir.join(REJECTED);
-        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+/// Clears the owed reload once the component was told about `sha`. An owed reload for another
+/// (newer) config stays; `false` then.
+pub(super) fn clear_reload_owed(dir: &Path, sha: ContentHash) -> Result<bool, Error> {
+    match reload_owed(dir) {
+        Some(owed) if owed != sha => Ok(false),
+        _ => remove_file(&dir.join(RELOAD_OWED)).map(|()| true),
     }
+}
 
-    /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
-    pub(crate) fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
-        let Some(ts) = self.applied_dir() else {
-            let path = self.dir.join(APPLIED);
-            if path.symlink_metadata().is_ok() {
-                tracing::warn!(file = %path.display(), "the applied marker does not name one of the promoted dir's config dirs; not trusted, no rollback base");
-            }
-            return None;
-        };
-        let since = std::fs::symlink_metadata(self.dir.join(APPLIED))
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| jiff::Timestamp::try_from(t).ok());
-        Some((snapshot::read(&self.dir.join(ts)), since))
-    }
-
-    /// The timestamped dir [`APPLIED`] names, when it is one that exists.
-    ///
-    /// Only a link to one of the promoted dir's own timestamped dirs counts: a link to `..data` (a
-    /// link itself) or to a marker is no applied config, whoever made it.
-    pub(super) fn applied_dir(&self) -> Option<String> {
-        marker_dir(&self.dir, APPLIED)
-    }
-
-    /// Records that the component applied what `..data` points at now: that dir is kept, for
-    /// [`Promoter::roll_back`], when later promotions replace it. The dir it kept before goes.
-    pub(crate) fn mark_applied(&self) -> Result<(), Error> {
-        let data = self.dir.join(DATA_LINK);
-        let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
-        let tmp = self.dir.join(APPLIED_TMP);
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
-        let path = self.dir.join(APPLIED);
-        self.set_aside_damaged(&path)?;
-        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))?;
-        // The first config's dir is no longer needed: what the component applied is known.
-        remove_file(&self.dir.join(BASELINE))?;
-        if let Err(e) = self.clean() {
-            self.untidy.store(true, Ordering::Relaxed);
-            tracing::warn!(error = %e, dir = %self.dir.display(), "tidying the promoted dir failed; will retry");
-        }
-        Ok(())
-    }
-
-    /// A record at `path` that is not a link (the component shares this dir and can write into it:
-    /// a directory or a file there) is no record this writer made: it is removed with a warning, so
-    /// that the record can be written again, rather than failing every later one.
-    fn set_aside_damaged(&self, path: &Path) -> Result<(), Error> {
-        let Ok(m) = std::fs::symlink_metadata(path) else {
-            return Ok(());
-        };
-        if m.file_type().is_symlink() {
-            return Ok(());
-        }
-        tracing::warn!(path = %path.display(), "a record in the promoted dir is not a link confgate made; replacing it");
-        if m.is_dir() {
-            std::fs::remove_dir_all(path).map_err(io_err("remove", path))
-        } else {
-            remove_file(path)
-        }
-    }
-
-    /// Keeps the dir `..data` points at now (the first config, whose start-up check has not
-    /// concluded) beside the promotion about to replace it: [`BASELINE`] links it, and
-    /// [`Promoter::clean`] keeps it.
-    pub(super) fn keep_baseline(&self) -> Result<(), Error> {
-        let data = self.dir.join(DATA_LINK);
-        let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
-        let tmp = self.dir.join(BASELINE_TMP);
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
-        let path = self.dir.join(BASELINE);
-        std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
-    }
-
-    /// The component ran the kept first config ([`BASELINE`]): it becomes [`APPLIED`], the rollback
-    /// base, with one `rename`.
-    pub(crate) fn adopt_baseline(&self) -> Result<(), Error> {
-        if self.baseline_dir().is_none() {
-            return Err(Error::NoApplied {
-                path: self.dir.clone(),
-            });
-        }
-        let path = self.dir.join(APPLIED);
-        std::fs::rename(self.dir.join(BASELINE), &path).map_err(io_err("rename over", &path))?;
-        if let Err(e) = self.clean() {
-            self.untidy.store(true, Ordering::Relaxed);
-            tracing::warn!(error = %e, dir = %self.dir.display(), "tidying the promoted dir failed; will retry");
-        }
-        Ok(())
-    }
-
-    /// The timestamped dir [`BASELINE`] names, when it is one that exists.
-    pub(super) fn baseline_dir(&self) -> Option<String> {
-        marker_dir(&self.dir, BASELINE)
-    }
-
-    /// Puts the last applied config back in place with one `rename` of `..data`, as a promotion
-    /// would (its key links first, then the switch, then the rejected dir and links removed), and
-    /// returns what the dir holds now. Nothing is copied: the applied config's dir was kept.
-    pub(crate) fn roll_back(&self) -> Result<Observed, Error> {
-        let Some(ts) = self.applied_dir() else {
-            return Err(Error::NoApplied {
-                path: self.dir.clone(),
-            });
-        };
-        let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
-        if old.as_deref().and_then(Path::to_str) != Some(ts.as_str()) {
-            let old_keys = match &old {
-                Some(o) => top_level_names(&self.dir.join(o)),
-                None => BTreeSet::new(),
+/// The contents the component refused, as recorded by [`record_rejected`]. A damaged
+/// record is read as far as it makes sense: lines that are not a record are skipped and said so in
+/// [`Rejected::ignored`], never an error.
+pub(super) fn rejected(dir: &Path) -> Rejected {
+    let path = dir.join(REJECTED);
+    let bytes = match read_record(&path, REJECTED_READ_MAX + 1) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Rejected::default(),
+        Err(e) => {
+            // Not a record this writer made (a FIFO, a link, a dir): set aside so the next
+            // refusal can be recorded, never trusted, never waited on.
+            let aside = set_aside(&path);
+            return Rejected {
+                ignored: Some(format!("cannot read {}: {e}{aside}", path.display())),
+                ..Rejected::default()
             };
-            let keys = top_level_names(&self.dir.join(&ts));
-            let mut linked = Vec::new();
-            if let Err(e) = self
-                .link_new(&keys, &mut linked)
-                .and_then(|()| self.swap(&ts))
-            {
-                let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
-                for link in &linked {
-                    let _ = std::fs::remove_file(link);
-                }
-                return Err(e);
-            }
-            let tidied = self
-                .unlink_vanished(&old_keys, &keys)
-                .and_then(|()| self.clean());
-            if let Err(e) = &tidied {
-                tracing::warn!(error = %e, dir = %self.dir.display(), "rolled back, but tidying the promoted dir failed; will retry");
-            }
-            self.untidy.store(tidied.is_err(), Ordering::Relaxed);
         }
-        Ok(snapshot::read(&self.dir))
+    };
+    let mut r = parse_rejected(&bytes[..bytes.len().min(REJECTED_READ_MAX as usize)]);
+    if bytes.len() as u64 > REJECTED_READ_MAX {
+        r.ignored = Some(format!(
+            "{} is over {REJECTED_READ_MAX} bytes; read up to there",
+            path.display()
+        ));
+    } else if let Some(why) = r.ignored.take() {
+        r.ignored = Some(format!("{}: {why}", path.display()));
     }
+    r
+}
+
+/// Replaces the record of refused contents with `entries` (oldest first), refused under the
+/// reload target `target` (as shown), with one `rename`.
+pub(super) fn record_rejected(
+    dir: &Path,
+    target: &str,
+    entries: &[(ContentHash, String)],
+) -> Result<(), Error> {
+    let mut text = format!("{TARGET_LINE}{}\n", reason_line(target));
+    for (h, why) in entries {
+        // The plain form: a sealed one (a Secret's) is keyed per process and would not be
+        // recognised after a restart; this file sits beside the content itself anyway.
+        text.push_str(&format!("{} {}\n", h.plain(), reason_line(why)));
+    }
+    let tmp = dir.join(REJECTED_TMP);
+    std::fs::write(&tmp, text).map_err(io_err("write", &tmp))?;
+    let path = dir.join(REJECTED);
+    std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+}
+
+/// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
+pub(super) fn applied(dir: &Path) -> Option<(Observed, Option<jiff::Timestamp>)> {
+    let Some(ts) = applied_dir(dir) else {
+        let path = dir.join(APPLIED);
+        if path.symlink_metadata().is_ok() {
+            tracing::warn!(file = %path.display(), "the applied marker does not name one of the promoted dir's config dirs; not trusted, no rollback base");
+        }
+        return None;
+    };
+    let since = std::fs::symlink_metadata(dir.join(APPLIED))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| jiff::Timestamp::try_from(t).ok());
+    Some((snapshot::read(&dir.join(ts)), since))
+}
+
+/// The timestamped dir [`APPLIED`] names, when it is one that exists.
+///
+/// Only a link to one of the promoted dir's own timestamped dirs counts: a link to `..data` (a
+/// link itself) or to a marker is no applied config, whoever made it.
+pub(super) fn applied_dir(dir: &Path) -> Option<String> {
+    marker_dir(dir, APPLIED)
+}
+
+/// Records that the component applied what `..data` points at now: that dir is to be kept, for a
+/// rollback, when later promotions replace it; the caller tidies away the dir kept before.
+pub(super) fn mark_applied(dir: &Path) -> Result<(), Error> {
+    let data = dir.join(DATA_LINK);
+    let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
+    let tmp = dir.join(APPLIED_TMP);
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
+    let path = dir.join(APPLIED);
+    set_aside_damaged(&path)?;
+    std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))?;
+    // The first config's dir is no longer needed: what the component applied is known.
+    remove_file(&dir.join(BASELINE))
+}
+
+/// A record at `path` that is not a link (the component shares this dir and can write into it:
+/// a directory or a file there) is no record this writer made: it is removed with a warning, so
+/// that the record can be written again, rather than failing every later one.
+fn set_aside_damaged(path: &Path) -> Result<(), Error> {
+    let Ok(m) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if m.file_type().is_symlink() {
+        return Ok(());
+    }
+    tracing::warn!(path = %path.display(), "a record in the promoted dir is not a link confgate made; replacing it");
+    if m.is_dir() {
+        std::fs::remove_dir_all(path).map_err(io_err("remove", path))
+    } else {
+        remove_file(path)
+    }
+}
+
+/// Keeps the dir `..data` points at now (the first config, whose start-up check has not
+/// concluded) beside the promotion about to replace it: [`BASELINE`] links it, and the tidying
+/// keeps it.
+pub(super) fn keep_baseline(dir: &Path) -> Result<(), Error> {
+    let data = dir.join(DATA_LINK);
+    let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
+    let tmp = dir.join(BASELINE_TMP);
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
+    let path = dir.join(BASELINE);
+    std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+}
+
+/// The component ran the kept first config ([`BASELINE`]): it becomes [`APPLIED`], the rollback
+/// base, with one `rename`; the caller tidies away the dir kept before.
+pub(super) fn adopt_baseline(dir: &Path) -> Result<(), Error> {
+    if baseline_dir(dir).is_none() {
+        return Err(Error::NoApplied {
+            path: dir.to_path_buf(),
+        });
+    }
+    let path = dir.join(APPLIED);
+    std::fs::rename(dir.join(BASELINE), &path).map_err(io_err("rename over", &path))
+}
+
+/// The timestamped dir [`BASELINE`] names, when it is one that exists.
+pub(super) fn baseline_dir(dir: &Path) -> Option<String> {
+    marker_dir(dir, BASELINE)
 }
 
 /// The timestamped dir the link `marker` in `dir` names, when it is one that exists.

@@ -27,7 +27,9 @@
 //! Files are not fsynced: the dir is a pod's `emptyDir`, and a process crash cannot lose page-cache
 //! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
 
+mod error;
 mod markers;
+mod remove;
 #[cfg(test)]
 mod tests;
 
@@ -38,7 +40,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
+use error::io_err;
+use markers::Rejected;
+use remove::{remove_dir_all, remove_file};
 
+pub use error::Error;
 pub(crate) use markers::{APPLIED, BASELINE, REJECTED, RELOAD_OWED};
 
 const DATA_TMP: &str = "..data_tmp";
@@ -53,30 +59,6 @@ pub(crate) const CANDIDATE: &str = "..confgate_candidate";
 
 /// A promotion's or rollback's error, as the loop hands it to the gate.
 pub type Failure = crate::failure::Failure<Error>;
-
-/// Why a promotion could not be made. The previous config is still whole in every case.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} exists and is not a directory")]
-    NotADir { path: PathBuf },
-    #[error("no config the component applied is kept in {path}")]
-    NoApplied { path: PathBuf },
-}
-
-fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// A promotion that went live through [`Promoter::switch`]; what [`Promoter::finish`] tidies.
 #[derive(Debug)]
@@ -142,7 +124,7 @@ impl Promoter {
                 .ok()
                 .filter(|n| crate::configmap::is_valid_key(n))
         };
-        let applied = self.applied_dir().and_then(|ts| of(&self.dir.join(ts)));
+        let applied = markers::applied_dir(&self.dir).and_then(|ts| of(&self.dir.join(ts)));
         (of(&self.dir.join(DATA_LINK)), applied)
     }
 
@@ -169,8 +151,8 @@ impl Promoter {
         let current = std::fs::read_link(self.dir.join(DATA_LINK))
             .ok()
             .and_then(|t| t.to_str().map(str::to_owned));
-        let applied = self.applied_dir();
-        let baseline = self.baseline_dir();
+        let applied = markers::applied_dir(&self.dir);
+        let baseline = markers::baseline_dir(&self.dir);
         let keys = match &current {
             Some(ts) => top_level_names(&self.dir.join(ts)),
             None => BTreeSet::new(),
@@ -326,7 +308,7 @@ impl Promoter {
             })
             .and_then(|()| {
                 if keep_baseline && old.is_some() {
-                    self.keep_baseline()
+                    markers::keep_baseline(&self.dir)
                 } else {
                     Ok(())
                 }
@@ -452,6 +434,111 @@ impl Promoter {
     }
 }
 
+// The markers beside the promoted config (`markers.rs`), and what a change of one does to the rest of
+// the dir: the tidying after it, or the switch back to the applied config's dir.
+impl Promoter {
+    /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
+    /// and not yet cleared), as found at start-up.
+    pub(crate) fn reload_owed(&self) -> Option<ContentHash> {
+        markers::reload_owed(&self.dir)
+    }
+
+    /// Records durably that the component is owed a reload for `sha` ([`RELOAD_OWED`]).
+    pub(crate) fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
+        markers::mark_reload_owed(&self.dir, sha)
+    }
+
+    /// Clears the owed reload once the component was told about `sha`. An owed reload for another
+    /// (newer) config stays; `false` then.
+    pub(crate) fn clear_reload_owed(&self, sha: ContentHash) -> Result<bool, Error> {
+        markers::clear_reload_owed(&self.dir, sha)
+    }
+
+    /// The contents the component refused, as recorded by [`Promoter::record_rejected`]; a damaged
+    /// record is read as far as it makes sense, never an error.
+    pub(crate) fn rejected(&self) -> Rejected {
+        markers::rejected(&self.dir)
+    }
+
+    /// Replaces the record of refused contents ([`REJECTED`]) with `entries` (oldest first), refused
+    /// under the reload target `target` (as shown).
+    pub(crate) fn record_rejected(
+        &self,
+        target: &str,
+        entries: &[(ContentHash, String)],
+    ) -> Result<(), Error> {
+        markers::record_rejected(&self.dir, target, entries)
+    }
+
+    /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).
+    pub(crate) fn applied(&self) -> Option<(Observed, Option<jiff::Timestamp>)> {
+        markers::applied(&self.dir)
+    }
+
+    /// Records that the component applied what `..data` points at now: that dir is kept, for
+    /// [`Promoter::roll_back`], when later promotions replace it. The dir it kept before goes.
+    pub(crate) fn mark_applied(&self) -> Result<(), Error> {
+        markers::mark_applied(&self.dir)?;
+        self.tidy_after_marker();
+        Ok(())
+    }
+
+    /// The component ran the kept first config ([`BASELINE`]): it becomes [`APPLIED`], the rollback
+    /// base, with one `rename`.
+    pub(crate) fn adopt_baseline(&self) -> Result<(), Error> {
+        markers::adopt_baseline(&self.dir)?;
+        self.tidy_after_marker();
+        Ok(())
+    }
+
+    /// Removes the dir a marker no longer keeps. The marker is written already, so a failure here is
+    /// only logged and left to [`Promoter::tidy`].
+    fn tidy_after_marker(&self) {
+        if let Err(e) = self.clean() {
+            self.untidy.store(true, Ordering::Relaxed);
+            tracing::warn!(error = %e, dir = %self.dir.display(), "tidying the promoted dir failed; will retry");
+        }
+    }
+
+    /// Puts the last applied config back in place with one `rename` of `..data`, as a promotion
+    /// would (its key links first, then the switch, then the rejected dir and links removed), and
+    /// returns what the dir holds now. Nothing is copied: the applied config's dir was kept.
+    pub(crate) fn roll_back(&self) -> Result<Observed, Error> {
+        let Some(ts) = markers::applied_dir(&self.dir) else {
+            return Err(Error::NoApplied {
+                path: self.dir.clone(),
+            });
+        };
+        let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
+        if old.as_deref().and_then(Path::to_str) != Some(ts.as_str()) {
+            let old_keys = match &old {
+                Some(o) => top_level_names(&self.dir.join(o)),
+                None => BTreeSet::new(),
+            };
+            let keys = top_level_names(&self.dir.join(&ts));
+            let mut linked = Vec::new();
+            if let Err(e) = self
+                .link_new(&keys, &mut linked)
+                .and_then(|()| self.swap(&ts))
+            {
+                let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
+                for link in &linked {
+                    let _ = std::fs::remove_file(link);
+                }
+                return Err(e);
+            }
+            let tidied = self
+                .unlink_vanished(&old_keys, &keys)
+                .and_then(|()| self.clean());
+            if let Err(e) = &tidied {
+                tracing::warn!(error = %e, dir = %self.dir.display(), "rolled back, but tidying the promoted dir failed; will retry");
+            }
+            self.untidy.store(tidied.is_err(), Ordering::Relaxed);
+        }
+        Ok(snapshot::read(&self.dir))
+    }
+}
+
 /// The process's umask, from `/proc/self/status` (Linux 4.7 and later): reading it there changes
 /// nothing, where `umask(2)` can only be read by setting it, for every thread at once.
 fn umask() -> Option<u32> {
@@ -473,18 +560,4 @@ fn top_level_names(dir: &Path) -> BTreeSet<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn remove_file(path: &Path) -> Result<(), Error> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", path)(e)),
-        _ => Ok(()),
-    }
-}
-
-fn remove_dir_all(path: &Path) -> Result<(), Error> {
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", path)(e)),
-        _ => Ok(()),
-    }
 }

@@ -2,7 +2,11 @@
 //! in `CONTAINER_SETTINGS` (the command line, the error messages and the table in `docs/settings.md`
 //! read it), and checked together before anything starts.
 
-use super::{ANN_SOURCE, Error, Invalid};
+use super::error::{Error, Invalid};
+
+/// The API source's annotation (the `source` setting's, [`SOURCE`]), read at start; recognised so
+/// that it is not reported as unknown.
+pub(crate) const ANN_SOURCE: &str = "confgate.io/source";
 
 /// One container setting as users name it. Its flag is a clap field in `cli` that takes the names
 /// from here; read once, at start, so it has no annotation (but the source's, read at start).

@@ -1,7 +1,9 @@
 //! The settings described for people: the known annotations, each setting in force with where it came
 //! from (the start-up log), and the README's table.
 
-use super::{ANN_SOURCE, RawValue, Repeat, SETTINGS, Setting, Settings};
+use super::container::ANN_SOURCE;
+use super::gate::{Repeat, SETTINGS, Setting, Settings};
+use super::raw::RawValue;
 use crate::annotations::Annotations;
 
 /// The `confgate.io/` annotations confgate reads: one per gate setting, and the API source's.

@@ -723,42 +723,12 @@ fn no_import_cycle_between_files() {
             show(&g)
         );
     }
-    let known: BTreeSet<BTreeSet<String>> = KNOWN_CIRCLES
-        .iter()
-        .map(|files| files.iter().map(|f| format!("src/{f}")).collect())
-        .collect();
-    let all = circles(&g);
-    let new: Graph = all
-        .iter()
-        .filter(|(group, _)| !known.contains(group))
-        .flat_map(|(group, _)| group.iter().map(|f| (f.clone(), g[f].clone())))
-        .collect();
-    let found = circles_text(&new);
+    let found = circles_text(&g);
     assert!(
         found.is_empty(),
         "import cycle between files (move what both use down into a file of its own):\n{found}"
     );
-    let groups: BTreeSet<&BTreeSet<String>> = all.iter().map(|(group, _)| group).collect();
-    let gone: Vec<&BTreeSet<String>> = known.iter().filter(|k| !groups.contains(k)).collect();
-    assert!(
-        gone.is_empty(),
-        "these circles are gone or changed: take them off KNOWN_CIRCLES: {gone:?}"
-    );
 }
-
-/// The circles between files the tree still has, each as the files it runs through (under `src/`).
-/// Each is the same shape: a `mod.rs` (or `x.rs` with children) re-exports or calls a child's item,
-/// and the child uses a type or helper the parent defines. The fix is to move what the child uses
-/// down into a file of its own (or into the child); each fix takes its line off. A circle not
-/// listed here fails the test, and so does a listed one that is gone, so the list only shrinks.
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["promote/markers.rs", "promote/mod.rs"],
-    &[
-        "settings/container.rs",
-        "settings/describe.rs",
-        "settings/mod.rs",
-    ],
-];
 
 /// `path -> text` as a tree.
 fn tree_of(files: &[(&str, &str)]) -> Tree {

@@ -15,7 +15,7 @@ const SETTINGS_DOC: &str = "docs/settings.md";
 /// The tables made from the declarations: their marker's name, the file declaring them, the table.
 fn declared_tables() -> [(&'static str, &'static str, String); 2] {
     [
-        ("gate settings", "src/settings/mod.rs", readme_table()),
+        ("gate settings", "src/settings/gate.rs", readme_table()),
         (
             "container settings",
             "src/settings/container.rs",
