@@ -3,7 +3,6 @@
 
 use super::container::ANN_SOURCE;
 use super::gate::{Repeat, SETTINGS, Setting, Settings};
-use super::raw::RawValue;
 use crate::annotations::Annotations;
 
 /// The `confgate.io/` annotations confgate reads: one per gate setting, and the API source's.
@@ -71,9 +70,7 @@ impl Settings {
         SETTINGS
             .iter()
             .map(|s| {
-                if ann.get(s.annotation).is_some_and(|v| {
-                    (s.set)(&mut Settings::default(), &RawValue::Text(v.clone())).is_ok()
-                }) {
+                if s.annotated_by(ann) {
                     return format!("annotation {}", s.annotation);
                 }
                 match given(s) {

@@ -50,8 +50,8 @@ pub struct Setting {
     pub judging: bool,
     /// Whether a bad value may carry credentials, so it is repeated only through `values::redact`.
     pub redact: bool,
-    /// Parses a value into its field of [`Settings`]; read by the parser (`overlay`) and by
-    /// `origins`, beside this file.
+    /// Parses a value into its field of [`Settings`]; read by the parser (`overlay`), beside this
+    /// file.
     pub(super) set: fn(&mut Settings, &RawValue) -> Result<(), Problem>,
     /// Puts back the value in force over a bad annotation's; read by `with_annotations`.
     pub(super) keep: fn(&mut Settings, &Settings),
