@@ -36,11 +36,23 @@ pub(crate) fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
+/// Lower-case hex of `bytes` (at most 32) in one write: a hash is printed several times per change
+/// (log lines, the status, the reload-owed marker), and a formatter call per byte cost more than
+/// everything else the loop does between a config's read and its reload request.
 fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
-    for b in bytes {
-        write!(f, "{b:02x}")?;
+    let mut buf = [0u8; 64];
+    f.write_str(hex(bytes, &mut buf))
+}
+
+/// `bytes` as lower-case hex in `buf`, which must be twice as long.
+fn hex<'a>(bytes: &[u8], buf: &'a mut [u8]) -> &'a str {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let out = &mut buf[..bytes.len() * 2];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
     }
-    Ok(())
+    std::str::from_utf8(out).expect("hex digits are ASCII")
 }
 
 impl fmt::Display for ContentHash {
@@ -74,9 +86,7 @@ impl fmt::Debug for ContentHash {
 impl ContentHash {
     /// The first 12 hex digits of the printed form, for log lines.
     pub fn short(&self) -> String {
-        let text = self.to_string();
-        let hex = text.split_once(':').map_or(text.as_str(), |(_, h)| h);
-        hex[..12].to_owned()
+        self.printed().short()
     }
 
     /// The plain `sha256:` form even when sealed: only for the promoted dir, which holds the
@@ -138,7 +148,8 @@ impl PrintedHash {
     /// The first 12 hex digits, for log lines and tables.
     pub fn short(&self) -> String {
         let (PrintedHash::Sha256(b) | PrintedHash::HmacSha256(b)) = self;
-        b[..6].iter().map(|b| format!("{b:02x}")).collect()
+        let mut buf = [0u8; 12];
+        hex(&b[..6], &mut buf).to_owned()
     }
 }
 
@@ -231,6 +242,15 @@ mod tests {
             hex,
             "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7"
         );
+    }
+
+    #[test]
+    fn hex_is_the_formatters_for_every_byte() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        for chunk in bytes.chunks(32) {
+            let want: String = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex(chunk, &mut [0u8; 64]), want);
+        }
     }
 
     #[test]
