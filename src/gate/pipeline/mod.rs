@@ -252,8 +252,20 @@ impl Pipeline {
             // on to publish a status that says it was made, and to its logs and tidying: the worker
             // and the HTTP client's connection task run on this thread.
             Action::Reload(r) => {
+                let (kind, target, sha) = (r.kind, r.target.clone(), r.sha);
                 self.request(r);
                 self.on_its_way().await;
+                // The log line after the request is on the wire: the worker runs on this thread,
+                // so a line written first (formatting, a write to stderr that a slow log pipe can
+                // block) would come between the promotion and the component's reload.
+                match kind {
+                    reload::Kind::Reload => {
+                        info!(reload_target = %target, sha = sha.short(), "reload requested")
+                    }
+                    reload::Kind::Startup { .. } => {
+                        info!(reload_target = %target, sha = sha.short(), "start-up check requested: does the component run the first config?")
+                    }
+                }
             }
             // The reload just requested is on its way already (`Action::Reload`).
             Action::Yield => {}
@@ -469,19 +481,8 @@ impl Pipeline {
     /// Sends a reload (or start-up check) to the worker, with the confirmation it carries.
     fn request(&mut self, r: ReloadRequest) {
         self.reloads.set_confirm(r.confirm);
-        let sha = r.sha.short();
-        // The request first: the worker's thread sends it while this one writes the log line (a
-        // write to stderr, which can block on a slow log pipe).
         self.reloads
             .request_promoted_at(r.kind, &r.target, r.sha, r.version, r.promoted_at);
-        match r.kind {
-            reload::Kind::Reload => {
-                info!(reload_target = %r.target, sha, "reload requested")
-            }
-            reload::Kind::Startup { .. } => {
-                info!(reload_target = %r.target, sha, "start-up check requested: does the component run the first config?")
-            }
-        }
     }
 
     /// Waits for input other than file events: the feed, the API source's view, the reload worker,
