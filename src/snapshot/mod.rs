@@ -27,4 +27,4 @@ pub use limits::{MAX_BYTES, MAX_KEYS};
 pub use observed::Observed;
 pub use problem::{Broken, Cause, IoError, Missing};
 pub use read::read;
-pub(crate) use read::stat_small;
+pub(crate) use read::read_small;

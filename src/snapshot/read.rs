@@ -20,96 +20,89 @@ use super::problem::{Broken, MAX_DEPTH, Missing, SWAP_RETRIES};
 /// A reason names keys and paths as the directory holds them, which in a plain or git-sync dir may
 /// hold a newline: each is shown on one line (`Broken`'s and `Missing`'s `Display`).
 pub fn read(dir: &Path) -> Observed {
+    read_within(dir, None).unwrap_or_else(|Large| unreachable!("a read without a bound"))
+}
+
+/// [`read`], when what `dir` holds is at most `keys` regular files of `bytes` in all; `None` as soon
+/// as a file's own `stat` (taken on the open file, before its bytes are read) or the count of keys
+/// passes either bound, having read nothing past it. So the decision loop reads a small config
+/// itself, in one pass, and leaves a large one to a thread that may wait on the disk.
+pub(crate) fn read_small(dir: &Path, keys: usize, bytes: u64) -> Option<Observed> {
+    read_within(dir, Some(Small { keys, bytes })).ok()
+}
+
+/// The bounds of [`read_small`].
+#[derive(Debug, Clone, Copy)]
+struct Small {
+    keys: usize,
+    bytes: u64,
+}
+
+/// Past a [`Small`] bound.
+#[derive(Debug)]
+struct Large;
+
+fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
     for _ in 0..SWAP_RETRIES {
-        match std::fs::read_link(dir.join(DATA_LINK)) {
+        let tree = match std::fs::read_link(dir.join(DATA_LINK)) {
             Ok(target) => {
                 let Some(name) = target.to_str().filter(|n| is_timestamp_dir(n)) else {
-                    return Observed::Broken(Broken::DataNotTimestamped {
+                    return Ok(Observed::Broken(Broken::DataNotTimestamped {
                         dir: dir.to_path_buf(),
                         target,
-                    });
+                    }));
                 };
                 let base = match resolve_data_dir(dir, name) {
                     Ok(base) => base,
                     Err(Problem::Gone) => match dangling(dir, &target, name) {
-                        Some(why) => return Observed::Broken(why),
+                        Some(why) => return Ok(Observed::Broken(why)),
                         None => continue,
                     },
-                    Err(Problem::Bad(why)) => return Observed::Broken(why),
+                    Err(Problem::Bad(why)) => return Ok(Observed::Broken(why)),
+                    Err(Problem::Large) => return Err(Large),
                 };
-                match read_tree(&base, &base) {
-                    Ok(tree) => {
-                        if std::fs::read_link(dir.join(DATA_LINK)).ok().as_deref()
-                            != Some(target.as_path())
-                        {
-                            tracing::debug!(dir = %dir.display(), "..data moved during the read; reading again");
-                            continue;
-                        }
-                        return finish(tree, dir);
-                    }
-                    // The kubelet removed the directory after a newer swap: resolve `..data` again.
-                    Err(Problem::Gone) => continue,
-                    Err(Problem::Bad(why)) => return Observed::Broken(why),
+                let tree = read_tree(&base, &base, small);
+                if tree.is_ok()
+                    && std::fs::read_link(dir.join(DATA_LINK)).ok().as_deref()
+                        != Some(target.as_path())
+                {
+                    tracing::debug!(dir = %dir.display(), "..data moved during the read; reading again");
+                    continue;
                 }
+                tree
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if !dir.exists() {
-                    return Observed::Missing(Missing::NoDir {
+                    return Ok(Observed::Missing(Missing::NoDir {
                         dir: dir.to_path_buf(),
-                    });
+                    }));
                 }
-                match read_tree(dir, dir) {
+                match read_tree(dir, dir, small) {
                     // A kubelet writing its first payload: the plain read may hold half of it.
                     Ok(_) if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() => continue,
-                    Ok(tree) => return finish(tree, dir),
-                    Err(Problem::Gone) => continue,
-                    Err(Problem::Bad(why)) => return Observed::Broken(why),
+                    other => other,
                 }
             }
             Err(e) => {
-                return Observed::Broken(Broken::DataUnreadable {
+                return Ok(Observed::Broken(Broken::DataUnreadable {
                     dir: dir.to_path_buf(),
                     error: e.into(),
-                });
+                }));
             }
+        };
+        match tree {
+            Ok(tree) => return Ok(finish(tree, dir)),
+            // A path vanished: the kubelet removed the directory after a newer swap; resolve
+            // `..data` again.
+            Err(Problem::Gone) => continue,
+            Err(Problem::Bad(why)) => return Ok(Observed::Broken(why)),
+            Err(Problem::Large) => return Err(Large),
         }
     }
     tracing::warn!(dir = %dir.display(), attempts = SWAP_RETRIES, "volume changing too fast to read whole");
-    Observed::Broken(Broken::ChangingTooFast {
+    Ok(Observed::Broken(Broken::ChangingTooFast {
         dir: dir.to_path_buf(),
-    })
-}
-
-/// Whether what [`read`] would read from `dir` is at most `keys` top-level regular files of
-/// `bytes` in all, by their `stat` alone: nothing is opened, so this cannot block on a file, and it
-/// stops at the first entry past the bounds. A nested dir, a FIFO, anything unreadable: not small
-/// (the read, wherever it runs, says what is wrong). What the read finds is bounded on its own.
-pub(crate) fn stat_small(dir: &Path, keys: usize, bytes: u64) -> bool {
-    let base = match std::fs::read_link(dir.join(DATA_LINK)) {
-        Ok(target) => dir.join(target),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => dir.to_path_buf(),
-        Err(_) => return false,
-    };
-    let Ok(entries) = std::fs::read_dir(&base) else {
-        return false;
-    };
-    let (mut count, mut total) = (0usize, 0u64);
-    for entry in entries {
-        let Ok(entry) = entry else { return false };
-        if entry.file_name().as_encoded_bytes().starts_with(b"..") {
-            continue;
-        }
-        count += 1;
-        // `metadata` follows a key's link to what the read would open.
-        match std::fs::metadata(entry.path()) {
-            Ok(m) if m.is_file() && count <= keys => total += m.len(),
-            _ => return false,
-        }
-        if total > bytes {
-            return false;
-        }
-    }
-    true
+    }))
 }
 
 /// The directory `..data` names, which must be a directory inside `dir`: a `..data` pointing at a
@@ -184,10 +177,13 @@ fn finish((files, modes): Tree, dir: &Path) -> Observed {
 /// Keys with their bytes, and keys with their permission bits.
 type Tree = (BTreeMap<String, Vec<u8>>, BTreeMap<String, u32>);
 
+#[derive(Debug)]
 enum Problem {
     /// A path vanished mid-read.
     Gone,
     Bad(Broken),
+    /// Past a [`Small`] bound: the rest is not read.
+    Large,
 }
 
 impl From<(&Path, io::Error)> for Problem {
@@ -204,8 +200,8 @@ impl From<(&Path, io::Error)> for Problem {
 }
 
 /// Reads every regular file under `root`, keyed by its path relative to `root`. Names starting with
-/// `..` are the writer's own and are skipped.
-fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
+/// `..` are the writer's own and are skipped. Within `small`, when given, or [`Problem::Large`].
+fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Problem> {
     use std::os::unix::fs::PermissionsExt;
     let mut files = BTreeMap::new();
     let mut modes = BTreeMap::new();
@@ -228,33 +224,45 @@ fn read_tree(root: &Path, top: &Path) -> Result<Tree, Problem> {
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .into_owned();
-            let meta =
-                std::fs::symlink_metadata(&path).map_err(|e| Problem::from((path.as_path(), e)))?;
-            let ft = meta.file_type();
-            // A regular entry's `lstat` is its `stat`; only a link needs a second look.
-            let (real, meta) = if ft.is_symlink() {
-                let real = resolve_inside(&path, top, &key)?;
-                let meta =
-                    std::fs::metadata(&real).map_err(|e| Problem::from((real.as_path(), e)))?;
-                (real, meta)
+            if small.is_some_and(|s| files.len() == s.keys) {
+                return Err(Problem::Large);
+            }
+            // The directory entry's own type (no system call where the file system records it, as
+            // every one the kubelet writes to does): a regular file is opened at once, and the open
+            // file's `stat` is the only one it needs.
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            let (real, len) = if regular {
+                (path.clone(), None)
             } else {
-                (path.clone(), meta)
+                let meta = std::fs::symlink_metadata(&path)
+                    .map_err(|e| Problem::from((path.as_path(), e)))?;
+                let ft = meta.file_type();
+                // A regular entry's `lstat` is its `stat`; only a link needs a second look.
+                let (real, meta) = if ft.is_symlink() {
+                    let real = resolve_inside(&path, top, &key)?;
+                    let meta =
+                        std::fs::metadata(&real).map_err(|e| Problem::from((real.as_path(), e)))?;
+                    (real, meta)
+                } else {
+                    (path.clone(), meta)
+                };
+                if meta.is_dir() {
+                    if depth + 1 >= MAX_DEPTH {
+                        return Err(Problem::Bad(Broken::TooDeep { key }));
+                    }
+                    if !ft.is_symlink() {
+                        stack.push((path, depth + 1));
+                    }
+                    continue;
+                }
+                if !meta.is_file() {
+                    return Err(Problem::Bad(Broken::NotRegular { key }));
+                }
+                (real, Some(meta.len()))
             };
-            if meta.is_dir() {
-                if depth + 1 >= MAX_DEPTH {
-                    return Err(Problem::Bad(Broken::TooDeep { key }));
-                }
-                if !ft.is_symlink() {
-                    stack.push((path, depth + 1));
-                }
-                continue;
-            }
-            if !meta.is_file() {
-                return Err(Problem::Bad(Broken::NotRegular { key }));
-            }
             let budget = MAX_BYTES.saturating_sub(total);
-            let bytes = read_limited(&real, meta.len(), budget)
-                .map_err(|e| Problem::from((real.as_path(), e)))?;
+            let small_budget = small.map(|s| s.bytes.saturating_sub(total));
+            let (bytes, meta) = read_limited(&real, len, budget, small_budget)?;
             total += bytes.len() as u64;
             if total > MAX_BYTES {
                 return Err(Problem::Bad(Broken::OverSizeAt { key }));
@@ -297,36 +305,46 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
     }
 }
 
-/// Reads at most `budget + 1` bytes, so an oversized file is detected without being loaded whole.
-/// `len` (from the type check's stat) only sizes the buffer: the file may have changed since.
+/// Reads at most `budget + 1` bytes, so an oversized file is detected without being loaded whole;
+/// returns them with the open file's `stat`. `len` (from a type check's stat, when one was made)
+/// only sizes the buffer: the file's own `stat` decides. Past `small`, when given, nothing is read:
+/// [`Problem::Large`].
 ///
-/// `path` was a regular file when stated. Something else there now (a FIFO, which would read as
-/// empty, or a link, which may lead out of the volume) was swapped in since: that is `NotFound`, a
-/// read to start again, whose type check then names what is there.
-fn read_limited(path: &Path, len: u64, budget: u64) -> io::Result<Vec<u8>> {
+/// `path` was a regular file when its entry was listed or stated. Something else there now (a FIFO,
+/// which would read as empty, or a link, which may lead out of the volume) was swapped in since:
+/// that is [`Problem::Gone`], a read to start again, whose type check then names what is there.
+fn read_limited(
+    path: &Path,
+    len: Option<u64>,
+    budget: u64,
+    small: Option<u64>,
+) -> Result<(Vec<u8>, std::fs::Metadata), Problem> {
     use std::os::unix::fs::OpenOptionsExt;
-    let swapped = || {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            "replaced since its type was checked",
-        )
-    };
+    let failed = |e: io::Error| Problem::from((path, e));
     // O_NONBLOCK: a FIFO swapped in after the type check must not block the decision loop.
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(nix::libc::ELOOP) => swapped(),
-            _ => e,
+            Some(nix::libc::ELOOP) => Problem::Gone,
+            _ => failed(e),
         })?;
-    if !f.metadata()?.is_file() {
-        return Err(swapped());
+    let meta = f.metadata().map_err(failed)?;
+    if !meta.is_file() {
+        return Err(Problem::Gone);
     }
+    if small.is_some_and(|b| meta.len() > b) {
+        return Err(Problem::Large);
+    }
+    let len = len.unwrap_or(meta.len());
     // One byte more than the stat said, so the read that finds the end needs no second allocation.
     let mut buf = Vec::with_capacity(len.saturating_add(1).min(budget + 1) as usize);
-    f.take(budget + 1).read_to_end(&mut buf)?;
-    Ok(buf)
+    f.take(budget + 1).read_to_end(&mut buf).map_err(failed)?;
+    if small.is_some_and(|b| buf.len() as u64 > b) {
+        return Err(Problem::Large);
+    }
+    Ok((buf, meta))
 }
 
 #[cfg(test)]
@@ -416,25 +434,39 @@ mod tests {
     }
 
     #[test]
-    fn small_by_stat_alone_is_few_regular_files_of_few_bytes() {
+    fn a_small_read_is_the_read_of_few_regular_files_of_few_bytes() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         std::fs::write(dir.join("a"), vec![b'x'; 1000]).unwrap();
         std::fs::write(dir.join("b"), vec![b'x'; 24]).unwrap();
-        assert!(stat_small(dir, 2, 1024));
-        assert!(!stat_small(dir, 1, 1024), "too many keys");
-        assert!(!stat_small(dir, 2, 1023), "too many bytes");
+        assert_eq!(read_small(dir, 2, 1024), Some(read(dir)));
+        assert!(matches!(read(dir), Observed::Config(_)));
+        assert_eq!(read_small(dir, 1, 1024), None, "too many keys");
+        assert_eq!(read_small(dir, 2, 1023), None, "too many bytes");
         // Through `..data`, as the kubelet lays it out: the timestamped dir's files count.
         let vol = dir.join("vol");
-        std::fs::create_dir_all(vol.join("..ts")).unwrap();
+        std::fs::create_dir_all(vol.join("..ts/sub")).unwrap();
         std::fs::write(vol.join("..ts/big"), vec![b'x'; 2048]).unwrap();
+        std::fs::write(vol.join("..ts/sub/x"), "y").unwrap();
         std::os::unix::fs::symlink("..ts", vol.join(DATA_LINK)).unwrap();
         std::os::unix::fs::symlink("..data/big", vol.join("big")).unwrap();
-        assert!(!stat_small(&vol, 8, 1024), "the key behind ..data is large");
-        assert!(stat_small(&vol, 8, 4096));
-        // A FIFO is not small, and looking at it does not open it (this would block).
+        assert_eq!(
+            read_small(&vol, 8, 1024),
+            None,
+            "the key behind ..data is large"
+        );
+        assert_eq!(read_small(&vol, 1, 4096), None, "a nested key counts");
+        let Some(Observed::Config(s)) = read_small(&vol, 8, 4096) else {
+            panic!("{:?}", read_small(&vol, 8, 4096))
+        };
+        assert_eq!(Observed::Config(s), read(&vol));
+        // A FIFO is refused as the full read refuses it, and without blocking on it.
         nix::unistd::mkfifo(&dir.join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        assert!(!stat_small(dir, 8, 1 << 20));
+        assert_eq!(read_small(dir, 8, 1 << 20), Some(read(dir)));
+        assert!(matches!(
+            read(dir),
+            Observed::Broken(Broken::NotRegular { .. })
+        ));
     }
 
     #[test]
@@ -456,15 +488,22 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let k = tmp.path().join("k");
         std::fs::write(&k, "0123456789").unwrap();
-        for stated in [0, 3, 10, 4096] {
-            assert_eq!(read_limited(&k, stated, MAX_BYTES).unwrap(), b"0123456789");
+        let read = |stated, budget, small| read_limited(&k, stated, budget, small).map(|(b, _)| b);
+        for stated in [None, Some(0), Some(3), Some(10), Some(4096)] {
+            assert_eq!(read(stated, MAX_BYTES, None).unwrap(), b"0123456789");
         }
         assert_eq!(
-            read_limited(&k, 10, 4).unwrap(),
+            read(Some(10), 4, None).unwrap(),
             b"01234",
             "budget + 1 bytes"
         );
-        assert_eq!(read_limited(&k, 3, 0).unwrap(), b"0");
+        assert_eq!(read(Some(3), 0, None).unwrap(), b"0");
+        // Past a small bound by the open file's own stat: nothing is read.
+        assert_eq!(read(Some(3), MAX_BYTES, Some(10)).unwrap(), b"0123456789");
+        assert!(matches!(
+            read(Some(3), MAX_BYTES, Some(9)),
+            Err(Problem::Large)
+        ));
     }
 
     /// A key swapped for a FIFO or a link after its type was checked: the open sees what is there now,
@@ -482,12 +521,16 @@ mod tests {
         std::fs::write(&outside, "secret").unwrap();
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         for path in [&fifo, &link] {
-            match read_limited(path, 5, MAX_BYTES) {
-                Err(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound, "{path:?}: {e}"),
-                Ok(bytes) => panic!("{path:?} read as {} bytes", bytes.len()),
+            match read_limited(path, Some(5), MAX_BYTES, None) {
+                Err(Problem::Gone) => {}
+                Err(e) => panic!("{path:?}: {e:?}"),
+                Ok((bytes, _)) => panic!("{path:?} read as {} bytes", bytes.len()),
             }
         }
-        assert_eq!(read_limited(&outside, 0, MAX_BYTES).unwrap(), b"secret");
+        assert_eq!(
+            read_limited(&outside, Some(0), MAX_BYTES, None).unwrap().0,
+            b"secret"
+        );
     }
 
     #[test]

@@ -421,14 +421,20 @@ impl Pipeline {
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
         let watch = self.cfg.watch.clone();
-        // After a small config the next is read on the loop only when its `stat` proves it small
-        // too: a 1 MiB config after a small one is read off the loop, like any large one.
-        let here = on_loop
-            && (fed.is_some() || snapshot::stat_small(&watch, SMALL_KEYS, SMALL_BYTES as u64));
+        // After a small config the next is read on the loop when it is small too: the read stops
+        // at the first key past the bounds, and a 1 MiB config after a small one is then read off
+        // the loop, like any large one.
+        let (here, fed) = match fed {
+            Some(obs) if on_loop => (Some(obs), None),
+            None if on_loop => (
+                snapshot::read_small(&watch, SMALL_KEYS, SMALL_BYTES as u64),
+                None,
+            ),
+            fed => (None, fed),
+        };
         let read = move || fed.unwrap_or_else(|| snapshot::read(&watch));
         let rules = !settings.rules.is_empty();
-        let (seen, small, choice) = if here {
-            let obs = read();
+        let (seen, small, choice) = if let Some(obs) = here {
             let (seen, small) = (Seen::of(&obs), is_small(&obs));
             if unless.as_ref() == Some(&seen) {
                 (seen, small, None)
