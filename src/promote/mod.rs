@@ -407,8 +407,15 @@ impl Promoter {
 
     fn swap(&self, ts: &str) -> Result<(), Error> {
         let tmp = self.dir.join(DATA_TMP);
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(ts, &tmp).map_err(io_err("link", &tmp))?;
+        // A `..data_tmp` is left only by a crash between its link and its rename: removed when
+        // found, rather than looked for on every promotion.
+        if let Err(e) = std::os::unix::fs::symlink(ts, &tmp) {
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                return Err(io_err("link", &tmp)(e));
+            }
+            remove_file(&tmp)?;
+            std::os::unix::fs::symlink(ts, &tmp).map_err(io_err("link", &tmp))?;
+        }
         let data = self.dir.join(DATA_LINK);
         std::fs::rename(&tmp, &data).map_err(io_err("rename over", &data))
     }

@@ -193,6 +193,21 @@ fn open_cleans_every_kind_of_leftover() {
     assert!(!listing.contains(&"stale".into()) && !listing.contains(&"..data_tmp".into()));
 }
 
+/// `open` removes a `..data_tmp` a crash left; a promotion that meets one anyway (left after `open`
+/// by another writer, or by a crash of a second process) replaces it instead of failing.
+#[test]
+fn a_promotion_replaces_a_leftover_data_tmp() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    p.promote(&snap(&[("version", "1.0.0")])).unwrap();
+    std::os::unix::fs::symlink("..elsewhere", dir.join("..data_tmp")).unwrap();
+    let b = snap(&[("version", "2.0.0")]);
+    p.promote(&b).unwrap();
+    assert_eq!(snapshot::read(&dir), Observed::Config(b));
+    assert!(!names(&dir).contains(&"..data_tmp".into()));
+}
+
 #[test]
 fn a_failed_write_leaves_the_previous_config_whole() {
     let tmp = tempfile::tempdir().unwrap();
