@@ -23,10 +23,11 @@ pub fn read(dir: &Path) -> Observed {
     read_within(dir, None).unwrap_or_else(|Large| unreachable!("a read without a bound"))
 }
 
-/// [`read`], when what `dir` holds is at most `keys` regular files of `bytes` in all; `None` as soon
-/// as a file's own `stat` (taken on the open file, before its bytes are read) or the count of keys
-/// passes either bound, having read nothing past it. So the decision loop reads a small config
-/// itself, in one pass, and leaves a large one to a thread that may wait on the disk.
+/// [`read`], when what `dir` holds is at most `keys` entries (keys, nested dirs and links alike) and
+/// regular files of `bytes` in all; `None` as soon as a file's own `stat` (taken on the open file,
+/// before its bytes are read) or the count of entries passes either bound, having read nothing past
+/// it. So the decision loop reads a small config itself, in one pass, and leaves a large one to a
+/// thread that may wait on the disk.
 pub(crate) fn read_small(dir: &Path, keys: usize, bytes: u64) -> Option<Observed> {
     read_within(dir, Some(Small { keys, bytes })).ok()
 }
@@ -206,11 +207,19 @@ fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Prob
     let mut files = BTreeMap::new();
     let mut modes = BTreeMap::new();
     let mut total = 0u64;
+    let mut listed = 0usize;
     let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
     while let Some((dir, depth)) = stack.pop() {
         let entries = std::fs::read_dir(&dir).map_err(|e| Problem::from((dir.as_path(), e)))?;
         for entry in entries {
             let entry = entry.map_err(|e| Problem::from((dir.as_path(), e)))?;
+            // Every entry counts against a small read's bound of keys, not only the keys: a nested
+            // dir, a link to one or a skipped name is looked at too, and a dir of many of them
+            // would otherwise be listed whole on the loop.
+            listed += 1;
+            if small.is_some_and(|s| listed > s.keys) {
+                return Err(Problem::Large);
+            }
             let name = entry.file_name();
             let Some(name) = name.to_str() else {
                 return Err(Problem::Bad(Broken::NotUtf8 { dir }));
@@ -224,9 +233,6 @@ fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Prob
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .into_owned();
-            if small.is_some_and(|s| files.len() == s.keys) {
-                return Err(Problem::Large);
-            }
             // The directory entry's own type (no system call where the file system records it, as
             // every one the kubelet writes to does): a regular file is opened at once, and the open
             // file's `stat` is the only one it needs.
@@ -467,6 +473,27 @@ mod tests {
             read(dir),
             Observed::Broken(Broken::NotRegular { .. })
         ));
+    }
+
+    /// Entries that are no keys (a nested dir, a link to one, a name the read skips) cost a look
+    /// each too: a small read stops at the first entry past its bound of keys, so a dir of many
+    /// empty dirs is not listed whole on the loop.
+    #[test]
+    fn a_small_read_stops_at_the_first_entry_past_its_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join("version"), "1.0.0").unwrap();
+        for i in 0..6 {
+            std::fs::create_dir(dir.join(format!("empty{i}"))).unwrap();
+        }
+        std::os::unix::fs::symlink("empty0", dir.join("link")).unwrap();
+        std::fs::write(dir.join("..skipped"), "x").unwrap();
+        let Observed::Config(s) = read(dir) else {
+            panic!("{:?}", read(dir))
+        };
+        assert_eq!(s.files().len(), 1);
+        assert_eq!(read_small(dir, 8, 1024), None, "9 entries");
+        assert_eq!(read_small(dir, 9, 1024), Some(read(dir)));
     }
 
     #[test]
