@@ -233,42 +233,48 @@ fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Prob
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .into_owned();
-            // The directory entry's own type (no system call where the file system records it, as
-            // every one the kubelet writes to does): a regular file is opened at once, and the open
-            // file's `stat` is the only one it needs.
-            let regular = entry.file_type().is_ok_and(|t| t.is_file());
-            let (real, len) = if regular {
-                (path.clone(), None)
-            } else {
-                let meta = std::fs::symlink_metadata(&path)
-                    .map_err(|e| Problem::from((path.as_path(), e)))?;
-                let ft = meta.file_type();
-                // A regular entry's `lstat` is its `stat`; only a link needs a second look.
-                let (real, meta) = if ft.is_symlink() {
-                    let real = resolve_inside(&path, top, &key)?;
-                    let meta =
-                        std::fs::metadata(&real).map_err(|e| Problem::from((real.as_path(), e)))?;
-                    (real, meta)
-                } else {
-                    (path.clone(), meta)
-                };
-                if meta.is_dir() {
-                    if depth + 1 >= MAX_DEPTH {
-                        return Err(Problem::Bad(Broken::TooDeep { key }));
-                    }
-                    if !ft.is_symlink() {
-                        stack.push((path, depth + 1));
-                    }
-                    continue;
-                }
-                if !meta.is_file() {
-                    return Err(Problem::Bad(Broken::NotRegular { key }));
-                }
-                (real, Some(meta.len()))
-            };
             let budget = MAX_BYTES.saturating_sub(total);
             let small_budget = small.map(|s| s.bytes.saturating_sub(total));
-            let (bytes, meta) = read_limited(&real, len, budget, small_budget)?;
+            // The directory entry's own type (no system call where the file system records it, as
+            // every one the kubelet writes to does): a regular file is opened at once, and the open
+            // file's `stat` is the only one it needs. When the open finds something else (a link
+            // or a dir swapped in since the listing, or a device or FIFO mounted over the file,
+            // which its entry never shows) the entry is looked at as one of another type is.
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            let opened = match regular.then(|| read_limited(&path, None, budget, small_budget)) {
+                Some(Err(Problem::Gone)) | None => None,
+                Some(opened) => Some(opened?),
+            };
+            let (bytes, meta) = match opened {
+                Some(opened) => opened,
+                None => {
+                    let meta = std::fs::symlink_metadata(&path)
+                        .map_err(|e| Problem::from((path.as_path(), e)))?;
+                    let ft = meta.file_type();
+                    // A regular entry's `lstat` is its `stat`; only a link needs a second look.
+                    let (real, meta) = if ft.is_symlink() {
+                        let real = resolve_inside(&path, top, &key)?;
+                        let meta = std::fs::metadata(&real)
+                            .map_err(|e| Problem::from((real.as_path(), e)))?;
+                        (real, meta)
+                    } else {
+                        (path.clone(), meta)
+                    };
+                    if meta.is_dir() {
+                        if depth + 1 >= MAX_DEPTH {
+                            return Err(Problem::Bad(Broken::TooDeep { key }));
+                        }
+                        if !ft.is_symlink() {
+                            stack.push((path, depth + 1));
+                        }
+                        continue;
+                    }
+                    if !meta.is_file() {
+                        return Err(Problem::Bad(Broken::NotRegular { key }));
+                    }
+                    read_limited(&real, Some(meta.len()), budget, small_budget)?
+                }
+            };
             total += bytes.len() as u64;
             if total > MAX_BYTES {
                 return Err(Problem::Bad(Broken::OverSizeAt { key }));
@@ -317,8 +323,9 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
 /// [`Problem::Large`].
 ///
 /// `path` was a regular file when its entry was listed or stated. Something else there now (a FIFO,
-/// which would read as empty, or a link, which may lead out of the volume) was swapped in since:
-/// that is [`Problem::Gone`], a read to start again, whose type check then names what is there.
+/// which would read as empty, or a link, which may lead out of the volume) is [`Problem::Gone`],
+/// never read: an entry listed as a regular file is then stated, and that type check names what is
+/// there; one stated as a regular file was swapped since, and the read starts again.
 fn read_limited(
     path: &Path,
     len: Option<u64>,
@@ -558,6 +565,48 @@ mod tests {
             read_limited(&outside, Some(0), MAX_BYTES, None).unwrap().0,
             b"secret"
         );
+    }
+
+    /// A device bind-mounted over a key (a mount nested in the pod's volume): the directory entry
+    /// says regular file, and every open finds the device. That is a key that is not a regular file,
+    /// as its `stat` says, not a volume changing too fast. Mounting needs root: skipped without.
+    #[test]
+    fn a_device_mounted_over_a_key_is_not_a_regular_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, key) = (tmp.path(), tmp.path().join("key"));
+        std::fs::write(dir.join("version"), "1.0.0").unwrap();
+        std::fs::write(&key, "").unwrap();
+        match std::process::Command::new("mount")
+            .arg("--bind")
+            .arg("/dev/null")
+            .arg(&key)
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                println!("skipped: cannot bind-mount over a file ({})", why.trim());
+                return;
+            }
+            Err(e) => {
+                println!("skipped: cannot run mount ({e})");
+                return;
+            }
+        }
+        /// Unmounts on drop, lazily, so a failed assertion leaves no mount behind.
+        struct Mount<'a>(&'a Path);
+        impl Drop for Mount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(self.0)
+                    .status();
+            }
+        }
+        let _mount = Mount(&key);
+        let not_regular = Observed::Broken(Broken::NotRegular { key: "key".into() });
+        assert_eq!(read(dir), not_regular);
+        assert_eq!(read_small(dir, 8, 1024), Some(not_regular));
     }
 
     #[test]
