@@ -323,9 +323,10 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
 /// [`Problem::Large`].
 ///
 /// `path` was a regular file when its entry was listed or stated. Something else there now (a FIFO,
-/// which would read as empty, or a link, which may lead out of the volume) is [`Problem::Gone`],
-/// never read: an entry listed as a regular file is then stated, and that type check names what is
-/// there; one stated as a regular file was swapped since, and the read starts again.
+/// which would read as empty, a link, which may lead out of the volume, a socket) is
+/// [`Problem::Gone`], never read: an entry listed as a regular file is then stated, and that type
+/// check names what is there; one stated as a regular file was swapped since, and the read starts
+/// again.
 fn read_limited(
     path: &Path,
     len: Option<u64>,
@@ -340,7 +341,9 @@ fn read_limited(
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(nix::libc::ELOOP) => Problem::Gone,
+            // A link (under O_NOFOLLOW), or a socket or a device without a driver, which refuse
+            // to be opened: no regular file is there.
+            Some(nix::libc::ELOOP | nix::libc::ENXIO) => Problem::Gone,
             _ => failed(e),
         })?;
     let meta = f.metadata().map_err(failed)?;
@@ -540,21 +543,23 @@ mod tests {
         ));
     }
 
-    /// A key swapped for a FIFO or a link after its type was checked: the open sees what is there now,
-    /// and the read starts again (so the next look names it), never an empty key nor a read out of
-    /// the volume.
+    /// A key swapped for a FIFO, a socket or a link after its type was checked: the open sees what
+    /// is there now, and the read starts again (so the next look names it), never an empty key, an
+    /// unreadable one nor a read out of the volume.
     #[test]
     fn a_key_swapped_after_its_stat_is_read_again() {
         let tmp = tempfile::tempdir().unwrap();
-        let (fifo, link, outside) = (
+        let (fifo, socket, link, outside) = (
             tmp.path().join("pipe"),
+            tmp.path().join("socket"),
             tmp.path().join("link"),
             tmp.path().join("outside"),
         );
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::os::unix::net::UnixListener::bind(&socket).unwrap();
         std::fs::write(&outside, "secret").unwrap();
         std::os::unix::fs::symlink(&outside, &link).unwrap();
-        for path in [&fifo, &link] {
+        for path in [&fifo, &socket, &link] {
             match read_limited(path, Some(5), MAX_BYTES, None) {
                 Err(Problem::Gone) => {}
                 Err(e) => panic!("{path:?}: {e:?}"),
@@ -567,32 +572,12 @@ mod tests {
         );
     }
 
-    /// A device bind-mounted over a key (a mount nested in the pod's volume): the directory entry
-    /// says regular file, and every open finds the device. That is a key that is not a regular file,
-    /// as its `stat` says, not a volume changing too fast. Mounting needs root: skipped without.
+    /// A device or a socket bind-mounted over a key (a mount nested in the pod's volume): the
+    /// directory entry says regular file, and every open finds the device or is refused by the
+    /// socket. That is a key that is not a regular file, as its `stat` says, not a volume changing
+    /// too fast nor an unreadable key. Mounting needs root: skipped without.
     #[test]
-    fn a_device_mounted_over_a_key_is_not_a_regular_file() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (dir, key) = (tmp.path(), tmp.path().join("key"));
-        std::fs::write(dir.join("version"), "1.0.0").unwrap();
-        std::fs::write(&key, "").unwrap();
-        match std::process::Command::new("mount")
-            .arg("--bind")
-            .arg("/dev/null")
-            .arg(&key)
-            .output()
-        {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => {
-                let why = String::from_utf8_lossy(&out.stderr);
-                println!("skipped: cannot bind-mount over a file ({})", why.trim());
-                return;
-            }
-            Err(e) => {
-                println!("skipped: cannot run mount ({e})");
-                return;
-            }
-        }
+    fn a_device_or_socket_mounted_over_a_key_is_not_a_regular_file() {
         /// Unmounts on drop, lazily, so a failed assertion leaves no mount behind.
         struct Mount<'a>(&'a Path);
         impl Drop for Mount<'_> {
@@ -603,10 +588,36 @@ mod tests {
                     .status();
             }
         }
-        let _mount = Mount(&key);
-        let not_regular = Observed::Broken(Broken::NotRegular { key: "key".into() });
-        assert_eq!(read(dir), not_regular);
-        assert_eq!(read_small(dir, 8, 1024), Some(not_regular));
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, key) = (tmp.path().join("cfg"), tmp.path().join("cfg/key"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("version"), "1.0.0").unwrap();
+        std::fs::write(&key, "").unwrap();
+        let socket = tmp.path().join("socket");
+        std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        for over in [Path::new("/dev/null"), &socket] {
+            match std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(over)
+                .arg(&key)
+                .output()
+            {
+                Ok(out) if out.status.success() => {}
+                Ok(out) => {
+                    let why = String::from_utf8_lossy(&out.stderr);
+                    println!("skipped: cannot bind-mount over a file ({})", why.trim());
+                    return;
+                }
+                Err(e) => {
+                    println!("skipped: cannot run mount ({e})");
+                    return;
+                }
+            }
+            let _mount = Mount(&key);
+            let not_regular = Observed::Broken(Broken::NotRegular { key: "key".into() });
+            assert_eq!(read(&dir), not_regular, "{over:?}");
+            assert_eq!(read_small(&dir, 8, 1024), Some(not_regular), "{over:?}");
+        }
     }
 
     #[test]
