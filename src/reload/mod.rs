@@ -341,6 +341,10 @@ async fn worker(
             }
             client.wire().fire_now(req.seq);
             let took = started.elapsed();
+            // The loop, on this thread, says the request was made once it is on its way, which an
+            // attempt over before anything was written (a refused connection) tells it only here:
+            // it runs first, so its line comes before this one's of how the attempt went.
+            tokio::task::yield_now().await;
             let sha = req.sha256.short();
             let version = req.version.as_deref().unwrap_or("");
             let why = match result {

@@ -23,10 +23,11 @@ pub fn read(dir: &Path) -> Observed {
     read_within(dir, None).unwrap_or_else(|Large| unreachable!("a read without a bound"))
 }
 
-/// [`read`], when what `dir` holds is at most `keys` regular files of `bytes` in all; `None` as soon
-/// as a file's own `stat` (taken on the open file, before its bytes are read) or the count of keys
-/// passes either bound, having read nothing past it. So the decision loop reads a small config
-/// itself, in one pass, and leaves a large one to a thread that may wait on the disk.
+/// [`read`], when what `dir` holds is at most `keys` entries (keys, nested dirs and links alike) and
+/// regular files of `bytes` in all; `None` as soon as a file's own `stat` (taken on the open file,
+/// before its bytes are read) or the count of entries passes either bound, having read nothing past
+/// it. So the decision loop reads a small config itself, in one pass, and leaves a large one to a
+/// thread that may wait on the disk.
 pub(crate) fn read_small(dir: &Path, keys: usize, bytes: u64) -> Option<Observed> {
     read_within(dir, Some(Small { keys, bytes })).ok()
 }
@@ -206,11 +207,19 @@ fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Prob
     let mut files = BTreeMap::new();
     let mut modes = BTreeMap::new();
     let mut total = 0u64;
+    let mut listed = 0usize;
     let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
     while let Some((dir, depth)) = stack.pop() {
         let entries = std::fs::read_dir(&dir).map_err(|e| Problem::from((dir.as_path(), e)))?;
         for entry in entries {
             let entry = entry.map_err(|e| Problem::from((dir.as_path(), e)))?;
+            // Every entry counts against a small read's bound of keys, not only the keys: a nested
+            // dir, a link to one or a skipped name is looked at too, and a dir of many of them
+            // would otherwise be listed whole on the loop.
+            listed += 1;
+            if small.is_some_and(|s| listed > s.keys) {
+                return Err(Problem::Large);
+            }
             let name = entry.file_name();
             let Some(name) = name.to_str() else {
                 return Err(Problem::Bad(Broken::NotUtf8 { dir }));
@@ -224,45 +233,48 @@ fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Prob
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .into_owned();
-            if small.is_some_and(|s| files.len() == s.keys) {
-                return Err(Problem::Large);
-            }
-            // The directory entry's own type (no system call where the file system records it, as
-            // every one the kubelet writes to does): a regular file is opened at once, and the open
-            // file's `stat` is the only one it needs.
-            let regular = entry.file_type().is_ok_and(|t| t.is_file());
-            let (real, len) = if regular {
-                (path.clone(), None)
-            } else {
-                let meta = std::fs::symlink_metadata(&path)
-                    .map_err(|e| Problem::from((path.as_path(), e)))?;
-                let ft = meta.file_type();
-                // A regular entry's `lstat` is its `stat`; only a link needs a second look.
-                let (real, meta) = if ft.is_symlink() {
-                    let real = resolve_inside(&path, top, &key)?;
-                    let meta =
-                        std::fs::metadata(&real).map_err(|e| Problem::from((real.as_path(), e)))?;
-                    (real, meta)
-                } else {
-                    (path.clone(), meta)
-                };
-                if meta.is_dir() {
-                    if depth + 1 >= MAX_DEPTH {
-                        return Err(Problem::Bad(Broken::TooDeep { key }));
-                    }
-                    if !ft.is_symlink() {
-                        stack.push((path, depth + 1));
-                    }
-                    continue;
-                }
-                if !meta.is_file() {
-                    return Err(Problem::Bad(Broken::NotRegular { key }));
-                }
-                (real, Some(meta.len()))
-            };
             let budget = MAX_BYTES.saturating_sub(total);
             let small_budget = small.map(|s| s.bytes.saturating_sub(total));
-            let (bytes, meta) = read_limited(&real, len, budget, small_budget)?;
+            // The directory entry's own type (no system call where the file system records it, as
+            // every one the kubelet writes to does): a regular file is opened at once, and the open
+            // file's `stat` is the only one it needs. When the open finds something else (a link
+            // or a dir swapped in since the listing, or a device or FIFO mounted over the file,
+            // which its entry never shows) the entry is looked at as one of another type is.
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            let opened = match regular.then(|| read_limited(&path, None, budget, small_budget)) {
+                Some(Err(Problem::Gone)) | None => None,
+                Some(opened) => Some(opened?),
+            };
+            let (bytes, meta) = match opened {
+                Some(opened) => opened,
+                None => {
+                    let meta = std::fs::symlink_metadata(&path)
+                        .map_err(|e| Problem::from((path.as_path(), e)))?;
+                    let ft = meta.file_type();
+                    // A regular entry's `lstat` is its `stat`; only a link needs a second look.
+                    let (real, meta) = if ft.is_symlink() {
+                        let real = resolve_inside(&path, top, &key)?;
+                        let meta = std::fs::metadata(&real)
+                            .map_err(|e| Problem::from((real.as_path(), e)))?;
+                        (real, meta)
+                    } else {
+                        (path.clone(), meta)
+                    };
+                    if meta.is_dir() {
+                        if depth + 1 >= MAX_DEPTH {
+                            return Err(Problem::Bad(Broken::TooDeep { key }));
+                        }
+                        if !ft.is_symlink() {
+                            stack.push((path, depth + 1));
+                        }
+                        continue;
+                    }
+                    if !meta.is_file() {
+                        return Err(Problem::Bad(Broken::NotRegular { key }));
+                    }
+                    read_limited(&real, Some(meta.len()), budget, small_budget)?
+                }
+            };
             total += bytes.len() as u64;
             if total > MAX_BYTES {
                 return Err(Problem::Bad(Broken::OverSizeAt { key }));
@@ -311,8 +323,10 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
 /// [`Problem::Large`].
 ///
 /// `path` was a regular file when its entry was listed or stated. Something else there now (a FIFO,
-/// which would read as empty, or a link, which may lead out of the volume) was swapped in since:
-/// that is [`Problem::Gone`], a read to start again, whose type check then names what is there.
+/// which would read as empty, a link, which may lead out of the volume, a socket) is
+/// [`Problem::Gone`], never read: an entry listed as a regular file is then stated, and that type
+/// check names what is there; one stated as a regular file was swapped since, and the read starts
+/// again.
 fn read_limited(
     path: &Path,
     len: Option<u64>,
@@ -327,7 +341,9 @@ fn read_limited(
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(nix::libc::ELOOP) => Problem::Gone,
+            // A link (under O_NOFOLLOW), or a socket or a device without a driver, which refuse
+            // to be opened: no regular file is there.
+            Some(nix::libc::ELOOP | nix::libc::ENXIO) => Problem::Gone,
             _ => failed(e),
         })?;
     let meta = f.metadata().map_err(failed)?;
@@ -469,6 +485,27 @@ mod tests {
         ));
     }
 
+    /// Entries that are no keys (a nested dir, a link to one, a name the read skips) cost a look
+    /// each too: a small read stops at the first entry past its bound of keys, so a dir of many
+    /// empty dirs is not listed whole on the loop.
+    #[test]
+    fn a_small_read_stops_at_the_first_entry_past_its_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join("version"), "1.0.0").unwrap();
+        for i in 0..6 {
+            std::fs::create_dir(dir.join(format!("empty{i}"))).unwrap();
+        }
+        std::os::unix::fs::symlink("empty0", dir.join("link")).unwrap();
+        std::fs::write(dir.join("..skipped"), "x").unwrap();
+        let Observed::Config(s) = read(dir) else {
+            panic!("{:?}", read(dir))
+        };
+        assert_eq!(s.files().len(), 1);
+        assert_eq!(read_small(dir, 8, 1024), None, "9 entries");
+        assert_eq!(read_small(dir, 9, 1024), Some(read(dir)));
+    }
+
     #[test]
     fn fifo_is_refused_not_blocking() {
         let tmp = tempfile::tempdir().unwrap();
@@ -506,21 +543,23 @@ mod tests {
         ));
     }
 
-    /// A key swapped for a FIFO or a link after its type was checked: the open sees what is there now,
-    /// and the read starts again (so the next look names it), never an empty key nor a read out of
-    /// the volume.
+    /// A key swapped for a FIFO, a socket or a link after its type was checked: the open sees what
+    /// is there now, and the read starts again (so the next look names it), never an empty key, an
+    /// unreadable one nor a read out of the volume.
     #[test]
     fn a_key_swapped_after_its_stat_is_read_again() {
         let tmp = tempfile::tempdir().unwrap();
-        let (fifo, link, outside) = (
+        let (fifo, socket, link, outside) = (
             tmp.path().join("pipe"),
+            tmp.path().join("socket"),
             tmp.path().join("link"),
             tmp.path().join("outside"),
         );
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::os::unix::net::UnixListener::bind(&socket).unwrap();
         std::fs::write(&outside, "secret").unwrap();
         std::os::unix::fs::symlink(&outside, &link).unwrap();
-        for path in [&fifo, &link] {
+        for path in [&fifo, &socket, &link] {
             match read_limited(path, Some(5), MAX_BYTES, None) {
                 Err(Problem::Gone) => {}
                 Err(e) => panic!("{path:?}: {e:?}"),
@@ -531,6 +570,54 @@ mod tests {
             read_limited(&outside, Some(0), MAX_BYTES, None).unwrap().0,
             b"secret"
         );
+    }
+
+    /// A device or a socket bind-mounted over a key (a mount nested in the pod's volume): the
+    /// directory entry says regular file, and every open finds the device or is refused by the
+    /// socket. That is a key that is not a regular file, as its `stat` says, not a volume changing
+    /// too fast nor an unreadable key. Mounting needs root: skipped without.
+    #[test]
+    fn a_device_or_socket_mounted_over_a_key_is_not_a_regular_file() {
+        /// Unmounts on drop, lazily, so a failed assertion leaves no mount behind.
+        struct Mount<'a>(&'a Path);
+        impl Drop for Mount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(self.0)
+                    .status();
+            }
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, key) = (tmp.path().join("cfg"), tmp.path().join("cfg/key"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("version"), "1.0.0").unwrap();
+        std::fs::write(&key, "").unwrap();
+        let socket = tmp.path().join("socket");
+        std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        for over in [Path::new("/dev/null"), &socket] {
+            match std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(over)
+                .arg(&key)
+                .output()
+            {
+                Ok(out) if out.status.success() => {}
+                Ok(out) => {
+                    let why = String::from_utf8_lossy(&out.stderr);
+                    println!("skipped: cannot bind-mount over a file ({})", why.trim());
+                    return;
+                }
+                Err(e) => {
+                    println!("skipped: cannot run mount ({e})");
+                    return;
+                }
+            }
+            let _mount = Mount(&key);
+            let not_regular = Observed::Broken(Broken::NotRegular { key: "key".into() });
+            assert_eq!(read(&dir), not_regular, "{over:?}");
+            assert_eq!(read_small(&dir, 8, 1024), Some(not_regular), "{over:?}");
+        }
     }
 
     #[test]

@@ -293,3 +293,68 @@ fn small_is_at_most_64_keys_and_64_kib() {
         crate::snapshot::Missing::NoObjectKeys
     )));
 }
+
+/// What the loop and the reload worker log: a test's own subscriber, on the one thread both run on.
+#[derive(Clone, Default)]
+struct Logged(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logged {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logged {
+    /// The index of the first line containing `what`.
+    fn at(&self, what: &str) -> usize {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .position(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no line says {what:?}:\n{text}"))
+    }
+}
+
+/// Handles events until the worker reports `wanted` outcome.
+async fn until_outcome(p: &mut Pipeline, wanted: fn(&reload::Outcome) -> bool) {
+    loop {
+        match p.input().await {
+            Some(Event::Reload(o)) if wanted(&o) => return p.handle(Event::Reload(o)).await,
+            Some(e) => p.handle(e).await,
+            None => {}
+        }
+    }
+}
+
+/// The line that says a reload (or start-up check) was requested comes before the worker's line
+/// that says how it went, also when the attempt ends before anything is written (nothing listens
+/// on the target's port): the loop writes it once the request is on its way, which the end of the
+/// attempt tells it, and the worker, on the same thread, writes its own after.
+#[tokio::test]
+async fn a_reload_is_logged_as_requested_before_the_worker_logs_how_it_went() {
+    let logged = Logged::default();
+    let writer = logged.clone();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let (volume, _, cfg, base) = fixture(tmp.path(), Some("http://127.0.0.1:9/reload"));
+    let shared = Shared::new();
+    let worker = reload::spawn_with(shared.clone(), crate::http::Client::new(None).unwrap());
+    let mut p = Pipeline::open(cfg, Feed::Volume, base, shared, worker)
+        .await
+        .unwrap();
+    p.process().await;
+    until_outcome(&mut p, |o| matches!(o, reload::Outcome::Waiting(_))).await;
+    assert!(logged.at("start-up check requested") < logged.at("the component is not reached yet"));
+    volume.promote(&version("1.0.1")).unwrap();
+    p.process().await;
+    until_outcome(&mut p, |o| matches!(o, reload::Outcome::Failed(_))).await;
+    assert!(logged.at("reload requested") < logged.at("reload failed"));
+}
