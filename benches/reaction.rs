@@ -1112,7 +1112,11 @@ fn main() {
         format!("{fds_before} / {fds_after}"),
         String::new(),
     ));
-    rows.push(("threads".into(), threads.to_string(), String::new()));
+    rows.push((
+        "threads right after the updates".into(),
+        threads.to_string(),
+        String::new(),
+    ));
     rows.push((
         format!("idle {} s: CPU", o.idle.as_secs()),
         format!("{idle_cpu_ms} ms"),
