@@ -162,11 +162,7 @@ async fn on_the_wire(busy: usize, close: bool) {
         // Shared with the callback below, across the task's awaits.
         let arrived = std::sync::Mutex::new(arrived);
         let (volume, _, cfg, base) = fixture(tmp.path(), Some(&url));
-        let shared = Shared::new();
-        let worker = reload::spawn_with(shared.clone(), crate::http::Client::new(None).unwrap());
-        let mut p = Pipeline::open(cfg, Feed::Volume, base, shared, worker)
-            .await
-            .unwrap();
+        let mut p = with_reload_worker(cfg, base).await;
         // The first promotion's start-up check opens the connection the next reload reuses.
         p.process().await;
         loop {
@@ -343,13 +339,15 @@ async fn a_reload_is_logged_as_requested_before_the_worker_logs_how_it_went() {
             .with_writer(move || writer.clone())
             .finish(),
     );
+    // With one dispatcher registered, tracing asks only the registering thread's about a callsite
+    // first hit, and caches that answer for every thread: a callsite another test's thread (no
+    // subscriber) hits first would stay off here. A second keeps it asking every dispatcher, and
+    // the rebuild redoes what was cached before this test's subscriber existed.
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    tracing::callsite::rebuild_interest_cache();
     let tmp = tempfile::tempdir().unwrap();
     let (volume, _, cfg, base) = fixture(tmp.path(), Some("http://127.0.0.1:9/reload"));
-    let shared = Shared::new();
-    let worker = reload::spawn_with(shared.clone(), crate::http::Client::new(None).unwrap());
-    let mut p = Pipeline::open(cfg, Feed::Volume, base, shared, worker)
-        .await
-        .unwrap();
+    let mut p = with_reload_worker(cfg, base).await;
     p.process().await;
     until_outcome(&mut p, |o| matches!(o, reload::Outcome::Waiting(_))).await;
     assert!(logged.at("start-up check requested") < logged.at("the component is not reached yet"));
@@ -357,4 +355,13 @@ async fn a_reload_is_logged_as_requested_before_the_worker_logs_how_it_went() {
     p.process().await;
     until_outcome(&mut p, |o| matches!(o, reload::Outcome::Failed(_))).await;
     assert!(logged.at("reload requested") < logged.at("reload failed"));
+}
+
+/// A pipeline over a volume with a real reload worker and HTTP client (not the tests' stand-in).
+async fn with_reload_worker(cfg: Config, base: Settings) -> Pipeline {
+    let shared = Shared::new();
+    let worker = reload::spawn_with(shared.clone(), crate::http::Client::new(None).unwrap());
+    Pipeline::open(cfg, Feed::Volume, base, shared, worker)
+        .await
+        .unwrap()
 }
