@@ -1147,7 +1147,9 @@ fn main() {
         peak_rows.push((
             format!("peak RSS (VmHWM), {label}"),
             format!("{kib} KiB ({:.1} MiB)", mib(*kib)),
-            format!("<= 12 MiB: {}", pass(*kib <= 12 * 1024)),
+            // The image's binary (glibc static, its tunables) is measured against this; a dynamically
+            // linked build also maps the whole of libc.so and is about 1 MiB above it.
+            format!("<= 6 MiB: {}", pass(*kib <= 6 * 1024)),
         ));
     }
     let cmp_rows = comparison(&side, bin_size);
