@@ -7,9 +7,10 @@
 //! config's dir) is the writer's.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::error::{Error, io_err};
+use super::link::link_replacing;
 use super::remove::remove_file;
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed};
 
@@ -72,16 +73,7 @@ pub(super) fn reload_owed(dir: &Path) -> Option<ContentHash> {
 /// marker without the flush it forces when a written file replaces another (`auto_da_alloc`).
 pub(super) fn mark_reload_owed(dir: &Path, sha: ContentHash) -> Result<(), Error> {
     let tmp = dir.join(RELOAD_OWED_TMP);
-    let target = sha.plain().to_string();
-    // A leftover of a crash between link and rename is removed only when met: on the promotion's
-    // path, not an unlink every time.
-    if let Err(e) = std::os::unix::fs::symlink(&target, &tmp) {
-        if e.kind() != io::ErrorKind::AlreadyExists {
-            return Err(io_err("link", &tmp)(e));
-        }
-        remove_file(&tmp)?;
-        std::os::unix::fs::symlink(&target, &tmp).map_err(io_err("link", &tmp))?;
-    }
+    link_replacing(Path::new(&sha.plain().to_string()), &tmp)?;
     let path = dir.join(RELOAD_OWED);
     std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
 }
@@ -171,11 +163,7 @@ pub(super) fn applied_dir(dir: &Path) -> Option<String> {
 /// Records that the component applied what `..data` points at now: that dir is to be kept, for a
 /// rollback, when later promotions replace it; the caller tidies away the dir kept before.
 pub(super) fn mark_applied(dir: &Path) -> Result<(), Error> {
-    let data = dir.join(DATA_LINK);
-    let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
-    let tmp = dir.join(APPLIED_TMP);
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
+    let tmp = link_to_data_dir(dir, APPLIED_TMP)?;
     let path = dir.join(APPLIED);
     set_aside_damaged(&path)?;
     std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))?;
@@ -205,13 +193,18 @@ fn set_aside_damaged(path: &Path) -> Result<(), Error> {
 /// concluded) beside the promotion about to replace it: [`BASELINE`] links it, and the tidying
 /// keeps it.
 pub(super) fn keep_baseline(dir: &Path) -> Result<(), Error> {
-    let data = dir.join(DATA_LINK);
-    let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
-    let tmp = dir.join(BASELINE_TMP);
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(&ts, &tmp).map_err(io_err("link", &tmp))?;
+    let tmp = link_to_data_dir(dir, BASELINE_TMP)?;
     let path = dir.join(BASELINE);
     std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+}
+
+/// Links `tmp` (a name in `dir`) to the dir `..data` points at now, to be renamed over a record.
+fn link_to_data_dir(dir: &Path, tmp: &str) -> Result<PathBuf, Error> {
+    let data = dir.join(DATA_LINK);
+    let ts = std::fs::read_link(&data).map_err(io_err("read", &data))?;
+    let tmp = dir.join(tmp);
+    link_replacing(&ts, &tmp)?;
+    Ok(tmp)
 }
 
 /// The component ran the kept first config ([`BASELINE`]): it becomes [`APPLIED`], the rollback

@@ -28,6 +28,7 @@
 //! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
 
 mod error;
+mod link;
 mod markers;
 mod remove;
 #[cfg(test)]
@@ -41,6 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
 use error::io_err;
+use link::link_replacing;
 use markers::Rejected;
 use remove::{remove_dir_all, remove_file};
 
@@ -407,15 +409,7 @@ impl Promoter {
 
     fn swap(&self, ts: &str) -> Result<(), Error> {
         let tmp = self.dir.join(DATA_TMP);
-        // A `..data_tmp` is left only by a crash between its link and its rename: removed when
-        // found, rather than looked for on every promotion.
-        if let Err(e) = std::os::unix::fs::symlink(ts, &tmp) {
-            if e.kind() != io::ErrorKind::AlreadyExists {
-                return Err(io_err("link", &tmp)(e));
-            }
-            remove_file(&tmp)?;
-            std::os::unix::fs::symlink(ts, &tmp).map_err(io_err("link", &tmp))?;
-        }
+        link_replacing(Path::new(ts), &tmp)?;
         let data = self.dir.join(DATA_LINK);
         std::fs::rename(&tmp, &data).map_err(io_err("rename over", &data))
     }

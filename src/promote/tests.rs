@@ -208,6 +208,28 @@ fn a_promotion_replaces_a_leftover_data_tmp() {
     assert!(!names(&dir).contains(&"..data_tmp".into()));
 }
 
+/// The same for the records' temporary links: a leftover of each is replaced, not an error.
+#[test]
+fn a_record_replaces_a_leftover_temporary_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "1.0.0")]);
+    p.promote(&a).unwrap();
+    for leftover in ["..confgate_applied_tmp", "..confgate_reload_owed_tmp"] {
+        std::os::unix::fs::symlink("..elsewhere", dir.join(leftover)).unwrap();
+    }
+    p.mark_applied().unwrap();
+    p.mark_reload_owed(a.hash()).unwrap();
+    assert_eq!(
+        p.applied().map(|(obs, _)| obs),
+        Some(Observed::Config(a.clone()))
+    );
+    assert_eq!(p.reload_owed(), Some(a.hash()));
+    let listing = names(&dir);
+    assert!(!listing.iter().any(|n| n.ends_with("_tmp")), "{listing:?}");
+}
+
 #[test]
 fn a_failed_write_leaves_the_previous_config_whole() {
     let tmp = tempfile::tempdir().unwrap();

@@ -252,8 +252,17 @@ impl Pipeline {
             // on to publish a status that says it was made, and to its logs and tidying: the worker
             // and the HTTP client's connection task run on this thread.
             Action::Reload(r) => {
-                let (kind, target, sha) = (r.kind, r.target.clone(), r.sha);
-                self.request(r);
+                let ReloadRequest {
+                    kind,
+                    target,
+                    confirm,
+                    sha,
+                    version,
+                    promoted_at,
+                } = r;
+                self.reloads.set_confirm(confirm);
+                self.reloads
+                    .request_promoted_at(kind, &target, sha, version, promoted_at);
                 self.on_its_way().await;
                 // The log line after the request is on the wire: the worker runs on this thread,
                 // so a line written first (formatting, a write to stderr that a slow log pipe can
@@ -422,8 +431,8 @@ impl Pipeline {
         };
         let watch = self.cfg.watch.clone();
         // After a small config the next is read on the loop when it is small too: the read stops
-        // at the first key past the bounds, and a 1 MiB config after a small one is then read off
-        // the loop, like any large one.
+        // at the first entry or byte past the bounds, and a 1 MiB config after a small one is then
+        // read off the loop, like any large one.
         let (here, fed) = match fed {
             Some(obs) if on_loop => (Some(obs), None),
             None if on_loop => (
@@ -482,13 +491,6 @@ impl Pipeline {
                 () = shared.pinged() => shared.pong(),
             }
         }
-    }
-
-    /// Sends a reload (or start-up check) to the worker, with the confirmation it carries.
-    fn request(&mut self, r: ReloadRequest) {
-        self.reloads.set_confirm(r.confirm);
-        self.reloads
-            .request_promoted_at(r.kind, &r.target, r.sha, r.version, r.promoted_at);
     }
 
     /// Waits for input other than file events: the feed, the API source's view, the reload worker,
