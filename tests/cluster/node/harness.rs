@@ -69,7 +69,7 @@ fn env_path(var: &str, what: &str) -> Result<PathBuf, String> {
 }
 
 fn start() -> Result<Node, String> {
-    let kubelet = env_path("KUBELET_BIN", "a kubelet built from the Kubernetes tree")?;
+    let kubelet = env_path("KUBELET_BIN", "a kubelet, which .ci/setup builds into .ci/venv/bin")?;
     let containerd = env_path("CONTAINERD_BIN", "Debian's containerd")?;
     let runc = env_path("RUNC_BIN", "Debian's runc")?;
     let images = env_path("CONFGATE_IMAGES", "the dir scripts/build-images.sh writes")?;
@@ -168,7 +168,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     // kube-scheduler for the static pod, built from the same tree (static, CGO_ENABLED=0).
     if let Ok(bin) = env_path(
         "KUBE_SCHEDULER_BIN",
-        "kube-scheduler from the Kubernetes tree",
+        "kube-scheduler, which .ci/setup builds into .ci/venv/bin",
     ) {
         let archive = dir.join("kube-scheduler.tar");
         let name = "localhost/confgate-tests/kube-scheduler:node";
