@@ -230,6 +230,33 @@ fn status_against_a_dead_server_names_its_url() {
     assert!(said.contains("Connection refused"), "{said}");
 }
 
+/// A server URL with `user:password@` is named in `status`'s error without them (it printed the
+/// password).
+#[cfg(feature = "api")]
+#[test]
+fn status_names_a_server_without_its_password() {
+    let d = Dirs::new();
+    let kubeconfig = d.root.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://admin:PASSWORD@127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["status", "-n", "default"])
+        .env_clear()
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", d.root.path())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(!err.contains("PASSWORD") && !err.contains("admin"), "{err}");
+    assert!(err.contains("<credentials removed>@127.0.0.1:1"), "{err}");
+}
+
 #[test]
 fn check_selects_configmaps_by_name() {
     let d = Dirs::new();
