@@ -1084,3 +1084,42 @@ fn a_failing_reload_is_a_check_and_the_promoted_config_is_not_called_taken() {
         config.message
     );
 }
+
+/// What says the component applied a config is kept with the fact, so the log says what is known:
+/// a signal without a confirmation was only delivered (it was logged "applied by the component").
+#[test]
+fn an_unconfirmed_signal_is_kept_as_delivered_not_confirmed() {
+    use super::super::messages::AppliedBy;
+    let confirm = "http://127.0.0.1:1/metrics#app_reload_ok";
+    for (annotations, want) in [
+        (
+            vec![("confgate.io/reload", "signal:HUP:comp")],
+            AppliedBy::SignalSent,
+        ),
+        (vec![], AppliedBy::Answer),
+        (
+            vec![
+                ("confgate.io/reload", "signal:HUP:comp"),
+                ("confgate.io/confirm", confirm),
+            ],
+            AppliedBy::Metrics,
+        ),
+    ] {
+        let c = Clock::new();
+        let mut ann = Annotations::new();
+        for (k, v) in annotations {
+            ann.insert(k.to_owned(), v.to_owned());
+        }
+        let mut g = started(&c, Some(ann));
+        let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+        promote(&mut g, &a, c.at(10), 100);
+        g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
+        promote(&mut g, &b, c.at(30), 200);
+        let done = g.handle(Event::Reload(Outcome::Reloaded(hash(&b))), c.at(40));
+        let by = done.iter().find_map(|x| match x {
+            Action::MarkApplied { by, .. } => Some(*by),
+            _ => None,
+        });
+        assert_eq!(by, Some(want), "{done:?}");
+    }
+}
