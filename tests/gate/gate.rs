@@ -317,7 +317,7 @@ fn watched_dir_made_again_with_its_old_inode_number_is_watched_again() {
     g.wait_status("missing: the new dir is empty", |s| {
         s["candidate"]["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("holds no keys"))
+            .is_some_and(|r| r.contains("holds no files (a plain directory"))
     });
     std::fs::write(d.watch().join("version"), "1.1.0").unwrap();
     g.wait_active("1.1.0");
