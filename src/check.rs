@@ -145,6 +145,11 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
         let stdin = p == Path::new("-");
         if !stdin && p.is_dir() {
             let what = p.display().to_string();
+            // A directory that cannot be listed is unreadable input, as a file that cannot be read
+            // is (exit 64), not a config judged invalid (exit 1).
+            if let Err(source) = std::fs::read_dir(p) {
+                return Err(Error::Read { path: what, source });
+            }
             inputs.push(Input {
                 place: what.clone(),
                 id: what.clone(),

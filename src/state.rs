@@ -273,6 +273,8 @@ pub enum CheckKind {
     Newest,
     /// The last promotion succeeded.
     Promote,
+    /// The reload of the promoted config reaches the component (failing: it has not taken it).
+    Reload,
 }
 
 impl CheckKind {
@@ -282,6 +284,18 @@ impl CheckKind {
             CheckKind::Config => "config",
             CheckKind::Newest => "newest",
             CheckKind::Promote => "promote",
+            CheckKind::Reload => "reload",
+        }
+    }
+
+    /// Whether a failure of this check takes readiness. A bad annotation keeps the value in force
+    /// before it, and a failing reload leaves the component on the config it had: neither changes
+    /// the config the component runs, so both are reported (`[!]` in `/readyz?verbose`, the probe's
+    /// line, the condition's message) without dropping a replica whose config in force is good.
+    pub fn gates_readiness(self) -> bool {
+        match self {
+            CheckKind::Settings | CheckKind::Reload => false,
+            CheckKind::Config | CheckKind::Newest | CheckKind::Promote => true,
         }
     }
 }
@@ -360,9 +374,22 @@ impl Default for Status {
 impl Status {
     /// Whether the `settings` check fails (a bad or unknown annotation).
     pub(crate) fn settings_problem(&self) -> bool {
+        self.failing(CheckKind::Settings).is_some()
+    }
+
+    /// The failing check of that kind, if it fails.
+    pub(crate) fn failing(&self, kind: CheckKind) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == kind && !c.ok)
+    }
+
+    /// The failing checks that do not take readiness (a settings problem, a failing reload), as
+    /// `NAME: MESSAGE`, for the probe's line of a ready replica.
+    pub(crate) fn warnings(&self) -> Vec<String> {
         self.checks
             .iter()
-            .any(|c| c.name == CheckKind::Settings && !c.ok)
+            .filter(|c| !c.ok && !c.name.gates_readiness())
+            .map(|c| format!("{}: {}", c.name, c.message))
+            .collect()
     }
 
     /// The `/livez` reason when the API source's watch is stuck.

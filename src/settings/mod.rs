@@ -42,7 +42,8 @@ const ANN_PREFIX: &str = "confgate.io/";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub settings: Settings,
-    /// Bad or unknown annotations; each one makes confgate not ready.
+    /// Bad or unknown annotations; each one fails the `settings` check, which is reported and does not
+    /// take readiness (the value in force before it is kept).
     pub problems: Vec<String>,
 }
 

@@ -45,7 +45,7 @@ struct Large;
 
 fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
     for _ in 0..SWAP_RETRIES {
-        let tree = match std::fs::read_link(dir.join(DATA_LINK)) {
+        let (tree, volume) = match std::fs::read_link(dir.join(DATA_LINK)) {
             Ok(target) => {
                 let Some(name) = target.to_str().filter(|n| is_timestamp_dir(n)) else {
                     return Ok(Observed::Broken(Broken::DataNotTimestamped {
@@ -70,7 +70,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                     tracing::debug!(dir = %dir.display(), "..data moved during the read; reading again");
                     continue;
                 }
-                tree
+                (tree, true)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if !dir.exists() {
@@ -81,7 +81,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                 match read_tree(dir, dir, small) {
                     // A kubelet writing its first payload: the plain read may hold half of it.
                     Ok(_) if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() => continue,
-                    other => other,
+                    other => (other, false),
                 }
             }
             Err(e) => {
@@ -92,7 +92,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
             }
         };
         match tree {
-            Ok(tree) => return Ok(finish(tree, dir)),
+            Ok(tree) => return Ok(finish(tree, dir, volume)),
             // A path vanished: the kubelet removed the directory after a newer swap; resolve
             // `..data` again.
             Err(Problem::Gone) => continue,
@@ -165,10 +165,11 @@ fn is_timestamp_dir(name: &str) -> bool {
     name.starts_with("..") && name.len() > 2 && !name.contains('/') && name != DATA_LINK
 }
 
-fn finish((files, modes): Tree, dir: &Path) -> Observed {
+fn finish((files, modes): Tree, dir: &Path, volume: bool) -> Observed {
     if files.is_empty() {
         Observed::Missing(Missing::NoKeys {
             dir: dir.to_path_buf(),
+            volume,
         })
     } else {
         Observed::Config(Snapshot::with_modes(files, modes))
@@ -378,7 +379,7 @@ mod tests {
         );
         std::fs::create_dir(&dir).unwrap();
         assert!(
-            matches!(read(&dir), Observed::Missing(m) if m.to_string().contains("holds no keys"))
+            matches!(read(&dir), Observed::Missing(m) if m.to_string().contains("holds no files (a plain directory"))
         );
         std::fs::write(dir.join("version"), "1.0.0").unwrap();
         std::fs::create_dir(dir.join("sub")).unwrap();

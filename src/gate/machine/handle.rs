@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::decision::{Decision, Tell};
 use super::grace::Step;
 use super::messages::{
-    Action, Count, Event, Files, Found, JudgedLine, LogLine, Now, RollbackFailure, Seen,
+    Action, AppliedBy, Count, Event, Files, Found, JudgedLine, LogLine, Now, RollbackFailure, Seen,
 };
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
@@ -624,6 +624,12 @@ impl Gate {
             }
             _ => {}
         }
+        let by = match (&o, &self.settings.confirm, &self.settings.reload) {
+            (Outcome::NothingToReload { .. }, _, _) => AppliedBy::Start,
+            (_, Some(_), _) => AppliedBy::Metrics,
+            (_, None, Reload::Signal { .. }) => AppliedBy::SignalSent,
+            _ => AppliedBy::Answer,
+        };
         match o {
             Outcome::Reloaded(sha) | Outcome::NothingToReload { sha256: sha, .. } => {
                 // Done: no longer owed, here or on disk.
@@ -640,6 +646,7 @@ impl Gate {
                     out.push(Action::MarkApplied {
                         sha,
                         version: self.applied_version(),
+                        by,
                     });
                 }
             }

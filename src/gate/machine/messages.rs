@@ -134,6 +134,20 @@ pub(crate) enum RollbackFailure {
     Failed(crate::promote::Failure),
 }
 
+/// What says the component runs a config, as the log says it: only an answer or its metrics confirm;
+/// a signal without a confirmation is only known to have been sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AppliedBy {
+    /// Its reload endpoint answered 2xx.
+    Answer,
+    /// Its metrics said the reload succeeded (`confirm`).
+    Metrics,
+    /// The signal was delivered; nothing confirms the component loaded the config.
+    SignalSent,
+    /// No process needed telling: each read it at start.
+    Start,
+}
+
 /// A reload (or start-up check) to send to the reload worker: the target and confirmation in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ReloadRequest {
@@ -199,6 +213,8 @@ pub(crate) enum Action {
     MarkApplied {
         sha: ContentHash,
         version: Option<String>,
+        /// What says so, for the log line.
+        by: AppliedBy,
     },
     /// The component ran the first config, kept as the baseline: it becomes the rollback base.
     AdoptBaseline,

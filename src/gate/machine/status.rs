@@ -46,15 +46,35 @@ impl Gate {
                 n.judgement.reason
             )
         };
+        // The reload of the config in place keeps failing: the component has not taken it.
+        let reload_failing = self
+            .reloads
+            .failing()
+            .filter(|(owed, _)| self.active.as_ref().is_some_and(|a| a.hash == owed.sha));
         checks.push(match (&self.active, &self.newest) {
             (Some(a), _) => Check {
                 name: CheckKind::Config,
                 ok: true,
-                message: format!(
-                    "active {} ({})",
-                    a.version.as_deref().unwrap_or("unversioned config"),
-                    a.hash
-                ),
+                message: match reload_failing {
+                    None => format!(
+                        "active {} ({})",
+                        a.version.as_deref().unwrap_or("unversioned config"),
+                        a.hash
+                    ),
+                    Some(_) => format!(
+                        "promoted {} ({}), not taken by the component: its reload keeps failing; it runs {}",
+                        a.version.as_deref().unwrap_or("unversioned config"),
+                        a.hash,
+                        match &self.applied {
+                            Some(ap) => format!(
+                                "{} ({})",
+                                ap.version.as_deref().unwrap_or("an unversioned config"),
+                                ap.hash
+                            ),
+                            None => "the config it had".into(),
+                        }
+                    ),
+                },
             },
             (None, Some(n)) => Check {
                 name: CheckKind::Config,
@@ -151,7 +171,24 @@ impl Gate {
                 message: e.clone(),
             });
         }
-        let failing = checks.iter().find(|c| !c.ok);
+        if let Some((owed, failures)) = reload_failing {
+            checks.push(Check {
+                name: CheckKind::Reload,
+                ok: false,
+                message: format!(
+                    "the reload of {} via {} failed {failures} time{} in a row, retried with backoff: {}",
+                    owed.version.as_deref().unwrap_or("the promoted config"),
+                    self.settings.reload,
+                    if failures == 1 { "" } else { "s" },
+                    self.reloads
+                        .view()
+                        .last_error
+                        .as_deref()
+                        .unwrap_or("unknown error")
+                ),
+            });
+        }
+        let failing = checks.iter().find(|c| !c.ok && c.name.gates_readiness());
         let observe = self.settings.mode == Mode::Observe;
         let ready = observe || failing.is_none();
         let stale = self.active.is_some() && (!current || held.is_some()) && spread.is_none();

@@ -12,8 +12,8 @@ use super::error::Error;
 use super::feed::{Feed, off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
 use super::machine::{
-    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, SMALL_BYTES,
-    SMALL_KEYS, Seen, held_refusals, is_small,
+    Action, AppliedBy, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure,
+    SMALL_BYTES, SMALL_KEYS, Seen, held_refusals, is_small,
 };
 use crate::annotations;
 use crate::promote::{self, Promoter, Switched};
@@ -65,7 +65,15 @@ impl Pipeline {
         // `/livez` runs on: the port answers while a slow disk holds them up.
         let (dir, file) = (cfg.promote_to.clone(), cfg.annotations.clone());
         let (opened, read) = off_loop(&shared, move || {
-            let opened = dir.as_deref().map(Promoter::open).transpose();
+            let opened = dir
+                .as_deref()
+                .map(|d| {
+                    Promoter::open(d).map_err(|source| Error::PromoteTo {
+                        path: d.to_path_buf(),
+                        source,
+                    })
+                })
+                .transpose();
             (opened, annotations::read(&file))
         })
         .await;
@@ -287,10 +295,24 @@ impl Pipeline {
                     }
                 }
             }
-            Action::MarkApplied { sha, version } => {
+            Action::MarkApplied { sha, version, by } => {
                 match self.on_dir(Promoter::mark_applied).await? {
                     Ok(()) => {
-                        info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "applied by the component")
+                        let (sha, version) = (sha.short(), version.as_deref().unwrap_or(""));
+                        match by {
+                            AppliedBy::Answer => {
+                                info!(sha = %sha, version, "applied by the component: its reload endpoint answered success")
+                            }
+                            AppliedBy::Metrics => {
+                                info!(sha = %sha, version, "applied by the component: its metrics confirmed the reload")
+                            }
+                            AppliedBy::SignalSent => {
+                                info!(sha = %sha, version, "signal delivered; taken as applied, unconfirmed (set confgate.io/confirm to check the component's metrics)")
+                            }
+                            AppliedBy::Start => {
+                                info!(sha = %sha, version, "taken as applied: the component read it at start, nothing to reload")
+                            }
+                        }
                     }
                     Err(e) => {
                         warn!(error = %e, sha = %sha.short(), "applied, but keeping it for a rollback failed")

@@ -1023,3 +1023,103 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
         ))
     );
 }
+
+/// A reload that keeps failing (it does not reach the component) is a check of its own, which does
+/// not take readiness: the component still runs the config it had. The config check no longer calls
+/// the promoted config active without saying the component has not taken it.
+#[test]
+fn a_failing_reload_is_a_check_and_the_promoted_config_is_not_called_taken() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+    promoted_over_applied(&mut g, &c, &a, &b);
+    let s = g.published(1);
+    assert!(s.failing(CheckKind::Reload).is_none(), "{:?}", s.checks);
+    for n in 1..=2u64 {
+        g.handle(
+            Event::Reload(Outcome::Failed(crate::reload::Failure::new(
+                crate::reload::Error::Timeout(Duration::from_secs(1)),
+            ))),
+            c.at(30 + n),
+        );
+    }
+    let s = g.published(3);
+    assert!(s.ready, "{}", s.reason);
+    let reload = s
+        .failing(CheckKind::Reload)
+        .expect("the reload check fails");
+    assert!(
+        reload.message.contains("the reload of 2.1.0 via ")
+            && reload.message.contains("failed 2 times in a row")
+            && reload.message.contains("timed out"),
+        "{}",
+        reload.message
+    );
+    let config = s
+        .checks
+        .iter()
+        .find(|c| c.name == CheckKind::Config)
+        .unwrap();
+    assert!(
+        config.ok
+            && config.message.starts_with("promoted 2.1.0 (")
+            && config.message.contains("not taken by the component")
+            && config.message.contains("it runs 2.0.0 ("),
+        "{}",
+        config.message
+    );
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
+    // Reached at last: no reload check, and the config is active again.
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&b))), c.at(40));
+    let s = g.published(4);
+    assert!(s.failing(CheckKind::Reload).is_none(), "{:?}", s.checks);
+    let config = s
+        .checks
+        .iter()
+        .find(|c| c.name == CheckKind::Config)
+        .unwrap();
+    assert!(
+        config.message.starts_with("active 2.1.0 ("),
+        "{}",
+        config.message
+    );
+}
+
+/// What says the component applied a config is kept with the fact, so the log says what is known:
+/// a signal without a confirmation was only delivered (it was logged "applied by the component").
+#[test]
+fn an_unconfirmed_signal_is_kept_as_delivered_not_confirmed() {
+    use super::super::messages::AppliedBy;
+    let confirm = "http://127.0.0.1:1/metrics#app_reload_ok";
+    for (annotations, want) in [
+        (
+            vec![("confgate.io/reload", "signal:HUP:comp")],
+            AppliedBy::SignalSent,
+        ),
+        (vec![], AppliedBy::Answer),
+        (
+            vec![
+                ("confgate.io/reload", "signal:HUP:comp"),
+                ("confgate.io/confirm", confirm),
+            ],
+            AppliedBy::Metrics,
+        ),
+    ] {
+        let c = Clock::new();
+        let mut ann = Annotations::new();
+        for (k, v) in annotations {
+            ann.insert(k.to_owned(), v.to_owned());
+        }
+        let mut g = started(&c, Some(ann));
+        let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+        promote(&mut g, &a, c.at(10), 100);
+        g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
+        promote(&mut g, &b, c.at(30), 200);
+        let done = g.handle(Event::Reload(Outcome::Reloaded(hash(&b))), c.at(40));
+        let by = done.iter().find_map(|x| match x {
+            Action::MarkApplied { by, .. } => Some(*by),
+            _ => None,
+        });
+        assert_eq!(by, Some(want), "{done:?}");
+    }
+}
