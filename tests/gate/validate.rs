@@ -112,3 +112,59 @@ fn livez_answers_while_the_checker_runs() {
     std::fs::write(&go, "").unwrap();
     g.wait_active("2.0.0");
 }
+
+/// Anyone who may patch the pod may write its annotations: an annotation naming a program the
+/// container spec does not is never run. It is a settings problem, named; the spec's checker stays in
+/// force and a new config is checked by it and promoted.
+#[test]
+fn an_annotation_cannot_name_a_program_to_run() {
+    let d = Dirs::new();
+    let ran = d.root.path().join("ran");
+    let pwned = d.root.path().join("pwned");
+    let script = d.root.path().join("checker.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$1\" >> {}\n", ran.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_version(&d.watch(), "2.0.0");
+    let check = format!("exec:{} {{dir}}", script.display());
+    let g = Gate::start(&d, &["--accepts", "^2", "--validate", &check]);
+    g.wait_active("2.0.0");
+    let hostile = format!("exec:/usr/bin/touch {} {{dir}}", pwned.display());
+    write_annotations(&d.podinfo(), &[("confgate.io/validate", &hostile)]);
+    let s = g.wait_status("the annotation reported as a settings problem", |s| {
+        s["checks"].as_array().is_some_and(|c| {
+            c.iter().any(|c| {
+                c["name"] == "settings"
+                    && c["ok"] == false
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("confgate.io/validate"))
+            })
+        })
+    });
+    let message = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "settings")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("a checker the container spec does not"),
+        "{message}"
+    );
+    write_version(&d.watch(), "2.1.0");
+    g.wait_active("2.1.0");
+    assert!(!pwned.exists(), "the annotation's program never ran");
+    let ran = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(
+        ran.lines().count(),
+        2,
+        "the spec's checker checked both: {ran}"
+    );
+}
