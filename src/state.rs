@@ -197,6 +197,17 @@ impl Rollout {
     }
 }
 
+/// A candidate the component's checker is running on (`validate`), not promoted before it answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckingView {
+    pub version: Option<String>,
+    pub sha256: PrintedHash,
+    /// The checker's file name.
+    pub checker: String,
+    /// When the check began (RFC 3339 in `/status`).
+    pub since: jiff::Timestamp,
+}
+
 /// A change this pod has seen and promotes later, after its share of the reload spread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpreadView {
@@ -273,6 +284,8 @@ pub enum CheckKind {
     Newest,
     /// The last promotion succeeded.
     Promote,
+    /// A candidate under the component's checker: in progress, never a failure.
+    Validate,
 }
 
 impl CheckKind {
@@ -282,6 +295,7 @@ impl CheckKind {
             CheckKind::Config => "config",
             CheckKind::Newest => "newest",
             CheckKind::Promote => "promote",
+            CheckKind::Validate => "validate",
         }
     }
 }
@@ -327,6 +341,9 @@ pub struct Status {
     /// A change waiting for this pod's share of the reload spread (none while nothing waits).
     #[serde(default)]
     pub spread: Option<SpreadView>,
+    /// A check by the component's checker under way (none while none runs).
+    #[serde(default)]
+    pub checking: Option<CheckingView>,
     /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::rendered`]),
     /// since its health depends on the time it is read at.
     #[serde(skip)]
@@ -352,6 +369,7 @@ impl Default for Status {
             watch_error: None,
             rollout: None,
             spread: None,
+            checking: None,
             source: None,
         }
     }

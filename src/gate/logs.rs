@@ -50,6 +50,22 @@ pub(super) fn log(note: &LogLine, at: &Places<'_>) {
             version,
             sha, checker, reason, "the component's checker refused the candidate; not promoted"
         ),
+        LogLine::CheckNotAnswered {
+            version,
+            sha,
+            checker,
+            reason,
+        } => warn!(
+            version,
+            sha,
+            checker,
+            reason,
+            "the component's checker gave no answer; not promoted, checked again after a wait"
+        ),
+        LogLine::CheckSuperseded { sha, version } => info!(
+            sha,
+            version, "a newer snapshot superseded the candidate under check; its check is ended"
+        ),
         LogLine::Problem(p) => warn!(problem = %p, "settings problem"),
         LogLine::ProblemCleared(p) => info!(problem = %p, "settings problem cleared"),
         LogLine::AnnotationGone { setting, value } => {

@@ -188,6 +188,8 @@ pub(crate) enum Action {
         check: Validate,
         timeout: std::time::Duration,
     },
+    /// End the check under way, without its answer: a newer snapshot superseded its candidate.
+    CancelCheck,
     /// Send this request to the reload worker (the newest replaces an unsent one).
     Reload(ReloadRequest),
     /// Let the reload worker, on this thread, send what was just requested before the rest.
@@ -254,6 +256,19 @@ pub(crate) enum LogLine {
         sha: String,
         checker: String,
         reason: Option<String>,
+    },
+    /// The component's checker timed out or could not run: no answer on the candidate, which is held
+    /// and checked again after a wait.
+    CheckNotAnswered {
+        version: String,
+        sha: String,
+        checker: String,
+        reason: String,
+    },
+    /// A newer snapshot superseded the candidate under check: its check is ended.
+    CheckSuperseded {
+        sha: String,
+        version: String,
     },
     /// The switch failed; the previous config is kept.
     PromotionFailed {

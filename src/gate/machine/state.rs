@@ -81,6 +81,9 @@ pub(crate) struct Gate {
     pub(super) checking: Option<Box<Checking>>,
     /// What the checker last said.
     pub(super) checked: Option<CheckedBy>,
+    /// When a check that timed out or could not run is run again, and how long the next waits.
+    pub(super) check_retry: Option<Instant>,
+    pub(super) check_backoff: crate::backoff::Doubling,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     pub(super) secret: bool,
     /// The rollout candidate held on this pod, as last decided on.
@@ -133,6 +136,8 @@ impl Gate {
             spread: None,
             checking: None,
             checked: None,
+            check_retry: None,
+            check_backoff: CHECK_BACKOFF,
             secret: false,
             spread_served: false,
             held: None,
@@ -227,6 +232,13 @@ pub(super) struct Promotion {
     pub(super) on_loop: bool,
 }
 
+/// How long a check that timed out or could not run waits before it is run again: doubling from a
+/// second (an init container still copying the checker) to a minute.
+pub(super) const CHECK_BACKOFF: crate::backoff::Doubling = crate::backoff::Doubling::new(
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(60),
+);
+
 /// A judged snapshot whose promotion waits for the component's checker.
 #[derive(Debug, Clone)]
 pub(super) struct Checking {
@@ -234,6 +246,10 @@ pub(super) struct Checking {
     pub(super) choice: Choice,
     pub(super) rollout: RolloutSeen,
     pub(super) sha: ContentHash,
+    /// The setting it runs under: a new one supersedes it.
+    pub(super) check: Validate,
+    /// When it began, for the status.
+    pub(super) since: jiff::Timestamp,
 }
 
 /// What the component's checker last said: of which content, under which setting, and why it
@@ -243,6 +259,9 @@ pub(super) struct CheckedBy {
     pub(super) sha: ContentHash,
     pub(super) check: Validate,
     pub(super) refused: Option<String>,
+    /// The checker timed out or could not run: that says nothing of the content, so it is run
+    /// again at [`Gate::check_retry`], never kept as a refusal.
+    pub(super) again: bool,
 }
 
 /// A rollback asked for and not yet answered.

@@ -3,8 +3,8 @@
 use super::state::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
-    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, ReloadView,
-    Rollout, Status,
+    ActiveView, AppliedView, CandidateView, Check, CheckKind, CheckingView, DesiredView, Holding,
+    ReloadView, Rollout, Status,
 };
 use crate::verdict::Verdict;
 
@@ -151,6 +151,25 @@ impl Gate {
                 message: e.clone(),
             });
         }
+        let checking = self.checking.as_ref().map(|c| CheckingView {
+            version: c.choice.judgement.version.clone(),
+            sha256: c.sha.printed(),
+            checker: c.check.name().to_owned(),
+            since: c.since,
+        });
+        if let Some(c) = &checking {
+            // In progress: what readiness says meanwhile is the other checks'.
+            checks.push(Check {
+                name: CheckKind::Validate,
+                ok: true,
+                message: format!(
+                    "checking {} with {} since {}; promoted once it passes",
+                    c.version.as_deref().unwrap_or("the newest config"),
+                    c.checker,
+                    c.since
+                ),
+            });
+        }
         let failing = checks.iter().find(|c| !c.ok);
         let observe = self.settings.mode == Mode::Observe;
         let ready = observe || failing.is_none();
@@ -213,6 +232,7 @@ impl Gate {
             watch_error: None,
             rollout: self.rollout.as_ref().map(Rollout::view),
             spread,
+            checking,
             source: None,
         }
     }
