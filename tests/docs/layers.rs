@@ -847,6 +847,10 @@ const PIPELINE_HOLDS: &[(&str, &str)] = &[
     ("reloads", "the reload worker's handle"),
     ("switched", "a switch's token, until FinishSwitch"),
     (
+        "check",
+        "the running checker's task and cancel handle, until it answers or CancelCheck",
+    ),
+    (
         "dirty",
         "whether the gate was handed anything since the last publish",
     ),
