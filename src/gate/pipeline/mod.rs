@@ -43,6 +43,9 @@ pub struct Pipeline {
     switched: Option<Switched>,
     /// The component's checker running on a staged candidate, until it answers or is cancelled.
     check: Option<Running>,
+    /// A file of the watched dir is open for writing (the driver's watch says so): the dir is not
+    /// read, whatever asks for it, until it is closed.
+    writing: bool,
     /// Whether anything was handed to the gate since the last [`Pipeline::publish`]: only then can
     /// the status differ, so a liveness ping does not rebuild it.
     dirty: bool,
@@ -115,6 +118,7 @@ impl Pipeline {
             reloads,
             switched: None,
             check: None,
+            writing: false,
             dirty: true,
             #[cfg(test)]
             built: 0,
@@ -477,6 +481,8 @@ impl Pipeline {
         on_loop: bool,
     ) -> Option<Event> {
         let fed = match &self.feed {
+            // Half-written, maybe: the read waits for the close.
+            Feed::Volume if self.writing => return None,
             Feed::Volume => None,
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
@@ -574,6 +580,12 @@ impl Pipeline {
                 None
             }
         }
+    }
+
+    /// Whether a file of the watched dir is open for writing: while it is, no read of it is made
+    /// (a read asked for meanwhile is made once it is closed, as the driver then asks for one).
+    pub(crate) fn set_writing(&mut self, writing: bool) {
+        self.writing = writing;
     }
 
     /// When the gate waits for a deadline of its own ([`Event::Timer`]).
