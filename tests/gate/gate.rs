@@ -556,3 +556,46 @@ fn promoted_modes_do_not_follow_the_umask() {
     assert_eq!(mode(&promoted.join("version")), 0o644);
     assert_eq!(mode(&promoted.join("..data")), 0o755, "the timestamped dir");
 }
+
+/// The promoted dir changed behind confgate's back (the component shares it, or anyone who may write
+/// it): the safety re-read compares it with what was promoted, says so (log, `/readyz?verbose`,
+/// `/metrics`) and promotes the config in force again.
+#[test]
+fn a_promoted_dir_changed_behind_confgates_back_is_reported_and_repaired() {
+    let d = Dirs::new();
+    write_version(&d.watch(), "2.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--resync-interval", "1s"]);
+    g.wait_active("2.0.0");
+    let data = std::fs::canonicalize(d.promoted().join("..data")).unwrap();
+    std::fs::write(data.join("version"), "9.9.9").unwrap();
+    let s = g.wait_status("the change reported", |s| {
+        s["checks"].as_array().is_some_and(|c| {
+            c.iter().any(|c| {
+                c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("changed behind confgate's back"))
+            })
+        })
+    });
+    assert_eq!(
+        s["ready"], true,
+        "reported and repaired, not a failure: {s}"
+    );
+    wait_for("the promoted dir repaired", DEADLINE, || {
+        read_promoted(&d.promoted())
+            .filter(|p| p.get("version").map(String::as_str) == Some("2.0.0"))
+            .map(|_| ())
+    });
+    let (_, m) = get(g.port, "/metrics").expect("/metrics");
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("confgate_promoted_dir_repairs_total ") && !l.ends_with(" 0")),
+        "{m}"
+    );
+    assert!(
+        g.log_text()
+            .contains("the promoted dir was changed behind confgate's back"),
+        "{}",
+        g.log_text()
+    );
+}

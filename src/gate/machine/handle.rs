@@ -39,6 +39,15 @@ impl Gate {
                     self.last = None;
                 }
                 out.push(Action::Tidy);
+                // The promoted dir is compared with what was promoted before the config is read,
+                // so that a change behind confgate's back is repaired by this very read.
+                if !self.gate_only
+                    && self.on_disk.is_some()
+                    && self.promoting.is_none()
+                    && self.rolling_back.is_none()
+                {
+                    out.push(Action::VerifyPromoted);
+                }
                 self.retry_rollback(&mut out);
                 self.files(Files::ALL, &mut out);
             }
@@ -92,6 +101,7 @@ impl Gate {
                     }));
                 }
             }
+            Event::Verified(found) => self.verified(&found, &mut out),
             Event::Switched(r) => self.switched(r, now, &mut out),
             Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
             Event::BaseJudged(obs, j) => self.base_judged(&obs, &j, &mut out),
@@ -494,6 +504,30 @@ impl Gate {
         }
     }
 
+    /// The promoted dir as read back, against what was promoted: the same, or changed behind
+    /// confgate's back (by the component, which shares it, or anyone who can write it), which is
+    /// logged, counted and shown, and repaired: the next read of the config in force promotes it again.
+    fn verified(&mut self, found: &Observed, out: &mut Vec<Action>) {
+        let Some((hash, m)) = &self.on_disk else {
+            return;
+        };
+        if self.promoting.is_some() || self.rolling_back.is_some() {
+            return;
+        }
+        if found.hash() == Some(*hash) && modes(found) == *m {
+            self.tampered = None;
+            return;
+        }
+        out.push(Action::Log(LogLine::Tampered {
+            expected: hash.short(),
+            found: found.hash().map(|h| h.short()),
+        }));
+        out.push(Action::Count(Count::Repaired));
+        self.tampered = Some(found.hash());
+        self.repair = true;
+        self.last = None;
+    }
+
     /// Whether a check under way covers this read: the same content under the same checker goes
     /// on (the newer read is kept for when it answers, and `true`); anything else supersedes it,
     /// and it is cancelled, so the newer snapshot does not wait for an answer no longer wanted.
@@ -645,6 +679,7 @@ impl Gate {
             }
         };
         self.activated(now.wall);
+        self.repair = false;
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
         self.spread_served = false;

@@ -104,6 +104,8 @@ pub(crate) enum Event {
     Validated { sha: ContentHash, checked: Checked },
     /// Answer to [`Action::RejudgeActive`]: the promoted dir read back, and its judgement.
     Rejudged(Observed, Judgement),
+    /// Answer to [`Action::VerifyPromoted`]: what the promoted dir holds now.
+    Verified(Observed),
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
     /// why the promotion failed.
     Switched(Result<Option<BootTicks>, crate::promote::Failure>),
@@ -165,6 +167,8 @@ pub(crate) enum Action {
         refused: Vec<(ContentHash, String)>,
         on_loop: bool,
     },
+    /// Read the promoted dir back, to compare it with what was promoted: answer [`Event::Verified`].
+    VerifyPromoted,
     /// Read the promoted dir back and judge it under `settings`: answer [`Event::Rejudged`].
     RejudgeActive { settings: Box<Settings> },
     /// Write `snapshot` into the promoted dir and switch to it, writing the reload-owed marker first
@@ -230,6 +234,8 @@ pub(crate) enum Count {
     Promoted(jiff::Timestamp),
     PromotionFailed,
     WatchErrors(u64),
+    /// The promoted dir was found changed behind confgate's back, and is promoted again.
+    Repaired,
 }
 
 /// The "judged" log line of one decision. Holds no content.
@@ -264,6 +270,12 @@ pub(crate) enum LogLine {
         sha: String,
         checker: String,
         reason: String,
+    },
+    /// The promoted dir no longer holds what was promoted (`found`: its hash now, if it reads as a
+    /// config): it is promoted again.
+    Tampered {
+        expected: String,
+        found: Option<String>,
     },
     /// A newer snapshot superseded the candidate under check: its check is ended.
     CheckSuperseded {

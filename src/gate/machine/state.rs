@@ -81,6 +81,12 @@ pub(crate) struct Gate {
     pub(super) checking: Option<Box<Checking>>,
     /// What the checker last said.
     pub(super) checked: Option<CheckedBy>,
+    /// The promoted dir was found changed behind confgate's back (what it held instead): the next
+    /// promotion of the config in force repairs it, and the status says so until a re-read finds it
+    /// whole.
+    pub(super) tampered: Option<Option<ContentHash>>,
+    /// The promoted dir is to be written again even where `on_disk` says the config is in place.
+    pub(super) repair: bool,
     /// When a check that timed out or could not run is run again, and how long the next waits.
     pub(super) check_retry: Option<Instant>,
     pub(super) check_backoff: crate::backoff::Doubling,
@@ -138,6 +144,8 @@ impl Gate {
             checked: None,
             check_retry: None,
             check_backoff: CHECK_BACKOFF,
+            tampered: None,
+            repair: false,
             secret: false,
             spread_served: false,
             held: None,

@@ -144,6 +144,17 @@ impl Gate {
                 message: format!("promotion failed, previous config kept: {e}"),
             });
         }
+        if let Some(found) = &self.tampered {
+            // Reported, not failed: the config in force is promoted again.
+            checks.push(Check {
+                name: CheckKind::Promote,
+                ok: true,
+                message: format!(
+                    "the promoted dir was changed behind confgate's back (it held {}); the config in force is promoted again",
+                    found.map_or_else(|| "no config".to_owned(), |h| h.short())
+                ),
+            });
+        }
         if let Some(e) = &self.rollback_error {
             checks.push(Check {
                 name: CheckKind::Promote,

@@ -194,6 +194,11 @@ impl Pipeline {
                     .judge(*settings, unless, bucket, refused, on_loop)
                     .await;
             }
+            Action::VerifyPromoted => {
+                let dir = self.promoter.as_ref()?.dir().to_path_buf();
+                let found = off_loop(&self.shared, move || snapshot::read(&dir)).await;
+                return Some(Event::Verified(found));
+            }
             Action::RejudgeActive { settings } => {
                 let dir = self.promoter.as_ref()?.dir().to_path_buf();
                 let (on_disk, j) = off_loop(&self.shared, move || {
@@ -390,6 +395,7 @@ impl Pipeline {
                     Count::Candidate(v) => m.candidate(v),
                     Count::Promoted(at) => m.promoted(at.as_millisecond() as f64 / 1000.0),
                     Count::PromotionFailed => m.promotion_failed(),
+                    Count::Repaired => m.repaired(),
                     Count::WatchErrors(n) => {
                         (0..n).for_each(|_| m.watch_error(crate::metrics::WatchSource::Files))
                     }
