@@ -184,7 +184,17 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
     for w in &found_workloads {
         let mut all: Vec<Settings> = Vec::new();
         for r in ranges {
-            let resolved = Settings::with_annotations(r, r, &w.annotations);
+            // A manifest's annotation is its author's, who writes the container spec too (`inject`
+            // puts its checker there): judged as the sidecar it makes would judge it.
+            let mut r = r.clone();
+            if let Some(Ok(v)) = w
+                .annotations
+                .get(crate::verdict::fix::ANN_VALIDATE)
+                .map(|v| v.parse())
+            {
+                r.validate = v;
+            }
+            let resolved = Settings::with_annotations(&r, &r, &w.annotations);
             if !resolved.problems.is_empty() {
                 return Err(Error::Annotations {
                     workload: w.id.clone(),

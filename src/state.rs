@@ -197,6 +197,17 @@ impl Rollout {
     }
 }
 
+/// A candidate the component's checker is running on (`validate`), not promoted before it answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckingView {
+    pub version: Option<String>,
+    pub sha256: PrintedHash,
+    /// The checker's file name.
+    pub checker: String,
+    /// When the check began (RFC 3339 in `/status`).
+    pub since: jiff::Timestamp,
+}
+
 /// A change this pod has seen and promotes later, after its share of the reload spread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpreadView {
@@ -275,6 +286,8 @@ pub enum CheckKind {
     Promote,
     /// The reload of the promoted config reaches the component (failing: it has not taken it).
     Reload,
+    /// A candidate under the component's checker: in progress, never a failure.
+    Validate,
 }
 
 impl CheckKind {
@@ -285,6 +298,7 @@ impl CheckKind {
             CheckKind::Newest => "newest",
             CheckKind::Promote => "promote",
             CheckKind::Reload => "reload",
+            CheckKind::Validate => "validate",
         }
     }
 
@@ -294,7 +308,7 @@ impl CheckKind {
     /// line, the condition's message) without dropping a replica whose config in force is good.
     pub fn gates_readiness(self) -> bool {
         match self {
-            CheckKind::Settings | CheckKind::Reload => false,
+            CheckKind::Settings | CheckKind::Reload | CheckKind::Validate => false,
             CheckKind::Config | CheckKind::Newest | CheckKind::Promote => true,
         }
     }
@@ -341,6 +355,9 @@ pub struct Status {
     /// A change waiting for this pod's share of the reload spread (none while nothing waits).
     #[serde(default)]
     pub spread: Option<SpreadView>,
+    /// A check by the component's checker under way (none while none runs).
+    #[serde(default)]
+    pub checking: Option<CheckingView>,
     /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::rendered`]),
     /// since its health depends on the time it is read at.
     #[serde(skip)]
@@ -366,6 +383,7 @@ impl Default for Status {
             watch_error: None,
             rollout: None,
             spread: None,
+            checking: None,
             source: None,
         }
     }

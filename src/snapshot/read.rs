@@ -5,7 +5,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::config::Snapshot;
-use super::limits::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS};
+use super::limits::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, is_editor_leftover};
 use super::observed::Observed;
 use super::problem::{Broken, MAX_DEPTH, Missing, SWAP_RETRIES};
 
@@ -81,6 +81,17 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                 match read_tree(dir, dir, small) {
                     // A kubelet writing its first payload: the plain read may hold half of it.
                     Ok(_) if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() => continue,
+                    // An editor's leftovers beside a plain dir's files are no keys.
+                    Ok((mut files, mut modes)) => {
+                        let leftover = |key: &String| {
+                            key.rsplit('/')
+                                .next()
+                                .is_some_and(|n| is_editor_leftover(n.as_bytes()))
+                        };
+                        files.retain(|k, _| !leftover(k));
+                        modes.retain(|k, _| !leftover(k));
+                        (Ok((files, modes)), false)
+                    }
                     other => (other, false),
                 }
             }
@@ -318,6 +329,14 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
     }
 }
 
+/// Whether the file changed between two `stat`s: its size, or its data's or inode's change time.
+fn changed(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    before.len() != after.len()
+        || (before.mtime(), before.mtime_nsec()) != (after.mtime(), after.mtime_nsec())
+        || (before.ctime(), before.ctime_nsec()) != (after.ctime(), after.ctime_nsec())
+}
+
 /// Reads at most `budget + 1` bytes, so an oversized file is detected without being loaded whole;
 /// returns them with the open file's `stat`. `len` (from a type check's stat, when one was made)
 /// only sizes the buffer: the file's own `stat` decides. Past `small`, when given, nothing is read:
@@ -359,9 +378,18 @@ fn read_limited(
     let budget = small.map_or(budget, |b| b.min(budget));
     // One byte more than the stat said, so the read that finds the end needs no second allocation.
     let mut buf = Vec::with_capacity(len.saturating_add(1).min(budget + 1) as usize);
-    f.take(budget + 1).read_to_end(&mut buf).map_err(failed)?;
+    let mut f = f.take(budget + 1);
+    f.read_to_end(&mut buf).map_err(failed)?;
     if small.is_some_and(|b| buf.len() as u64 > b) {
         return Err(Problem::Large);
+    }
+    // A file written in place while it was read (a plain dir's, a hostPath's: truncated, then
+    // written in chunks) may be half old, half new: its size and times must be those of the read,
+    // or it is read again, as a path that vanished is.
+    let after = f.into_inner().metadata().map_err(failed)?;
+    if changed(&meta, &after) || (buf.len() as u64 <= budget && buf.len() as u64 != after.len()) {
+        tracing::debug!(path = %path.display(), "changed while it was read; reading again");
+        return Err(Problem::Gone);
     }
     Ok((buf, meta))
 }

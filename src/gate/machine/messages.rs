@@ -104,6 +104,8 @@ pub(crate) enum Event {
     Validated { sha: ContentHash, checked: Checked },
     /// Answer to [`Action::RejudgeActive`]: the promoted dir read back, and its judgement.
     Rejudged(Observed, Judgement),
+    /// Answer to [`Action::VerifyPromoted`]: what the promoted dir holds now.
+    Verified(Observed),
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
     /// why the promotion failed.
     Switched(Result<Option<BootTicks>, crate::promote::Failure>),
@@ -179,6 +181,8 @@ pub(crate) enum Action {
         refused: Vec<(ContentHash, String)>,
         on_loop: bool,
     },
+    /// Read the promoted dir back, to compare it with what was promoted: answer [`Event::Verified`].
+    VerifyPromoted,
     /// Read the promoted dir back and judge it under `settings`: answer [`Event::Rejudged`].
     RejudgeActive { settings: Box<Settings> },
     /// Write `snapshot` into the promoted dir and switch to it, writing the reload-owed marker first
@@ -202,6 +206,8 @@ pub(crate) enum Action {
         check: Validate,
         timeout: std::time::Duration,
     },
+    /// End the check under way, without its answer: a newer snapshot superseded its candidate.
+    CancelCheck,
     /// Send this request to the reload worker (the newest replaces an unsent one).
     Reload(ReloadRequest),
     /// Let the reload worker, on this thread, send what was just requested before the rest.
@@ -244,6 +250,8 @@ pub(crate) enum Count {
     Promoted(jiff::Timestamp),
     PromotionFailed,
     WatchErrors(u64),
+    /// The promoted dir was found changed behind confgate's back, and is promoted again.
+    Repaired,
 }
 
 /// The "judged" log line of one decision. Holds no content.
@@ -270,6 +278,25 @@ pub(crate) enum LogLine {
         sha: String,
         checker: String,
         reason: Option<String>,
+    },
+    /// The component's checker timed out or could not run: no answer on the candidate, which is held
+    /// and checked again after a wait.
+    CheckNotAnswered {
+        version: String,
+        sha: String,
+        checker: String,
+        reason: String,
+    },
+    /// The promoted dir no longer holds what was promoted (`found`: its hash now, if it reads as a
+    /// config): it is promoted again.
+    Tampered {
+        expected: String,
+        found: Option<String>,
+    },
+    /// A newer snapshot superseded the candidate under check: its check is ended.
+    CheckSuperseded {
+        sha: String,
+        version: String,
     },
     /// The switch failed; the previous config is kept.
     PromotionFailed {

@@ -3,8 +3,8 @@
 use super::state::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
-    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, ReloadView,
-    Rollout, Status,
+    ActiveView, AppliedView, CandidateView, Check, CheckKind, CheckingView, DesiredView, Holding,
+    ReloadView, Rollout, Status,
 };
 use crate::verdict::Verdict;
 
@@ -164,6 +164,17 @@ impl Gate {
                 message: format!("promotion failed, previous config kept: {e}"),
             });
         }
+        if let Some(found) = &self.tampered {
+            // Reported, not failed: the config in force is promoted again.
+            checks.push(Check {
+                name: CheckKind::Promote,
+                ok: true,
+                message: format!(
+                    "the promoted dir was changed behind confgate's back (it held {}); the config in force is promoted again",
+                    found.map_or_else(|| "no config".to_owned(), |h| h.short())
+                ),
+            });
+        }
         if let Some(e) = &self.rollback_error {
             checks.push(Check {
                 name: CheckKind::Promote,
@@ -185,6 +196,25 @@ impl Gate {
                         .last_error
                         .as_deref()
                         .unwrap_or("unknown error")
+                ),
+            });
+        }
+        let checking = self.checking.as_ref().map(|c| CheckingView {
+            version: c.choice.judgement.version.clone(),
+            sha256: c.sha.printed(),
+            checker: c.check.name().to_owned(),
+            since: c.since,
+        });
+        if let Some(c) = &checking {
+            // In progress: what readiness says meanwhile is the other checks'.
+            checks.push(Check {
+                name: CheckKind::Validate,
+                ok: true,
+                message: format!(
+                    "checking {} with {} since {}; promoted once it passes",
+                    c.version.as_deref().unwrap_or("the newest config"),
+                    c.checker,
+                    c.since
                 ),
             });
         }
@@ -250,6 +280,7 @@ impl Gate {
             watch_error: None,
             rollout: self.rollout.as_ref().map(Rollout::view),
             spread,
+            checking,
             source: None,
         }
     }

@@ -41,12 +41,42 @@ pub struct Pipeline {
     reloads: reload::Handle,
     /// A promotion's switch, until the gate says to finish it.
     switched: Option<Switched>,
+    /// The component's checker running on a staged candidate, until it answers or is cancelled.
+    check: Option<Running>,
+    /// A file of the watched dir is open for writing (the driver's watch says so): the dir is not
+    /// read, whatever asks for it, until it is closed.
+    writing: bool,
     /// Whether anything was handed to the gate since the last [`Pipeline::publish`]: only then can
     /// the status differ, so a liveness ping does not rebuild it.
     dirty: bool,
     /// How many statuses were built, for the tests.
     #[cfg(test)]
     built: u64,
+}
+
+/// A check under way on the blocking pool.
+struct Running {
+    sha: ContentHash,
+    cancel: crate::validate::Cancel,
+    task: tokio::task::JoinHandle<crate::validate::Checked>,
+}
+
+/// The answer of the check under way, once it comes (never, when none runs); the check is then over.
+async fn check_answered(check: &mut Option<Running>) -> (ContentHash, crate::validate::Checked) {
+    let Some(running) = check.as_mut() else {
+        return std::future::pending().await;
+    };
+    let checked = match (&mut running.task).await {
+        Ok(c) => c,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            // Only when the runtime shuts down, which drops this task too.
+            Err(_) => std::future::pending().await,
+        },
+    };
+    let sha = running.sha;
+    *check = None;
+    (sha, checked)
 }
 
 impl Pipeline {
@@ -95,6 +125,8 @@ impl Pipeline {
             publisher,
             reloads,
             switched: None,
+            check: None,
+            writing: false,
             dirty: true,
             #[cfg(test)]
             built: 0,
@@ -170,6 +202,11 @@ impl Pipeline {
                     .judge(*settings, unless, bucket, refused, on_loop)
                     .await;
             }
+            Action::VerifyPromoted => {
+                let dir = self.promoter.as_ref()?.dir().to_path_buf();
+                let found = off_loop(&self.shared, move || snapshot::read(&dir)).await;
+                return Some(Event::Verified(found));
+            }
             Action::RejudgeActive { settings } => {
                 let dir = self.promoter.as_ref()?.dir().to_path_buf();
                 let (on_disk, j) = off_loop(&self.shared, move || {
@@ -212,21 +249,44 @@ impl Pipeline {
             } => {
                 let sha = snapshot.hash();
                 let promoter = self.promoter.as_ref()?;
-                let checked = match promoter.stage(&snapshot) {
-                    // The checker runs on the blocking pool while this task answers pings: /livez
-                    // goes on answering for the time it takes.
+                match promoter.stage(&snapshot) {
+                    // The checker runs on the blocking pool while the loop goes on: its answer
+                    // comes back as an input (`Pipeline::input`), and a newer snapshot can end it
+                    // meanwhile (`Action::CancelCheck`).
                     Ok(dir) => {
-                        off_loop(&self.shared, move || {
-                            crate::validate::run(&check, &dir, timeout)
-                        })
-                        .await
+                        let (cancel, inbox) = crate::validate::cancellable();
+                        let task = tokio::task::spawn_blocking(move || {
+                            crate::validate::run(&check, &dir, timeout, inbox)
+                        });
+                        self.check = Some(Running { sha, cancel, task });
                     }
                     Err(e) => {
-                        crate::validate::Checked::NotRun(format!("staging the candidate: {e}"))
+                        promoter.unstage();
+                        return Some(Event::Validated {
+                            sha,
+                            checked: crate::validate::Checked::NotRun(format!(
+                                "staging the candidate: {e}"
+                            )),
+                        });
                     }
-                };
-                promoter.unstage();
-                return Some(Event::Validated { sha, checked });
+                }
+            }
+            Action::CancelCheck => {
+                if let Some(running) = self.check.take() {
+                    running.cancel.cancel();
+                    // Ended before the next candidate is staged in its place; the loop answers
+                    // pings meanwhile.
+                    let mut task = running.task;
+                    loop {
+                        tokio::select! {
+                            _ = &mut task => break,
+                            () = self.shared.pinged() => self.shared.pong(),
+                        }
+                    }
+                    if let Some(p) = &self.promoter {
+                        p.unstage();
+                    }
+                }
             }
             Action::JudgeBase { settings } => {
                 // The applied config is read back and judged off the loop, like any candidate.
@@ -357,6 +417,7 @@ impl Pipeline {
                     Count::Candidate(v) => m.candidate(v),
                     Count::Promoted(at) => m.promoted(at.as_millisecond() as f64 / 1000.0),
                     Count::PromotionFailed => m.promotion_failed(),
+                    Count::Repaired => m.repaired(),
                     Count::WatchErrors(n) => {
                         (0..n).for_each(|_| m.watch_error(crate::metrics::WatchSource::Files))
                     }
@@ -448,6 +509,8 @@ impl Pipeline {
         on_loop: bool,
     ) -> Option<Event> {
         let fed = match &self.feed {
+            // Half-written, maybe: the read waits for the close.
+            Feed::Volume if self.writing => return None,
             Feed::Volume => None,
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
@@ -522,6 +585,8 @@ impl Pipeline {
             feed,
             reloads,
             shared,
+            check,
+            promoter,
             ..
         } = self;
         let (snapshots, source) = match feed {
@@ -532,11 +597,23 @@ impl Pipeline {
             () = snapshot_changed(snapshots) => Some(Event::Files(Files::CONFIG)),
             view = source_changed(source) => Some(Event::Source(view)),
             Some(o) = reloads.outcome() => Some(Event::Reload(o)),
+            (sha, checked) = check_answered(check) => {
+                if let Some(p) = promoter {
+                    p.unstage();
+                }
+                Some(Event::Validated { sha, checked })
+            }
             () = shared.pinged() => {
                 shared.pong();
                 None
             }
         }
+    }
+
+    /// Whether a file of the watched dir is open for writing: while it is, no read of it is made
+    /// (a read asked for meanwhile is made once it is closed, as the driver then asks for one).
+    pub(crate) fn set_writing(&mut self, writing: bool) {
+        self.writing = writing;
     }
 
     /// When the gate waits for a deadline of its own ([`Event::Timer`]).

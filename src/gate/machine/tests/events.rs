@@ -685,16 +685,21 @@ fn a_secrets_checker_output_is_not_shown() {
     );
 }
 
+/// A time-out or a checker not there yet (an init container still copying it) says nothing of the
+/// content: the config is held meanwhile, with advice that fits (never "correct the ConfigMap" for a
+/// time-out), and checked again after a wait that doubles; an exit status is the answer kept.
 #[test]
-fn a_checker_that_cannot_run_or_runs_too_long_holds_the_config() {
-    for (checked, says) in [
+fn a_checker_that_cannot_run_or_runs_too_long_is_tried_again_with_backoff() {
+    for (checked, says, fix) in [
         (
             Checked::TimedOut(Duration::from_secs(10)),
-            "promtool did not finish within 10s (killed)",
+            "promtool did not finish within 10s (killed); it is run again in 1s",
+            "raise confgate.io/validate-timeout",
         ),
         (
             Checked::NotRun("/validators/promtool: No such file or directory".into()),
-            "the checker could not be run: /validators/promtool: No such file or directory; put the checker",
+            "the checker could not be run: /validators/promtool: No such file or directory; it is run again in 1s",
+            "put the checker",
         ),
     ] {
         let c = Clock::new();
@@ -704,16 +709,118 @@ fn a_checker_that_cannot_run_or_runs_too_long_holds_the_config() {
         let a = g.handle(
             Event::Validated {
                 sha: hash(&v2),
-                checked,
+                checked: checked.clone(),
             },
             c.at(2),
         );
         assert!(!has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+        assert!(
+            has(&a, |a| matches!(
+                a,
+                Action::Log(LogLine::CheckNotAnswered { .. })
+            )),
+            "{a:?}"
+        );
         let s = g.published(0);
         assert!(s.active.is_none());
         let reason = s.candidate.unwrap().reason;
         assert!(reason.contains(says), "{reason}");
+        assert!(reason.contains(fix), "{reason}");
+        assert!(!reason.contains("correct the ConfigMap"), "{reason}");
+        // The same content read again before the wait is over is not checked again.
+        let a = g.handle(judged(&g, &v2), c.at(2));
+        assert!(!has(&a, |a| matches!(a, Action::Validate { .. })), "{a:?}");
+        // At the deadline it is read and checked again.
+        assert_eq!(g.wake_at(), Some(c.at(1002).at));
+        let a = g.handle(Event::Timer, c.at(1002));
+        assert!(has(&a, |a| matches!(a, Action::Judge { .. })), "{a:?}");
+        let a = g.handle(judged(&g, &v2), c.at(1002));
+        assert!(
+            matches!(&a[..], [Action::Validate { snapshot, .. }] if snapshot.hash() == hash(&v2)),
+            "{a:?}"
+        );
+        // A second failure waits twice as long.
+        g.handle(
+            Event::Validated {
+                sha: hash(&v2),
+                checked,
+            },
+            c.at(1003),
+        );
+        assert_eq!(g.wake_at(), Some(c.at(3003).at));
+        g.handle(Event::Timer, c.at(3003));
+        g.handle(judged(&g, &v2), c.at(3003));
+        let a = g.handle(
+            Event::Validated {
+                sha: hash(&v2),
+                checked: Checked::Passed,
+            },
+            c.at(3004),
+        );
+        assert!(has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+        assert_eq!(g.wake_at(), None, "no retry once it answered");
     }
+}
+
+/// A slow check of a config a newer snapshot superseded is ended, and the newer one checked at once;
+/// the status shows the check under way.
+#[test]
+fn a_check_superseded_by_a_newer_snapshot_is_cancelled_and_shown_while_it_runs() {
+    let c = Clock::new();
+    let mut g = checking(&c, CHECK, false);
+    let v2 = cfg("2.0.0");
+    g.handle(judged(&g, &v2), c.at(1));
+    let s = g.published(0);
+    let checking = s.checking.expect("the check under way is shown");
+    assert_eq!(checking.version.as_deref(), Some("2.0.0"));
+    assert_eq!(checking.checker, "promtool");
+    assert!(
+        s.checks
+            .iter()
+            .any(|k| k.name == crate::state::CheckKind::Validate
+                && k.ok
+                && k.message.starts_with("checking 2.0.0 with promtool since ")),
+        "{:?}",
+        s.checks
+    );
+    // The same content read again goes on with the check under way.
+    let a = g.handle(judged(&g, &v2), c.at(2));
+    assert!(a.is_empty(), "{a:?}");
+    let v3 = cfg("2.1.0");
+    let a = g.handle(judged(&g, &v3), c.at(3));
+    let cancel = a.iter().position(|a| matches!(a, Action::CancelCheck));
+    let check = a.iter().position(
+        |a| matches!(a, Action::Validate { snapshot, .. } if snapshot.hash() == hash(&v3)),
+    );
+    assert!(
+        matches!((cancel, check), (Some(x), Some(y)) if x < y),
+        "the old check ended before the new one starts: {a:?}"
+    );
+    assert_eq!(
+        g.published(0).checking.unwrap().version.as_deref(),
+        Some("2.1.0")
+    );
+    // A late answer on the superseded content changes nothing.
+    let a = g.handle(
+        Event::Validated {
+            sha: hash(&v2),
+            checked: Checked::Passed,
+        },
+        c.at(4),
+    );
+    assert!(!has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+    let a = g.handle(
+        Event::Validated {
+            sha: hash(&v3),
+            checked: Checked::Passed,
+        },
+        c.at(5),
+    );
+    assert!(has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+    g.handle(Event::Switched(Ok(Some(BootTicks(1)))), c.at(5));
+    let s = g.published(0);
+    assert_eq!(s.active.unwrap().version.as_deref(), Some("2.1.0"));
+    assert!(s.checking.is_none());
 }
 
 /// A component that comes up late: the first config's start-up check is still waiting when a
