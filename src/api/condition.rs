@@ -83,7 +83,7 @@ impl fmt::Display for Described {
 
 /// A condition's reason: the verdict in CamelCase, `NotPromoted` when an accepted config could not
 /// be put in place, `Observed` for a replica ready in observe mode on a config it does not accept,
-/// `NotReady` for a replica not ready for another reason (its settings), `ReloadFailing` while the
+/// `NotReady` for a replica not ready for another reason (a failed rollback), `ReloadFailing` while the
 /// component has not taken the promoted config because its reload keeps failing, `Spreading` while an
 /// accepted newer config waits for this pod's share of the reload spread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
