@@ -54,6 +54,16 @@ pub struct Pipeline {
     built: u64,
 }
 
+impl Drop for Pipeline {
+    /// A check still running when the loop stops is ended with what it started, not left to its
+    /// time bound.
+    fn drop(&mut self) {
+        if let Some(running) = &self.check {
+            running.cancel.cancel();
+        }
+    }
+}
+
 /// A check under way on the blocking pool.
 struct Running {
     sha: ContentHash,
