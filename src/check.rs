@@ -15,6 +15,10 @@ use crate::variants;
 use crate::verdict::{Judgement, Verdict};
 use crate::workloads;
 
+use crate::settings::{ApiVersion, SchemeVersion, Standing};
+pub use crate::values::kube_release::Release;
+use crate::values::kube_release::{self, NotServed};
+
 /// Why an input could not be checked at all.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -274,6 +278,68 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
         ));
     }
     Ok(report)
+}
+
+/// The lines as an upgrade to `release` would find them (`check --kubernetes-version`): an accepted
+/// config whose group/version the table knows (`kube_release`) and `release` no longer (or not yet)
+/// serves is flagged, `too-old` when the release removed it, `too-new` when only a later release serves
+/// it, naming the component, the release and the version to move to. Every other line is as judged.
+pub fn for_release(lines: Vec<Line>, release: Release) -> Vec<Line> {
+    lines
+        .into_iter()
+        .map(|mut l| {
+            if l.judgement.verdict != Verdict::Accepted {
+                return l;
+            }
+            let Some(SchemeVersion::Api(v)) = &l.judgement.parsed else {
+                return l;
+            };
+            if let Some(why) = kube_release::upgrade_stops(v, release) {
+                let (verdict, reason) = not_served(v, &why);
+                l.judgement.verdict = verdict;
+                l.judgement.reason = reason;
+            }
+            l
+        })
+        .collect()
+}
+
+/// The verdict and reason of a config at `v` that `why.release` does not serve.
+fn not_served(v: &ApiVersion, why: &NotServed) -> (Verdict, String) {
+    let release = why.release;
+    let verdict = match (why.removed_in, why.added_in) {
+        (Some(_), _) => Verdict::TooOld,
+        (None, Some(_)) => Verdict::TooNew,
+        (None, None) => match why.served.standing(v) {
+            Standing::Newer => Verdict::TooNew,
+            Standing::Older => Verdict::TooOld,
+            _ => Verdict::OutOfRange,
+        },
+    };
+    let when = match (why.removed_in, why.added_in) {
+        (Some(r), _) => format!("removed in {r}"),
+        (None, Some(a)) => format!("served from {a} on"),
+        (None, None) => "no release serves it".to_owned(),
+    };
+    let group = why.of_group(&v.group);
+    let to = match group.first() {
+        Some(newest) => format!(
+            "{release} serves {}; update the config to {newest} before upgrading to {release}",
+            group.join(", ")
+        ),
+        None => format!("{release} serves no version of group {}", v.group),
+    };
+    (
+        verdict,
+        format!(
+            "version {v}{} is accepted now, but {} {release} does not serve it ({when}): {to}",
+            match kube_release::kinds(v).as_slice() {
+                [] => String::new(),
+                kinds => format!(" ({})", kinds.join(", ")),
+            },
+            why.component
+        ),
+    )
 }
 
 /// Whether every line is accepted.

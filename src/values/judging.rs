@@ -10,6 +10,7 @@ use semver::VersionReq;
 use crate::configmap::is_valid_key;
 
 use super::api_version::{ApiVersion, ApiVersions, KubeVersion, ParseError};
+use super::kube_release::{self, ReleaseError};
 
 /// Why a text is not the value of a judging setting (accepts, version-from, require, variants).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +37,9 @@ pub enum JudgingError {
     MixedSchemes { api: String, other: String },
     #[error("{item:?} is not a Kubernetes API version: {reason}")]
     ApiVersion { item: String, reason: ParseError },
+    /// `COMPONENT@1.N` that names no component or release the table knows.
+    #[error("{item:?}: {reason}")]
+    Release { item: String, reason: ReleaseError },
     #[error("the list of API versions is empty")]
     NoApiVersions,
     #[error("{0:?} is not a valid ConfigMap key")]
@@ -212,7 +216,7 @@ pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, JudgingError> {
     if text.is_empty() {
         return Err(JudgingError::EmptyRange);
     }
-    if text.contains('/') {
+    if text.contains('/') || text.contains('@') {
         return parse_api_versions(text).map(|set| Accepts {
             range: Range::Api(set),
             text: text.to_owned(),
@@ -291,13 +295,16 @@ fn matches_nothing(req: &VersionReq) -> bool {
     }
 }
 
-/// The items of an API-version list, each `GROUP/VERSION`.
+/// The items of an API-version list, each `GROUP/VERSION`, or `COMPONENT@1.N` for every group/version
+/// that release of the component serves (`kube_release`'s table).
 fn parse_api_versions(text: &str) -> Result<ApiVersions, JudgingError> {
     let items: Vec<&str> = text
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|i| !i.is_empty())
         .collect();
-    let (api, other): (Vec<&str>, Vec<&str>) = items.iter().partition(|i| i.contains('/'));
+    let (api, other): (Vec<&str>, Vec<&str>) = items
+        .iter()
+        .partition(|i| i.contains('/') || i.contains('@'));
     if let (Some(a), Some(o)) = (api.first(), other.first()) {
         return Err(JudgingError::MixedSchemes {
             api: (*a).to_owned(),
@@ -306,6 +313,15 @@ fn parse_api_versions(text: &str) -> Result<ApiVersions, JudgingError> {
     }
     let mut versions = Vec::with_capacity(api.len());
     for item in api {
+        if item.contains('@') {
+            let (_, _, set) =
+                kube_release::pinned(item).map_err(|reason| JudgingError::Release {
+                    item: item.to_owned(),
+                    reason,
+                })?;
+            versions.extend(set.iter().cloned());
+            continue;
+        }
         versions.push(
             item.parse::<ApiVersion>()
                 .map_err(|reason| JudgingError::ApiVersion {

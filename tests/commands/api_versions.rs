@@ -194,3 +194,64 @@ fn check_judges_and_policy_refuses_api_versions() {
         );
     }
 }
+
+/// `check --kubernetes-version` flags a kube-scheduler config its target release no longer serves
+/// (`v1beta3`, removed in 1.29), naming the release and the version to move to, while the release
+/// before passes it; `accepts` may name a component and release instead of its versions.
+#[test]
+fn check_flags_a_config_the_target_release_no_longer_serves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cfg");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        scheduler_config("kubescheduler.config.k8s.io/v1beta3"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = confgate_alone()
+            .args(["check", "--version-from", FROM])
+            .args(args)
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, out) = run(&["--accepts", "kube-scheduler@1.28"]);
+    assert_eq!(code, Some(0), "1.28 serves v1beta3: {out}");
+    let (code, out) = run(&[
+        "--accepts",
+        "kube-scheduler@1.28",
+        "--kubernetes-version",
+        "1.28",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = run(&[
+        "--accepts",
+        "kube-scheduler@1.28",
+        "--kubernetes-version",
+        "1.29",
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.starts_with("too-old "), "{out}");
+    assert!(
+        out.contains(
+            "version kubescheduler.config.k8s.io/v1beta3 (KubeSchedulerConfiguration) is accepted now, but kube-scheduler 1.29 does not serve it (removed in 1.29): 1.29 serves kubescheduler.config.k8s.io/v1; update the config to kubescheduler.config.k8s.io/v1 before upgrading to 1.29"
+        ),
+        "{out}"
+    );
+    let (code, out) = run(&["--accepts", "kube-scheduler@1.36"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.starts_with("too-old "), "{out}");
+    let (code, out) = run(&["--accepts", "kube-scheduler@1.19"]);
+    assert_eq!(code, Some(64), "{out}");
+    assert!(
+        out.contains("outside the releases confgate's table knows"),
+        "{out}"
+    );
+    let (code, out) = run(&["--kubernetes-version", "1.x", "--accepts", SERVED]);
+    assert_eq!(code, Some(64), "{out}");
+    assert!(out.contains("not a Kubernetes release"), "{out}");
+}
