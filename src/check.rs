@@ -291,14 +291,38 @@ pub fn for_release(lines: Vec<Line>, release: Release) -> Vec<Line> {
             if l.judgement.verdict != Verdict::Accepted {
                 return l;
             }
-            let Some(SchemeVersion::Api(v)) = &l.judgement.parsed else {
+            // Each file's API version, named by its key when the config has several.
+            let files: Vec<(Option<&str>, &ApiVersion)> = match &l.judgement.parsed {
+                Some(SchemeVersion::Api(v)) => vec![(None, v)],
+                Some(SchemeVersion::Each(each)) => each
+                    .iter()
+                    .filter_map(|(k, v)| match v {
+                        SchemeVersion::Api(a) => Some((Some(k.as_str()), a)),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => return l,
+            };
+            let stops: Vec<(Option<&str>, Verdict, String)> = files
+                .into_iter()
+                .filter_map(|(key, v)| {
+                    let why = kube_release::upgrade_stops(v, release)?;
+                    let (verdict, reason) = not_served(v, &why);
+                    Some((key, verdict, reason))
+                })
+                .collect();
+            let Some((_, verdict, _)) = stops.first() else {
                 return l;
             };
-            if let Some(why) = kube_release::upgrade_stops(v, release) {
-                let (verdict, reason) = not_served(v, &why);
-                l.judgement.verdict = verdict;
-                l.judgement.reason = reason;
-            }
+            l.judgement.verdict = *verdict;
+            l.judgement.reason = stops
+                .iter()
+                .map(|(key, _, reason)| match key {
+                    Some(k) => format!("{}: {reason}", crate::listing::name(k)),
+                    None => reason.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
             l
         })
         .collect()

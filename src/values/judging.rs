@@ -46,6 +46,10 @@ pub enum JudgingError {
     Key(String),
     #[error("missing the file:, json: or yaml: prefix")]
     SourcePrefix,
+    #[error(
+        "file:* is not a version source: every key's version is read at a pointer, as in yaml:*#/apiVersion or json:*#/apiVersion"
+    )]
+    EachWholeFile,
     #[error("{0}: needs KEY#/pointer")]
     NoPointer(String),
     #[error("pointer {0:?} must be empty or start with '/' (RFC 6901)")]
@@ -85,6 +89,8 @@ pub enum Range {
 pub enum SchemeVersion {
     Semver(semver::Version),
     Api(ApiVersion),
+    /// Each key's version (`version-from` `yaml:*#...`), keys in byte order.
+    Each(Vec<(String, SchemeVersion)>),
 }
 
 impl SchemeVersion {
@@ -94,17 +100,63 @@ impl SchemeVersion {
         match (self, other) {
             (SchemeVersion::Semver(a), SchemeVersion::Semver(b)) => a.cmp_precedence(b),
             (SchemeVersion::Api(a), SchemeVersion::Api(b)) => a.cmp(b),
-            (SchemeVersion::Semver(_), SchemeVersion::Api(_)) => std::cmp::Ordering::Less,
-            (SchemeVersion::Api(_), SchemeVersion::Semver(_)) => std::cmp::Ordering::Greater,
+            // Key by key, in key order: two sets of the same files (variants of one of them) are
+            // ordered by the first file whose versions differ.
+            (SchemeVersion::Each(a), SchemeVersion::Each(b)) => a
+                .iter()
+                .zip(b)
+                .map(|((ka, va), (kb, vb))| ka.cmp(kb).then_with(|| va.cmp_precedence(vb)))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| a.len().cmp(&b.len())),
+            (a, b) => a.scheme_rank().cmp(&b.scheme_rank()),
         }
     }
 }
 
+impl SchemeVersion {
+    /// Versions of different schemes are never compared (one range holds one scheme); a total order
+    /// still needs them ranked.
+    fn scheme_rank(&self) -> u8 {
+        match self {
+            SchemeVersion::Semver(_) => 0,
+            SchemeVersion::Api(_) => 1,
+            SchemeVersion::Each(_) => 2,
+        }
+    }
+
+    /// The versions the files of an `Each` hold, each once, in the order of their first file; a
+    /// single version alone.
+    pub fn distinct(&self) -> Vec<&SchemeVersion> {
+        match self {
+            SchemeVersion::Each(each) => {
+                let mut out: Vec<&SchemeVersion> = Vec::new();
+                for (_, v) in each {
+                    if !out.contains(&v) {
+                        out.push(v);
+                    }
+                }
+                out
+            }
+            one => vec![one],
+        }
+    }
+}
+
+/// A version as written; the files' distinct versions, comma-separated, for `Each`.
 impl fmt::Display for SchemeVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SchemeVersion::Semver(v) => v.fmt(f),
             SchemeVersion::Api(v) => v.fmt(f),
+            SchemeVersion::Each(_) => {
+                for (i, v) in self.distinct().into_iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    v.fmt(f)?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -138,6 +190,26 @@ pub enum VersionFrom {
     Json { key: String, pointer: String },
     /// An RFC 6901 pointer into a key parsed as YAML.
     Yaml { key: String, pointer: String },
+    /// The same pointer into every key, each parsed as `format` says (`yaml:*#/apiVersion`): a config
+    /// of several files, each versioned on its own, as kube-apiserver's admission, audit and
+    /// encryption configs are.
+    Each { format: Format, pointer: String },
+}
+
+/// How a key is parsed to read a version at a pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Yaml,
+}
+
+impl Format {
+    fn as_str(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Yaml => "yaml",
+        }
+    }
 }
 
 /// Several versions of one config file side by side: keys matching `pattern` are the variants, and the
@@ -369,6 +441,7 @@ impl FromStr for VersionFrom {
             }
         };
         match kind {
+            "file" if rest == "*" => Err(JudgingError::EachWholeFile),
             "file" => Ok(VersionFrom::File {
                 key: check_key(rest)?,
             }),
@@ -379,8 +452,16 @@ impl FromStr for VersionFrom {
                 if !(pointer.is_empty() || pointer.starts_with('/')) {
                     return Err(JudgingError::Pointer(pointer.to_owned()));
                 }
-                let key = check_key(key)?;
                 let pointer = pointer.to_owned();
+                if key == "*" {
+                    let format = if kind == "json" {
+                        Format::Json
+                    } else {
+                        Format::Yaml
+                    };
+                    return Ok(VersionFrom::Each { format, pointer });
+                }
+                let key = check_key(key)?;
                 Ok(if kind == "json" {
                     VersionFrom::Json { key, pointer }
                 } else {
@@ -398,17 +479,33 @@ impl fmt::Display for VersionFrom {
             VersionFrom::File { key } => write!(f, "file:{key}"),
             VersionFrom::Json { key, pointer } => write!(f, "json:{key}#{pointer}"),
             VersionFrom::Yaml { key, pointer } => write!(f, "yaml:{key}#{pointer}"),
+            VersionFrom::Each { format, pointer } => write!(f, "{}:*#{pointer}", format.as_str()),
         }
     }
 }
 
 impl VersionFrom {
-    /// The ConfigMap key the version is read from.
+    /// The ConfigMap key the version is read from; `*` for every key.
     pub fn key(&self) -> &str {
         match self {
             VersionFrom::File { key }
             | VersionFrom::Json { key, .. }
             | VersionFrom::Yaml { key, .. } => key,
+            VersionFrom::Each { .. } => "*",
+        }
+    }
+
+    /// The source that reads `key` as this one reads each key (`Each`); itself for one key.
+    pub fn for_key(&self, key: &str) -> VersionFrom {
+        match self {
+            VersionFrom::Each { format, pointer } => {
+                let (key, pointer) = (key.to_owned(), pointer.clone());
+                match format {
+                    Format::Json => VersionFrom::Json { key, pointer },
+                    Format::Yaml => VersionFrom::Yaml { key, pointer },
+                }
+            }
+            one => one.clone(),
         }
     }
 }

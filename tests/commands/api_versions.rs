@@ -255,3 +255,96 @@ fn check_flags_a_config_the_target_release_no_longer_serves() {
     assert_eq!(code, Some(64), "{out}");
     assert!(out.contains("not a Kubernetes release"), "{out}");
 }
+
+/// kube-apiserver's config files, each by its own apiVersion (`yaml:*#/apiVersion`): accepted while
+/// every file's group/version is served; an audit policy edited to a removed version is held, named
+/// with its file, while the accepted files stay promoted; `/status`, the probe, `/metrics` and `check`
+/// (with `--kubernetes-version`) say it.
+#[test]
+fn every_file_of_a_config_is_judged_by_its_own_api_version() {
+    const EACH: &str = "yaml:*#/apiVersion";
+    const ACCEPTS: &str = "kube-apiserver@1.36";
+    let admission: &[u8] =
+        b"apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins: []\n";
+    let audit = |v: &str| format!("apiVersion: {v}\nkind: Policy\nrules:\n- level: Metadata\n");
+    let served = "apiserver.config.k8s.io/v1, audit.k8s.io/v1";
+    let d = Dirs::new();
+    let ok = audit("audit.k8s.io/v1");
+    kubelet_write(
+        &d.watch(),
+        &[
+            ("admission.yaml", admission),
+            ("audit-policy.yaml", ok.as_bytes()),
+        ],
+    );
+    let g = Gate::start(&d, &["--accepts", ACCEPTS, "--version-from", EACH]);
+    g.wait_active(served);
+
+    let old = audit("audit.k8s.io/v1beta1");
+    kubelet_write(
+        &d.watch(),
+        &[
+            ("admission.yaml", admission),
+            ("audit-policy.yaml", old.as_bytes()),
+        ],
+    );
+    let held = "apiserver.config.k8s.io/v1, audit.k8s.io/v1beta1";
+    let s = g.wait_candidate(Some(held), "too-old");
+    let r = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        r.starts_with("1 of 2 files is not served by kube-apiserver@1.36: audit-policy.yaml has audit.k8s.io/v1beta1 (too-old); set each named file"),
+        "{r}"
+    );
+    assert_eq!(s["active"]["version"], served, "the accepted files stay");
+    assert!(
+        read_promoted(&d.promoted()).unwrap()["audit-policy.yaml"].contains("audit.k8s.io/v1\n")
+    );
+    let probe = confgate_alone()
+        .args(["probe", "ready", "--addr", &format!("127.0.0.1:{}", g.port)])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        said.contains(&format!("holding {served}; {held} is too-old")),
+        "{said}"
+    );
+    let metrics = get(g.port, "/metrics").unwrap().1;
+    assert!(
+        metrics.contains(&format!(
+            "confgate_active_config_info{{version=\"{served}\","
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("confgate_candidates_total{verdict=\"too-old\"} 1"),
+        "{metrics}"
+    );
+
+    // `check` on the same files: kube-apiserver 1.23 still serves the audit policy's v1beta1, 1.24
+    // removed it, and the line names the file.
+    let check = |args: &[&str]| {
+        let out = confgate_alone()
+            .args(["check", "--version-from", EACH])
+            .args(args)
+            .arg(d.watch())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = check(&["--accepts", "kube-apiserver@1.23"]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = check(&[
+        "--accepts",
+        "kube-apiserver@1.23",
+        "--kubernetes-version",
+        "1.24",
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(": audit-policy.yaml: version audit.k8s.io/v1beta1 (Policy) is accepted now, but kube-apiserver 1.24 does not serve it (removed in 1.24): 1.24 serves audit.k8s.io/v1; update the config to audit.k8s.io/v1 before upgrading to 1.24"),
+        "{out}"
+    );
+}
