@@ -681,6 +681,10 @@ fn static_scheduler(n: &Node, gate_port: u16) -> std::path::PathBuf {
     let root = n.dir.join("static");
     let staged = root.join("staged");
     std::fs::create_dir_all(&staged).unwrap();
+    // The promoted dir is a hostPath made once, owned by the pod's UID, as the manifest says.
+    let promoted = root.join("promoted");
+    std::fs::create_dir_all(&promoted).unwrap();
+    std::os::unix::fs::chown(&promoted, Some(65532), Some(65532)).unwrap();
     // The scheduler runs as 65532 and reads its kubeconfig: readable by that UID, as the manifest says.
     let kubeconfig = root.join("scheduler.conf");
     std::fs::copy(&n.cluster.admin, &kubeconfig).unwrap();
@@ -699,6 +703,7 @@ fn static_scheduler(n: &Node, gate_port: u16) -> std::path::PathBuf {
     for v in spec["volumes"].as_array_mut().unwrap() {
         match v["name"].as_str().unwrap() {
             "staged" => v["hostPath"]["path"] = json!(staged),
+            "config" => v["hostPath"]["path"] = json!(promoted),
             "kubeconfig" => v["hostPath"]["path"] = json!(kubeconfig),
             _ => {}
         }
