@@ -202,6 +202,71 @@ fn the_kubeadm_patch_adds_the_sidecar_and_keeps_it_through_an_upgrade() {
     );
 }
 
+/// kube-apiserver's patch gates its admission configuration and audit policy together, each by its
+/// own apiVersion: the files kubeadm's flags name are in the promoted dir, mounted read-only; the
+/// apiserver keeps kubeadm's command, mounts and UID (root: the reload is none), the sidecar runs as
+/// 65532; an upgrade's manifest is patched alike.
+#[test]
+fn the_kubeadm_patch_gates_the_apiserver_config_files_together() {
+    let kubeadm = fixture("kube-apiserver");
+    let pod = patched("kube-apiserver", &kubeadm);
+    let s = sidecar(&pod);
+    assert_eq!(
+        s.watch,
+        Path::new("/etc/kubernetes/confgate/kube-apiserver")
+    );
+    assert_eq!(s.promoted_host_path, "/var/lib/confgate/kube-apiserver");
+    assert_eq!(s.settings.version_from.to_string(), "yaml:*#/apiVersion");
+    assert_eq!(s.settings.on_incompatible, OnIncompatible::Unready);
+    assert_eq!(s.settings.reload.to_string(), "none");
+    let spec = &pod["spec"];
+    let api = named(&spec["containers"], "kube-apiserver");
+    let kubeadm_api = named(&kubeadm["spec"]["containers"], "kube-apiserver");
+    for kept in [
+        "command",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "image",
+    ] {
+        assert_eq!(api[kept], kubeadm_api[kept], "{kept}");
+    }
+    for flag in ["--admission-control-config-file=", "--audit-policy-file="] {
+        let file = api["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|a| a.as_str().unwrap().strip_prefix(flag))
+            .unwrap_or_else(|| panic!("{flag} from ClusterConfiguration's extraArgs"));
+        assert_eq!(Path::new(file).parent().unwrap(), s.promote_to, "{flag}");
+        let staged = repo()
+            .join("manifests/static-pod/kube-apiserver")
+            .join(Path::new(file).file_name().unwrap());
+        assert!(staged.is_file(), "{} has an example", staged.display());
+    }
+    let mounts = api["volumeMounts"].as_array().unwrap();
+    let promoted = mounts
+        .iter()
+        .find(|m| Path::new(m["mountPath"].as_str().unwrap()) == s.promote_to)
+        .expect("the promoted dir mounted in kube-apiserver");
+    assert_eq!(promoted["readOnly"], true);
+    for m in kubeadm_api["volumeMounts"].as_array().unwrap() {
+        assert!(mounts.contains(m), "kubeadm's mount {m} stays");
+    }
+    assert!(
+        api.get("securityContext").is_none(),
+        "kube-apiserver runs as kubeadm runs it"
+    );
+    let gate = named(&spec["initContainers"], "confgate");
+    assert_eq!(gate["securityContext"]["runAsUser"], 65532);
+    assert_eq!(gate["securityContext"]["runAsNonRoot"], true);
+    let mut upgraded = kubeadm.clone();
+    upgraded["spec"]["containers"][0]["image"] = json!("registry.k8s.io/kube-apiserver:v1.37.0");
+    let mut expected = pod.clone();
+    expected["spec"]["containers"][0]["image"] = json!("registry.k8s.io/kube-apiserver:v1.37.0");
+    assert_eq!(patched("kube-apiserver", &upgraded), expected);
+}
+
 /// A restarted static pod (a reboot, a new pod after an upgrade) keeps its config: the promoted dir is
 /// a hostPath, and confgate adopts the config it promoted before while a staged config it does not
 /// serve is held, so the component starts on the accepted one; with on-incompatible unready the hold
@@ -265,6 +330,7 @@ fn the_documented_static_pod_checks_run_as_written() {
     let mut commands = Vec::new();
     for doc in [
         "manifests/static-pod/kube-scheduler/config.yaml",
+        "manifests/static-pod/kube-apiserver/admission.yaml",
         "docs/static-pods.md",
         "docs/control-plane.md",
         "README.md",
