@@ -15,6 +15,10 @@ use crate::variants;
 use crate::verdict::{Judgement, Verdict};
 use crate::workloads;
 
+use crate::settings::{ApiVersion, SchemeVersion, Standing};
+pub use crate::values::kube_release::Release;
+use crate::values::kube_release::{self, NotServed};
+
 /// Why an input could not be checked at all.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -289,6 +293,92 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
         ));
     }
     Ok(report)
+}
+
+/// The lines as an upgrade to `release` would find them (`check --kubernetes-version`): an accepted
+/// config whose group/version the table knows (`kube_release`) and `release` no longer (or not yet)
+/// serves is flagged, `too-old` when the release removed it, `too-new` when only a later release serves
+/// it, naming the component, the release and the version to move to. Every other line is as judged.
+pub fn for_release(lines: Vec<Line>, release: Release) -> Vec<Line> {
+    lines
+        .into_iter()
+        .map(|mut l| {
+            if l.judgement.verdict != Verdict::Accepted {
+                return l;
+            }
+            // Each file's API version, named by its key when the config has several.
+            let files: Vec<(Option<&str>, &ApiVersion)> = match &l.judgement.parsed {
+                Some(SchemeVersion::Api(v)) => vec![(None, v)],
+                Some(SchemeVersion::Each(each)) => each
+                    .iter()
+                    .filter_map(|(k, v)| match v {
+                        SchemeVersion::Api(a) => Some((Some(k.as_str()), a)),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => return l,
+            };
+            let stops: Vec<(Option<&str>, Verdict, String)> = files
+                .into_iter()
+                .filter_map(|(key, v)| {
+                    let why = kube_release::upgrade_stops(v, release)?;
+                    let (verdict, reason) = not_served(v, &why);
+                    Some((key, verdict, reason))
+                })
+                .collect();
+            let Some((_, verdict, _)) = stops.first() else {
+                return l;
+            };
+            l.judgement.verdict = *verdict;
+            l.judgement.reason = stops
+                .iter()
+                .map(|(key, _, reason)| match key {
+                    Some(k) => format!("{}: {reason}", crate::listing::name(k)),
+                    None => reason.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            l
+        })
+        .collect()
+}
+
+/// The verdict and reason of a config at `v` that `why.release` does not serve.
+fn not_served(v: &ApiVersion, why: &NotServed) -> (Verdict, String) {
+    let release = why.release;
+    let verdict = match (why.removed_in, why.added_in) {
+        (Some(_), _) => Verdict::TooOld,
+        (None, Some(_)) => Verdict::TooNew,
+        (None, None) => match why.served.standing(v) {
+            Standing::Newer => Verdict::TooNew,
+            Standing::Older => Verdict::TooOld,
+            _ => Verdict::OutOfRange,
+        },
+    };
+    let when = match (why.removed_in, why.added_in) {
+        (Some(r), _) => format!("removed in {r}"),
+        (None, Some(a)) => format!("served from {a} on"),
+        (None, None) => "no release serves it".to_owned(),
+    };
+    let group = why.of_group(&v.group);
+    let to = match group.first() {
+        Some(newest) => format!(
+            "{release} serves {}; update the config to {newest} before upgrading to {release}",
+            group.join(", ")
+        ),
+        None => format!("{release} serves no version of group {}", v.group),
+    };
+    (
+        verdict,
+        format!(
+            "version {v}{} is accepted now, but {} {release} does not serve it ({when}): {to}",
+            match kube_release::kinds(v).as_slice() {
+                [] => String::new(),
+                kinds => format!(" ({})", kinds.join(", ")),
+            },
+            why.component
+        ),
+    )
 }
 
 /// Whether every line is accepted.

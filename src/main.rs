@@ -112,7 +112,10 @@ fn run_check(args: &confgate::cli::CheckArgs) -> ExitCode {
         }
     }
     let report = check::check_ranges(&args.paths, &ranges).and_then(|r| {
-        let lines = check::select(r.lines, &args.names)?;
+        let mut lines = check::select(r.lines, &args.names)?;
+        if let Some(release) = args.kubernetes_version {
+            lines = check::for_release(lines, release);
+        }
         Ok((lines, r.warnings))
     });
     match report {

@@ -342,6 +342,10 @@ pub struct CheckArgs {
     /// Judge only the ConfigMaps with this name (repeatable); directories are always judged
     #[arg(long = "name", value_name = "NAME")]
     pub names: Vec<String>,
+    /// Also flag a config the component's Kubernetes release 1.N no longer serves (kube-apiserver,
+    /// kube-scheduler, kube-proxy and kubelet configs, by their apiVersion), before upgrading to it
+    #[arg(long, value_name = "1.N")]
+    pub kubernetes_version: Option<crate::check::Release>,
     /// Directories (kubelet volume or plain) or manifests (ConfigMaps, and workloads whose confgate.io/
     /// annotations then judge the ConfigMaps they read); `-` reads a manifest from stdin
     #[arg(required = true, value_name = "PATH")]

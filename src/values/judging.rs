@@ -10,6 +10,7 @@ use semver::VersionReq;
 use crate::configmap::is_valid_key;
 
 use super::api_version::{ApiVersion, ApiVersions, KubeVersion, ParseError};
+use super::kube_release::{self, ReleaseError};
 
 /// Why a text is not the value of a judging setting (accepts, version-from, require, variants).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,12 +37,19 @@ pub enum JudgingError {
     MixedSchemes { api: String, other: String },
     #[error("{item:?} is not a Kubernetes API version: {reason}")]
     ApiVersion { item: String, reason: ParseError },
+    /// `COMPONENT@1.N` that names no component or release the table knows.
+    #[error("{item:?}: {reason}")]
+    Release { item: String, reason: ReleaseError },
     #[error("the list of API versions is empty")]
     NoApiVersions,
     #[error("{0:?} is not a valid ConfigMap key")]
     Key(String),
     #[error("missing the file:, json: or yaml: prefix")]
     SourcePrefix,
+    #[error(
+        "file:* is not a version source: every key's version is read at a pointer, as in yaml:*#/apiVersion or json:*#/apiVersion"
+    )]
+    EachWholeFile,
     #[error("{0}: needs KEY#/pointer")]
     NoPointer(String),
     #[error("pointer {0:?} must be empty or start with '/' (RFC 6901)")]
@@ -81,6 +89,8 @@ pub enum Range {
 pub enum SchemeVersion {
     Semver(semver::Version),
     Api(ApiVersion),
+    /// Each key's version (`version-from` `yaml:*#...`), keys in byte order.
+    Each(Vec<(String, SchemeVersion)>),
 }
 
 impl SchemeVersion {
@@ -90,17 +100,63 @@ impl SchemeVersion {
         match (self, other) {
             (SchemeVersion::Semver(a), SchemeVersion::Semver(b)) => a.cmp_precedence(b),
             (SchemeVersion::Api(a), SchemeVersion::Api(b)) => a.cmp(b),
-            (SchemeVersion::Semver(_), SchemeVersion::Api(_)) => std::cmp::Ordering::Less,
-            (SchemeVersion::Api(_), SchemeVersion::Semver(_)) => std::cmp::Ordering::Greater,
+            // Key by key, in key order: two sets of the same files (variants of one of them) are
+            // ordered by the first file whose versions differ.
+            (SchemeVersion::Each(a), SchemeVersion::Each(b)) => a
+                .iter()
+                .zip(b)
+                .map(|((ka, va), (kb, vb))| ka.cmp(kb).then_with(|| va.cmp_precedence(vb)))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| a.len().cmp(&b.len())),
+            (a, b) => a.scheme_rank().cmp(&b.scheme_rank()),
         }
     }
 }
 
+impl SchemeVersion {
+    /// Versions of different schemes are never compared (one range holds one scheme); a total order
+    /// still needs them ranked.
+    fn scheme_rank(&self) -> u8 {
+        match self {
+            SchemeVersion::Semver(_) => 0,
+            SchemeVersion::Api(_) => 1,
+            SchemeVersion::Each(_) => 2,
+        }
+    }
+
+    /// The versions the files of an `Each` hold, each once, in the order of their first file; a
+    /// single version alone.
+    pub fn distinct(&self) -> Vec<&SchemeVersion> {
+        match self {
+            SchemeVersion::Each(each) => {
+                let mut out: Vec<&SchemeVersion> = Vec::new();
+                for (_, v) in each {
+                    if !out.contains(&v) {
+                        out.push(v);
+                    }
+                }
+                out
+            }
+            one => vec![one],
+        }
+    }
+}
+
+/// A version as written; the files' distinct versions, comma-separated, for `Each`.
 impl fmt::Display for SchemeVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SchemeVersion::Semver(v) => v.fmt(f),
             SchemeVersion::Api(v) => v.fmt(f),
+            SchemeVersion::Each(_) => {
+                for (i, v) in self.distinct().into_iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    v.fmt(f)?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -134,6 +190,26 @@ pub enum VersionFrom {
     Json { key: String, pointer: String },
     /// An RFC 6901 pointer into a key parsed as YAML.
     Yaml { key: String, pointer: String },
+    /// The same pointer into every key, each parsed as `format` says (`yaml:*#/apiVersion`): a config
+    /// of several files, each versioned on its own, as kube-apiserver's admission, audit and
+    /// encryption configs are.
+    Each { format: Format, pointer: String },
+}
+
+/// How a key is parsed to read a version at a pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Yaml,
+}
+
+impl Format {
+    fn as_str(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Yaml => "yaml",
+        }
+    }
 }
 
 /// Several versions of one config file side by side: keys matching `pattern` are the variants, and the
@@ -212,7 +288,7 @@ pub(crate) fn parse_accepts(s: &str) -> Result<Accepts, JudgingError> {
     if text.is_empty() {
         return Err(JudgingError::EmptyRange);
     }
-    if text.contains('/') {
+    if text.contains('/') || text.contains('@') {
         return parse_api_versions(text).map(|set| Accepts {
             range: Range::Api(set),
             text: text.to_owned(),
@@ -291,13 +367,16 @@ fn matches_nothing(req: &VersionReq) -> bool {
     }
 }
 
-/// The items of an API-version list, each `GROUP/VERSION`.
+/// The items of an API-version list, each `GROUP/VERSION`, or `COMPONENT@1.N` for every group/version
+/// that release of the component serves (`kube_release`'s table).
 fn parse_api_versions(text: &str) -> Result<ApiVersions, JudgingError> {
     let items: Vec<&str> = text
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|i| !i.is_empty())
         .collect();
-    let (api, other): (Vec<&str>, Vec<&str>) = items.iter().partition(|i| i.contains('/'));
+    let (api, other): (Vec<&str>, Vec<&str>) = items
+        .iter()
+        .partition(|i| i.contains('/') || i.contains('@'));
     if let (Some(a), Some(o)) = (api.first(), other.first()) {
         return Err(JudgingError::MixedSchemes {
             api: (*a).to_owned(),
@@ -306,6 +385,15 @@ fn parse_api_versions(text: &str) -> Result<ApiVersions, JudgingError> {
     }
     let mut versions = Vec::with_capacity(api.len());
     for item in api {
+        if item.contains('@') {
+            let (_, _, set) =
+                kube_release::pinned(item).map_err(|reason| JudgingError::Release {
+                    item: item.to_owned(),
+                    reason,
+                })?;
+            versions.extend(set.iter().cloned());
+            continue;
+        }
         versions.push(
             item.parse::<ApiVersion>()
                 .map_err(|reason| JudgingError::ApiVersion {
@@ -353,6 +441,7 @@ impl FromStr for VersionFrom {
             }
         };
         match kind {
+            "file" if rest == "*" => Err(JudgingError::EachWholeFile),
             "file" => Ok(VersionFrom::File {
                 key: check_key(rest)?,
             }),
@@ -363,8 +452,16 @@ impl FromStr for VersionFrom {
                 if !(pointer.is_empty() || pointer.starts_with('/')) {
                     return Err(JudgingError::Pointer(pointer.to_owned()));
                 }
-                let key = check_key(key)?;
                 let pointer = pointer.to_owned();
+                if key == "*" {
+                    let format = if kind == "json" {
+                        Format::Json
+                    } else {
+                        Format::Yaml
+                    };
+                    return Ok(VersionFrom::Each { format, pointer });
+                }
+                let key = check_key(key)?;
                 Ok(if kind == "json" {
                     VersionFrom::Json { key, pointer }
                 } else {
@@ -382,17 +479,33 @@ impl fmt::Display for VersionFrom {
             VersionFrom::File { key } => write!(f, "file:{key}"),
             VersionFrom::Json { key, pointer } => write!(f, "json:{key}#{pointer}"),
             VersionFrom::Yaml { key, pointer } => write!(f, "yaml:{key}#{pointer}"),
+            VersionFrom::Each { format, pointer } => write!(f, "{}:*#{pointer}", format.as_str()),
         }
     }
 }
 
 impl VersionFrom {
-    /// The ConfigMap key the version is read from.
+    /// The ConfigMap key the version is read from; `*` for every key.
     pub fn key(&self) -> &str {
         match self {
             VersionFrom::File { key }
             | VersionFrom::Json { key, .. }
             | VersionFrom::Yaml { key, .. } => key,
+            VersionFrom::Each { .. } => "*",
+        }
+    }
+
+    /// The source that reads `key` as this one reads each key (`Each`); itself for one key.
+    pub fn for_key(&self, key: &str) -> VersionFrom {
+        match self {
+            VersionFrom::Each { format, pointer } => {
+                let (key, pointer) = (key.to_owned(), pointer.clone());
+                match format {
+                    Format::Json => VersionFrom::Json { key, pointer },
+                    Format::Yaml => VersionFrom::Yaml { key, pointer },
+                }
+            }
+            one => one.clone(),
         }
     }
 }

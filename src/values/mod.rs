@@ -8,6 +8,7 @@
 mod acting;
 mod api_version;
 mod judging;
+pub(crate) mod kube_release;
 mod share;
 mod url;
 mod verdict;

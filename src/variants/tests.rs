@@ -376,3 +376,48 @@ proptest! {
         }
     }
 }
+
+/// With every file read by its own apiVersion (`yaml:*#/apiVersion`), each variant's set is judged
+/// file by file (the variant under the promoted name, and the shared files), and the newest set whose
+/// every file is served wins.
+#[test]
+fn variants_with_every_file_by_its_own_api_version() {
+    let s = |accepts: &str| {
+        Settings::from_raw(&Raw {
+            version_from: Some("yaml:*#/apiVersion".into()),
+            ..raw(accepts)
+        })
+        .unwrap()
+    };
+    let obs = || {
+        cm(&[
+            ("config.vbeta3.yaml", "apiVersion: s.k8s.io/v1beta3\n"),
+            ("config.vga.yaml", "apiVersion: s.k8s.io/v1\n"),
+            ("audit.yaml", "apiVersion: audit.k8s.io/v1\n"),
+        ])
+    };
+    let c = choose(obs(), &s("s.k8s.io/v1beta3, s.k8s.io/v1, audit.k8s.io/v1"));
+    assert_eq!(
+        c.judgement.verdict,
+        Verdict::Accepted,
+        "{}",
+        c.judgement.reason
+    );
+    assert_eq!(c.variant.as_deref(), Some("config.vga.yaml"));
+    assert_eq!(
+        c.judgement.version.as_deref(),
+        Some("audit.k8s.io/v1, s.k8s.io/v1")
+    );
+    let c = choose(obs(), &s("s.k8s.io/v1beta3, audit.k8s.io/v1"));
+    assert_eq!(c.variant.as_deref(), Some("config.vbeta3.yaml"));
+    // A shared file not served holds every variant; each variant's versions are listed.
+    let c = choose(obs(), &s("s.k8s.io/v1beta3, s.k8s.io/v1"));
+    assert_eq!(c.judgement.verdict, Verdict::OutOfRange);
+    assert!(
+        c.judgement
+            .reason
+            .contains("config.vga.yaml audit.k8s.io/v1, s.k8s.io/v1 out-of-range"),
+        "{}",
+        c.judgement.reason
+    );
+}

@@ -62,6 +62,13 @@ pub(crate) fn api_not_served(list: &str, version: &str) -> String {
     )
 }
 
+/// Some files of a config read by `version-from` `yaml:*#...` hold a version outside `range`.
+pub(crate) fn each_not_served(range: &str) -> String {
+    format!(
+        "set each named file to a version in {range}, or add its version to {ANN_ACCEPTS} once the component serves it"
+    )
+}
+
 /// `version` is newer than `range` allows.
 pub fn too_new(range: &str, version: &str) -> String {
     format!(

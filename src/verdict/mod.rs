@@ -6,6 +6,8 @@
 //! This file judges; `version.rs` reads the version where `version-from` says; `range.rs` parses
 //! and classifies it against the accepted range.
 
+use std::fmt::Write as _;
+
 use crate::listing;
 use crate::rules::Budget;
 use crate::settings::{
@@ -121,18 +123,24 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
             ),
         );
     }
+    match &settings.version_from {
+        VersionFrom::Each { .. } => judge_each(keys, settings),
+        from => judge_version(keys, from, settings),
+    }
+}
+
+/// The version at `from` (one key) against the range in force.
+fn judge_version(keys: &dyn Keys, from: &VersionFrom, settings: &Settings) -> Judgement {
     // What to write where the version is: under a list of API versions, one of them.
     let write = || match settings.accepts.as_ref().map(|a| a.range()) {
-        Some(Range::Api(set)) => {
-            fix::write_an_api_version(&settings.version_from, &set.newest().to_string())
-        }
-        _ => write_a_version(&settings.version_from),
+        Some(Range::Api(set)) => fix::write_an_api_version(from, &set.newest().to_string()),
+        _ => write_a_version(from),
     };
-    let raw = match extract_version(keys, &settings.version_from) {
+    let raw = match extract_version(keys, from) {
         Ok(raw) => raw,
         Err(why) => {
-            let fix = if keys.get(settings.version_from.key()).is_none() {
-                fix::version_key_absent(&listing::name(settings.version_from.key()))
+            let fix = if keys.get(from.key()).is_none() {
+                fix::version_key_absent(&listing::name(from.key()))
             } else {
                 write()
             };
@@ -146,7 +154,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
             None,
             format!(
                 "the version at {} is {} bytes long; a version is at most {MAX_VERSION_LEN} bytes; {}",
-                settings.version_from,
+                from,
                 raw.len(),
                 write()
             ),
@@ -154,7 +162,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
     }
     let req = match &settings.accepts {
         Some(accepts) => match accepts.range() {
-            Range::Api(set) => return judge_api(raw, set, accepts.text(), &settings.version_from),
+            Range::Api(set) => return judge_api(raw, set, accepts.text(), from),
             Range::Semver(req) => Some((req, accepts)),
         },
         None => None,
@@ -168,7 +176,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
                 Some(raw.clone()),
                 format!(
                     "the value at {} is the Kubernetes API version {raw}, but {} is a semver range; {}",
-                    settings.version_from,
+                    from,
                     settings.accepts_text().unwrap_or("no range"),
                     fix::api_scheme(&raw)
                 ),
@@ -181,9 +189,9 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
                 None,
                 format!(
                     "the value at {} is not a semantic version ({} bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v; {}",
-                    settings.version_from,
+                    from,
                     raw.len(),
-                    write_a_version(&settings.version_from)
+                    write_a_version(from)
                 ),
             );
         }
@@ -192,8 +200,8 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
                 Some(raw.clone()),
                 format!(
                     "version {raw:?} at {}: {why}; {}",
-                    settings.version_from,
-                    write_a_version(&settings.version_from)
+                    from,
+                    write_a_version(from)
                 ),
             );
         }
@@ -236,6 +244,86 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         version: Some(raw),
         parsed: Some(SchemeVersion::Semver(version)),
         reason,
+    }
+}
+
+/// Every key's version (`version-from` `yaml:*#/apiVersion`), each judged as one key's would be:
+/// accepted when every file's is; otherwise the verdict of the first file (in key order) that is not,
+/// and a reason naming each such file. The version shown is the files' distinct versions.
+fn judge_each(keys: &dyn Keys, settings: &Settings) -> Judgement {
+    let each: Vec<(&str, Judgement)> = keys
+        .each()
+        .map(|(key, _)| {
+            let from = settings.version_from.for_key(key);
+            // A value that is not a version is not repeated from any file: the files of one config
+            // may be a Secret's (an encryption config), and the reason does not know.
+            (
+                key,
+                for_a_secret(judge_version(keys, &from, settings), &from),
+            )
+        })
+        .collect();
+    if each.is_empty() {
+        return invalid(
+            None,
+            format!(
+                "no key to read a version from ({} reads every key); add the config files to the ConfigMap",
+                settings.version_from
+            ),
+        );
+    }
+    // The version of every file that has one: what status, metrics and the probe show.
+    let parsed: Vec<(String, SchemeVersion)> = each
+        .iter()
+        .filter_map(|(k, j)| j.parsed.clone().map(|v| ((*k).to_owned(), v)))
+        .collect();
+    let parsed = (!parsed.is_empty()).then_some(SchemeVersion::Each(parsed));
+    let version = parsed.as_ref().map(ToString::to_string);
+    let bad: Vec<&(&str, Judgement)> = each
+        .iter()
+        .filter(|(_, j)| j.verdict != Verdict::Accepted)
+        .collect();
+    let range = settings.accepts_text().unwrap_or("no range");
+    let Some((_, first)) = bad.first() else {
+        let files = listing::listed(each.iter(), None, |out, (k, j)| {
+            let v = j
+                .parsed
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let _ = write!(out, "{} {v}", listing::name(k));
+        });
+        return Judgement {
+            verdict: Verdict::Accepted,
+            version,
+            // Every file parsed, or it would not be accepted.
+            parsed: parsed.clone(),
+            reason: format!("every file's version is in {range}: {files}"),
+        };
+    };
+    let files = listing::listed(bad.iter(), Some(bad.len()), |out, (k, j)| {
+        let _ = match (&j.verdict, &j.parsed) {
+            (Verdict::Invalid, _) | (_, None) => write!(out, "{}: {}", listing::name(k), j.reason),
+            (verdict, Some(v)) => write!(out, "{} has {v} ({verdict})", listing::name(k)),
+        };
+    });
+    let fix = match first.verdict {
+        Verdict::Invalid => format!(
+            "give each named file a version at {}",
+            settings.version_from
+        ),
+        _ => fix::each_not_served(range),
+    };
+    Judgement {
+        verdict: first.verdict,
+        version,
+        parsed,
+        reason: format!(
+            "{} of {} files {} not served by {range}: {files}; {fix}",
+            bad.len(),
+            each.len(),
+            if bad.len() == 1 { "is" } else { "are" },
+        ),
     }
 }
 

@@ -401,3 +401,118 @@ fn a_judgement_carries_the_parsed_version_and_the_text_as_written() {
         (Some("1.2.3.4".to_owned()), None)
     );
 }
+
+/// `yaml:*#/apiVersion` reads every key's version: the config is accepted when every file's
+/// group/version is served, and the reason names each file that is not, with its version and verdict;
+/// the version shown is the files' distinct versions.
+#[test]
+fn every_file_is_judged_by_its_own_api_version() {
+    const SERVED: &str = "apiserver.config.k8s.io/v1, audit.k8s.io/v1";
+    let admission: &[u8] =
+        b"apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\n";
+    let audit = |v: &str| format!("apiVersion: {v}\nkind: Policy\nrules:\n- level: None\n");
+    let judge_files = |files: &[(&str, &[u8])]| {
+        judge(
+            &snap(files),
+            &settings(Some(SERVED), "yaml:*#/apiVersion", &[]),
+        )
+    };
+    let ok_audit = audit("audit.k8s.io/v1");
+    let j = judge_files(&[
+        ("admission.yaml", admission),
+        ("audit.yaml", ok_audit.as_bytes()),
+    ]);
+    assert_eq!(j.verdict, Verdict::Accepted, "{}", j.reason);
+    assert_eq!(
+        j.version.as_deref(),
+        Some("apiserver.config.k8s.io/v1, audit.k8s.io/v1")
+    );
+    assert_eq!(
+        j.reason,
+        format!(
+            "every file's version is in {SERVED}: admission.yaml apiserver.config.k8s.io/v1, audit.yaml audit.k8s.io/v1"
+        )
+    );
+    let Some(SchemeVersion::Each(each)) = &j.parsed else {
+        panic!("{:?}", j.parsed)
+    };
+    assert_eq!(each.len(), 2);
+
+    let old_audit = audit("audit.k8s.io/v1beta1");
+    let j = judge_files(&[
+        ("admission.yaml", admission),
+        ("audit.yaml", old_audit.as_bytes()),
+    ]);
+    assert_eq!(j.verdict, Verdict::TooOld, "{}", j.reason);
+    assert_eq!(
+        j.version.as_deref(),
+        Some("apiserver.config.k8s.io/v1, audit.k8s.io/v1beta1")
+    );
+    assert_eq!(
+        j.reason,
+        format!(
+            "1 of 2 files is not served by {SERVED}: audit.yaml has audit.k8s.io/v1beta1 (too-old); set each named file to a version in {SERVED}, or add its version to confgate.io/accepts once the component serves it"
+        )
+    );
+
+    // A file without a version is named with why; one whose value is not a version is not echoed.
+    let j = judge_files(&[
+        ("admission.yaml", admission),
+        ("audit.yaml", b"kind: Policy\n"),
+        ("tracing.yaml", b"apiVersion: hunter2 PIN\n"),
+    ]);
+    assert_eq!(j.verdict, Verdict::Invalid, "{}", j.reason);
+    assert!(
+        j.reason.starts_with("2 of 3 files are not served"),
+        "{}",
+        j.reason
+    );
+    assert!(
+        j.reason.contains(
+            "audit.yaml: yaml:audit.yaml#/apiVersion: nothing at /apiVersion in key audit.yaml"
+        ),
+        "{}",
+        j.reason
+    );
+    assert!(j.reason.contains("tracing.yaml: "), "{}", j.reason);
+    assert!(!j.reason.contains("hunter2"), "{}", j.reason);
+    assert!(
+        j.reason
+            .ends_with("give each named file a version at yaml:*#/apiVersion"),
+        "{}",
+        j.reason
+    );
+
+    let j = judge_files(&[]);
+    assert_eq!(j.verdict, Verdict::Invalid);
+    assert!(
+        j.reason.starts_with("no key to read a version from"),
+        "{}",
+        j.reason
+    );
+}
+
+#[test]
+fn every_key_is_a_version_source_of_json_and_yaml_only() {
+    let v: VersionFrom = "yaml:*#/apiVersion".parse().unwrap();
+    assert_eq!(v.to_string(), "yaml:*#/apiVersion");
+    assert_eq!(
+        v.for_key("audit.yaml").to_string(),
+        "yaml:audit.yaml#/apiVersion"
+    );
+    assert_eq!(
+        "json:*#/apiVersion"
+            .parse::<VersionFrom>()
+            .unwrap()
+            .for_key("a.json")
+            .to_string(),
+        "json:a.json#/apiVersion"
+    );
+    assert!(
+        "file:*"
+            .parse::<VersionFrom>()
+            .unwrap_err()
+            .to_string()
+            .contains("yaml:*#/apiVersion")
+    );
+}

@@ -76,7 +76,11 @@ pub(crate) fn extract_version(keys: &dyn Keys, from: &VersionFrom) -> Result<Str
             };
         }
         VersionFrom::Json { pointer, .. } => (crate::extract::json(text, pointer), pointer),
-        VersionFrom::Yaml { pointer, .. } => (crate::extract::yaml(text, pointer), pointer),
+        // `Each` is read key by key (`VersionFrom::for_key`); `*` names no key, so it is found
+        // absent above and never reaches here.
+        VersionFrom::Yaml { pointer, .. } | VersionFrom::Each { pointer, .. } => {
+            (crate::extract::yaml(text, pointer), pointer)
+        }
     };
     let found = found.map_err(|why| match why {
         crate::extract::Error::NotFound(_) => Unreadable::Nothing {

@@ -195,3 +195,157 @@ fn check_judges_and_policy_refuses_api_versions() {
         );
     }
 }
+
+/// `check --kubernetes-version` flags a kube-scheduler config its target release no longer serves
+/// (`v1beta3`, removed in 1.29), naming the release and the version to move to, while the release
+/// before passes it; `accepts` may name a component and release instead of its versions.
+#[test]
+fn check_flags_a_config_the_target_release_no_longer_serves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cfg");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        scheduler_config("kubescheduler.config.k8s.io/v1beta3"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = confgate_alone()
+            .args(["check", "--version-from", FROM])
+            .args(args)
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, out) = run(&["--accepts", "kube-scheduler@1.28"]);
+    assert_eq!(code, Some(0), "1.28 serves v1beta3: {out}");
+    let (code, out) = run(&[
+        "--accepts",
+        "kube-scheduler@1.28",
+        "--kubernetes-version",
+        "1.28",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = run(&[
+        "--accepts",
+        "kube-scheduler@1.28",
+        "--kubernetes-version",
+        "1.29",
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.starts_with("too-old "), "{out}");
+    assert!(
+        out.contains(
+            "version kubescheduler.config.k8s.io/v1beta3 (KubeSchedulerConfiguration) is accepted now, but kube-scheduler 1.29 does not serve it (removed in 1.29): 1.29 serves kubescheduler.config.k8s.io/v1; update the config to kubescheduler.config.k8s.io/v1 before upgrading to 1.29"
+        ),
+        "{out}"
+    );
+    let (code, out) = run(&["--accepts", "kube-scheduler@1.36"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.starts_with("too-old "), "{out}");
+    let (code, out) = run(&["--accepts", "kube-scheduler@1.19"]);
+    assert_eq!(code, Some(64), "{out}");
+    assert!(
+        out.contains("outside the releases confgate's table knows"),
+        "{out}"
+    );
+    let (code, out) = run(&["--kubernetes-version", "1.x", "--accepts", SERVED]);
+    assert_eq!(code, Some(64), "{out}");
+    assert!(out.contains("not a Kubernetes release"), "{out}");
+}
+
+/// kube-apiserver's config files, each by its own apiVersion (`yaml:*#/apiVersion`): accepted while
+/// every file's group/version is served; an audit policy edited to a removed version is held, named
+/// with its file, while the accepted files stay promoted; `/status`, the probe, `/metrics` and `check`
+/// (with `--kubernetes-version`) say it.
+#[test]
+fn every_file_of_a_config_is_judged_by_its_own_api_version() {
+    const EACH: &str = "yaml:*#/apiVersion";
+    const ACCEPTS: &str = "kube-apiserver@1.36";
+    let admission: &[u8] =
+        b"apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins: []\n";
+    let audit = |v: &str| format!("apiVersion: {v}\nkind: Policy\nrules:\n- level: Metadata\n");
+    let served = "apiserver.config.k8s.io/v1, audit.k8s.io/v1";
+    let d = Dirs::new();
+    let ok = audit("audit.k8s.io/v1");
+    kubelet_write(
+        &d.watch(),
+        &[
+            ("admission.yaml", admission),
+            ("audit-policy.yaml", ok.as_bytes()),
+        ],
+    );
+    let g = Gate::start(&d, &["--accepts", ACCEPTS, "--version-from", EACH]);
+    g.wait_active(served);
+
+    let old = audit("audit.k8s.io/v1beta1");
+    kubelet_write(
+        &d.watch(),
+        &[
+            ("admission.yaml", admission),
+            ("audit-policy.yaml", old.as_bytes()),
+        ],
+    );
+    let held = "apiserver.config.k8s.io/v1, audit.k8s.io/v1beta1";
+    let s = g.wait_candidate(Some(held), "too-old");
+    let r = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        r.starts_with("1 of 2 files is not served by kube-apiserver@1.36: audit-policy.yaml has audit.k8s.io/v1beta1 (too-old); set each named file"),
+        "{r}"
+    );
+    assert_eq!(s["active"]["version"], served, "the accepted files stay");
+    assert!(
+        read_promoted(&d.promoted()).unwrap()["audit-policy.yaml"].contains("audit.k8s.io/v1\n")
+    );
+    let probe = confgate_alone()
+        .args(["probe", "ready", "--addr", &format!("127.0.0.1:{}", g.port)])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        said.contains(&format!("holding {served}; {held} is too-old")),
+        "{said}"
+    );
+    let metrics = get(g.port, "/metrics").unwrap().1;
+    assert!(
+        metrics.contains(&format!(
+            "confgate_active_config_info{{version=\"{served}\","
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("confgate_candidates_total{verdict=\"too-old\"} 1"),
+        "{metrics}"
+    );
+
+    // `check` on the same files: kube-apiserver 1.23 still serves the audit policy's v1beta1, 1.24
+    // removed it, and the line names the file.
+    let check = |args: &[&str]| {
+        let out = confgate_alone()
+            .args(["check", "--version-from", EACH])
+            .args(args)
+            .arg(d.watch())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = check(&["--accepts", "kube-apiserver@1.23"]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = check(&[
+        "--accepts",
+        "kube-apiserver@1.23",
+        "--kubernetes-version",
+        "1.24",
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(": audit-policy.yaml: version audit.k8s.io/v1beta1 (Policy) is accepted now, but kube-apiserver 1.24 does not serve it (removed in 1.24): 1.24 serves audit.k8s.io/v1; update the config to audit.k8s.io/v1 before upgrading to 1.24"),
+        "{out}"
+    );
+}

@@ -16,3 +16,4 @@ mod health;
 mod inject;
 mod manifests;
 mod policy;
+mod static_pods;

@@ -76,7 +76,10 @@ fn examples() -> Vec<Example> {
     by_dir
         .into_iter()
         // Pod examples only: manifests/rbac holds Roles, validated by schema alone.
-        .filter(|(_, docs)| docs.iter().any(|d| str_of(d, "kind") == Some("Deployment")))
+        .filter(|(_, docs)| {
+            docs.iter()
+                .any(|d| matches!(str_of(d, "kind"), Some("Deployment" | "DaemonSet")))
+        })
         .map(|(dir, docs)| Example {
             name: dir.file_name().unwrap().to_string_lossy().into_owned(),
             docs,
@@ -151,7 +154,10 @@ fn check_docs(docs: &[Value]) -> Report {
     for doc in docs {
         if let Some(template) = pod_template(doc) {
             let name = doc["metadata"]["name"].as_str().unwrap_or("<unnamed>");
-            check_pod(name, template, &cms, &mut report);
+            // A node's own component (kube-proxy in kube-system) runs privileged on the host's
+            // network by its nature: restricted Pod Security is asked of confgate's container only.
+            let node_component = doc["metadata"]["namespace"] == "kube-system";
+            check_pod(name, template, &cms, node_component, &mut report);
         }
     }
     report
@@ -161,6 +167,7 @@ fn check_pod(
     workload: &str,
     template: &Value,
     cms: &BTreeMap<String, Observed>,
+    node_component: bool,
     report: &mut Report,
 ) {
     let spec = &template["spec"];
@@ -177,7 +184,7 @@ fn check_pod(
             (k.to_owned(), v.to_owned())
         })
         .collect();
-    check_pod_security(workload, spec, report);
+    check_pod_security(workload, spec, node_component, report);
 
     let init: Vec<&Value> = seq(spec.get("initContainers")).collect();
     let regular: Vec<&Value> = seq(spec.get("containers")).collect();
@@ -562,8 +569,16 @@ fn check_resources(at: &str, c: &Value, report: &mut Report) {
 }
 
 /// The restricted Pod Security profile, plus the image's non-root UID.
-fn check_pod_security(workload: &str, spec: &Value, report: &mut Report) {
+fn check_pod_security(workload: &str, spec: &Value, node_component: bool, report: &mut Report) {
     let pod = &spec["securityContext"];
+    if node_component {
+        for c in seq(spec.get("initContainers")).chain(seq(spec.get("containers"))) {
+            if str_of(c, "image").is_some_and(|i| i.starts_with(IMAGE)) {
+                check_container_security(workload, c, report);
+            }
+        }
+        return;
+    }
     if pod["runAsNonRoot"].as_bool() != Some(true) {
         report.problem(format!(
             "{workload}: pod securityContext.runAsNonRoot is not true"
@@ -580,6 +595,13 @@ fn check_pod_security(workload: &str, spec: &Value, report: &mut Report) {
         }
     }
     for c in seq(spec.get("initContainers")).chain(seq(spec.get("containers"))) {
+        check_container_security(workload, c, report);
+    }
+}
+
+/// One container's securityContext as restricted Pod Security requires it.
+fn check_container_security(workload: &str, c: &Value, report: &mut Report) {
+    {
         let at = format!("{workload}/{}", str_of(c, "name").unwrap_or("<unnamed>"));
         let sc = &c["securityContext"];
         let checks = [
@@ -629,7 +651,13 @@ fn every_manifest_is_accepted_by_the_binary() {
     if examples.iter().any(|e| e.name == "component-example") {
         expected.push("component-example");
     }
-    expected.extend(["native-sidecar", "rollout", "signal-reload", "variants"]);
+    expected.extend([
+        "kube-proxy",
+        "native-sidecar",
+        "rollout",
+        "signal-reload",
+        "variants",
+    ]);
     assert_eq!(names, expected);
     for ex in &examples {
         let report = check_docs(&ex.docs);

@@ -181,6 +181,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         names.insert("kube-scheduler".into(), name.into());
     }
 
+    // kube-apiserver for the static pod whose config files are gated, the test bed's own build.
+    if let Ok(bin) = env_path(
+        "KUBE_APISERVER_BIN",
+        "kube-apiserver from the Kubernetes tree",
+    ) {
+        let archive = dir.join("kube-apiserver.tar");
+        let name = "localhost/confgate-tests/kube-apiserver:node";
+        let file = format!("{}=/usr/local/bin/kube-apiserver", bin.display());
+        oci_image(&archive, name, "/usr/local/bin/kube-apiserver", &[file])?;
+        import(&ctr, &sock, &archive)?;
+        names.insert("kube-apiserver".into(), name.into());
+    }
+
     let port = fastrand::u16(20_000..30_000);
     let kubeconfig = dir.join("kubelet.kubeconfig");
     std::fs::copy(&cluster.admin, &kubeconfig).map_err(|e| e.to_string())?;

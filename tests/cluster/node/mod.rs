@@ -681,6 +681,10 @@ fn static_scheduler(n: &Node, gate_port: u16) -> std::path::PathBuf {
     let root = n.dir.join("static");
     let staged = root.join("staged");
     std::fs::create_dir_all(&staged).unwrap();
+    // The promoted dir is a hostPath made once, owned by the pod's UID, as the manifest says.
+    let promoted = root.join("promoted");
+    std::fs::create_dir_all(&promoted).unwrap();
+    std::os::unix::fs::chown(&promoted, Some(65532), Some(65532)).unwrap();
     // The scheduler runs as 65532 and reads its kubeconfig: readable by that UID, as the manifest says.
     let kubeconfig = root.join("scheduler.conf");
     std::fs::copy(&n.cluster.admin, &kubeconfig).unwrap();
@@ -699,6 +703,7 @@ fn static_scheduler(n: &Node, gate_port: u16) -> std::path::PathBuf {
     for v in spec["volumes"].as_array_mut().unwrap() {
         match v["name"].as_str().unwrap() {
             "staged" => v["hostPath"]["path"] = json!(staged),
+            "config" => v["hostPath"]["path"] = json!(promoted),
             "kubeconfig" => v["hostPath"]["path"] = json!(kubeconfig),
             _ => {}
         }
@@ -1339,4 +1344,227 @@ fn a_projected_token_cannot_expire_sooner_than_ten_minutes_so_no_rotation_fits_a
     );
     // The floor itself is granted, so the shortest rotation is 0.8 x 600 s.
     n.kubectl(&["create", "token", "-n", ns, "confgate", "--duration=600s"]);
+}
+
+/// The test bed's own kube-apiserver as a static pod on its own port and etcd prefix, patched with the
+/// shipped kubeadm patch (`manifests/static-pod/patches/kube-apiserver+strategic.yaml`, applied with
+/// kubectl's strategic merge, as kubeadm applies it), its hostPaths pointed at the node's dirs; the
+/// staged dir starts with the shipped examples (admission configuration and audit policy).
+fn static_apiserver(
+    n: &Node,
+    gate_port: u16,
+    port: u16,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let d = n.cluster.dir.display().to_string();
+    let root = n.dir.join("static-apiserver");
+    let (staged, promoted, audit) = (
+        root.join("staged"),
+        root.join("promoted"),
+        root.join("audit"),
+    );
+    for dir in [&staged, &promoted, &audit] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::os::unix::fs::chown(&promoted, Some(65532), Some(65532)).unwrap();
+    let examples = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/static-pod/kube-apiserver"
+    );
+    for f in ["admission.yaml", "audit-policy.yaml"] {
+        stage_file(
+            &staged,
+            f,
+            &std::fs::read_to_string(format!("{examples}/{f}")).unwrap(),
+        );
+    }
+    let base = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "kube-apiserver", "namespace": "kube-system",
+                     "labels": {"component": "kube-apiserver", "tier": "control-plane"}},
+        "spec": {"hostNetwork": true, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "kube-apiserver", "image": n.image("kube-apiserver"),
+                "command": ["kube-apiserver",
+                    format!("--etcd-servers=unix://{d}/etcd-client:0"),
+                    "--etcd-prefix=/confgate-node-apiserver",
+                    "--bind-address=127.0.0.1", format!("--secure-port={port}"),
+                    format!("--tls-cert-file={d}/serving.crt"), format!("--tls-private-key-file={d}/serving.key"),
+                    format!("--token-auth-file={d}/tokens.csv"), "--authorization-mode=RBAC",
+                    "--service-account-issuer=https://kubernetes.default.svc",
+                    format!("--service-account-key-file={d}/sa.pub"),
+                    format!("--service-account-signing-key-file={d}/sa.key"),
+                    "--service-cluster-ip-range=10.96.0.0/24", "--endpoint-reconciler-type=none",
+                    "--profiling=false",
+                    "--admission-control-config-file=/etc/kubernetes/apiserver-config/admission.yaml",
+                    "--audit-policy-file=/etc/kubernetes/apiserver-config/audit-policy.yaml",
+                    format!("--audit-log-path={}/audit.log", audit.display())],
+                "volumeMounts": [{"name": "testbed", "mountPath": d},
+                                 {"name": "audit-log", "mountPath": audit}]}],
+            "volumes": [{"name": "testbed", "hostPath": {"path": d, "type": "Directory"}},
+                        {"name": "audit-log", "hostPath": {"path": audit, "type": "Directory"}}]}});
+    let tmp = root.join("base.json");
+    std::fs::write(&tmp, base.to_string()).unwrap();
+    let out = std::process::Command::new(crate::common::tool("kubectl"))
+        .args([
+            "patch",
+            "--local",
+            "--type",
+            "strategic",
+            "-o",
+            "json",
+            "-f",
+        ])
+        .arg(&tmp)
+        .arg("--patch-file")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/manifests/static-pod/patches/kube-apiserver+strategic.yaml"
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut pod: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spec = &mut pod["spec"];
+    for v in spec["volumes"].as_array_mut().unwrap() {
+        match v["name"].as_str().unwrap() {
+            "confgate-staged" => v["hostPath"]["path"] = json!(staged),
+            "confgate-promoted" => v["hostPath"]["path"] = json!(promoted),
+            _ => {}
+        }
+    }
+    let gate = spec["initContainers"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["name"] == "confgate")
+        .unwrap();
+    gate["image"] = json!(n.image("confgate"));
+    gate["startupProbe"]["periodSeconds"] = json!(1);
+    gate["readinessProbe"]["periodSeconds"] = json!(1);
+    for e in gate["env"].as_array_mut().unwrap() {
+        if e["name"] == "CONFGATE_LISTEN" {
+            e["value"] = json!(format!("127.0.0.1:{gate_port}"));
+        }
+    }
+    std::fs::write(
+        n.dir.join("manifests/kube-apiserver.json"),
+        serde_json::to_string_pretty(&pod).unwrap(),
+    )
+    .unwrap();
+    (staged, audit)
+}
+
+/// Writes `name` in a staged dir as an admin's `install` does: a new file renamed over the old one.
+fn stage_file(dir: &std::path::Path, name: &str, text: &str) {
+    let tmp = dir.join(format!(".{name}.new"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+/// `GET /livez` of the static kube-apiserver on `port`, as the admin, with the test bed's CA.
+fn apiserver_live(n: &Node, port: u16) -> bool {
+    n.cluster
+        .kubectl_with(
+            &[
+                "--server",
+                &format!("https://127.0.0.1:{port}"),
+                "get",
+                "--raw",
+                "/livez",
+            ],
+            "",
+        )
+        .status
+        .success()
+}
+
+#[test]
+#[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn a_static_kube_apiserver_keeps_its_served_config_files_while_an_edited_one_is_held() {
+    let n = node();
+    n.namespace("kube-system", &[]);
+    let (gate_port, port) = (n.port(), n.port());
+    let (staged, audit) = static_apiserver(n, gate_port, port);
+    let mirror = format!("kube-apiserver-{}", harness::NODE);
+    crate::common::poll("the static kube-apiserver serving", START, || {
+        apiserver_live(n, port).then_some(())
+    });
+    let served = "apiserver.config.k8s.io/v1, audit.k8s.io/v1";
+    let s = crate::common::status(gate_port).unwrap();
+    assert_eq!(s["active"]["version"], served, "{s}");
+    // It runs the promoted audit policy: requests are audited.
+    crate::common::poll("audit events written", CHANGE, || {
+        let log = std::fs::read_to_string(audit.join("audit.log")).ok()?;
+        log.contains("\"apiVersion\":\"audit.k8s.io/v1\"")
+            .then_some(())
+    });
+
+    // The audit policy edited to a removed version: held, named with its file; the apiserver keeps
+    // running on the files it has, and the hold shows in the pod's readiness, as kubectl sees it.
+    let policy = std::fs::read_to_string(staged.join("audit-policy.yaml")).unwrap();
+    stage_file(
+        &staged,
+        "audit-policy.yaml",
+        &policy.replace(
+            "apiVersion: audit.k8s.io/v1\n",
+            "apiVersion: audit.k8s.io/v1beta1\n",
+        ),
+    );
+    let s = crate::common::poll("the v1beta1 audit policy held", CHANGE, || {
+        let s = crate::common::status(gate_port)?;
+        (s["candidate"]["verdict"] == "too-old").then_some(s)
+    });
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("audit-policy.yaml has audit.k8s.io/v1beta1 (too-old)"),
+        "{reason}"
+    );
+    assert_eq!(s["active"]["version"], served, "{s}");
+    let pod = n.wait_pod(
+        "kube-system",
+        &mirror,
+        "the pod unready while the policy is held",
+        CHANGE,
+        |p| harness::condition_is(p, "Ready", "False"),
+    );
+    let api = container(&pod, "kube-apiserver").unwrap();
+    assert!(api["state"]["running"].is_object(), "{api}");
+    assert_eq!(api["restartCount"], 0, "{api}");
+    assert!(apiserver_live(n, port), "the apiserver keeps serving");
+
+    // A restarted static pod (a new pod, as after a reboot or an upgrade) keeps its config: the promoted
+    // dir is a hostPath, confgate adopts the files it promoted, and the apiserver starts on them while
+    // the staged policy is still held.
+    let manifest = n.dir.join("manifests/kube-apiserver.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    crate::common::poll("the static kube-apiserver stopped", START, || {
+        (!apiserver_live(n, port)).then_some(())
+    });
+    std::fs::write(&manifest, text).unwrap();
+    crate::common::poll("the restarted kube-apiserver serving", START, || {
+        apiserver_live(n, port).then_some(())
+    });
+    let s = crate::common::poll("the restarted gate holding", CHANGE, || {
+        let s = crate::common::status(gate_port)?;
+        (s["candidate"]["verdict"] == "too-old").then_some(s)
+    });
+    assert_eq!(s["active"]["version"], served, "{s}");
+    // The mirror pod is made again by the kubelet: absent for a moment, not a failure.
+    crate::common::poll(
+        "the restarted pod unready while the policy is held",
+        CHANGE,
+        || {
+            let out = n.cluster.kubectl_with(
+                &["get", "pod", "-n", "kube-system", &mirror, "-o", "json"],
+                "",
+            );
+            let p: Value = serde_json::from_slice(&out.stdout).ok()?;
+            (harness::condition_is(&p, "Ready", "False") && running(&p, "kube-apiserver"))
+                .then_some(())
+        },
+    );
+    std::fs::remove_file(&manifest).unwrap();
 }
