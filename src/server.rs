@@ -8,6 +8,9 @@
 //! Each connection has `MAX_BUF` (16 KiB) of buffer and `HEADER_READ_TIMEOUT` (3 s) for its
 //! headers; accept errors back off (`Doubling`); at shutdown open connections drain within the
 //! grace period, past which `run` fails.
+//!
+//! Every shipped probe is exec (`confgate probe`), so it reaches the server over loopback and uses
+//! the reserved slots; `tests/commands/manifests.rs` reports a manifest whose probe is `httpGet`.
 
 use std::convert::Infallible;
 use std::future::Future;

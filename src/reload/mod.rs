@@ -5,7 +5,9 @@
 //!
 //! A request is a reload or a start-up check (`Kind::Startup`, for the first promotion into an
 //! empty dir): the check gathers evidence that the component runs that config, and waits for a
-//! component not there yet (`Waiting`, never a failure). `Handle::on_its_way` lets the loop wait
+//! component not there yet (`Waiting`, never a failure). Evidence is every process started after
+//! the promotion (by boot ticks, no wall clock), metrics reporting a load after it, or a first
+//! contact answered 2xx; no process at all is no evidence. `Handle::on_its_way` lets the loop wait
 //! until the newest request is on its way (the first write on the client's connection, seen by
 //! `http::Wire`; the signal handed to its thread; or the attempt over), at most `ON_ITS_WAY_MAX`,
 //! never for an answer or a retry: no status says a reload was made before it is on the wire, and
