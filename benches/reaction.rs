@@ -405,7 +405,7 @@ fn peak_memory(tmp: &Path) -> Vec<(&'static str, &'static str, u64)> {
         write(&vol, &shape.files);
         let promote = base.join("promoted");
         let ann = base.join("podinfo/annotations");
-        let cg = spawn_gate(
+        let mut cg = spawn_gate(
             &bin(),
             &[
                 "--watch",
@@ -421,6 +421,9 @@ fn peak_memory(tmp: &Path) -> Vec<(&'static str, &'static str, u64)> {
             ],
             &base.join("log"),
         );
+        // CI's quick run is a debug build, which reads a 1 MiB flow-style YAML in seconds, and more on a
+        // loaded machine: the default deadline is for small configs.
+        cg.deadline = Duration::from_secs(120);
         cg.wait_status(shape.label, |s| {
             s["ready"] == true || s["candidate"]["verdict"].is_string()
         });

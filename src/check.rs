@@ -150,6 +150,11 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
         let stdin = p == Path::new("-");
         if !stdin && p.is_dir() {
             let what = p.display().to_string();
+            // A directory that cannot be listed is unreadable input, as a file that cannot be read
+            // is (exit 64), not a config judged invalid (exit 1).
+            if let Err(source) = std::fs::read_dir(p) {
+                return Err(Error::Read { path: what, source });
+            }
             inputs.push(Input {
                 place: what.clone(),
                 id: what.clone(),
@@ -184,7 +189,17 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
     for w in &found_workloads {
         let mut all: Vec<Settings> = Vec::new();
         for r in ranges {
-            let resolved = Settings::with_annotations(r, r, &w.annotations);
+            // A manifest's annotation is its author's, who writes the container spec too (`inject`
+            // puts its checker there): judged as the sidecar it makes would judge it.
+            let mut r = r.clone();
+            if let Some(Ok(v)) = w
+                .annotations
+                .get(crate::verdict::fix::ANN_VALIDATE)
+                .map(|v| v.parse())
+            {
+                r.validate = v;
+            }
+            let resolved = Settings::with_annotations(&r, &r, &w.annotations);
             if !resolved.problems.is_empty() {
                 return Err(Error::Annotations {
                     workload: w.id.clone(),

@@ -19,6 +19,7 @@ pub use crate::workloads::volumes::Unchosen;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::settings::{Reload, Settings};
+use crate::verdict::fix::ANN_VALIDATE;
 use crate::workloads::volumes::shape;
 use serde_json::{Map, Value, json};
 
@@ -435,7 +436,7 @@ fn inject_doc(
 /// misspelled or bad one would leave the injected sidecar never ready, or a typo in `accepts` skip the
 /// workload in silence.
 fn check_annotations(annotations: Option<&Value>) -> Result<Settings, Problem> {
-    let defaults = Settings::default();
+    let mut defaults = Settings::default();
     let Some(map) = annotations.and_then(Value::as_object) else {
         return Ok(defaults);
     };
@@ -448,6 +449,12 @@ fn check_annotations(annotations: Option<&Value>) -> Result<Settings, Problem> {
             });
         };
         ours.insert(k.clone(), v.to_owned());
+    }
+    // The checker a template's annotation names is written by the manifest's author, who writes
+    // the container spec too: it becomes the sidecar's own (`CONFGATE_VALIDATE`), which a later patch
+    // of the pod's annotation may only pick or turn off.
+    if let Some(Ok(v)) = ours.get(ANN_VALIDATE).map(|v| v.parse()) {
+        defaults.validate = v;
     }
     let resolved = Settings::with_annotations(&defaults, &defaults, &ours);
     if resolved.problems.is_empty() {
@@ -678,6 +685,17 @@ fn inject_pod(
         port,
         (port != PORT || on_node).then_some(&listen),
     );
+    if settings.validate != crate::settings::Validate::None {
+        // Only the container spec names a program confgate runs.
+        let env = c
+            .as_object_mut()
+            .expect("an object")
+            .entry("env")
+            .or_insert_with(|| json!([]));
+        if let Some(env) = env.as_array_mut() {
+            env.push(json!({"name": "CONFGATE_VALIDATE", "value": settings.validate.to_string()}));
+        }
+    }
     if let Some((uid, gid)) = run_as {
         c["securityContext"]["runAsUser"] = uid.into();
         c["securityContext"]["runAsGroup"] = gid.into();

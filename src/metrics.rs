@@ -46,6 +46,7 @@ pub struct Metrics {
     candidates: [AtomicU64; 7],
     promotions: AtomicU64,
     promotion_failures: AtomicU64,
+    repairs: AtomicU64,
     reload_success: AtomicU64,
     reload_failure: AtomicU64,
     watch_errors_files: AtomicU64,
@@ -90,6 +91,10 @@ impl Metrics {
         self.promotions.fetch_add(1, Ordering::Relaxed);
         self.last_promotion
             .store(unix_seconds.to_bits(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn repaired(&self) {
+        self.repairs.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn promotion_failed(&self) {
@@ -231,6 +236,12 @@ impl Metrics {
             "confgate_promotion_failures_total",
             "Promotions that failed; the previous config stayed whole.",
             &self.promotion_failures,
+        );
+        counter(
+            &mut out,
+            "confgate_promoted_dir_repairs_total",
+            "Times the promoted dir was found changed behind confgate's back and promoted again.",
+            &self.repairs,
         );
         head(
             &mut out,

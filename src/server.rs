@@ -261,7 +261,9 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
 
 /// `ok`, or the one-line reason; with `verbose`, one line per check as the Kubernetes API server does.
 /// `/readyz?line`, the exec probe's one line in one request: `/readyz`'s answer, except that a ready
-/// pod holding back a newer config says what it holds (`holding 2.4.1; 3.0.0 is too-new`).
+/// pod holding back a newer config says what it holds (`holding 2.4.1; 3.0.0 is too-new`), and one
+/// with a check that does not take readiness failing (a bad annotation, a failing reload) says that
+/// too (`ok; reload: …`).
 pub fn readyz_line(s: &Status) -> Response<Full<Bytes>> {
     match holding_line(s) {
         Some(line) => text(StatusCode::OK, format!("{line}\n")),
@@ -269,10 +271,22 @@ pub fn readyz_line(s: &Status) -> Response<Full<Bytes>> {
     }
 }
 
-/// "holding 2.4.1; 3.0.0 is too-new" while ready and the active config is not the newest.
+/// "holding 2.4.1; 3.0.0 is too-new" while ready and the active config is not the newest, then
+/// each failing check that does not take readiness ("ok; settings: …" when nothing is held).
 fn holding_line(s: &Status) -> Option<String> {
-    let h = crate::state::Holding::of(s).filter(|_| s.ready)?;
-    Some(listing::one_line(&h.to_string()).into_owned())
+    if !s.ready {
+        return None;
+    }
+    let mut parts: Vec<String> = crate::state::Holding::of(s)
+        .map(|h| h.to_string())
+        .into_iter()
+        .collect();
+    let warnings = s.warnings();
+    if parts.is_empty() && !warnings.is_empty() {
+        parts.push("ok".into());
+    }
+    parts.extend(warnings);
+    (!parts.is_empty()).then(|| listing::one_line(&parts.join("; ")).into_owned())
 }
 
 pub fn readyz(s: &Status, verbose: bool) -> Response<Full<Bytes>> {
@@ -296,6 +310,9 @@ pub fn readyz(s: &Status, verbose: bool) -> Response<Full<Bytes>> {
         let message = listing::one_line(&c.message);
         if c.ok {
             body.push_str(&format!("[+]{} ok: {message}\n", c.name));
+        } else if !c.name.gates_readiness() {
+            // Reported, and readiness left to the config in force.
+            body.push_str(&format!("[!]{} warning: {message}\n", c.name));
         } else {
             body.push_str(&format!("[-]{} failed: {message}\n", c.name));
         }

@@ -25,7 +25,7 @@
 //! no thread: an idle sidecar wakes for nothing. The cost: `Source::ensure_watches` stats each
 //! watched dir on every turn of the loop, on the loop's thread.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use futures_core::Stream;
 use inotify::{EventMask, EventOwned, EventStream, Inotify, WatchDescriptor, WatchMask, Watches};
 
-use crate::snapshot::DATA_LINK;
+use crate::snapshot::{DATA_LINK, is_editor_leftover};
 
 /// What to look at again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,6 +112,10 @@ pub(crate) struct Source {
     /// Changes read but not yet taken.
     pending: Changes,
     last_plain: Instant,
+    /// The config dir's files written since their last close after writing (`IN_MODIFY` seen, no
+    /// `IN_CLOSE_WRITE` yet), with when the first write was seen: still open for writing, so a read
+    /// may find them half-written.
+    writing: BTreeMap<OsString, Instant>,
     errors: u64,
     /// Why the inotify descriptor stopped giving events, once it has: it is not read again (a
     /// descriptor that fails once would fail every turn and spin the loop), and changes are then found
@@ -153,6 +157,7 @@ impl Source {
             links: Vec::new(),
             pending: Changes::default(),
             last_plain: Instant::now(),
+            writing: BTreeMap::new(),
             errors: 0,
             failed: None,
             watch_error: None,
@@ -239,6 +244,7 @@ impl Source {
             match Pin::new(&mut self.events).poll_next(cx) {
                 Poll::Ready(Some(Ok(ev))) => {
                     let c = classify(&ev, &self.config, self.annotations.as_ref(), &self.links);
+                    self.track_writes(&ev);
                     if ev.mask.contains(EventMask::Q_OVERFLOW) {
                         self.errors += 1;
                         // What was lost may be a watch's `IN_IGNORED`: check every watch again.
@@ -286,6 +292,52 @@ impl Source {
         }
     }
 
+    /// Keeps [`Source::writing`] up to date from one event.
+    fn track_writes(&mut self, ev: &EventOwned) {
+        if ev
+            .mask
+            .intersects(EventMask::Q_OVERFLOW | EventMask::IGNORED)
+        {
+            // What was lost may be a close: better read a file being written (its size and times
+            // are still checked across the read) than wait for ever for a close already made.
+            self.writing.clear();
+            return;
+        }
+        if self.config.wd.as_ref() != Some(&ev.wd) {
+            return;
+        }
+        let Some(name) = ev.name.as_deref() else {
+            return;
+        };
+        if plain_name(name).is_none() {
+            return;
+        }
+        if ev.mask.contains(EventMask::MODIFY) {
+            self.writing
+                .entry(name.to_os_string())
+                .or_insert_with(Instant::now);
+        }
+        // Closed after writing, removed, or replaced by a rename (a writer still holding the old
+        // file writes to no name any more).
+        if ev.mask.intersects(
+            EventMask::CLOSE_WRITE
+                | EventMask::DELETE
+                | EventMask::MOVED_FROM
+                | EventMask::MOVED_TO,
+        ) {
+            self.writing.remove(name);
+        }
+    }
+
+    /// The config dir's file open for writing the longest, and for how long; `None` when every file
+    /// written was closed since.
+    pub(crate) fn writing(&self) -> Option<(String, Duration)> {
+        self.writing
+            .iter()
+            .min_by_key(|(_, t)| **t)
+            .map(|(n, t)| (n.to_string_lossy().into_owned(), t.elapsed()))
+    }
+
     /// Time since the last event on a plain (non-`..data`) name in the config dir.
     pub(crate) fn since_plain_event(&self) -> Duration {
         self.last_plain.elapsed()
@@ -314,7 +366,7 @@ fn classify(
         out |= match name {
             None => Changes::CONFIG,
             Some(n) if n == DATA_LINK => Changes::CONFIG,
-            Some(n) if n.as_encoded_bytes().starts_with(b"..") => Changes::default(),
+            Some(n) if plain_name(n).is_none() => Changes::default(),
             Some(_) => Changes::PLAIN,
         };
     }
@@ -331,6 +383,13 @@ fn classify(
         out |= Changes::CONFIG;
     }
     out
+}
+
+/// `name` when it may be a plain directory's key: not the writer's own (`..`), not an editor's
+/// leftover (a swap file, a backup), whose writes are no edits of the config.
+fn plain_name(name: &OsStr) -> Option<&OsStr> {
+    let b = name.as_encoded_bytes();
+    (!b.starts_with(b"..") && !is_editor_leftover(b)).then_some(name)
 }
 
 /// As many links as the kernel follows resolving one path (`MAXSYMLINKS`).
@@ -423,6 +482,43 @@ mod tests {
             "the first watch looks at everything"
         );
         (root, v, s)
+    }
+
+    /// A file written and not yet closed is open for writing until its close; an editor's leftover
+    /// is neither tracked nor a plain edit.
+    #[tokio::test]
+    async fn a_file_is_open_for_writing_until_its_close_and_leftovers_are_no_edits() {
+        use std::io::Write;
+        let (_root, v, mut s) = watching_v().await;
+        let mut f = std::fs::File::create(v.join("config.yaml")).unwrap();
+        f.write_all(b"half").unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(5), async {
+            while s.writing().is_none() {
+                s.changed().await;
+            }
+        })
+        .await;
+        assert!(seen.is_ok(), "the write was not seen");
+        assert_eq!(s.writing().unwrap().0, "config.yaml");
+        drop(f);
+        let closed = tokio::time::timeout(Duration::from_secs(5), async {
+            while s.writing().is_some() {
+                s.changed().await;
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the close was not seen");
+        // A leftover's write is neither an edit nor a file being written; the file after it is.
+        let mut swap = std::fs::File::create(v.join(".config.yaml.swp")).unwrap();
+        swap.write_all(b"swap").unwrap();
+        std::fs::write(v.join("after"), "x").unwrap();
+        assert!(next(&mut s).await.contains(Changes::PLAIN));
+        assert_eq!(
+            s.writing(),
+            None,
+            "the swap file, still open, is not tracked"
+        );
+        drop(swap);
     }
 
     /// A file written in `v` is seen as a plain edit within 5 s.

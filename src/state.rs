@@ -9,6 +9,10 @@
 //! REASON]`) for `/readyz`, the probe, the pod's Events and `confgate status`; `Rollout` is a
 //! rollout as a pod sees it, typed, whose `view` is the one place its `RolloutView` and words are
 //! made. `metrics` does not import this module: the status becomes a `metrics::View` here.
+//!
+//! `CheckKind::gates_readiness` says which checks take readiness: a bad annotation and a failing
+//! reload are reported (`[!]` in `/readyz?verbose` and on the probe's line) without gating, since
+//! neither changes what the component runs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,6 +209,17 @@ impl Rollout {
     }
 }
 
+/// A candidate the component's checker is running on (`validate`), not promoted before it answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckingView {
+    pub version: Option<String>,
+    pub sha256: PrintedHash,
+    /// The checker's file name.
+    pub checker: String,
+    /// When the check began (RFC 3339 in `/status`).
+    pub since: jiff::Timestamp,
+}
+
 /// A change this pod has seen and promotes later, after its share of the reload spread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpreadView {
@@ -281,6 +296,10 @@ pub enum CheckKind {
     Newest,
     /// The last promotion succeeded.
     Promote,
+    /// The reload of the promoted config reaches the component (failing: it has not taken it).
+    Reload,
+    /// A candidate under the component's checker: in progress, never a failure.
+    Validate,
 }
 
 impl CheckKind {
@@ -290,6 +309,19 @@ impl CheckKind {
             CheckKind::Config => "config",
             CheckKind::Newest => "newest",
             CheckKind::Promote => "promote",
+            CheckKind::Reload => "reload",
+            CheckKind::Validate => "validate",
+        }
+    }
+
+    /// Whether a failure of this check takes readiness. A bad annotation keeps the value in force
+    /// before it, and a failing reload leaves the component on the config it had: neither changes
+    /// the config the component runs, so both are reported (`[!]` in `/readyz?verbose`, the probe's
+    /// line, the condition's message) without dropping a replica whose config in force is good.
+    pub fn gates_readiness(self) -> bool {
+        match self {
+            CheckKind::Settings | CheckKind::Reload | CheckKind::Validate => false,
+            CheckKind::Config | CheckKind::Newest | CheckKind::Promote => true,
         }
     }
 }
@@ -335,6 +367,9 @@ pub struct Status {
     /// A change waiting for this pod's share of the reload spread (none while nothing waits).
     #[serde(default)]
     pub spread: Option<SpreadView>,
+    /// A check by the component's checker under way (none while none runs).
+    #[serde(default)]
+    pub checking: Option<CheckingView>,
     /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::rendered`]),
     /// since its health depends on the time it is read at.
     #[serde(skip)]
@@ -360,6 +395,7 @@ impl Default for Status {
             watch_error: None,
             rollout: None,
             spread: None,
+            checking: None,
             source: None,
         }
     }
@@ -368,9 +404,22 @@ impl Default for Status {
 impl Status {
     /// Whether the `settings` check fails (a bad or unknown annotation).
     pub(crate) fn settings_problem(&self) -> bool {
+        self.failing(CheckKind::Settings).is_some()
+    }
+
+    /// The failing check of that kind, if it fails.
+    pub(crate) fn failing(&self, kind: CheckKind) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == kind && !c.ok)
+    }
+
+    /// The failing checks that do not take readiness (a settings problem, a failing reload), as
+    /// `NAME: MESSAGE`, for the probe's line of a ready replica.
+    pub(crate) fn warnings(&self) -> Vec<String> {
         self.checks
             .iter()
-            .any(|c| c.name == CheckKind::Settings && !c.ok)
+            .filter(|c| !c.ok && !c.name.gates_readiness())
+            .map(|c| format!("{}: {}", c.name, c.message))
+            .collect()
     }
 
     /// The `/livez` reason when the API source's watch is stuck.

@@ -83,7 +83,7 @@ impl fmt::Display for Described {
 
 /// A condition's reason: the verdict in CamelCase, `NotPromoted` when an accepted config could not
 /// be put in place, `Observed` for a replica ready in observe mode on a config it does not accept,
-/// `NotReady` for a replica not ready for another reason (its settings), `ReloadFailing` while the
+/// `NotReady` for a replica not ready for another reason (a failed rollback), `ReloadFailing` while the
 /// component has not taken the promoted config because its reload keeps failing, `Spreading` while an
 /// accepted newer config waits for this pod's share of the reload spread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,6 +229,9 @@ pub struct Facts {
     /// With a rollout in the ConfigMap: the pod's part in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutPart>,
+    /// A bad or unknown `confgate.io/` annotation (the value in force before it is kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_problem: Option<String>,
 }
 
 impl Facts {
@@ -261,6 +264,9 @@ impl fmt::Display for Facts {
         }
         if let Some(r) = &self.reload_failing {
             write!(f, "; reload via {} failing: {}", r.target, r.error)?;
+        }
+        if let Some(p) = &self.settings_problem {
+            write!(f, "; settings problem (the values in force are kept): {p}")?;
         }
         Ok(())
     }
@@ -307,6 +313,7 @@ mod tests {
                     assigned: if candidate { Track::Candidate } else { Track::Stable },
                     held: held.map(|(config, v)| Held { config, verdict: Verdict::ALL[v] }),
                 }),
+                settings_problem: None,
             };
             prop_assert_eq!(Facts::from_json(&f.to_json()), Some(f));
         }
@@ -359,6 +366,7 @@ mod tests {
                 error: "connection refused".into(),
             }),
             rollout: None,
+            settings_problem: None,
         };
         assert_eq!(
             f.to_string(),

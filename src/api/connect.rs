@@ -15,6 +15,10 @@
 //!   client certificate). An `auth-provider` is refused, naming it and what to use instead.
 //!
 //! As with kube, the kubeconfig comes first and the ServiceAccount is the fallback.
+//!
+//! A token file is read again on the blocking pool, never on the thread that answers probes, with a
+//! bounded, non-blocking open; an exec plugin runs there too, killed with its process group past
+//! `EXEC_TIMEOUT` (30 s) or `EXEC_OUTPUT_MAX` (1 MiB) of output.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -33,6 +37,17 @@ pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/ser
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// An exec plugin's token is replaced this long before it expires.
 const EXPIRY_MARGIN: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
+/// The most a kubeconfig or a credential file (CA, certificate, key) may hold: none is near it, and
+/// a file past it is an error, not read whole.
+const FILE_MAX: u64 = 4 * 1024 * 1024;
+/// The most a token file may hold (a projected ServiceAccount token is about 1 KiB).
+const TOKEN_MAX: u64 = 64 * 1024;
+/// How long a request waits for the token file's re-read before it sends the last token read.
+const TOKEN_READ_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long an exec plugin may run before it is killed, with whatever it started.
+const EXEC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The most an exec plugin may print on its standard output (an `ExecCredential` is a few KiB).
+const EXEC_OUTPUT_MAX: usize = 1024 * 1024;
 
 /// Why the kubeconfig gave no connection.
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +164,18 @@ pub enum ExecError {
     Empty { command: String },
     #[error("the exec plugin {command:?} was interrupted")]
     Interrupted { command: String },
+    #[error(
+        "the exec plugin {command:?} did not finish within {after:?} and was killed (run it by hand \
+         to see where it waits: it may ask for input, which confgate cannot give)"
+    )]
+    TimedOut {
+        command: String,
+        after: std::time::Duration,
+    },
+    #[error(
+        "the exec plugin {command:?} printed more than {max} bytes; it was stopped and its output not read"
+    )]
+    TooMuch { command: String, max: usize },
 }
 
 /// A kubeconfig as confgate reads it: only the fields it uses; the rest is ignored.
@@ -275,7 +302,7 @@ pub(crate) struct Connection {
 impl Connection {
     /// The API server's URL, for messages that must say where.
     pub(crate) fn server(&self) -> String {
-        self.server.to_string()
+        crate::values::redact(&self.server.to_string())
     }
 
     /// The connection kube's `Config::infer` would choose: the kubeconfig, else the ServiceAccount.
@@ -312,6 +339,7 @@ impl Connection {
                 }
             }
         }
+        self.warn_if_credentials_in_clear();
         let tls = self.tls().map_err(|e| Error::Build(Box::new(e)))?;
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
@@ -342,6 +370,21 @@ impl Connection {
             service,
         );
         Ok(kube::client::ClientBuilder::new(service, self.namespace).build())
+    }
+
+    /// Says, once per process, that credentials would be sent unencrypted: an `http://` server
+    /// other than loopback, with a token, password or plugin's token to send.
+    fn warn_if_credentials_in_clear(&self) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        if matches!(self.auth, Auth::None) || !in_clear(&self.server) {
+            return;
+        }
+        WARNED.call_once(|| {
+            tracing::warn!(
+                server = %self.server(),
+                "credentials sent unencrypted: the API server's URL is http:// and not loopback, so its token or password can be read on the way; use https://"
+            );
+        });
     }
 
     fn tls(&self) -> Result<rustls::ClientConfig, Problem> {
@@ -412,7 +455,11 @@ fn from_kubeconfig() -> Result<Connection, KubeconfigError> {
     let mut merged = Kubeconfig::default();
     let mut found = false;
     for path in &paths {
-        let text = match std::fs::read_to_string(path) {
+        let text = match read_bounded(path, FILE_MAX).and_then(|b| {
+            String::from_utf8(b).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8 text")
+            })
+        }) {
             Ok(t) => t,
             // kubectl skips a listed file that is not there, as long as one is.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && paths.len() > 1 => continue,
@@ -501,8 +548,8 @@ fn resolve(config: Kubeconfig) -> Result<Connection, Problem> {
         .filter(|s| !s.is_empty())
         .ok_or_else(|| Problem::NoServer(cluster_name.clone()))?;
     let server = server.parse::<hyper::Uri>().map_err(|e| Problem::Server {
-        server: server.clone(),
-        why: e.to_string(),
+        server: crate::values::redact(&server),
+        why: crate::values::redact(&e.to_string()),
     })?;
     let roots = match (
         cluster.certificate_authority_data,
@@ -630,8 +677,48 @@ fn in_cluster_at(host: String, port: &str, dir: &Path) -> Result<Connection, InC
     })
 }
 
+/// Whether a request to `server` goes unencrypted over a network: `http://` to a host other than
+/// loopback (`localhost`, `127.0.0.0/8`, `::1`).
+fn in_clear(server: &hyper::Uri) -> bool {
+    if server.scheme_str() != Some("http") {
+        return false;
+    }
+    let host = server.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !loopback
+}
+
+/// Reads `path` whole when it is a regular file of at most `max` bytes. The open never blocks (a
+/// FIFO or device in its place is refused, not waited on) and a larger file is refused, not read.
+fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "is not a regular file (a FIFO, device or directory is not read)",
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
+    f.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "holds more than {max} bytes; not read"
+        )));
+    }
+    Ok(bytes)
+}
+
 fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, Problem> {
-    std::fs::read(path).map_err(|e| Problem::File {
+    read_bounded(path, FILE_MAX).map_err(|e| Problem::File {
         what,
         path: path.to_owned(),
         why: if e.kind() == std::io::ErrorKind::NotFound {
@@ -697,24 +784,38 @@ fn bearer(token: &str) -> Option<HeaderValue> {
 /// A token file read as kubectl reads it: trimmed, and at every request, so a rotated token is in use
 /// at once. A read that fails or finds no token keeps the last token (as kube does: a file may be
 /// removed once read).
+///
+/// The re-read runs on the blocking pool, never on the thread that answers probes, bounded in size
+/// (a FIFO or device in its place is refused, not waited on): a request waits for it at most
+/// [`TOKEN_READ_WAIT`], then sends the last token, and one read at a time is in flight.
 pub(crate) struct TokenFile {
-    path: PathBuf,
-    last: Mutex<HeaderValue>,
+    path: Arc<PathBuf>,
+    last: Arc<Mutex<HeaderValue>>,
+    reading: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TokenFile {
     /// The file, which must hold a token now: one it cannot read is named.
     pub(crate) fn open(path: PathBuf) -> Result<TokenFile, Problem> {
         let what = "the token file";
-        let text = read(what, &path)?;
+        let text = read_bounded(&path, TOKEN_MAX).map_err(|e| Problem::File {
+            what,
+            path: path.clone(),
+            why: if e.kind() == std::io::ErrorKind::NotFound {
+                "does not exist".to_owned()
+            } else {
+                e.to_string()
+            },
+        })?;
         let header = Self::parse(&text).ok_or_else(|| Problem::File {
             what,
             path: path.clone(),
             why: "holds no token".to_owned(),
         })?;
         Ok(TokenFile {
-            path,
-            last: Mutex::new(header),
+            path: Arc::new(path),
+            last: Arc::new(Mutex::new(header)),
+            reading: Arc::default(),
         })
     }
 
@@ -727,12 +828,24 @@ impl TokenFile {
     }
 
     /// The header to send: the file's token now, else the last one read.
-    pub(crate) fn header(&self) -> HeaderValue {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(fresh) = std::fs::read(&self.path).ok().and_then(|t| Self::parse(&t)) {
-            *last = fresh;
+    pub(crate) async fn header(&self) -> HeaderValue {
+        use std::sync::atomic::Ordering;
+        if !self.reading.swap(true, Ordering::AcqRel) {
+            let (path, last, reading) =
+                (self.path.clone(), self.last.clone(), self.reading.clone());
+            let read = tokio::task::spawn_blocking(move || {
+                let fresh = read_bounded(&path, TOKEN_MAX)
+                    .ok()
+                    .and_then(|t| Self::parse(&t));
+                if let Some(fresh) = fresh {
+                    *last.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
+                }
+                reading.store(false, Ordering::Release);
+            });
+            // A read still running past the wait finishes on its own and updates the last token.
+            let _ = tokio::time::timeout(TOKEN_READ_WAIT, read).await;
         }
-        last.clone()
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -751,6 +864,8 @@ struct Exec {
     config: ExecConfig,
     command: PathBuf,
     cached: Arc<Mutex<Cached>>,
+    /// How long it may run ([`EXEC_TIMEOUT`]).
+    timeout: std::time::Duration,
 }
 
 #[derive(Deserialize)]
@@ -780,6 +895,7 @@ impl Exec {
             config,
             command,
             cached: Arc::new(Mutex::new(None)),
+            timeout: EXEC_TIMEOUT,
         }
     }
 
@@ -830,6 +946,9 @@ impl Exec {
             "spec": {"interactive": false},
         });
         let mut cmd = std::process::Command::new(&self.command);
+        cmd.stdout(std::process::Stdio::piped());
+        // Its own process group, so the kill at the time bound reaches what it started too.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd.args(self.config.args.iter().flatten())
             .envs(
                 self.config
@@ -841,19 +960,10 @@ impl Exec {
             .env("KUBERNETES_EXEC_INFO", info.to_string())
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::inherit());
-        let out = cmd.output().map_err(|why| ExecError::Spawn {
-            command: command(),
-            why,
-        })?;
-        if !out.status.success() {
-            return Err(ExecError::Failed {
-                command: command(),
-                status: out.status.to_string(),
-            });
-        }
+        let stdout = self.output(cmd)?;
         // serde_json's error names a line and column, never the text.
         let cred: ExecCredential =
-            serde_json::from_slice(&out.stdout).map_err(|e| ExecError::Output {
+            serde_json::from_slice(&stdout).map_err(|e| ExecError::Output {
                 command: command(),
                 why: e.to_string(),
             })?;
@@ -881,6 +991,81 @@ impl Exec {
             return Ok(Credential::Identity(certs, key));
         }
         Err(ExecError::Empty { command: command() })
+    }
+}
+
+impl Exec {
+    /// Runs `cmd` (its stdout piped) within [`Exec::timeout`], keeping at most [`EXEC_OUTPUT_MAX`]
+    /// bytes of its standard output; past either bound its process group is killed.
+    fn output(&self, mut cmd: std::process::Command) -> Result<Vec<u8>, ExecError> {
+        use std::io::Read as _;
+        let command = || self.config.command.clone();
+        let mut child = cmd.spawn().map_err(|why| ExecError::Spawn {
+            command: command(),
+            why,
+        })?;
+        drop(cmd);
+        let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+        let kill = move || {
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+        };
+        let Some(mut stdout) = child.stdout.take() else {
+            kill();
+            let _ = child.wait();
+            return Err(ExecError::Interrupted { command: command() });
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let mut buf = [0u8; 8192];
+            let mut over = false;
+            loop {
+                match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) if kept.len() + n > EXEC_OUTPUT_MAX => {
+                        // Stopped at once: a plugin printing without end is not waited for.
+                        over = true;
+                        kill();
+                        break;
+                    }
+                    Ok(n) => kept.extend_from_slice(&buf[..n]),
+                }
+            }
+            let status = child.wait();
+            let _ = tx.send((status, kept, over));
+        });
+        let (status, out, over) = match rx.recv_timeout(self.timeout) {
+            Ok(done) => done,
+            Err(_) => {
+                kill();
+                tracing::warn!(
+                    plugin = %self.config.command,
+                    timeout_s = self.timeout.as_secs(),
+                    "exec plugin killed at its time bound"
+                );
+                return Err(ExecError::TimedOut {
+                    command: command(),
+                    after: self.timeout,
+                });
+            }
+        };
+        if over {
+            return Err(ExecError::TooMuch {
+                command: command(),
+                max: EXEC_OUTPUT_MAX,
+            });
+        }
+        let status = status.map_err(|why| ExecError::Spawn {
+            command: command(),
+            why,
+        })?;
+        if !status.success() {
+            return Err(ExecError::Failed {
+                command: command(),
+                status: status.to_string(),
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -920,7 +1105,7 @@ where
             let value = match &*auth {
                 Auth::None => None,
                 Auth::Header(v) => Some(v.clone()),
-                Auth::TokenFile(t) => Some(t.header()),
+                Auth::TokenFile(t) => Some(t.header().await),
                 Auth::Exec(e) => Some(e.header().await?),
             };
             if let Some(v) = value {
@@ -1107,16 +1292,167 @@ mod tests {
     }
 
     /// The in-cluster connection reads the ServiceAccount's token at every request, too.
-    #[test]
-    fn the_service_account_token_is_read_at_every_request() {
+    #[tokio::test]
+    async fn the_service_account_token_is_read_at_every_request() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("token");
         std::fs::write(&path, "one\n").unwrap();
         let t = TokenFile::open(path.clone()).unwrap();
-        assert_eq!(t.header(), "Bearer one");
+        assert_eq!(t.header().await, "Bearer one");
         std::fs::write(&path, "two\n").unwrap();
-        assert_eq!(t.header(), "Bearer two");
-        assert!(t.header().is_sensitive());
+        assert_eq!(t.header().await, "Bearer two");
+        assert!(t.header().await.is_sensitive());
+    }
+
+    /// The token file replaced by a FIFO no one writes, then by a file of 1 MiB: a request neither
+    /// waits on the FIFO (it froze the thread answering probes for good) nor reads the large file
+    /// whole; each sends the last token read, and a good token is read again after them. Asked from
+    /// a thread of its own, so a request that blocks fails this test instead of hanging it.
+    #[test]
+    fn a_token_file_made_a_fifo_or_huge_neither_blocks_nor_is_read_whole() {
+        let (port, rx) = recording_server();
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("token");
+        std::fs::write(&path, "good.token\n").unwrap();
+        let server = format!("http://127.0.0.1:{port}");
+        let conn = kubeconfig_at(tmp.path(), &server, "    tokenFile: token\n", "").unwrap();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let client = conn.client().await.unwrap();
+                std::fs::remove_file(&p).unwrap();
+                nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+                let fifo = ask(&client, &rx).await;
+                std::fs::remove_file(&p).unwrap();
+                std::fs::write(&p, vec![b'a'; 1024 * 1024]).unwrap();
+                let huge = ask(&client, &rx).await;
+                std::fs::write(&p, "next.token\n").unwrap();
+                let next = ask(&client, &rx).await;
+                let _ = done_tx.send((fifo, huge, next));
+            });
+        });
+        let (fifo, huge, next) = done
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the requests to finish: one blocked on the token file");
+        assert_eq!(fifo.as_deref(), Some("Bearer good.token"));
+        assert_eq!(huge.as_deref(), Some("Bearer good.token"));
+        assert_eq!(next.as_deref(), Some("Bearer next.token"));
+        // At start, the same file is refused, naming it, not waited on.
+        std::fs::remove_file(&path).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = TokenFile::open(path.clone()).err().unwrap().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    /// A plugin that hangs is killed at its time bound, with what it started, and named; one that
+    /// prints without end is stopped past its output bound, not buffered whole.
+    #[tokio::test]
+    async fn an_exec_plugin_that_hangs_or_prints_without_end_is_stopped_and_named() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let plugin = tmp.path().join("hang.sh");
+        let pidfile = tmp.path().join("child.pid");
+        // A child of its own holds stdout open, as a helper a plugin starts would.
+        std::fs::write(
+            &plugin,
+            format!(
+                "#!/bin/sh\nsleep 300 &\necho $! > {}\nwait\n",
+                pidfile.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config = |command: &str| ExecConfig {
+            command: command.to_owned(),
+            args: None,
+            env: None,
+            api_version: None,
+        };
+        let mut exec = Exec::new(config(&plugin.display().to_string()), tmp.path());
+        exec.timeout = std::time::Duration::from_millis(500);
+        let started = std::time::Instant::now();
+        let e = exec.run().await.err().unwrap().to_string();
+        assert!(
+            e.contains("hang.sh") && e.contains("did not finish within 500ms and was killed"),
+            "{e}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        let child: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed with its group: gone, or a zombie waiting for its reaper.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !(std::fs::read_to_string(format!("/proc/{child}/stat"))
+            .map_or(true, |s| s.split(' ').nth(2) == Some("Z")))
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "the plugin's child {child} outlived the kill"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let loud = tmp.path().join("loud.sh");
+        std::fs::write(&loud, "#!/bin/sh\nexec yes '{\"status\":{}}'\n").unwrap();
+        std::fs::set_permissions(&loud, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = Exec::new(config(&loud.display().to_string()), tmp.path())
+            .run()
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("printed more than 1048576 bytes"), "{e}");
+    }
+
+    /// A server URL's password is shown nowhere: not in `server()` (what `confgate status` names in
+    /// its errors), nor in the error about a server that is not a URL.
+    #[test]
+    fn a_server_urls_userinfo_is_never_shown() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = kubeconfig_at(
+            tmp.path(),
+            "http://admin:PASSWORD@203.0.113.7:8080",
+            "    token: t\n",
+            "",
+        )
+        .unwrap();
+        let shown = c.server();
+        assert!(
+            !shown.contains("PASSWORD") && !shown.contains("admin"),
+            "{shown}"
+        );
+        assert!(shown.contains("203.0.113.7:8080"), "{shown}");
+        let e = kubeconfig_at(
+            tmp.path(),
+            "http://admin:PASSWORD@bad host",
+            "    token: t\n",
+            "",
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(!e.contains("PASSWORD"), "{e}");
+    }
+
+    /// Credentials to an `http://` server other than loopback are sent in the clear: said.
+    #[test]
+    fn http_to_a_server_other_than_loopback_is_in_the_clear() {
+        for (url, clear) in [
+            ("http://203.0.113.7:8080", true),
+            ("http://api.example.com", true),
+            ("http://127.0.0.1:8080", false),
+            ("http://localhost:8080", false),
+            ("http://[::1]:8080", false),
+            ("https://203.0.113.7", false),
+        ] {
+            assert_eq!(in_clear(&url.parse().unwrap()), clear, "{url}");
+        }
     }
 
     /// An exec plugin (a real process) gives the token; once it has expired the plugin runs again.
@@ -1194,7 +1530,14 @@ mod tests {
         let Auth::TokenFile(t) = &c.auth else {
             panic!("not the token file")
         };
-        assert_eq!(t.header(), "Bearer sa-token");
+        assert_eq!(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(t.header()),
+            "Bearer sa-token"
+        );
         let c = in_cluster_at("fd00::1".into(), "6443", dir).unwrap();
         assert_eq!(c.server(), "https://[fd00::1]:6443/");
         assert!(matches!(

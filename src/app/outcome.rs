@@ -36,7 +36,11 @@ impl Error {
     /// Errors the user fixes by changing how confgate is started (a port in use, no kubeconfig): exit 64.
     pub fn is_usage(&self) -> bool {
         match self {
-            Error::Settings(_) | Error::Listen { .. } => true,
+            // The promoted dir cannot be made (a path under /proc, a read-only mount): fixed by
+            // choosing another, as a bad flag is.
+            Error::Settings(_)
+            | Error::Listen { .. }
+            | Error::Gate(gate::Error::PromoteTo { .. }) => true,
             #[cfg(feature = "api")]
             Error::Api(crate::api::Error::Client(_))
             | Error::Status(

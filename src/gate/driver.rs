@@ -24,6 +24,9 @@ use crate::state::Shared;
 /// How long a plain directory must be quiet before it is read, and the most a burst can delay a read.
 const QUIET: Duration = Duration::from_millis(100);
 const QUIET_MAX: Duration = Duration::from_secs(1);
+/// How long a file open for writing holds the config's reads before it is reported as never settling
+/// (it is still not read while it stays open).
+const SETTLE_MAX: Duration = Duration::from_secs(30);
 /// While the watched dir is absent, how often to look for it again.
 const ABSENT_POLL: Duration = Duration::from_secs(1);
 
@@ -92,13 +95,20 @@ pub async fn run_fed(
     let mut told: Option<Option<String>> = None;
     tokio::pin!(shutdown);
     loop {
-        if changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG) {
+        // A file still open for writing (truncated, then written in chunks, as `cp` or `cat >` do)
+        // is never read: whatever asked for a read waits, as a plain edit does, until it is closed.
+        let writing = source.writing();
+        pipeline.set_writing(writing.is_some());
+        if (changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG))
+            || (writing.is_some() && changes.contains(Changes::CONFIG))
+        {
             debounce.plain_event(Instant::now());
         }
         let files = Files {
             annotations: changes.contains(Changes::ANNOTATIONS),
-            config: changes.contains(Changes::CONFIG)
-                || debounce.ready(source.since_plain_event(), Instant::now()),
+            config: writing.is_none()
+                && (changes.contains(Changes::CONFIG)
+                    || debounce.ready(source.since_plain_event(), Instant::now())),
         };
         if files.config {
             debounce.clear();
@@ -107,10 +117,21 @@ pub async fn run_fed(
             pipeline.handle(Event::Files(files)).await;
         }
         let watched = source.ensure_watches() || !volume;
+        let unsettled = writing
+            .as_ref()
+            .filter(|(_, t)| *t >= SETTLE_MAX)
+            .map(|(name, t)| {
+                format!(
+                    "{} has been open for writing for {}s and is not read until it is closed; a \
+                 writer should write a new file and rename it over the old one",
+                    crate::listing::one_line(name),
+                    t.as_secs()
+                )
+            });
         let problem = match (&source.watch_error, watched) {
             (Some(e), _) => Some(e.clone()),
             (None, false) => Some(absent.clone()),
-            (None, true) => None,
+            (None, true) => unsettled,
         };
         let errors = source.take_errors();
         if errors > 0 || told.as_ref() != Some(&problem) {
@@ -122,8 +143,15 @@ pub async fn run_fed(
         if !watched {
             wake = wake.min(Instant::now() + ABSENT_POLL);
         }
-        if let Some(t) = debounce.wake_at(source.since_plain_event(), Instant::now()) {
-            wake = wake.min(t);
+        match &writing {
+            // Woken by its close; or when it has been open too long, to say so.
+            Some((_, t)) if *t < SETTLE_MAX => wake = wake.min(Instant::now() + (SETTLE_MAX - *t)),
+            Some(_) => {}
+            None => {
+                if let Some(t) = debounce.wake_at(source.since_plain_event(), Instant::now()) {
+                    wake = wake.min(t);
+                }
+            }
         }
         if let Some(t) = pipeline.wake_at() {
             wake = wake.min(t);
@@ -138,7 +166,13 @@ pub async fn run_fed(
             }
             () = tokio::time::sleep_until(wake) => {
                 let now = Instant::now();
-                if now >= resync_at || !watched {
+                pipeline.set_writing(source.writing().is_some());
+                if (now >= resync_at || !watched) && source.writing().is_some() {
+                    // The safety re-read waits for the close, as any read does.
+                    resync_at = now + resync;
+                    debounce.plain_event(now);
+                    Changes::default()
+                } else if now >= resync_at || !watched {
                     resync_at = now + resync;
                     debounce.clear();
                     pipeline.handle(Event::Resync).await;

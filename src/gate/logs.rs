@@ -50,6 +50,27 @@ pub(super) fn log(note: &LogLine, at: &Places<'_>) {
             version,
             sha, checker, reason, "the component's checker refused the candidate; not promoted"
         ),
+        LogLine::CheckNotAnswered {
+            version,
+            sha,
+            checker,
+            reason,
+        } => warn!(
+            version,
+            sha,
+            checker,
+            reason,
+            "the component's checker gave no answer; not promoted, checked again after a wait"
+        ),
+        LogLine::Tampered { expected, found } => warn!(
+            expected,
+            found = found.as_deref().unwrap_or("no config"),
+            "the promoted dir was changed behind confgate's back; promoting the config in force again"
+        ),
+        LogLine::CheckSuperseded { sha, version } => info!(
+            sha,
+            version, "a newer snapshot superseded the candidate under check; its check is ended"
+        ),
         LogLine::Problem(p) => warn!(problem = %p, "settings problem"),
         LogLine::ProblemCleared(p) => info!(problem = %p, "settings problem cleared"),
         LogLine::AnnotationGone { setting, value } => {

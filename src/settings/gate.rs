@@ -376,7 +376,7 @@ gate_settings! {
         value_name: "exec:CMD",
         env: "CONFGATE_VALIDATE",
         annotation: "confgate.io/validate",
-        help: "The component's own checker, run on the staged candidate before promotion, e.g. \"exec:/validators/promtool check config {dir}/prometheus.yml\" (a non-zero exit holds the config)",
+        help: "The component's own checker, run on the staged candidate before promotion, e.g. \"exec:/validators/promtool check config {dir}/prometheus.yml\" (a non-zero exit holds the config). Only the container spec names the program: the annotation may give this same value, or none",
         allowed: "none, or exec:PROGRAM ARGS... with PROGRAM an absolute path and {dir} (the staged candidate's dir) in an argument; split at spaces, no shell",
         default_means: "no checker runs ([validating with the component's own checker](validate.md))",
         repeat: Repeat::Once,

@@ -46,7 +46,8 @@ const ANN_PREFIX: &str = "confgate.io/";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub settings: Settings,
-    /// Bad or unknown annotations; each one makes confgate not ready.
+    /// Bad or unknown annotations; each one fails the `settings` check, which is reported and does not
+    /// take readiness (the value in force before it is kept).
     pub problems: Vec<String>,
 }
 
@@ -82,6 +83,67 @@ fn overlay(
     (s, errors)
 }
 
+/// The annotations' valid values that reach past what the container spec (`base`: flags, env,
+/// defaults) allows. Anyone who may patch the pod may write an annotation, which is less than
+/// `pods/exec` or editing the spec: so an annotation may pick `none` or the very checker the spec
+/// names, never another program; and it may send reloads and confirmations to the pod's own loopback
+/// or to a place the spec's `reload` or `confirm` names, never to a new host.
+fn beyond_spec(
+    s: &Settings,
+    base: &Settings,
+    ann: &Annotations,
+) -> Vec<(&'static Setting, Invalid)> {
+    let spec_urls: Vec<&Url> = [
+        match &base.reload {
+            Reload::Http(u) => Some(u),
+            _ => None,
+        },
+        base.confirm.as_ref().map(|c| &c.url),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let allowed_url = |u: &Url| u.is_loopback() || spec_urls.iter().any(|s| s.same_origin(u));
+    let mut out = Vec::new();
+    for setting in SETTINGS {
+        let Some(value) = ann.get(setting.annotation) else {
+            continue;
+        };
+        let problem = match setting.flag {
+            "validate" if s.validate != Validate::None && s.validate != base.validate => {
+                "names a checker the container spec does not: an annotation may only pick the one \
+                 --validate (CONFGATE_VALIDATE) names, or none; to run another, set it in confgate's \
+                 container spec"
+            }
+            "reload" if matches!(&s.reload, Reload::Http(u) if !allowed_url(u)) => {
+                "sends reloads to a host the container spec does not name: an annotation may send them \
+                 to the pod's own loopback, or where --reload or --confirm sends; to send elsewhere, \
+                 set --reload (CONFGATE_RELOAD) in confgate's container spec"
+            }
+            "confirm" if s.confirm.as_ref().is_some_and(|c| !allowed_url(&c.url)) => {
+                "reads a host the container spec does not name: an annotation may read the pod's own \
+                 loopback, or where --reload or --confirm sends; to read elsewhere, set --confirm \
+                 (CONFGATE_CONFIRM) in confgate's container spec"
+            }
+            _ => continue,
+        };
+        out.push((
+            setting,
+            Invalid {
+                setting: setting.annotation.to_owned(),
+                value: if setting.redact {
+                    redact(value)
+                } else {
+                    value.clone()
+                },
+                problem: problem.to_owned(),
+                allowed: setting.allowed,
+            },
+        ));
+    }
+    out
+}
+
 impl Settings {
     /// Settings from flags and environment over the defaults; every bad value is reported.
     pub fn from_raw(raw: &Raw) -> Result<Settings, Error> {
@@ -104,6 +166,8 @@ impl Settings {
             ann.get(setting.annotation)
                 .map(|v| (setting.annotation.to_owned(), RawValue::Text(v.clone())))
         });
+        let mut errors = errors;
+        errors.extend(beyond_spec(&s, base, ann));
         for (setting, _) in &errors {
             (setting.keep)(&mut s, in_force);
         }

@@ -310,3 +310,94 @@ fn a_bad_value_is_refused_with_its_parsers_own_cause() {
     let e = Settings::from_raw(&raw).unwrap_err();
     assert_eq!(e.0[0].problem, "\"61m\" is longer than 1h");
 }
+
+#[test]
+fn an_annotation_picks_only_the_checker_the_container_spec_names() {
+    let checker = "exec:/validators/promtool check config {dir}/prometheus.yml";
+    let spec = Settings::from_raw(&Raw {
+        validate: Some(checker.into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    // The spec's own checker, or none, may be picked.
+    for pick in [checker, "none"] {
+        let r = Settings::with_annotations(&spec, &spec, &ann(&[("confgate.io/validate", pick)]));
+        assert!(r.problems.is_empty(), "{pick}: {:?}", r.problems);
+        assert_eq!(r.settings.validate.to_string(), pick);
+    }
+    // Anything else is a settings problem, and the checker in force stays.
+    for (base, other) in [
+        (&spec, "exec:/bin/sh -c id {dir}"),
+        (
+            &spec,
+            "exec:/validators/promtool check rules {dir}/prometheus.yml",
+        ),
+        (&Settings::default(), checker),
+    ] {
+        let r = Settings::with_annotations(base, base, &ann(&[("confgate.io/validate", other)]));
+        assert_eq!(r.problems.len(), 1, "{other}");
+        assert!(
+            r.problems[0].contains("confgate.io/validate")
+                && r.problems[0].contains("a checker the container spec does not"),
+            "{}",
+            r.problems[0]
+        );
+        assert_eq!(r.settings.validate, base.validate, "{other}");
+    }
+}
+
+#[test]
+fn an_annotation_sends_reloads_and_confirmations_only_where_the_spec_allows() {
+    let spec = Settings::from_raw(&Raw {
+        reload: Some("https://user:pw@component.internal:8443/reload".into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    for (key, good) in [
+        ("confgate.io/reload", "http://127.0.0.1:8080/reload"),
+        ("confgate.io/reload", "http://localhost:9090/-/reload"),
+        ("confgate.io/reload", "http://[::1]:8080/reload"),
+        (
+            "confgate.io/reload",
+            "https://component.internal:8443/other",
+        ),
+        ("confgate.io/reload", "signal:HUP:prometheus"),
+        (
+            "confgate.io/confirm",
+            "http://127.0.0.1:9090/metrics#applied",
+        ),
+        (
+            "confgate.io/confirm",
+            "https://component.internal:8443/metrics#applied",
+        ),
+    ] {
+        let r = Settings::with_annotations(&spec, &spec, &ann(&[(key, good)]));
+        assert!(r.problems.is_empty(), "{good}: {:?}", r.problems);
+    }
+    for (key, bad) in [
+        ("confgate.io/reload", "http://169.254.169.254/latest"),
+        (
+            "confgate.io/reload",
+            "https://x:secret@elsewhere.example:8443/reload",
+        ),
+        (
+            "confgate.io/reload",
+            "https://component.internal:9443/reload",
+        ),
+        (
+            "confgate.io/confirm",
+            "http://10.0.0.1:9090/metrics#applied",
+        ),
+    ] {
+        let r = Settings::with_annotations(&spec, &spec, &ann(&[(key, bad)]));
+        assert_eq!(r.problems.len(), 1, "{bad}");
+        assert!(
+            r.problems[0].contains(key) && r.problems[0].contains("container spec does not name"),
+            "{}",
+            r.problems[0]
+        );
+        assert!(!r.problems[0].contains("secret"), "{}", r.problems[0]);
+        assert_eq!(r.settings.reload, spec.reload);
+        assert_eq!(r.settings.confirm, spec.confirm);
+    }
+}

@@ -11,3 +11,17 @@ pub(crate) const DATA_LINK: &str = "..data";
 
 /// The mode a key file has when nothing else is known: the kubelet's `defaultMode` default.
 pub(crate) const DEFAULT_MODE: u32 = 0o644;
+
+/// Whether `name` (one path component) is an editor's leftover beside a file it edits, never a key of
+/// a plain directory: vim's swap files (`.NAME.swp`, `.swo`, `.swx`) and its write probe (`4913`),
+/// backups (`NAME~`) and Emacs' lock links (`.#NAME`). A ConfigMap cannot write such names into a
+/// kubelet volume's `..data`, where they are read as keys like any other.
+pub(crate) fn is_editor_leftover(name: &[u8]) -> bool {
+    name == b"4913"
+        || name.ends_with(b"~")
+        || name.starts_with(b".#")
+        || (name.starts_with(b".")
+            && [&b".swp"[..], b".swo", b".swx"]
+                .iter()
+                .any(|s| name.ends_with(s)))
+}

@@ -22,7 +22,7 @@ pub use config::{Keys, Snapshot};
 pub use hash::Plain;
 pub(crate) use hash::seal;
 pub use hash::{ContentHash, HashTextError, PrintedHash, sealed};
-pub(crate) use limits::DATA_LINK;
+pub(crate) use limits::{DATA_LINK, is_editor_leftover};
 pub use limits::{MAX_BYTES, MAX_KEYS};
 pub use observed::Observed;
 pub use problem::{Broken, Cause, IoError, Missing};

@@ -25,11 +25,10 @@ pub enum Missing {
         shown(dir)
     )]
     NoDir { dir: PathBuf },
-    #[error(
-        "{} holds no keys (the ConfigMap is absent, empty or was deleted)",
-        shown(dir)
-    )]
-    NoKeys { dir: PathBuf },
+    /// Nothing to read in `dir`; `volume`: it is a kubelet volume (it has `..data`), else a plain
+    /// directory (a hostPath, a git checkout), which no ConfigMap fills.
+    #[error("{}", no_keys(dir, *volume))]
+    NoKeys { dir: PathBuf, volume: bool },
     #[error("the ConfigMap has no keys")]
     NoObjectKeys,
     /// The watched object is not there; `kind` as messages name it (`ConfigMap`, `Secret`), `object`
@@ -124,6 +123,21 @@ pub enum Broken {
 }
 
 /// A path as a reason shows it: one line.
+/// [`Missing::NoKeys`] in the words of its kind of source.
+fn no_keys(dir: &Path, volume: bool) -> String {
+    if volume {
+        format!(
+            "{} holds no keys (the ConfigMap is absent, empty or was deleted)",
+            shown(dir)
+        )
+    } else {
+        format!(
+            "{} holds no files (a plain directory: put the config files there, or point --watch at the directory that holds them)",
+            shown(dir)
+        )
+    }
+}
+
 fn shown(path: &Path) -> String {
     one_line(&path.to_string_lossy()).into_owned()
 }
@@ -240,10 +254,22 @@ mod tests {
         );
         assert_eq!(
             Missing::NoKeys {
-                dir: "/x\ny".into()
+                dir: "/x\ny".into(),
+                volume: true,
             }
             .to_string(),
             "/x\\ny holds no keys (the ConfigMap is absent, empty or was deleted)"
+        );
+        // A plain directory (a hostPath) is not worded as a ConfigMap.
+        let plain = Missing::NoKeys {
+            dir: "/etc/kubernetes/scheduler".into(),
+            volume: false,
+        }
+        .to_string();
+        assert!(
+            plain.starts_with("/etc/kubernetes/scheduler holds no files (a plain directory")
+                && !plain.contains("ConfigMap"),
+            "{plain}"
         );
     }
 

@@ -11,7 +11,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::config::Snapshot;
-use super::limits::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS};
+use super::limits::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, is_editor_leftover};
 use super::observed::Observed;
 use super::problem::{Broken, MAX_DEPTH, Missing, SWAP_RETRIES};
 
@@ -51,7 +51,7 @@ struct Large;
 
 fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
     for _ in 0..SWAP_RETRIES {
-        let tree = match std::fs::read_link(dir.join(DATA_LINK)) {
+        let (tree, volume) = match std::fs::read_link(dir.join(DATA_LINK)) {
             Ok(target) => {
                 let Some(name) = target.to_str().filter(|n| is_timestamp_dir(n)) else {
                     return Ok(Observed::Broken(Broken::DataNotTimestamped {
@@ -76,7 +76,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                     tracing::debug!(dir = %dir.display(), "..data moved during the read; reading again");
                     continue;
                 }
-                tree
+                (tree, true)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if !dir.exists() {
@@ -87,7 +87,18 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                 match read_tree(dir, dir, small) {
                     // A kubelet writing its first payload: the plain read may hold half of it.
                     Ok(_) if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() => continue,
-                    other => other,
+                    // An editor's leftovers beside a plain dir's files are no keys.
+                    Ok((mut files, mut modes)) => {
+                        let leftover = |key: &String| {
+                            key.rsplit('/')
+                                .next()
+                                .is_some_and(|n| is_editor_leftover(n.as_bytes()))
+                        };
+                        files.retain(|k, _| !leftover(k));
+                        modes.retain(|k, _| !leftover(k));
+                        (Ok((files, modes)), false)
+                    }
+                    other => (other, false),
                 }
             }
             Err(e) => {
@@ -98,7 +109,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
             }
         };
         match tree {
-            Ok(tree) => return Ok(finish(tree, dir)),
+            Ok(tree) => return Ok(finish(tree, dir, volume)),
             // A path vanished: the kubelet removed the directory after a newer swap; resolve
             // `..data` again.
             Err(Problem::Gone) => continue,
@@ -171,10 +182,11 @@ fn is_timestamp_dir(name: &str) -> bool {
     name.starts_with("..") && name.len() > 2 && !name.contains('/') && name != DATA_LINK
 }
 
-fn finish((files, modes): Tree, dir: &Path) -> Observed {
+fn finish((files, modes): Tree, dir: &Path, volume: bool) -> Observed {
     if files.is_empty() {
         Observed::Missing(Missing::NoKeys {
             dir: dir.to_path_buf(),
+            volume,
         })
     } else {
         Observed::Config(Snapshot::with_modes(files, modes))
@@ -323,6 +335,14 @@ fn resolve_inside(path: &Path, top: &Path, key: &str) -> Result<PathBuf, Problem
     }
 }
 
+/// Whether the file changed between two `stat`s: its size, or its data's or inode's change time.
+fn changed(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    before.len() != after.len()
+        || (before.mtime(), before.mtime_nsec()) != (after.mtime(), after.mtime_nsec())
+        || (before.ctime(), before.ctime_nsec()) != (after.ctime(), after.ctime_nsec())
+}
+
 /// Reads at most `budget + 1` bytes, so an oversized file is detected without being loaded whole;
 /// returns them with the open file's `stat`. `len` (from a type check's stat, when one was made)
 /// only sizes the buffer: the file's own `stat` decides. Past `small`, when given, nothing is read:
@@ -364,9 +384,18 @@ fn read_limited(
     let budget = small.map_or(budget, |b| b.min(budget));
     // One byte more than the stat said, so the read that finds the end needs no second allocation.
     let mut buf = Vec::with_capacity(len.saturating_add(1).min(budget + 1) as usize);
-    f.take(budget + 1).read_to_end(&mut buf).map_err(failed)?;
+    let mut f = f.take(budget + 1);
+    f.read_to_end(&mut buf).map_err(failed)?;
     if small.is_some_and(|b| buf.len() as u64 > b) {
         return Err(Problem::Large);
+    }
+    // A file written in place while it was read (a plain dir's, a hostPath's: truncated, then
+    // written in chunks) may be half old, half new: its size and times must be those of the read,
+    // or it is read again, as a path that vanished is.
+    let after = f.into_inner().metadata().map_err(failed)?;
+    if changed(&meta, &after) || (buf.len() as u64 <= budget && buf.len() as u64 != after.len()) {
+        tracing::debug!(path = %path.display(), "changed while it was read; reading again");
+        return Err(Problem::Gone);
     }
     Ok((buf, meta))
 }
@@ -384,7 +413,7 @@ mod tests {
         );
         std::fs::create_dir(&dir).unwrap();
         assert!(
-            matches!(read(&dir), Observed::Missing(m) if m.to_string().contains("holds no keys"))
+            matches!(read(&dir), Observed::Missing(m) if m.to_string().contains("holds no files (a plain directory"))
         );
         std::fs::write(dir.join("version"), "1.0.0").unwrap();
         std::fs::create_dir(dir.join("sub")).unwrap();

@@ -46,6 +46,27 @@ impl Url {
         self.0.credentials.as_ref().map(|c| &c.0)
     }
 
+    /// Whether it names the pod's own loopback (`localhost`, `127.0.0.0/8`, `::1`): a place inside
+    /// the pod's network namespace, which no annotation can widen.
+    pub(crate) fn is_loopback(&self) -> bool {
+        let Some(host) = self.0.uri.host() else {
+            return false;
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// Whether `other` is sent to the same place: scheme, host and port.
+    pub(crate) fn same_origin(&self, other: &Url) -> bool {
+        let (a, b) = (&self.0.uri, &other.0.uri);
+        a.scheme() == b.scheme()
+            && a.host().map(str::to_ascii_lowercase) == b.host().map(str::to_ascii_lowercase)
+            && a.port_u16() == b.port_u16()
+    }
+
     #[cfg(not(feature = "tls"))]
     pub(crate) fn is_https(&self) -> bool {
         self.0.uri.scheme() == Some(&hyper::http::uri::Scheme::HTTPS)

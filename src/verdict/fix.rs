@@ -122,6 +122,13 @@ pub(crate) fn checker_refused() -> String {
     format!("correct the ConfigMap as the checker says, or change {ANN_VALIDATE}")
 }
 
+/// The component's checker ran past its time bound: nothing says the content is wrong.
+pub(crate) fn checker_timed_out() -> String {
+    format!(
+        "it is tried again with a growing wait; if it keeps running past the bound, raise {ANN_VALIDATE}-timeout (up to 5m) or give confgate's container more CPU"
+    )
+}
+
 /// The component's checker could not be started.
 pub(crate) fn checker_missing() -> String {
     format!(

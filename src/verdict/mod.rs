@@ -128,13 +128,20 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
             ),
         );
     }
+    // What to write where the version is: under a list of API versions, one of them.
+    let write = || match settings.accepts.as_ref().map(|a| a.range()) {
+        Some(Range::Api(set)) => {
+            fix::write_an_api_version(&settings.version_from, &set.newest().to_string())
+        }
+        _ => write_a_version(&settings.version_from),
+    };
     let raw = match extract_version(keys, &settings.version_from) {
         Ok(raw) => raw,
         Err(why) => {
             let fix = if keys.get(settings.version_from.key()).is_none() {
                 fix::version_key_absent(&listing::name(settings.version_from.key()))
             } else {
-                write_a_version(&settings.version_from)
+                write()
             };
             return invalid(None, format!("{why}; {fix}"));
         }
@@ -148,7 +155,7 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
                 "the version at {} is {} bytes long; a version is at most {MAX_VERSION_LEN} bytes; {}",
                 settings.version_from,
                 raw.len(),
-                write_a_version(&settings.version_from)
+                write()
             ),
         );
     }

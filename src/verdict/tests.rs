@@ -171,6 +171,9 @@ fn api_version_table() {
     at("kubescheduler.config.k8s.io/v1gamma", (Invalid, Some("kubescheduler.config.k8s.io/v1gamma"), "not a Kubernetes version"));
     at("Kube.io/v1", (Invalid, Some("Kube.io/v1"), "write an API version such as kubescheduler.config.k8s.io/v1 at yaml:config.yaml#/apiVersion in the ConfigMap"));
     at("\"a b: c\"", (Invalid, None, "with characters an API version does not have"));
+    // A document that does not parse, under a list of API versions, asks for one of them, not for a
+    // semantic version.
+    check(&[("config.yaml", b"apiVersion: [unclosed\n")], r, y, &[], (Invalid, None, "; write an API version such as kubescheduler.config.k8s.io/v1 at yaml:config.yaml#/apiVersion in the ConfigMap"));
     // An API version read under a semver range says which setting to change.
     check(&[("config.yaml", doc("a.io/v1").as_bytes())], Some("^2"), y, &[], (Invalid, Some("a.io/v1"), "is the Kubernetes API version a.io/v1, but ^2 is a semver range; set confgate.io/accepts"));
 }

@@ -127,9 +127,10 @@ fn mixing_semver_and_api_versions_is_refused() {
         &d.podinfo(),
         &[("confgate.io/accepts", "kubescheduler.config.k8s.io/v1 ^2")],
     );
-    let s = g.wait_status("bad annotation reported", |s| s["ready"] == false);
+    let s = g.wait_status("bad annotation reported", |s| s["checks"][0]["ok"] == false);
+    assert_eq!(s["ready"], true, "the config in force is good: {s}");
     assert!(
-        s["reason"]
+        s["checks"][0]["message"]
             .as_str()
             .unwrap()
             .contains("mixes Kubernetes API versions"),

@@ -759,7 +759,7 @@ fn a_sub_path_mount_is_warned_about() {
 }
 
 /// A bad annotation is refused as a bad flag is (64), naming the workload and the annotation: the
-/// sidecar would not be ready with it.
+/// sidecar would judge by another value than the annotation says.
 #[test]
 fn a_bad_annotation_is_a_usage_error_naming_the_workload() {
     let stream = [

@@ -230,6 +230,110 @@ fn status_against_a_dead_server_names_its_url() {
     assert!(said.contains("Connection refused"), "{said}");
 }
 
+/// A server URL with `user:password@` is named in `status`'s error without them (it printed the
+/// password).
+#[cfg(feature = "api")]
+#[test]
+fn status_names_a_server_without_its_password() {
+    let d = Dirs::new();
+    let kubeconfig = d.root.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://admin:PASSWORD@127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["status", "-n", "default"])
+        .env_clear()
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", d.root.path())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(!err.contains("PASSWORD") && !err.contains("admin"), "{err}");
+    assert!(err.contains("<credentials removed>@127.0.0.1:1"), "{err}");
+}
+
+/// `confgate` as an unprivileged user: through `setpriv` when the tests run as root (root reads a
+/// mode-000 file), else as it is.
+fn unprivileged() -> Command {
+    // A file this process makes is owned by its effective user.
+    let me = tempfile::tempfile().unwrap().metadata().unwrap();
+    if std::os::unix::fs::MetadataExt::uid(&me) == 0 {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
+        c
+    } else {
+        Command::new(BIN)
+    }
+}
+
+/// An input `check` cannot read exits 64 naming it, a directory as a file (a directory exited 1,
+/// judged `invalid`, for the same fault).
+#[test]
+fn check_exits_64_for_an_unreadable_directory_as_for_an_unreadable_file() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = Dirs::new();
+    std::fs::set_permissions(d.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = d.root.path().join("volume");
+    write_version(&dir, "2.0.0");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let file = d.root.path().join("cm.yaml");
+    std::fs::write(
+        &file,
+        "kind: ConfigMap\nmetadata: {name: a}\ndata: {version: 2.0.0}\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+    for input in [&dir, &file] {
+        let out = unprivileged()
+            .args(["check", "--accepts", "^2"])
+            .arg(input)
+            .output()
+            .expect("setpriv (util-linux) to run confgate as another user");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{}: {err}", input.display());
+        assert!(
+            err.contains(&format!("cannot read {}", input.display()))
+                && err.contains("Permission denied"),
+            "{err}"
+        );
+    }
+}
+
+/// A `--promote-to` confgate cannot create exits 64 naming the flag (it exited 70, naming only the
+/// path).
+#[test]
+fn a_promoted_dir_that_cannot_be_made_names_the_flag_and_exits_64() {
+    let d = Dirs::new();
+    write_version(&d.watch(), "2.0.0");
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--accepts",
+            "^2",
+            "--listen",
+            "127.0.0.1:0",
+            "--promote-to",
+            "/proc/nope",
+        ])
+        .arg("--watch")
+        .arg(d.watch())
+        .arg("--annotations")
+        .arg(d.podinfo().join("annotations"))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("--promote-to (CONFGATE_PROMOTE_TO) /proc/nope: cannot create /proc/nope"),
+        "{err}"
+    );
+}
+
 #[test]
 fn check_selects_configmaps_by_name() {
     let d = Dirs::new();

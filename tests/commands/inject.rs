@@ -1223,3 +1223,29 @@ spec:
         }
     }
 }
+
+/// A checker the template's annotation names is the manifest author's, who writes the container spec
+/// too: `inject` puts it in the sidecar's spec (`CONFGATE_VALIDATE`), where a later patch of the pod's
+/// annotations can only pick it or turn it off.
+#[test]
+fn inject_puts_the_annotated_checker_in_the_container_spec() {
+    let checker = "exec:/validators/promtool check config {dir}/prometheus.yml";
+    let with_checker = BARE.replace(
+        "        confgate.io/version-from: \"yaml:config.yaml#/schemaVersion\"\n",
+        &format!(
+            "        confgate.io/version-from: \"yaml:config.yaml#/schemaVersion\"\n        confgate.io/validate: \"{checker}\"\n"
+        ),
+    );
+    assert_ne!(with_checker, BARE);
+    let (code, out, err) = inject(&[], &with_checker);
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    let sidecar = &find(&got, "Deployment", "web")["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(sidecar["name"], "confgate");
+    let env = sidecar["env"].as_array().expect("env");
+    assert!(
+        env.contains(&json!({"name": "CONFGATE_VALIDATE", "value": checker})),
+        "{env:?}"
+    );
+    validate(&out);
+}

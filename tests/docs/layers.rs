@@ -847,6 +847,14 @@ const PIPELINE_HOLDS: &[(&str, &str)] = &[
     ("reloads", "the reload worker's handle"),
     ("switched", "a switch's token, until FinishSwitch"),
     (
+        "writing",
+        "whether the driver's watch sees a file of the watched dir open for writing",
+    ),
+    (
+        "check",
+        "the running checker's task and cancel handle, until it answers or CancelCheck",
+    ),
+    (
         "dirty",
         "whether the gate was handed anything since the last publish",
     ),

@@ -155,7 +155,7 @@ fn no_range_configured() {
 }
 
 /// A widened `confgate.io/accepts` annotation promotes a held snapshot without a restart; a bad one is
-/// reported, keeps the range in force, and makes confgate not ready.
+/// reported and keeps the range in force, and readiness stays with the config.
 #[test]
 fn live_annotations() {
     let d = Dirs::new();
@@ -177,8 +177,9 @@ fn live_annotations() {
     assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "3.1.0");
 
     write_annotations(&d.podinfo(), &[("confgate.io/accepts", "three or so")]);
-    let s = g.wait_status("bad annotation reported", |s| s["ready"] == false);
-    let reason = s["reason"].as_str().unwrap();
+    let s = g.wait_status("bad annotation reported", |s| s["checks"][0]["ok"] == false);
+    assert_eq!(s["ready"], true, "the config in force is good: {s}");
+    let reason = s["checks"][0]["message"].as_str().unwrap();
     assert!(
         reason.contains("confgate.io/accepts \"three or so\"") && reason.contains("allowed:"),
         "{reason}"
@@ -261,6 +262,98 @@ fn plain_directory() {
     assert_eq!(read_promoted(&d.promoted()).unwrap()["version"], "1.2.0");
 }
 
+/// How many promotions `/metrics` counts.
+fn promotions(g: &Gate) -> u64 {
+    let (_, m) = get(g.port, "/metrics").expect("/metrics");
+    m.lines()
+        .find_map(|l| l.strip_prefix("confgate_promotions_total "))
+        .expect("confgate_promotions_total")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A file rewritten in place, as `cat new > file`, `cp` or a slow copy do: truncated, a first part
+/// written (with a valid version and a document that parses), then a pause longer than the quiet
+/// period and than the most a burst delays a read (the writer is slow, or descheduled), then the rest
+/// and the close. The half-written file is never promoted: the file is read once it is closed, and
+/// only the whole of it is promoted.
+#[test]
+fn a_file_written_in_place_is_never_promoted_half_written() {
+    use std::io::Write;
+    let d = Dirs::new();
+    std::fs::create_dir_all(d.watch()).unwrap();
+    let path = d.watch().join("config.yaml");
+    let body = |version: &str| {
+        let mut s = format!("schemaVersion: {version}\n");
+        for i in 0..60 {
+            s.push_str(&format!("setting{i:02}: value-{i:02}\n"));
+        }
+        s
+    };
+    std::fs::write(&path, body("2.0.0")).unwrap();
+    let g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^2",
+            "--version-from",
+            "yaml:config.yaml#/schemaVersion",
+        ],
+    );
+    g.wait_active("2.0.0");
+    let before = promotions(&g);
+    let full = body("2.1.0");
+    // A whole line: the first part alone is a config confgate would accept.
+    let cut = full[..full.len() / 5].rfind('\n').unwrap() + 1;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(&full.as_bytes()[..cut]).unwrap();
+    // The writer's pause: longer than the quiet period (100 ms) and the longest a burst delays a read
+    // (1 s), which is what let the first part be promoted.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    f.write_all(&full.as_bytes()[cut..]).unwrap();
+    drop(f);
+    wait_for("the whole file promoted", DEADLINE, || {
+        read_promoted(&d.promoted())
+            .filter(|p| p.get("config.yaml") == Some(&full))
+            .map(|_| ())
+    });
+    assert_eq!(
+        promotions(&g),
+        before + 1,
+        "only the whole file was promoted, never its first part: {}",
+        g.log_text()
+    );
+}
+
+/// An editor's leftovers in a plain dir (vim's `.NAME.swp` and `4913`, a `NAME~` backup, Emacs'
+/// `.#NAME`) are not keys: writing them promotes nothing, and a promotion never carries them.
+#[test]
+fn editor_leftovers_in_a_plain_dir_are_not_keys() {
+    let d = Dirs::new();
+    std::fs::create_dir_all(d.watch()).unwrap();
+    std::fs::write(d.watch().join("version"), "1.0.0").unwrap();
+    let g = Gate::start(&d, &["--accepts", "^1"]);
+    g.wait_active("1.0.0");
+    let before = promotions(&g);
+    for name in [".version.swp", "version~", ".#version", "4913"] {
+        std::fs::write(d.watch().join(name), "1.0.0-leftover").unwrap();
+    }
+    std::fs::write(d.watch().join("version"), "1.1.0").unwrap();
+    g.wait_active("1.1.0");
+    let promoted = read_promoted(&d.promoted()).unwrap();
+    assert_eq!(
+        promoted.keys().collect::<Vec<_>>(),
+        ["version"],
+        "{promoted:?}"
+    );
+    assert_eq!(promotions(&g), before + 1, "the leftovers promoted nothing");
+}
+
 /// The watched dir vanishing is `missing`; when it returns, it is watched again.
 #[test]
 fn watched_dir_disappears_and_returns() {
@@ -316,7 +409,7 @@ fn watched_dir_made_again_with_its_old_inode_number_is_watched_again() {
     g.wait_status("missing: the new dir is empty", |s| {
         s["candidate"]["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("holds no keys"))
+            .is_some_and(|r| r.contains("holds no files (a plain directory"))
     });
     std::fs::write(d.watch().join("version"), "1.1.0").unwrap();
     g.wait_active("1.1.0");
@@ -463,4 +556,47 @@ fn promoted_modes_do_not_follow_the_umask() {
     assert_eq!(mode(&promoted.join("run.sh")), 0o755);
     assert_eq!(mode(&promoted.join("version")), 0o644);
     assert_eq!(mode(&promoted.join("..data")), 0o755, "the timestamped dir");
+}
+
+/// The promoted dir changed behind confgate's back (the component shares it, or anyone who may write
+/// it): the safety re-read compares it with what was promoted, says so (log, `/readyz?verbose`,
+/// `/metrics`) and promotes the config in force again.
+#[test]
+fn a_promoted_dir_changed_behind_confgates_back_is_reported_and_repaired() {
+    let d = Dirs::new();
+    write_version(&d.watch(), "2.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--resync-interval", "1s"]);
+    g.wait_active("2.0.0");
+    let data = std::fs::canonicalize(d.promoted().join("..data")).unwrap();
+    std::fs::write(data.join("version"), "9.9.9").unwrap();
+    let s = g.wait_status("the change reported", |s| {
+        s["checks"].as_array().is_some_and(|c| {
+            c.iter().any(|c| {
+                c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("changed behind confgate's back"))
+            })
+        })
+    });
+    assert_eq!(
+        s["ready"], true,
+        "reported and repaired, not a failure: {s}"
+    );
+    wait_for("the promoted dir repaired", DEADLINE, || {
+        read_promoted(&d.promoted())
+            .filter(|p| p.get("version").map(String::as_str) == Some("2.0.0"))
+            .map(|_| ())
+    });
+    let (_, m) = get(g.port, "/metrics").expect("/metrics");
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("confgate_promoted_dir_repairs_total ") && !l.ends_with(" 0")),
+        "{m}"
+    );
+    assert!(
+        g.log_text()
+            .contains("the promoted dir was changed behind confgate's back"),
+        "{}",
+        g.log_text()
+    );
 }

@@ -302,3 +302,99 @@ fn a_late_components_refusal_of_the_first_update_rolls_back_to_the_config_it_sta
     assert_eq!(promoted_version(&d).as_deref(), Some("2.0.0"));
     assert_eq!(sink.last_version().as_deref(), Some("2.0.0"));
 }
+
+/// A reload target that answers every request `500` with no body: not a refusal (nothing says why),
+/// so retried with backoff. Returns its URL.
+fn answering_500_without_a_body() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/reload", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                use std::io::{BufRead, Read, Write};
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if reader.read_exact(&mut body).is_err()
+                        || conn
+                            .write_all(
+                                b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n",
+                            )
+                            .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// A reload that keeps failing (500 with no body, retried for ever) is shown where operators look:
+/// a `reload` check in `/readyz?verbose` and `/status`, the probe's line, and the `config` check says
+/// the promoted config is not taken by the component (it said "active" while `applied` was null).
+/// Readiness stays: the component runs the config it had.
+#[test]
+fn a_failing_reload_is_shown_in_the_checks_and_the_probe_line() {
+    let d = Dirs::new();
+    let sink = Sink::watching(d.promoted());
+    write_version(&d.watch(), "2.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--reload", &sink.url()]);
+    g.wait_status("2.0.0 applied", |s| s["applied"]["version"] == "2.0.0");
+    let failing = answering_500_without_a_body();
+    write_annotations(&d.podinfo(), &[("confgate.io/reload", &failing)]);
+    g.wait_status("the new target in force", |s| {
+        s["reload"]["target"] == failing.as_str()
+    });
+    write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("the reload failing twice", |s| {
+        s["reload"]["consecutive_failures"].as_u64() >= Some(2)
+    });
+    assert_eq!(s["ready"], true, "{s}");
+    assert_eq!(s["applied"]["version"], "2.0.0", "{s}");
+    let (code, body) = get(g.port, "/readyz?verbose").unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains(&format!(
+            "[!]reload warning: the reload of 2.1.0 via {failing} failed"
+        )) && body.contains("answered 500"),
+        "{body}"
+    );
+    assert!(
+        body.contains("[+]config ok: promoted 2.1.0 (")
+            && body.contains("not taken by the component: its reload keeps failing; it runs 2.0.0"),
+        "{body}"
+    );
+    let (code, line) = get(g.port, "/readyz?line").unwrap();
+    assert_eq!(code, 200);
+    assert!(
+        line.starts_with("ok; reload: the reload of 2.1.0"),
+        "{line}"
+    );
+    let probe = std::process::Command::new(BIN)
+        .args(["probe", "ready", "--addr", &format!("127.0.0.1:{}", g.port)])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        probe.status.success() && out.contains("reload: the reload of 2.1.0"),
+        "{out}"
+    );
+}

@@ -89,31 +89,98 @@ fn endpoints_by_state() {
     );
 }
 
-/// A bad annotation: not ready, the annotation named in `/readyz` and `?verbose`.
+/// A bad value of every `confgate.io/` setting, and an unknown annotation, set live while a good
+/// config is in force: each is reported (`[!]settings warning` in `?verbose`, the probe's line,
+/// `/status`'s checks, `confgate_settings_problems`), the value in force before it is kept, and
+/// readiness stays with the config (a typo took readiness before, and one in `version-from` was said
+/// to re-judge the running config).
 #[test]
-fn bad_annotation_endpoints() {
+fn a_bad_annotation_of_any_setting_is_reported_and_never_takes_readiness() {
+    let bad: &[(&str, &str)] = &[
+        ("confgate.io/accepts", "three or so"),
+        ("confgate.io/version-from", "yaml:config.yaml#schemaVersion"),
+        ("confgate.io/require", "config.yaml,../up"),
+        ("confgate.io/reload", "ftp://127.0.0.1/reload"),
+        ("confgate.io/on-incompatible", "maybe"),
+        ("confgate.io/mode", "yolo"),
+        ("confgate.io/rules", "config.yaml +"),
+        ("confgate.io/confirm", "nope"),
+        ("confgate.io/variants", "nope"),
+        ("confgate.io/reload-spread", "forever"),
+        ("confgate.io/validate", "exec:relative/checker"),
+        ("confgate.io/validate-timeout", "1ms"),
+        ("confgate.io/acepts", "^2"),
+    ];
+    // Every setting's annotation is in the table: a setting added later is covered or this fails.
+    for setting in confgate::settings::SETTINGS {
+        assert!(
+            bad.iter().any(|(k, _)| *k == setting.annotation),
+            "no bad value for {} in this table",
+            setting.annotation
+        );
+    }
     let d = Dirs::new();
-    write_version(&d.watch(), "1.0.0");
-    write_annotations(&d.podinfo(), &[("confgate.io/mode", "yolo")]);
-    let g = Gate::start(&d, &["--accepts", "^1"]);
-    g.wait_status("active despite the bad annotation", |s| {
-        s["active"]["version"] == "1.0.0"
-    });
-    let (code, body) = get(g.port, "/readyz").unwrap();
-    assert_eq!(code, 503);
-    assert!(
-        body.contains("invalid confgate.io/mode \"yolo\"")
-            && body.contains("allowed: enforce or observe"),
-        "{body}"
+    kubelet_write(
+        &d.watch(),
+        &[("config.yaml", b"schemaVersion: 2.1.0\nname: a\n")],
     );
-    assert!(
-        get(g.port, "/readyz?verbose")
-            .unwrap()
-            .1
-            .contains("[-]settings failed")
+    let good = [
+        ("confgate.io/accepts", "^2"),
+        (
+            "confgate.io/version-from",
+            "yaml:config.yaml#/schemaVersion",
+        ),
+    ];
+    write_annotations(&d.podinfo(), &good);
+    let g = Gate::start(&d, &[]);
+    g.wait_active("2.1.0");
+    for (key, value) in bad {
+        let mut pairs = good.to_vec();
+        pairs.retain(|(k, _)| k != key);
+        pairs.push((key, value));
+        write_annotations(&d.podinfo(), &pairs);
+        let s = g.wait_status(&format!("{key} reported"), |s| {
+            s["checks"][0]["ok"] == false
+        });
+        assert_eq!(s["ready"], true, "{key}: {s}");
+        assert_eq!(s["active"]["version"], "2.1.0", "{key}: {s}");
+        assert_eq!(s["accepts"], "^2", "{key}: the range in force stays: {s}");
+        let message = s["checks"][0]["message"].as_str().unwrap();
+        assert!(message.contains(key), "{key}: {message}");
+        assert!(!message.contains("secret"), "{message}");
+        let (code, body) = get(g.port, "/readyz?verbose").unwrap();
+        assert_eq!(code, 200, "{key}: {body}");
+        assert!(body.contains("[!]settings warning: "), "{key}: {body}");
+        assert!(body.contains("[+]config ok: active 2.1.0"), "{key}: {body}");
+        assert_eq!(get(g.port, "/readyz").unwrap(), (200, "ok\n".into()));
+        let (code, line) = get(g.port, "/readyz?line").unwrap();
+        assert_eq!(code, 200);
+        assert!(
+            line.starts_with("ok; settings: ") && line.contains(key),
+            "{key}: {line}"
+        );
+        let m = get(g.port, "/metrics").unwrap().1;
+        assert!(m.contains("confgate_settings_problems 1"), "{key}: {m}");
+        assert!(m.contains("confgate_ready 1"), "{key}: {m}");
+        // Fixed: reported as cleared.
+        write_annotations(&d.podinfo(), &good);
+        g.wait_status(&format!("{key} cleared"), |s| s["checks"][0]["ok"] == true);
+    }
+    // A change of content is still judged under the values in force.
+    write_annotations(
+        &d.podinfo(),
+        &[
+            ("confgate.io/accepts", "^2"),
+            ("confgate.io/version-from", "yaml:config.yaml#schemaVersion"),
+        ],
     );
-    let m = get(g.port, "/metrics").unwrap().1;
-    assert!(m.contains("confgate_settings_problems 1"), "{m}");
+    g.wait_status("the typo reported", |s| s["checks"][0]["ok"] == false);
+    kubelet_write(
+        &d.watch(),
+        &[("config.yaml", b"schemaVersion: 2.2.0\nname: b\n")],
+    );
+    let s = g.wait_active("2.2.0");
+    assert_eq!(s["ready"], true, "{s}");
 }
 
 /// `/livez` is a heartbeat of the decision loop, not a constant: a server whose loop never answers fails.

@@ -112,3 +112,145 @@ fn livez_answers_while_the_checker_runs() {
     std::fs::write(&go, "").unwrap();
     g.wait_active("2.0.0");
 }
+
+/// Anyone who may patch the pod may write its annotations: an annotation naming a program the
+/// container spec does not is never run. It is a settings problem, named; the spec's checker stays in
+/// force and a new config is checked by it and promoted.
+#[test]
+fn an_annotation_cannot_name_a_program_to_run() {
+    let d = Dirs::new();
+    let ran = d.root.path().join("ran");
+    let pwned = d.root.path().join("pwned");
+    let script = d.root.path().join("checker.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$1\" >> {}\n", ran.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_version(&d.watch(), "2.0.0");
+    let check = format!("exec:{} {{dir}}", script.display());
+    let g = Gate::start(&d, &["--accepts", "^2", "--validate", &check]);
+    g.wait_active("2.0.0");
+    let hostile = format!("exec:/usr/bin/touch {} {{dir}}", pwned.display());
+    write_annotations(&d.podinfo(), &[("confgate.io/validate", &hostile)]);
+    let s = g.wait_status("the annotation reported as a settings problem", |s| {
+        s["checks"].as_array().is_some_and(|c| {
+            c.iter().any(|c| {
+                c["name"] == "settings"
+                    && c["ok"] == false
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("confgate.io/validate"))
+            })
+        })
+    });
+    let message = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "settings")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("a checker the container spec does not"),
+        "{message}"
+    );
+    write_version(&d.watch(), "2.1.0");
+    g.wait_active("2.1.0");
+    assert!(!pwned.exists(), "the annotation's program never ran");
+    let ran = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(
+        ran.lines().count(),
+        2,
+        "the spec's checker checked both: {ran}"
+    );
+}
+
+/// A checker not there yet (an init container still copying it) holds the config with "could not be
+/// run", and is tried again after a wait: once it is there, the same content is checked and promoted,
+/// with no change to the ConfigMap.
+#[test]
+fn a_checker_not_there_yet_is_tried_again_until_it_is() {
+    let d = Dirs::new();
+    let script = d.root.path().join("checker.sh");
+    write_version(&d.watch(), "2.0.0");
+    let check = format!("exec:{} {{dir}}", script.display());
+    let g = Gate::start(&d, &["--accepts", "^2", "--validate", &check]);
+    let s = g.wait_candidate(Some("2.0.0"), "invalid");
+    let reason = s["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("the checker could not be run") && reason.contains("it is run again in"),
+        "{reason}"
+    );
+    assert!(!reason.contains("correct the ConfigMap"), "{reason}");
+    std::fs::write(d.root.path().join("checker.tmp"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(
+        d.root.path().join("checker.tmp"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::rename(d.root.path().join("checker.tmp"), &script).unwrap();
+    g.wait_active("2.0.0");
+}
+
+/// A slow check of a config a newer one superseded is ended at once, not waited out to its bound
+/// (5m here): the newer config is checked and promoted, and `/status` showed the check under way.
+#[test]
+fn a_slow_check_of_a_superseded_config_is_cancelled() {
+    let d = Dirs::new();
+    let pid = d.root.path().join("pid");
+    let script = d.root.path().join("checker.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif grep -q 2.1.0 \"$1/version\"; then echo $$ > {}.tmp; mv {pid}.tmp {pid}; exec sleep 600; fi\nexit 0\n",
+            pid.display(),
+            pid = pid.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_version(&d.watch(), "2.0.0");
+    let check = format!("exec:{} {{dir}}", script.display());
+    let g = Gate::start(
+        &d,
+        &[
+            "--accepts",
+            "^2",
+            "--validate",
+            &check,
+            "--validate-timeout",
+            "5m",
+        ],
+    );
+    g.wait_active("2.0.0");
+    write_version(&d.watch(), "2.1.0");
+    let s = g.wait_status("the check of 2.1.0 shown under way", |s| {
+        s["checking"]["version"] == "2.1.0"
+    });
+    assert_eq!(s["checking"]["checker"], "checker.sh");
+    let (_, verbose) = get(g.port, "/readyz?verbose").expect("/readyz?verbose");
+    assert!(
+        verbose.contains("checking 2.1.0 with checker.sh"),
+        "{verbose}"
+    );
+    let sleeping = wait_for("the checker to start", DEADLINE, || {
+        std::fs::read_to_string(&pid).ok()
+    });
+    write_version(&d.watch(), "2.2.0");
+    let s = g.wait_active("2.2.0");
+    assert!(s["checking"].is_null(), "{s}");
+    assert!(
+        !std::path::Path::new("/proc").join(sleeping.trim()).exists(),
+        "the superseded checker was ended"
+    );
+    assert!(
+        g.log_text()
+            .contains("a newer snapshot superseded the candidate under check"),
+        "{}",
+        g.log_text()
+    );
+}

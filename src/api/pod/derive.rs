@@ -15,7 +15,7 @@ use crate::api::condition::{
 };
 use crate::api::note::Note;
 use crate::snapshot::PrintedHash;
-use crate::state::{Holding, ReloadResult, Status};
+use crate::state::{CheckKind, Holding, ReloadResult, Status};
 use crate::verdict::Verdict;
 
 /// The API server's limit on an Event note.
@@ -158,6 +158,19 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
             ),
         });
     }
+    // A bad or unknown annotation, once per problem: the values in force before it are kept and
+    // readiness stays with the config, so this Event and the conditions' message are where it shows.
+    let settings = |s: &Status| s.failing(CheckKind::Settings).map(|c| c.message.clone());
+    if let Some(problem) = settings(next)
+        && settings(prev) != Some(problem.clone())
+    {
+        out.push(Note {
+            warning: true,
+            reason: "SettingsProblem",
+            action: "Configure",
+            note: format!("{problem}; the values in force before it are kept"),
+        });
+    }
     for n in &mut out {
         n.note = truncate(std::mem::take(&mut n.note), NOTE_MAX);
     }
@@ -196,6 +209,7 @@ pub fn facts(s: &Status) -> Option<Facts> {
             verdict: c.verdict,
             reason: c.reason.clone(),
         }),
+        settings_problem: s.failing(CheckKind::Settings).map(|c| c.message.clone()),
         reload_failing: (s.reload.consecutive_failures >= RELOAD_FAILING_AFTER).then(|| {
             ReloadFailing {
                 target: s.reload.target.clone(),
@@ -404,6 +418,44 @@ mod tests {
             let c = condition(&running).unwrap();
             assert_eq!((c.status, c.reason.as_str()), (true, "Accepted"));
         }
+    }
+
+    /// A bad annotation on a ready replica: a Warning Event once per problem, and the conditions'
+    /// message says it while `config-compatible` stays True (the values in force are kept).
+    #[test]
+    fn a_settings_problem_is_an_event_and_in_the_condition_message_without_taking_readiness() {
+        use crate::state::{Check, CheckKind};
+        let ok = Status {
+            ready: true,
+            active: active("2.1.0"),
+            ..Status::default()
+        };
+        let mut bad = ok.clone();
+        bad.checks.push(Check {
+            name: CheckKind::Settings,
+            ok: false,
+            message: "invalid confgate.io/version-from \"yaml:config.yaml#v\"".into(),
+        });
+        let n = notes(&ok, &bad);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert_eq!((n[0].warning, n[0].reason), (true, "SettingsProblem"));
+        assert!(
+            n[0].note.contains("confgate.io/version-from"),
+            "{}",
+            n[0].note
+        );
+        assert!(notes(&bad, &bad).is_empty(), "said once");
+        assert_eq!(compatible(&bad), (true, "Accepted".into()));
+        let c = condition(&bad).unwrap();
+        assert!(c.status, "{c:?}");
+        assert!(
+            c.message.contains(
+                "settings problem (the values in force are kept): invalid confgate.io/version-from"
+            ),
+            "{}",
+            c.message
+        );
+        assert!(!condition(&ok).unwrap().message.contains("settings"));
     }
 
     #[test]

@@ -102,9 +102,11 @@ impl Gate {
                 let in_place = if self.gate_only {
                     self.active.as_ref().map(|a| a.hash) == Some(h)
                 } else {
-                    self.on_disk
-                        .as_ref()
-                        .is_some_and(|(oh, om)| *oh == h && *om == m)
+                    !self.repair
+                        && self
+                            .on_disk
+                            .as_ref()
+                            .is_some_and(|(oh, om)| *oh == h && *om == m)
                 };
                 if in_place {
                     let same = self.active.as_ref().is_some_and(|a| {

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::decision::{Decision, Tell};
 use super::grace::Step;
 use super::messages::{
-    Action, Count, Event, Files, Found, JudgedLine, LogLine, Now, RollbackFailure, Seen,
+    Action, AppliedBy, Count, Event, Files, Found, JudgedLine, LogLine, Now, RollbackFailure, Seen,
 };
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
@@ -39,6 +39,15 @@ impl Gate {
                     self.last = None;
                 }
                 out.push(Action::Tidy);
+                // The promoted dir is compared with what was promoted before the config is read,
+                // so that a change behind confgate's back is repaired by this very read.
+                if !self.gate_only
+                    && self.on_disk.is_some()
+                    && self.promoting.is_none()
+                    && self.rolling_back.is_none()
+                {
+                    out.push(Action::VerifyPromoted);
+                }
                 self.retry_rollback(&mut out);
                 self.files(Files::ALL, &mut out);
             }
@@ -46,7 +55,14 @@ impl Gate {
                 let recheck = self.grace.take_due(now.at);
                 let retry = self.take_retry_due(now.at);
                 let spread = self.take_spread_due(now.at);
-                if spread {
+                let check = self.check_retry.is_some_and(|t| t <= now.at);
+                if check {
+                    // The content is read and judged again, and its check run again.
+                    self.check_retry = None;
+                    self.checked = None;
+                    self.last = None;
+                }
+                if spread || check {
                     // The newest config is promoted now, whatever was judged while it waited.
                     self.last = None;
                 }
@@ -55,7 +71,7 @@ impl Gate {
                 }
                 if recheck {
                     self.files(Files::ALL, &mut out);
-                } else if retry || spread {
+                } else if retry || spread || check {
                     self.files(Files::CONFIG, &mut out);
                 }
             }
@@ -85,6 +101,7 @@ impl Gate {
                     }));
                 }
             }
+            Event::Verified(found) => self.verified(&found, &mut out),
             Event::Switched(r) => self.switched(r, now, &mut out),
             Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
             Event::BaseJudged(obs, j) => self.base_judged(&obs, &j, &mut out),
@@ -117,10 +134,15 @@ impl Gate {
     /// promotion's retry, a change's share of the reload spread): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
     /// now, is state with a deadline that joins this one, and is done on the timer.
     pub(crate) fn wake_at(&self) -> Option<Instant> {
-        [self.grace.recheck_at(), self.retry_at, self.spread_due_at()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.grace.recheck_at(),
+            self.retry_at,
+            self.spread_due_at(),
+            self.check_retry,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Whether a failed promotion's retry is due at `now`; it is then no longer pending.
@@ -374,6 +396,9 @@ impl Gate {
             choice.judgement =
                 crate::verdict::for_a_secret(choice.judgement, &self.settings.version_from);
         }
+        if self.superseded(&seen, &choice, &rollout, out) {
+            return;
+        }
         let (mut choice, mut decision) = self.decide(choice);
         if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
             && self.settings.validate != Validate::None
@@ -397,14 +422,18 @@ impl Gate {
                         choice,
                         rollout,
                         sha,
+                        check: self.settings.validate.clone(),
+                        since: now.wall,
                     }));
                     return;
                 }
                 Some(CheckedBy {
-                    refused: Some(why), ..
+                    refused: Some(why),
+                    again,
+                    ..
                 }) => {
-                    let why = why.clone();
-                    choice.judgement = self.refused_by_checker(choice.judgement, &why);
+                    let (why, again) = (why.clone(), *again);
+                    choice.judgement = self.refused_by_checker(choice.judgement, &why, again);
                     (choice, decision) = self.decide(choice);
                 }
                 Some(_) => {}
@@ -475,12 +504,83 @@ impl Gate {
         }
     }
 
+    /// The promoted dir as read back, against what was promoted: the same, or changed behind
+    /// confgate's back (by the component, which shares it, or anyone who can write it), which is
+    /// logged, counted and shown, and repaired: the next read of the config in force promotes it again.
+    fn verified(&mut self, found: &Observed, out: &mut Vec<Action>) {
+        let Some((hash, m)) = &self.on_disk else {
+            return;
+        };
+        if self.promoting.is_some() || self.rolling_back.is_some() {
+            return;
+        }
+        if found.hash() == Some(*hash) && modes(found) == *m {
+            self.tampered = None;
+            return;
+        }
+        out.push(Action::Log(LogLine::Tampered {
+            expected: hash.short(),
+            found: found.hash().map(|h| h.short()),
+        }));
+        out.push(Action::Count(Count::Repaired));
+        self.tampered = Some(found.hash());
+        self.repair = true;
+        self.last = None;
+    }
+
+    /// Whether a check under way covers this read: the same content under the same checker goes
+    /// on (the newer read is kept for when it answers, and `true`); anything else supersedes it,
+    /// and it is cancelled, so the newer snapshot does not wait for an answer no longer wanted.
+    fn superseded(
+        &mut self,
+        seen: &Seen,
+        choice: &Choice,
+        rollout: &RolloutSeen,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let Some(c) = self.checking.as_mut() else {
+            return false;
+        };
+        if choice.observed.hash() == Some(c.sha) && c.check == self.settings.validate {
+            c.seen = seen.clone();
+            c.choice = choice.clone();
+            c.rollout = rollout.clone();
+            return true;
+        }
+        out.push(Action::CancelCheck);
+        out.push(Action::Log(LogLine::CheckSuperseded {
+            sha: c.sha.short(),
+            version: c.choice.judgement.version.clone().unwrap_or_default(),
+        }));
+        self.checking = None;
+        false
+    }
+
     /// The checker's answer on the candidate waiting for it: remembered for that content under
     /// the setting in force (a snapshot read again is not checked again), then the candidate is
-    /// decided on as it would have been, promoted or held.
+    /// decided on as it would have been, promoted or held. A time-out or a checker that could not
+    /// run says nothing of the content: the candidate is held meanwhile, and checked again after a
+    /// backoff.
     fn validated(&mut self, sha: ContentHash, checked: Checked, now: Now, out: &mut Vec<Action>) {
-        let Some(c) = self.checking.take().filter(|c| c.sha == sha) else {
+        if checked == Checked::Cancelled {
             return;
+        }
+        // A late answer on content since superseded leaves the check under way alone.
+        if self.checking.as_ref().is_none_or(|c| c.sha != sha) {
+            return;
+        }
+        let Some(c) = self.checking.take() else {
+            return;
+        };
+        let again = !checked.is_verdict();
+        let retry_in = if again {
+            let wait = self.check_backoff.failed();
+            self.check_retry = Some(now.at + wait);
+            Some(wait)
+        } else {
+            self.check_backoff.succeeded();
+            self.check_retry = None;
+            None
         };
         let checker = self.settings.validate.name().to_owned();
         let refused = match checked {
@@ -502,26 +602,46 @@ impl Gate {
                 crate::values::duration_text(d)
             )),
             Checked::NotRun(why) => Some(format!("the checker could not be run: {why}")),
-        };
-        out.push(Action::Log(LogLine::Validated {
-            version: c.choice.judgement.version.clone().unwrap_or_default(),
-            sha: sha.short(),
-            checker,
-            reason: refused.clone(),
+            Checked::Cancelled => None,
+        }
+        .map(|why| match retry_in {
+            Some(wait) => format!(
+                "{why}; it is run again in {}",
+                crate::values::duration_text(wait)
+            ),
+            None => why,
+        });
+        let version = c.choice.judgement.version.clone().unwrap_or_default();
+        out.push(Action::Log(match (&refused, again) {
+            (Some(reason), true) => LogLine::CheckNotAnswered {
+                version,
+                sha: sha.short(),
+                checker,
+                reason: reason.clone(),
+            },
+            _ => LogLine::Validated {
+                version,
+                sha: sha.short(),
+                checker,
+                reason: refused.clone(),
+            },
         }));
         self.checked = Some(CheckedBy {
             sha,
             check: self.settings.validate.clone(),
             refused,
+            again,
         });
         self.judged(c.seen, c.choice, c.rollout, now, out);
     }
 
     /// `j`, accepted by the range and rules, held by the component's checker: invalid, with the
     /// checker's words and the fix.
-    fn refused_by_checker(&self, j: Judgement, why: &str) -> Judgement {
+    fn refused_by_checker(&self, j: Judgement, why: &str, again: bool) -> Judgement {
         let fix = if why.starts_with("the checker could not be run") {
             crate::verdict::fix::checker_missing()
+        } else if again {
+            crate::verdict::fix::checker_timed_out()
         } else {
             crate::verdict::fix::checker_refused()
         };
@@ -559,6 +679,7 @@ impl Gate {
             }
         };
         self.activated(now.wall);
+        self.repair = false;
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
         self.spread_served = false;
@@ -624,6 +745,12 @@ impl Gate {
             }
             _ => {}
         }
+        let by = match (&o, &self.settings.confirm, &self.settings.reload) {
+            (Outcome::NothingToReload { .. }, _, _) => AppliedBy::Start,
+            (_, Some(_), _) => AppliedBy::Metrics,
+            (_, None, Reload::Signal { .. }) => AppliedBy::SignalSent,
+            _ => AppliedBy::Answer,
+        };
         match o {
             Outcome::Reloaded(sha) | Outcome::NothingToReload { sha256: sha, .. } => {
                 // Done: no longer owed, here or on disk.
@@ -640,6 +767,7 @@ impl Gate {
                     out.push(Action::MarkApplied {
                         sha,
                         version: self.applied_version(),
+                        by,
                     });
                 }
             }

@@ -104,6 +104,8 @@ pub(crate) enum Event {
     Validated { sha: ContentHash, checked: Checked },
     /// Answer to [`Action::RejudgeActive`]: the promoted dir read back, and its judgement.
     Rejudged(Observed, Judgement),
+    /// Answer to [`Action::VerifyPromoted`]: what the promoted dir holds now.
+    Verified(Observed),
     /// Answer to [`Action::Switch`]: the new config is live (with the boot clock right after), or
     /// why the promotion failed.
     Switched(Result<Option<BootTicks>, crate::promote::Failure>),
@@ -132,6 +134,20 @@ pub(crate) enum RollbackFailure {
     NoBase(crate::promote::Failure),
     /// The rollback could not be made (a full disk); it is tried again.
     Failed(crate::promote::Failure),
+}
+
+/// What says the component runs a config, as the log says it: only an answer or its metrics confirm;
+/// a signal without a confirmation is only known to have been sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AppliedBy {
+    /// Its reload endpoint answered 2xx.
+    Answer,
+    /// Its metrics said the reload succeeded (`confirm`).
+    Metrics,
+    /// The signal was delivered; nothing confirms the component loaded the config.
+    SignalSent,
+    /// No process needed telling: each read it at start.
+    Start,
 }
 
 /// A reload (or start-up check) to send to the reload worker: the target and confirmation in force.
@@ -165,6 +181,8 @@ pub(crate) enum Action {
         refused: Vec<(ContentHash, String)>,
         on_loop: bool,
     },
+    /// Read the promoted dir back, to compare it with what was promoted: answer [`Event::Verified`].
+    VerifyPromoted,
     /// Read the promoted dir back and judge it under `settings`: answer [`Event::Rejudged`].
     RejudgeActive { settings: Box<Settings> },
     /// Write `snapshot` into the promoted dir and switch to it, writing the reload-owed marker first
@@ -188,6 +206,8 @@ pub(crate) enum Action {
         check: Validate,
         timeout: std::time::Duration,
     },
+    /// End the check under way, without its answer: a newer snapshot superseded its candidate.
+    CancelCheck,
     /// Send this request to the reload worker (the newest replaces an unsent one).
     Reload(ReloadRequest),
     /// Let the reload worker, on this thread, send what was just requested before the rest.
@@ -199,6 +219,8 @@ pub(crate) enum Action {
     MarkApplied {
         sha: ContentHash,
         version: Option<String>,
+        /// What says so, for the log line.
+        by: AppliedBy,
     },
     /// The component ran the first config, kept as the baseline: it becomes the rollback base.
     AdoptBaseline,
@@ -228,6 +250,8 @@ pub(crate) enum Count {
     Promoted(jiff::Timestamp),
     PromotionFailed,
     WatchErrors(u64),
+    /// The promoted dir was found changed behind confgate's back, and is promoted again.
+    Repaired,
 }
 
 /// The "judged" log line of one decision. Holds no content.
@@ -254,6 +278,25 @@ pub(crate) enum LogLine {
         sha: String,
         checker: String,
         reason: Option<String>,
+    },
+    /// The component's checker timed out or could not run: no answer on the candidate, which is held
+    /// and checked again after a wait.
+    CheckNotAnswered {
+        version: String,
+        sha: String,
+        checker: String,
+        reason: String,
+    },
+    /// The promoted dir no longer holds what was promoted (`found`: its hash now, if it reads as a
+    /// config): it is promoted again.
+    Tampered {
+        expected: String,
+        found: Option<String>,
+    },
+    /// A newer snapshot superseded the candidate under check: its check is ended.
+    CheckSuperseded {
+        sha: String,
+        version: String,
     },
     /// The switch failed; the previous config is kept.
     PromotionFailed {

@@ -35,8 +35,8 @@ mod tests;
 pub(crate) use decide::held_refusals;
 pub(crate) use grace::ANNOTATIONS_GRACE;
 pub(crate) use messages::{
-    Action, Count, Event, Files, Found, JudgedLine, LogLine, Now, ReloadRequest, RollbackFailure,
-    Seen,
+    Action, AppliedBy, Count, Event, Files, Found, JudgedLine, LogLine, Now, ReloadRequest,
+    RollbackFailure, Seen,
 };
 pub(crate) use small::{SMALL_BYTES, SMALL_KEYS, is_small};
 pub(crate) use state::Gate;

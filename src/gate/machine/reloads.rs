@@ -104,6 +104,16 @@ impl Reloads {
         }
     }
 
+    /// The owed request while its attempts keep failing (not reaching the component), with how
+    /// many failed in a row.
+    pub(super) fn failing(&self) -> Option<(&Owed, u32)> {
+        let failures = self.view.consecutive_failures;
+        self.owed
+            .as_ref()
+            .filter(|_| failures > 0)
+            .map(|o| (o, failures))
+    }
+
     pub(super) fn view(&self) -> &ReloadView {
         &self.view
     }

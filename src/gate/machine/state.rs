@@ -84,6 +84,15 @@ pub(crate) struct Gate {
     pub(super) checking: Option<Box<Checking>>,
     /// What the checker last said.
     pub(super) checked: Option<CheckedBy>,
+    /// The promoted dir was found changed behind confgate's back (what it held instead): the next
+    /// promotion of the config in force repairs it, and the status says so until a re-read finds it
+    /// whole.
+    pub(super) tampered: Option<Option<ContentHash>>,
+    /// The promoted dir is to be written again even where `on_disk` says the config is in place.
+    pub(super) repair: bool,
+    /// When a check that timed out or could not run is run again, and how long the next waits.
+    pub(super) check_retry: Option<Instant>,
+    pub(super) check_backoff: crate::backoff::Doubling,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     pub(super) secret: bool,
     /// The rollout candidate held on this pod, as last decided on.
@@ -136,6 +145,10 @@ impl Gate {
             spread: None,
             checking: None,
             checked: None,
+            check_retry: None,
+            check_backoff: CHECK_BACKOFF,
+            tampered: None,
+            repair: false,
             secret: false,
             spread_served: false,
             held: None,
@@ -230,6 +243,13 @@ pub(super) struct Promotion {
     pub(super) on_loop: bool,
 }
 
+/// How long a check that timed out or could not run waits before it is run again: doubling from a
+/// second (an init container still copying the checker) to a minute.
+pub(super) const CHECK_BACKOFF: crate::backoff::Doubling = crate::backoff::Doubling::new(
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(60),
+);
+
 /// A judged snapshot whose promotion waits for the component's checker.
 #[derive(Debug, Clone)]
 pub(super) struct Checking {
@@ -237,6 +257,10 @@ pub(super) struct Checking {
     pub(super) choice: Choice,
     pub(super) rollout: RolloutSeen,
     pub(super) sha: ContentHash,
+    /// The setting it runs under: a new one supersedes it.
+    pub(super) check: Validate,
+    /// When it began, for the status.
+    pub(super) since: jiff::Timestamp,
 }
 
 /// What the component's checker last said: of which content, under which setting, and why it
@@ -246,6 +270,9 @@ pub(super) struct CheckedBy {
     pub(super) sha: ContentHash,
     pub(super) check: Validate,
     pub(super) refused: Option<String>,
+    /// The checker timed out or could not run: that says nothing of the content, so it is run
+    /// again at [`Gate::check_retry`], never kept as a refusal.
+    pub(super) again: bool,
 }
 
 /// A rollback asked for and not yet answered.

@@ -3,8 +3,8 @@
 use super::state::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
-    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, ReloadView,
-    Rollout, Status,
+    ActiveView, AppliedView, CandidateView, Check, CheckKind, CheckingView, DesiredView, Holding,
+    ReloadView, Rollout, Status,
 };
 use crate::verdict::Verdict;
 
@@ -46,15 +46,35 @@ impl Gate {
                 n.judgement.reason
             )
         };
+        // The reload of the config in place keeps failing: the component has not taken it.
+        let reload_failing = self
+            .reloads
+            .failing()
+            .filter(|(owed, _)| self.active.as_ref().is_some_and(|a| a.hash == owed.sha));
         checks.push(match (&self.active, &self.newest) {
             (Some(a), _) => Check {
                 name: CheckKind::Config,
                 ok: true,
-                message: format!(
-                    "active {} ({})",
-                    a.version.as_deref().unwrap_or("unversioned config"),
-                    a.hash
-                ),
+                message: match reload_failing {
+                    None => format!(
+                        "active {} ({})",
+                        a.version.as_deref().unwrap_or("unversioned config"),
+                        a.hash
+                    ),
+                    Some(_) => format!(
+                        "promoted {} ({}), not taken by the component: its reload keeps failing; it runs {}",
+                        a.version.as_deref().unwrap_or("unversioned config"),
+                        a.hash,
+                        match &self.applied {
+                            Some(ap) => format!(
+                                "{} ({})",
+                                ap.version.as_deref().unwrap_or("an unversioned config"),
+                                ap.hash
+                            ),
+                            None => "the config it had".into(),
+                        }
+                    ),
+                },
             },
             (None, Some(n)) => Check {
                 name: CheckKind::Config,
@@ -144,6 +164,17 @@ impl Gate {
                 message: format!("promotion failed, previous config kept: {e}"),
             });
         }
+        if let Some(found) = &self.tampered {
+            // Reported, not failed: the config in force is promoted again.
+            checks.push(Check {
+                name: CheckKind::Promote,
+                ok: true,
+                message: format!(
+                    "the promoted dir was changed behind confgate's back (it held {}); the config in force is promoted again",
+                    found.map_or_else(|| "no config".to_owned(), |h| h.short())
+                ),
+            });
+        }
         if let Some(e) = &self.rollback_error {
             checks.push(Check {
                 name: CheckKind::Promote,
@@ -151,7 +182,43 @@ impl Gate {
                 message: e.clone(),
             });
         }
-        let failing = checks.iter().find(|c| !c.ok);
+        if let Some((owed, failures)) = reload_failing {
+            checks.push(Check {
+                name: CheckKind::Reload,
+                ok: false,
+                message: format!(
+                    "the reload of {} via {} failed {failures} time{} in a row, retried with backoff: {}",
+                    owed.version.as_deref().unwrap_or("the promoted config"),
+                    self.settings.reload,
+                    if failures == 1 { "" } else { "s" },
+                    self.reloads
+                        .view()
+                        .last_error
+                        .as_deref()
+                        .unwrap_or("unknown error")
+                ),
+            });
+        }
+        let checking = self.checking.as_ref().map(|c| CheckingView {
+            version: c.choice.judgement.version.clone(),
+            sha256: c.sha.printed(),
+            checker: c.check.name().to_owned(),
+            since: c.since,
+        });
+        if let Some(c) = &checking {
+            // In progress: what readiness says meanwhile is the other checks'.
+            checks.push(Check {
+                name: CheckKind::Validate,
+                ok: true,
+                message: format!(
+                    "checking {} with {} since {}; promoted once it passes",
+                    c.version.as_deref().unwrap_or("the newest config"),
+                    c.checker,
+                    c.since
+                ),
+            });
+        }
+        let failing = checks.iter().find(|c| !c.ok && c.name.gates_readiness());
         let observe = self.settings.mode == Mode::Observe;
         let ready = observe || failing.is_none();
         let stale = self.active.is_some() && (!current || held.is_some()) && spread.is_none();
@@ -213,6 +280,7 @@ impl Gate {
             watch_error: None,
             rollout: self.rollout.as_ref().map(Rollout::view),
             spread,
+            checking,
             source: None,
         }
     }

@@ -10,9 +10,10 @@
 //! a liveness ping rebuilds none.
 //!
 //! What runs where: reading and judging, the promoted dir's opening and adoption, rollbacks,
-//! markers, tidying, the annotations read and the `validate` checker run on the blocking pool
-//! (`off_loop`, `Pipeline::on_dir`), one at a time in the gate's order, while the loop answers
-//! pings. A small config after a small one (the gate remembers, `is_small`, and says so in
+//! markers, tidying and the annotations read run on the blocking pool (`off_loop`,
+//! `Pipeline::on_dir`), one at a time in the gate's order, while the loop answers pings. The
+//! `validate` checker runs there in the background: its answer is an input, and
+//! `Action::CancelCheck` ends it when a newer snapshot supersedes its candidate. A small config after a small one (the gate remembers, `is_small`, and says so in
 //! `Action::Judge` and `Action::Switch`) is read, judged when no content rule is in force, switched
 //! and tidied on the loop itself: two thread hand-offs fewer per reaction. Staging the checker's
 //! candidate (`Promoter::stage`, `unstage`) also runs on the loop.
@@ -27,8 +28,8 @@ use super::error::Error;
 use super::feed::{Feed, off_loop, snapshot_changed, source_changed};
 use super::logs::{self, Places};
 use super::machine::{
-    Action, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure, SMALL_BYTES,
-    SMALL_KEYS, Seen, held_refusals, is_small,
+    Action, AppliedBy, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure,
+    SMALL_BYTES, SMALL_KEYS, Seen, held_refusals, is_small,
 };
 use crate::annotations;
 use crate::promote::{self, Promoter, Switched};
@@ -56,12 +57,42 @@ pub struct Pipeline {
     reloads: reload::Handle,
     /// A promotion's switch, until the gate says to finish it.
     switched: Option<Switched>,
+    /// The component's checker running on a staged candidate, until it answers or is cancelled.
+    check: Option<Running>,
+    /// A file of the watched dir is open for writing (the driver's watch says so): the dir is not
+    /// read, whatever asks for it, until it is closed.
+    writing: bool,
     /// Whether anything was handed to the gate since the last [`Pipeline::publish`]: only then can
     /// the status differ, so a liveness ping does not rebuild it.
     dirty: bool,
     /// How many statuses were built, for the tests.
     #[cfg(test)]
     built: u64,
+}
+
+/// A check under way on the blocking pool.
+struct Running {
+    sha: ContentHash,
+    cancel: crate::validate::Cancel,
+    task: tokio::task::JoinHandle<crate::validate::Checked>,
+}
+
+/// The answer of the check under way, once it comes (never, when none runs); the check is then over.
+async fn check_answered(check: &mut Option<Running>) -> (ContentHash, crate::validate::Checked) {
+    let Some(running) = check.as_mut() else {
+        return std::future::pending().await;
+    };
+    let checked = match (&mut running.task).await {
+        Ok(c) => c,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            // Only when the runtime shuts down, which drops this task too.
+            Err(_) => std::future::pending().await,
+        },
+    };
+    let sha = running.sha;
+    *check = None;
+    (sha, checked)
 }
 
 impl Pipeline {
@@ -80,7 +111,15 @@ impl Pipeline {
         // `/livez` runs on: the port answers while a slow disk holds them up.
         let (dir, file) = (cfg.promote_to.clone(), cfg.annotations.clone());
         let (opened, read) = off_loop(&shared, move || {
-            let opened = dir.as_deref().map(Promoter::open).transpose();
+            let opened = dir
+                .as_deref()
+                .map(|d| {
+                    Promoter::open(d).map_err(|source| Error::PromoteTo {
+                        path: d.to_path_buf(),
+                        source,
+                    })
+                })
+                .transpose();
             (opened, annotations::read(&file))
         })
         .await;
@@ -102,6 +141,8 @@ impl Pipeline {
             publisher,
             reloads,
             switched: None,
+            check: None,
+            writing: false,
             dirty: true,
             #[cfg(test)]
             built: 0,
@@ -177,6 +218,11 @@ impl Pipeline {
                     .judge(*settings, unless, bucket, refused, on_loop)
                     .await;
             }
+            Action::VerifyPromoted => {
+                let dir = self.promoter.as_ref()?.dir().to_path_buf();
+                let found = off_loop(&self.shared, move || snapshot::read(&dir)).await;
+                return Some(Event::Verified(found));
+            }
             Action::RejudgeActive { settings } => {
                 let dir = self.promoter.as_ref()?.dir().to_path_buf();
                 let (on_disk, j) = off_loop(&self.shared, move || {
@@ -219,21 +265,44 @@ impl Pipeline {
             } => {
                 let sha = snapshot.hash();
                 let promoter = self.promoter.as_ref()?;
-                let checked = match promoter.stage(&snapshot) {
-                    // The checker runs on the blocking pool while this task answers pings: /livez
-                    // goes on answering for the time it takes.
+                match promoter.stage(&snapshot) {
+                    // The checker runs on the blocking pool while the loop goes on: its answer
+                    // comes back as an input (`Pipeline::input`), and a newer snapshot can end it
+                    // meanwhile (`Action::CancelCheck`).
                     Ok(dir) => {
-                        off_loop(&self.shared, move || {
-                            crate::validate::run(&check, &dir, timeout)
-                        })
-                        .await
+                        let (cancel, inbox) = crate::validate::cancellable();
+                        let task = tokio::task::spawn_blocking(move || {
+                            crate::validate::run(&check, &dir, timeout, inbox)
+                        });
+                        self.check = Some(Running { sha, cancel, task });
                     }
                     Err(e) => {
-                        crate::validate::Checked::NotRun(format!("staging the candidate: {e}"))
+                        promoter.unstage();
+                        return Some(Event::Validated {
+                            sha,
+                            checked: crate::validate::Checked::NotRun(format!(
+                                "staging the candidate: {e}"
+                            )),
+                        });
                     }
-                };
-                promoter.unstage();
-                return Some(Event::Validated { sha, checked });
+                }
+            }
+            Action::CancelCheck => {
+                if let Some(running) = self.check.take() {
+                    running.cancel.cancel();
+                    // Ended before the next candidate is staged in its place; the loop answers
+                    // pings meanwhile.
+                    let mut task = running.task;
+                    loop {
+                        tokio::select! {
+                            _ = &mut task => break,
+                            () = self.shared.pinged() => self.shared.pong(),
+                        }
+                    }
+                    if let Some(p) = &self.promoter {
+                        p.unstage();
+                    }
+                }
             }
             Action::JudgeBase { settings } => {
                 // The applied config is read back and judged off the loop, like any candidate.
@@ -302,10 +371,24 @@ impl Pipeline {
                     }
                 }
             }
-            Action::MarkApplied { sha, version } => {
+            Action::MarkApplied { sha, version, by } => {
                 match self.on_dir(Promoter::mark_applied).await? {
                     Ok(()) => {
-                        info!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), "applied by the component")
+                        let (sha, version) = (sha.short(), version.as_deref().unwrap_or(""));
+                        match by {
+                            AppliedBy::Answer => {
+                                info!(sha = %sha, version, "applied by the component: its reload endpoint answered success")
+                            }
+                            AppliedBy::Metrics => {
+                                info!(sha = %sha, version, "applied by the component: its metrics confirmed the reload")
+                            }
+                            AppliedBy::SignalSent => {
+                                info!(sha = %sha, version, "signal delivered; taken as applied, unconfirmed (set confgate.io/confirm to check the component's metrics)")
+                            }
+                            AppliedBy::Start => {
+                                info!(sha = %sha, version, "taken as applied: the component read it at start, nothing to reload")
+                            }
+                        }
                     }
                     Err(e) => {
                         warn!(error = %e, sha = %sha.short(), "applied, but keeping it for a rollback failed")
@@ -350,6 +433,7 @@ impl Pipeline {
                     Count::Candidate(v) => m.candidate(v),
                     Count::Promoted(at) => m.promoted(at.as_millisecond() as f64 / 1000.0),
                     Count::PromotionFailed => m.promotion_failed(),
+                    Count::Repaired => m.repaired(),
                     Count::WatchErrors(n) => {
                         (0..n).for_each(|_| m.watch_error(crate::metrics::WatchSource::Files))
                     }
@@ -441,6 +525,8 @@ impl Pipeline {
         on_loop: bool,
     ) -> Option<Event> {
         let fed = match &self.feed {
+            // Half-written, maybe: the read waits for the close.
+            Feed::Volume if self.writing => return None,
             Feed::Volume => None,
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
@@ -515,6 +601,8 @@ impl Pipeline {
             feed,
             reloads,
             shared,
+            check,
+            promoter,
             ..
         } = self;
         let (snapshots, source) = match feed {
@@ -525,11 +613,23 @@ impl Pipeline {
             () = snapshot_changed(snapshots) => Some(Event::Files(Files::CONFIG)),
             view = source_changed(source) => Some(Event::Source(view)),
             Some(o) = reloads.outcome() => Some(Event::Reload(o)),
+            (sha, checked) = check_answered(check) => {
+                if let Some(p) = promoter {
+                    p.unstage();
+                }
+                Some(Event::Validated { sha, checked })
+            }
             () = shared.pinged() => {
                 shared.pong();
                 None
             }
         }
+    }
+
+    /// Whether a file of the watched dir is open for writing: while it is, no read of it is made
+    /// (a read asked for meanwhile is made once it is closed, as the driver then asks for one).
+    pub(crate) fn set_writing(&mut self, writing: bool) {
+        self.writing = writing;
     }
 
     /// When the gate waits for a deadline of its own ([`Event::Timer`]).

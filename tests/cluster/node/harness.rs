@@ -69,7 +69,10 @@ fn env_path(var: &str, what: &str) -> Result<PathBuf, String> {
 }
 
 fn start() -> Result<Node, String> {
-    let kubelet = env_path("KUBELET_BIN", "a kubelet, which .ci/setup builds into .ci/venv/bin")?;
+    let kubelet = env_path(
+        "KUBELET_BIN",
+        "a kubelet, which .ci/setup builds into .ci/venv/bin",
+    )?;
     let containerd = env_path("CONTAINERD_BIN", "Debian's containerd")?;
     let runc = env_path("RUNC_BIN", "Debian's runc")?;
     let images = env_path("CONFGATE_IMAGES", "the dir scripts/build-images.sh writes")?;

@@ -685,16 +685,21 @@ fn a_secrets_checker_output_is_not_shown() {
     );
 }
 
+/// A time-out or a checker not there yet (an init container still copying it) says nothing of the
+/// content: the config is held meanwhile, with advice that fits (never "correct the ConfigMap" for a
+/// time-out), and checked again after a wait that doubles; an exit status is the answer kept.
 #[test]
-fn a_checker_that_cannot_run_or_runs_too_long_holds_the_config() {
-    for (checked, says) in [
+fn a_checker_that_cannot_run_or_runs_too_long_is_tried_again_with_backoff() {
+    for (checked, says, fix) in [
         (
             Checked::TimedOut(Duration::from_secs(10)),
-            "promtool did not finish within 10s (killed)",
+            "promtool did not finish within 10s (killed); it is run again in 1s",
+            "raise confgate.io/validate-timeout",
         ),
         (
             Checked::NotRun("/validators/promtool: No such file or directory".into()),
-            "the checker could not be run: /validators/promtool: No such file or directory; put the checker",
+            "the checker could not be run: /validators/promtool: No such file or directory; it is run again in 1s",
+            "put the checker",
         ),
     ] {
         let c = Clock::new();
@@ -704,16 +709,118 @@ fn a_checker_that_cannot_run_or_runs_too_long_holds_the_config() {
         let a = g.handle(
             Event::Validated {
                 sha: hash(&v2),
-                checked,
+                checked: checked.clone(),
             },
             c.at(2),
         );
         assert!(!has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+        assert!(
+            has(&a, |a| matches!(
+                a,
+                Action::Log(LogLine::CheckNotAnswered { .. })
+            )),
+            "{a:?}"
+        );
         let s = g.published(0);
         assert!(s.active.is_none());
         let reason = s.candidate.unwrap().reason;
         assert!(reason.contains(says), "{reason}");
+        assert!(reason.contains(fix), "{reason}");
+        assert!(!reason.contains("correct the ConfigMap"), "{reason}");
+        // The same content read again before the wait is over is not checked again.
+        let a = g.handle(judged(&g, &v2), c.at(2));
+        assert!(!has(&a, |a| matches!(a, Action::Validate { .. })), "{a:?}");
+        // At the deadline it is read and checked again.
+        assert_eq!(g.wake_at(), Some(c.at(1002).at));
+        let a = g.handle(Event::Timer, c.at(1002));
+        assert!(has(&a, |a| matches!(a, Action::Judge { .. })), "{a:?}");
+        let a = g.handle(judged(&g, &v2), c.at(1002));
+        assert!(
+            matches!(&a[..], [Action::Validate { snapshot, .. }] if snapshot.hash() == hash(&v2)),
+            "{a:?}"
+        );
+        // A second failure waits twice as long.
+        g.handle(
+            Event::Validated {
+                sha: hash(&v2),
+                checked,
+            },
+            c.at(1003),
+        );
+        assert_eq!(g.wake_at(), Some(c.at(3003).at));
+        g.handle(Event::Timer, c.at(3003));
+        g.handle(judged(&g, &v2), c.at(3003));
+        let a = g.handle(
+            Event::Validated {
+                sha: hash(&v2),
+                checked: Checked::Passed,
+            },
+            c.at(3004),
+        );
+        assert!(has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+        assert_eq!(g.wake_at(), None, "no retry once it answered");
     }
+}
+
+/// A slow check of a config a newer snapshot superseded is ended, and the newer one checked at once;
+/// the status shows the check under way.
+#[test]
+fn a_check_superseded_by_a_newer_snapshot_is_cancelled_and_shown_while_it_runs() {
+    let c = Clock::new();
+    let mut g = checking(&c, CHECK, false);
+    let v2 = cfg("2.0.0");
+    g.handle(judged(&g, &v2), c.at(1));
+    let s = g.published(0);
+    let checking = s.checking.expect("the check under way is shown");
+    assert_eq!(checking.version.as_deref(), Some("2.0.0"));
+    assert_eq!(checking.checker, "promtool");
+    assert!(
+        s.checks
+            .iter()
+            .any(|k| k.name == crate::state::CheckKind::Validate
+                && k.ok
+                && k.message.starts_with("checking 2.0.0 with promtool since ")),
+        "{:?}",
+        s.checks
+    );
+    // The same content read again goes on with the check under way.
+    let a = g.handle(judged(&g, &v2), c.at(2));
+    assert!(a.is_empty(), "{a:?}");
+    let v3 = cfg("2.1.0");
+    let a = g.handle(judged(&g, &v3), c.at(3));
+    let cancel = a.iter().position(|a| matches!(a, Action::CancelCheck));
+    let check = a.iter().position(
+        |a| matches!(a, Action::Validate { snapshot, .. } if snapshot.hash() == hash(&v3)),
+    );
+    assert!(
+        matches!((cancel, check), (Some(x), Some(y)) if x < y),
+        "the old check ended before the new one starts: {a:?}"
+    );
+    assert_eq!(
+        g.published(0).checking.unwrap().version.as_deref(),
+        Some("2.1.0")
+    );
+    // A late answer on the superseded content changes nothing.
+    let a = g.handle(
+        Event::Validated {
+            sha: hash(&v2),
+            checked: Checked::Passed,
+        },
+        c.at(4),
+    );
+    assert!(!has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+    let a = g.handle(
+        Event::Validated {
+            sha: hash(&v3),
+            checked: Checked::Passed,
+        },
+        c.at(5),
+    );
+    assert!(has(&a, |a| matches!(a, Action::Switch { .. })), "{a:?}");
+    g.handle(Event::Switched(Ok(Some(BootTicks(1)))), c.at(5));
+    let s = g.published(0);
+    assert_eq!(s.active.unwrap().version.as_deref(), Some("2.1.0"));
+    assert!(s.checking.is_none());
 }
 
 /// A component that comes up late: the first config's start-up check is still waiting when a
@@ -1022,4 +1129,104 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
             "the component rejected it: 500: bad rule".to_owned()
         ))
     );
+}
+
+/// A reload that keeps failing (it does not reach the component) is a check of its own, which does
+/// not take readiness: the component still runs the config it had. The config check no longer calls
+/// the promoted config active without saying the component has not taken it.
+#[test]
+fn a_failing_reload_is_a_check_and_the_promoted_config_is_not_called_taken() {
+    let c = Clock::new();
+    let mut g = started(&c, None);
+    let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+    promoted_over_applied(&mut g, &c, &a, &b);
+    let s = g.published(1);
+    assert!(s.failing(CheckKind::Reload).is_none(), "{:?}", s.checks);
+    for n in 1..=2u64 {
+        g.handle(
+            Event::Reload(Outcome::Failed(crate::reload::Failure::new(
+                crate::reload::Error::Timeout(Duration::from_secs(1)),
+            ))),
+            c.at(30 + n),
+        );
+    }
+    let s = g.published(3);
+    assert!(s.ready, "{}", s.reason);
+    let reload = s
+        .failing(CheckKind::Reload)
+        .expect("the reload check fails");
+    assert!(
+        reload.message.contains("the reload of 2.1.0 via ")
+            && reload.message.contains("failed 2 times in a row")
+            && reload.message.contains("timed out"),
+        "{}",
+        reload.message
+    );
+    let config = s
+        .checks
+        .iter()
+        .find(|c| c.name == CheckKind::Config)
+        .unwrap();
+    assert!(
+        config.ok
+            && config.message.starts_with("promoted 2.1.0 (")
+            && config.message.contains("not taken by the component")
+            && config.message.contains("it runs 2.0.0 ("),
+        "{}",
+        config.message
+    );
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
+    // Reached at last: no reload check, and the config is active again.
+    g.handle(Event::Reload(Outcome::Reloaded(hash(&b))), c.at(40));
+    let s = g.published(4);
+    assert!(s.failing(CheckKind::Reload).is_none(), "{:?}", s.checks);
+    let config = s
+        .checks
+        .iter()
+        .find(|c| c.name == CheckKind::Config)
+        .unwrap();
+    assert!(
+        config.message.starts_with("active 2.1.0 ("),
+        "{}",
+        config.message
+    );
+}
+
+/// What says the component applied a config is kept with the fact, so the log says what is known:
+/// a signal without a confirmation was only delivered (it was logged "applied by the component").
+#[test]
+fn an_unconfirmed_signal_is_kept_as_delivered_not_confirmed() {
+    use super::super::messages::AppliedBy;
+    let confirm = "http://127.0.0.1:1/metrics#app_reload_ok";
+    for (annotations, want) in [
+        (
+            vec![("confgate.io/reload", "signal:HUP:comp")],
+            AppliedBy::SignalSent,
+        ),
+        (vec![], AppliedBy::Answer),
+        (
+            vec![
+                ("confgate.io/reload", "signal:HUP:comp"),
+                ("confgate.io/confirm", confirm),
+            ],
+            AppliedBy::Metrics,
+        ),
+    ] {
+        let c = Clock::new();
+        let mut ann = Annotations::new();
+        for (k, v) in annotations {
+            ann.insert(k.to_owned(), v.to_owned());
+        }
+        let mut g = started(&c, Some(ann));
+        let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
+        promote(&mut g, &a, c.at(10), 100);
+        g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(20));
+        promote(&mut g, &b, c.at(30), 200);
+        let done = g.handle(Event::Reload(Outcome::Reloaded(hash(&b))), c.at(40));
+        let by = done.iter().find_map(|x| match x {
+            Action::MarkApplied { by, .. } => Some(*by),
+            _ => None,
+        });
+        assert_eq!(by, Some(want), "{done:?}");
+    }
 }

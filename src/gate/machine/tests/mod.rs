@@ -13,7 +13,7 @@ use super::state::{Gate, Modes, PROMOTE_RETRY, REJECTED_KEPT};
 use crate::annotations::Annotations;
 use crate::settings::{Raw, Reload, Settings};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::Status;
+use crate::state::{CheckKind, Status};
 use crate::variants::Choice;
 use crate::verdict::Verdict;
 use crate::{variants, verdict};
@@ -217,21 +217,32 @@ fn widened_range_via_annotation_promotes_the_held_snapshot() {
 }
 
 #[test]
-fn bad_annotation_is_not_ready_and_named_but_keeps_settings() {
+fn bad_annotation_is_named_keeps_settings_and_readiness() {
     let mut g = running("^2", "2.0.0");
     assert!(!g.set_annotations(Ok(ann("confgate.io/accepts", "two"))));
     let s = g.status(reload_view());
-    assert!(!s.ready);
+    assert!(s.ready, "the config in force is good: {}", s.reason);
+    let settings = s
+        .failing(CheckKind::Settings)
+        .expect("the settings check fails");
     assert!(
-        s.reason.contains("confgate.io/accepts \"two\""),
+        settings.message.contains("confgate.io/accepts \"two\""),
         "{}",
-        s.reason
+        settings.message
     );
     assert_eq!(s.accepts.as_deref(), Some("^2"));
     g.set_annotations(Err(crate::annotations::unreadable("line 3: bad")));
-    assert!(g.status(reload_view()).reason.contains("line 3"));
+    let s = g.status(reload_view());
+    assert!(s.ready);
+    assert!(
+        s.failing(CheckKind::Settings)
+            .unwrap()
+            .message
+            .contains("line 3")
+    );
     g.set_annotations(Ok(Annotations::new()));
-    assert!(g.status(reload_view()).ready);
+    let s = g.status(reload_view());
+    assert!(s.ready && s.failing(CheckKind::Settings).is_none());
 }
 
 #[test]
