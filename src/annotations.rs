@@ -3,6 +3,12 @@
 //! Parsing is pure; `read_file` is the one read of the file. The kubelet writes keys sorted, one per line, with no trailing newline
 //! (`pkg/fieldpath/fieldpath.go` `FormatMap`); neither JSON nor Rust escapes match Go's quoting, so
 //! the unquoter below follows `strconv.Unquote` for double-quoted strings.
+//!
+//! `read_file` opens without blocking (a FIFO waits for no writer), reads regular files only, at
+//! most 256 KiB, and `read` tells an absent file apart. At start `app` reads the file once and
+//! hands it to the source's resolution and the start-up log; the loop reads it again once its
+//! watches are in place, so no change in between is missed. A bad value outside `confgate.io/` is
+//! skipped, not fatal to the file.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,6 +2,11 @@
 //! running sidecar reports, for CI pipelines ("will the deployed component accept this ConfigMap?"). A
 //! ConfigMap read by a workload in the same stream is judged with that workload's annotations, as its
 //! sidecar would judge it (`workloads`).
+//!
+//! All paths are one stream: a ConfigMap an annotated workload reads is judged once per such
+//! workload, with `Settings::with_annotations` over the flag settings. A ConfigMap mid-rollout is
+//! taken apart as the sidecar takes it (`rollout::choose`), one line per track. The `Report`
+//! carries warnings for `main` to print.
 
 use std::path::Path;
 

@@ -8,6 +8,11 @@
 //!
 //! The endpoint is read line by line as it streams (never held whole), so a large exposition costs a
 //! line's buffer, not its size.
+//!
+//! A success time is compared at the resolution the metric has (whole seconds or finer). A 4xx/5xx
+//! reload answer, or a metric saying the reload failed, is `reload::Outcome::Rejected` with the
+//! component's first line, never retried; anything that did not reach the component (a 3xx
+//! included: redirects are not followed) is `Failed`, and retried.
 
 use std::time::Duration;
 

@@ -8,6 +8,9 @@
 //! Errors are built from a fixed description and a position only: the parsers' own messages echo
 //! document text (numbers, tagged scalars, duplicate keys), and config content must never reach a
 //! status, probe answer or log.
+//!
+//! serde-saphyr is the one YAML parser of the crate: manifests, kubeconfigs and the policy's output
+//! go through it too.
 
 use std::fmt;
 

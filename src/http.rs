@@ -1,5 +1,9 @@
 //! Outgoing HTTP: the client that reload POSTs and `confirm`'s metric reads go through (with its TLS
 //! roots), and the plain blocking GET of `confgate probe`. Knows nothing of settings or status.
+//!
+//! The client trusts the system roots plus `--reload-ca` (TLS with the `tls` feature). `Wire` sees
+//! the first write on a connection, which is how the reload worker says a request is on its way.
+//! Imports nothing of the crate.
 
 use std::future::Future;
 use std::pin::Pin;

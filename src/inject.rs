@@ -4,6 +4,16 @@
 //! The component keeps its mount paths: its mounts of the ConfigMap volume are pointed at the promoted
 //! `emptyDir` instead, and only confgate mounts the ConfigMap. A pod that already has a `confgate`
 //! container is left as it is, so injecting twice changes nothing.
+//!
+//! The sidecar moves off 9797 when another container declares that port (`CONFGATE_LISTEN`, which
+//! `run` and `probe` both read), and, for a `hostNetwork` pod, onto `127.0.0.1` at a port no other
+//! `hostNetwork` pod of the stream holds (`Stream`, surveyed before injecting). A signal reload
+//! gets what it needs of the pod (`signal_needs`: `shareProcessNamespace`, the component's user).
+//! Unless `--pod-report off`, the sidecar reports to its pod (downward-API identity, a token for
+//! confgate alone), and the ServiceAccount, Role and RoleBinding it needs are added per namespace
+//! (`reporting_objects`), ahead of the stream's documents but after its leading Namespaces
+//! (`added_at`), so a bare Pod meets its ServiceAccount first. A field of the wrong type it edits
+//! is an error, never a panic.
 
 pub use crate::workloads::volumes::Unchosen;
 use std::collections::{BTreeMap, BTreeSet};

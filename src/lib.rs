@@ -7,6 +7,7 @@
 //!
 //! 1. Values and formats.
 //!    - `values`: what each gate setting holds, with its parser, and the verdict; no I/O.
+//!    - `backoff`: the one rule of a retry's wait; `failure`: an edge's typed error the core keeps.
 //!    - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
 //!    - [`annotations`]: the kubelet's downward-API annotations file format.
 //!    - `configmap`: a ConfigMap object's keys as a snapshot (manifests, the API), and the key-name rule.

@@ -3,6 +3,11 @@
 //! them through here, so a reason's length does not grow with what the ConfigMap holds, and a name (a
 //! file in a git checkout may hold a newline) cannot start a line of its own in line-based output.
 //! Pure.
+//!
+//! A list shows the first five names, each with its control characters escaped (`one_line`) and cut
+//! at 253 bytes on a character boundary, then "and N more"; the volume read's reasons and every
+//! line of the text endpoints go through `one_line` too. `nearest` is the one rule of "did you
+//! mean", for flags (`cli::suggest`) and annotations (`settings`) alike.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;

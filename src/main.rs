@@ -1,4 +1,11 @@
 //! The `confgate` binary: parses the command line, sets up logging, runs a command, maps the result to an exit code.
+//!
+//! Logs are JSON, or text whose fields are logfmt (`Logfmt` quotes a value holding a space). `run`,
+//! `wait`, `probe` and `status` run through `app`; `check`, `policy` and `inject` are called
+//! directly, clap's values turned into their typed parameters first. The exit code comes from the
+//! error's class: `app::Error::is_usage` (a bad setting, a port in use, no kubeconfig) is 64,
+//! `is_nothing_selected` (`status` found no pod) 66, `is_unavailable` (`status` could not read the
+//! fleet) 69, anything else 70. A failure is printed once, here.
 
 use std::process::ExitCode;
 

@@ -1,5 +1,16 @@
 //! HTTP endpoints: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`. Reads the published status
 //! only; never any config content.
+//!
+//! Bounded: `MAX_CONNECTIONS` (64), and `LOOPBACK_RESERVE` (8) more that only a loopback peer (the
+//! exec probes, which nothing outside the pod can reach) may take, so probes are answered whatever
+//! other clients hold (`Slots`). Accepting goes on when every slot is taken, and a connection with
+//! no slot it may use is closed at once, so an exec probe queued behind other clients is reached.
+//! Each connection has `MAX_BUF` (16 KiB) of buffer and `HEADER_READ_TIMEOUT` (3 s) for its
+//! headers; accept errors back off (`Doubling`); at shutdown open connections drain within the
+//! grace period, past which `run` fails.
+//!
+//! Every shipped probe is exec (`confgate probe`), so it reaches the server over loopback and uses
+//! the reserved slots; `tests/commands/manifests.rs` reports a manifest whose probe is `httpGet`.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -12,6 +12,18 @@
 //!
 //! The inotify descriptor sits in tokio's reactor: a `..data` rename wakes the loop straight from
 //! epoll, with no watcher thread between the kernel and the decision.
+//!
+//! A watch is added again for a new inode, or when the kernel dropped it (`IN_IGNORED`: ext4 gives
+//! a new dir the old one's inode number); after a lost queue every watch is checked. A descriptor
+//! that fails is not read again: the failure is the watch problem, and the periodic re-read takes
+//! over.
+//!
+//! Why `inotify` in tokio's reactor rather than the `notify` crate: one owner of the watch state
+//! (the loop; `notify` keeps its own table on a thread of its own and re-adds watches by its own
+//! rules, which would race with ours after `IN_IGNORED` or a lost queue), the exact masks the
+//! kubelet's writes need (`IN_MOVED_TO` of `..data`, no `IN_OPEN` or `IN_ACCESS` of its syncs), and
+//! no thread: an idle sidecar wakes for nothing. The cost: `Source::ensure_watches` stats each
+//! watched dir on every turn of the loop, on the loop's thread.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};

@@ -6,6 +6,8 @@
 //! resourceVersion seen, a bookmark's included, with no new list. Any error ends the `ListWatch`: the
 //! source makes a new one (which lists first) after its backoff, so recovery lives in one place
 //! (`source::drive`, `backoff`).
+//!
+//! `get` is the one read of the object for `confgate status`. kube's `runtime` is not used.
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -22,6 +22,9 @@
 //! Everything here speaks to the API server through a [`kube::Client`], so tests drive it with an
 //! in-process service that answers with the shapes the API server sends, and `tests/cluster` runs the
 //! binary against a real kube-apiserver (when one is at hand).
+//!
+//! `resolve` chooses the source (`volume`, `configmap:NS/NAME` or `secret:NS/NAME`) from the flag
+//! and the `confgate.io/source` annotation; `client` builds the one API client over `connect`.
 
 pub mod backoff;
 pub mod condition;

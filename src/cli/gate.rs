@@ -1,5 +1,12 @@
 //! The gate settings' flags: made from the declarations in [`crate::settings`] for each command
 //! ([`For`]), and read back as raw text with where clap found each value.
+//!
+//! `JudgeArgs` holds the settings that decide a verdict, `ActArgs` those that act on it, `GateArgs`
+//! flattens both; `Args` is implemented by hand from `settings::SETTINGS`. Each is made for one
+//! command (`RUN`, `WAIT`, `CHECK`, `POLICY`), which decides which flags it has and whether their
+//! help names an annotation (only `run` and `wait` read annotations). `GateArgs::given` keeps where
+//! clap's `ArgMatches::value_source` found each value (`settings::Given`: flag or env) for the
+//! start-up log.
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches};
 

@@ -7,6 +7,18 @@
 //!
 //! This file holds the commands and their own flags; `gate.rs` makes the gate settings' flags;
 //! `suggest.rs` keeps clap's suggestion for an unknown flag only when it is near.
+//!
+//! Invoked as `kubectl-confgate` (the file name in `argv[0]`), the help says `kubectl confgate` and
+//! hides the sidecar's own commands. `completions` prints clap_complete's scripts; `version` and
+//! `long_version` are `--version` (the commit from `build.rs`, the features from `cfg!`). A command
+//! the build lacks (`policy` without its feature) is a hidden `Unbuilt` command, refused naming the
+//! build that has it.
+//!
+//! Values stay raw (`settings::Raw`, each a `RawValue`: a text, or the items of a repeatable
+//! setting such as `--rule`, never joined into one text), so one parser serves flags, env and
+//! annotations. Every command's flags are here (`StatusArgs` too): clap types go no further than
+//! `cli`, `app` and `main`, which hand the commands typed values (`status_cmd::Query`,
+//! `policy::Output`).
 
 use std::ffi::OsString;
 use std::net::SocketAddr;

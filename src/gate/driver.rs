@@ -1,5 +1,8 @@
 //! The async driver: waits for file events, the pipeline's inputs and timers, and hands each to the
 //! pipeline as an [`Event`]. Plain-directory edits are debounced here, and only here.
+//!
+//! The safety re-read is a deadline (`resync_at`): pings, reload outcomes and other wake-ups never
+//! move it. On it the gate gets `Event::Resync`, which also retries unfinished tidying.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,6 +1,9 @@
 //! Where the loop's input other than file events comes from: the [`Feed`] (volume, or the API
 //! source's channels), the reload worker's reports and liveness pings; and [`off_loop`], the way the
 //! loop reads and judges on the blocking pool while it answers pings.
+//!
+//! The blocking pool's threads exit after tokio's keep-alive (10 s idle), so an idle sidecar keeps
+//! none, and nothing here wakes periodically.
 
 use tokio::sync::watch;
 

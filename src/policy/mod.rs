@@ -7,6 +7,11 @@
 //! the policy.
 //!
 //! Pure: builds the objects; the command prints them.
+//!
+//! `print` takes the raw settings, the ConfigMap's names and an `Output`, not clap's struct; the
+//! names are validated as Kubernetes validates them. The reasons end with the fixes of
+//! `verdict::fix`, as the sidecar's do. `tests/commands/policy.rs` checks that the policy admits
+//! exactly what `check` accepts (kube-cel's `VapEvaluator`, over a corpus and a property test).
 
 pub mod rollout_cel;
 pub mod semver_cel;

@@ -5,6 +5,10 @@
 //! These are functions of the promoted dir's path, below `Promoter`, which calls them: what a
 //! marker's change does to the rest of the dir (the tidying after it, the switch back to the applied
 //! config's dir) is the writer's.
+//!
+//! At start-up each is read back without following a link or blocking (regular files only,
+//! bounded); a record confgate did not write is set aside as `NAME.bad` and ignored, never trusted,
+//! never fatal.
 
 use std::io;
 use std::path::{Path, PathBuf};

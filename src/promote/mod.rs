@@ -26,6 +26,16 @@
 //!
 //! Files are not fsynced: the dir is a pod's `emptyDir`, and a process crash cannot lose page-cache
 //! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
+//!
+//! `Promoter::open` removes what the live `..data` does not point at and adds missing links (a
+//! crash's leftovers); `clean` keeps the applied and the baseline config's dirs. Each timestamped
+//! dir holds a link `..confgate_variant` naming the variant key its config was chosen from
+//! (`switch_variant`), which `Promoter::variants` reads back for the live and the applied dir.
+//! `roll_back` switches `..data` back to the applied dir with one `rename`; the first config,
+//! replaced before its start-up check concluded, is kept as `..confgate_baseline` until the
+//! component is known to run it (`adopt_baseline`) or a later one is applied. For the `validate`
+//! checker, `stage` writes a candidate into `..confgate_candidate`, which `..data` never names, and
+//! `unstage` removes it; both run on the loop's thread, the checker itself on the blocking pool.
 
 mod error;
 mod link;

@@ -2,6 +2,22 @@
 //! attempt, jittered exponential backoff on failure. The decision loop only posts the newest request
 //! and never waits for the worker, so a failing target cannot delay watching, deciding or promoting.
 //! The worker reports each attempt's [`Outcome`] back to the loop, which alone publishes the status.
+//!
+//! A request is a reload or a start-up check (`Kind::Startup`, for the first promotion into an
+//! empty dir): the check gathers evidence that the component runs that config, and waits for a
+//! component not there yet (`Waiting`, never a failure). Evidence is every process started after
+//! the promotion (by boot ticks, no wall clock), metrics reporting a load after it, or a first
+//! contact answered 2xx; no process at all is no evidence. `Handle::on_its_way` lets the loop wait
+//! until the newest request is on its way (the first write on the client's connection, seen by
+//! `http::Wire`; the signal handed to its thread; or the attempt over), at most `ON_ITS_WAY_MAX`,
+//! never for an answer or a retry: no status says a reload was made before it is on the wire, and
+//! the loop is not held by a slow component.
+//!
+//! Signals (`signal.rs`) reach each process once per request (`Reached`): the full name past 15
+//! bytes, only processes started before the promotion (`BootTicks`), and a signal that would kill
+//! only to a process that catches it. The `/proc` scan runs on the blocking pool. Seeing no process
+//! but its own (no shared process namespace) is `Error::Alone`, a failed reload, never "nothing to
+//! reload".
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

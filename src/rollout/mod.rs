@@ -13,6 +13,13 @@
 //! - `assign`: [`choose`], the set a pod promotes, judged by the existing machinery
 //!   ([`crate::variants::choose`]), with the candidate held back on that pod when it is not accepted or
 //!   the component refused it.
+//!
+//! `app` reads the pod's identity (`POD_UID`, else `POD_NAME`, else `HOSTNAME`) into the loop's
+//! `Config::bucket`, which the gate also takes for this pod's share of the reload spread. The
+//! pipeline calls `choose` in place of `variants::choose` when the gate asks for a judgement (the
+//! bucket and the refused contents come in the action) and hands the rollout as this pod sees it
+//! (`state::Rollout`) back with the judgement; the gate keeps it, logs its changes, shows it
+//! (`Rollout::view`) and asks for a judgement again after a refusal while a rollout is in force.
 
 mod assign;
 mod plan;

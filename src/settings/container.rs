@@ -1,6 +1,10 @@
 //! The container-level settings that are not gate settings (read once, at start), each declared once
 //! in `CONTAINER_SETTINGS` (the command line, the error messages and the table in `docs/settings.md`
 //! read it), and checked together before anything starts.
+//!
+//! `check_paths` judges what `app` found on disk (`Looked`: the real path, whether it is a
+//! directory), so this floor does no I/O. `ANN_SOURCE` is the `source` setting's annotation, read
+//! once at start.
 
 use super::error::{Error, Invalid};
 

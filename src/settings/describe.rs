@@ -1,5 +1,8 @@
 //! The settings described for people: the known annotations, each setting in force with where it came
 //! from (the start-up log), and the README's table.
+//!
+//! A setting's origin in the start-up `setting in force` lines is a valid annotation, else where
+//! clap found the value (`Given`, flag or env, kept by the command line), else the default.
 
 use super::container::ANN_SOURCE;
 use super::gate::{Repeat, SETTINGS, Setting, Settings};

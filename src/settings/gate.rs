@@ -1,6 +1,10 @@
 //! The gate settings, each declared once in the `gate_settings!` list: the macro makes `Settings`,
 //! `Raw` and `SETTINGS` from it, and `Setting` is one entry of that table, which the parser, the
 //! command line, the known annotations, the start-up log and the README's table read.
+//!
+//! A setting's entry: the typed field, default, parser, text form, flag, env var, annotation, help,
+//! whether it is `judging` (then `check` takes it too), and how often its flag may be given
+//! (`Repeat`).
 
 use super::error::Problem;
 use super::raw::RawValue;

@@ -10,6 +10,10 @@
 //! types and their parsers are pure values (`crate::values`, re-exported here); `describe` says the
 //! settings to people, `container` checks the container-level paths, `error` is what a bad value is
 //! reported as.
+//!
+//! `Settings::from_raw` puts flags and env over the defaults and reports every bad value at once;
+//! `Settings::with_annotations` puts the annotations over those, a bad annotation keeping the value
+//! in force.
 
 use crate::annotations::Annotations;
 use crate::values::redact;

@@ -1,5 +1,10 @@
 //! The content hash: `sha256:` over the documented encoding, printed sealed (`hmac-sha256:` under a
 //! per-process key) once [`seal`] was called.
+//!
+//! The HMAC is RustCrypto's `hmac`, under a random per-process key, for a Secret: the plain
+//! `sha256:` of a Secret is printed nowhere (`ContentHash::plain` is for the reload-owed marker
+//! only, beside the content in the promoted dir). `PrintedHash` is a hash as printed, which output
+//! holds and reads back (`ContentHash::printed`).
 
 use std::fmt;
 

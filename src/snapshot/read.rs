@@ -1,4 +1,10 @@
 //! Reading a watched directory as one [`Snapshot`], through one resolution of `..data`.
+//!
+//! A `..data` that still names nothing is "points nowhere" at once, not a race: the kubelet never
+//! removes the dir `..data` names. `MAX_KEYS` is checked while reading; each key is a regular file
+//! by its directory entry's type and by the open file's one `stat`. `read_small` is the same read,
+//! stopped at the first entry (keys, nested dirs and links alike) or byte past the loop's small
+//! bounds, by each open file's own `stat` before its bytes are read.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};

@@ -1,6 +1,10 @@
 //! The values of the settings that act on a verdict: the reload target, the metrics that confirm a
 //! reload, what an incompatible config does to readiness, and the mode. Each parses from the text a
 //! flag, environment variable or annotation gives and shows back as that text.
+//!
+//! `Confirm` is the `confirm` setting (`URL#SUCCESS[,SUCCESS_TIME]`), `Validate` the `validate`
+//! setting (`exec:PROGRAM ARGS...`, with `{dir}` for the staged candidate). The URLs they name are
+//! `url::Url`, which cannot print its credentials.
 
 use std::fmt;
 use std::str::FromStr;

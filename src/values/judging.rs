@@ -1,6 +1,10 @@
 //! The values of the settings that decide a verdict: the accepted range, where the version is, the
 //! required keys and the variants. Each parses from the text a flag, environment variable or annotation
 //! gives and shows back as that text.
+//!
+//! `Accepts` holds a `Range`: a semver `VersionReq` (npm-style spaces read as commas), or the
+//! `ApiVersions` a component serves, told apart by a `/` in the text; a mix of both is refused.
+//! `SchemeVersion` is a version read under either scheme.
 
 use std::fmt;
 use std::str::FromStr;

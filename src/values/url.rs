@@ -1,6 +1,9 @@
 //! An http(s) URL a setting names (the reload target, the metrics that confirm a reload), as one type
 //! that cannot print its secret: a `user:password@` in it is sent as HTTP Basic credentials and shown
 //! nowhere (`Display` and `Debug` put `<credentials removed>` in its place, the request's URI has none).
+//!
+//! `redact` does the same for a text that failed to parse as a URL, so no error about a bad value
+//! repeats the credentials it held.
 
 use std::fmt;
 use std::str::FromStr;

@@ -6,6 +6,13 @@
 //! variant), with the usual `version-from` and `require`; the highest accepted version wins (semver
 //! precedence, or Kubernetes' order of API versions: GA over beta over alpha). Two variants with the
 //! same version and different content make the ConfigMap ambiguous.
+//!
+//! Each set is a `VariantSet`, a view of the ConfigMap: nothing is copied or hashed per variant,
+//! only the chosen set is built and hashed. Content rules run newest accepted version first,
+//! stopping at the first variant that passes. The pipeline, `check` and (through the loop) API mode
+//! all call `choose`; the set it returns is what is promoted and hashed, and the active variant is
+//! read back from the promoted dir after a restart (`Promoter::variants`), even after it left the
+//! ConfigMap.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;

@@ -5,6 +5,13 @@
 //!
 //! This file judges; `version.rs` reads the version where `version-from` says; `range.rs` parses
 //! and classifies it against the accepted range.
+//!
+//! `judge_range` is all but the content rules and `judge_rules` adds them, so `variants` runs rules
+//! only where they decide something; `judge_api` judges under the API-version scheme. A `Judgement`
+//! keeps the version as written (shown) and parsed under the scheme in force (`parsed`), which
+//! later stages compare and never parse again from the text. A reason an operator can act on ends
+//! with its fix (`fix.rs`: roll the ConfigMap back, raise `confgate.io/accepts`, add the key),
+//! naming keys and annotations, never content. The `Verdict` value itself is `values::Verdict`.
 
 use std::fmt::Write as _;
 

@@ -1,5 +1,13 @@
 //! The Events and pod conditions a change of the published [`Status`] calls for, and the patch that
 //! writes the conditions: pure, so the reporter only carries them out.
+//!
+//! `confgate.io/config-compatible`'s status is `Status::ready`, what `/readyz` answers, so a
+//! readiness gate cannot disagree with it. `confgate.io/config-current` says the newest config is
+//! in force, and `ReloadFailing` after `RELOAD_FAILING_AFTER` failed reloads in a row (counted by
+//! the gate). Both are written with the facts annotation in one `pods/status` patch; `may_wait`
+//! holds back a patch that changes no condition's status or reason (at most `SETTLE_MAX`) for the
+//! reload of the promoted config, so a healthy change is one write. No Event for a routine accepted
+//! promotion.
 
 use crate::api::condition::{
     CONDITION_TYPE, CURRENT_TYPE, Described, FACTS_ANNOTATION, Facts, Held, Newest, Reason,

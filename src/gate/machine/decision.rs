@@ -1,5 +1,8 @@
 //! What a decision on a snapshot leads to ([`Decision`]), and what the component is told of a
 //! promotion ([`Tell`]).
+//!
+//! Only a promoting sidecar checks the first config at start-up: in gate-only mode every restart
+//! sees a "first" config, and a check there would reload the component on every restart.
 
 /// What the component is told about a promotion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

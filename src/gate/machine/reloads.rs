@@ -1,6 +1,13 @@
 //! The reload owed to the component: requested at a promotion or a rollback, sent again when the
 //! target or the confirmation in force changes, done when the worker reports it done (or the
 //! component refused that content); and the worker's reports as the status shows them.
+//!
+//! The request not yet done is kept (`Owed`): a newer promotion's replaces it, and an older
+//! content's outcome leaves it. It is written to the promoted dir (`..confgate_reload_owed`) for
+//! every promotion that requests a reload or a start-up check and for a rollback, cleared on the
+//! worker's report that it was made (or that there was nothing to reload) or on a refusal of that
+//! content, and requested again at start-up when it matches the promoted content and that content
+//! was not refused.
 
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::settings::Settings;

@@ -5,6 +5,9 @@
 //! The fields are `pub(super)`: the machine's other files are the `impl Gate` blocks that read and
 //! change them (`decide.rs`, `handle.rs`, `spread.rs`, `status.rs`, ...), and nothing outside the
 //! machine sees them.
+//!
+//! Among the bounds: `REJECTED_KEPT` (8), the most refused contents remembered, newest kept, with
+//! their reasons; they are written to the promoted dir before a rollback and read back at start-up.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,22 @@
 //! [`Pipeline`]: the I/O around the pure [`Gate`]. It hands each event to [`Gate::handle`] and
 //! carries out the actions that come back: reads, promotions, reload requests, markers, metrics and
 //! logs. The only writer of the published status.
+//!
+//! It gets its `Feed` (the volume, or the API source's channels) when opened, takes the status's
+//! one `Publisher`, and holds a switch's `Switched` token until the gate says to finish it. After a
+//! promotion the gate answers the switch with the reload request, then `Action::Yield`, then its
+//! logs, metrics and `FinishSwitch`: the request is on its way before any bookkeeping, and the
+//! pipeline logs it only once it is. A status is built only after the gate was handed something, so
+//! a liveness ping rebuilds none.
+//!
+//! What runs where: reading and judging, the promoted dir's opening and adoption, rollbacks,
+//! markers, tidying and the annotations read run on the blocking pool (`off_loop`,
+//! `Pipeline::on_dir`), one at a time in the gate's order, while the loop answers pings. The
+//! `validate` checker runs there in the background: its answer is an input, and
+//! `Action::CancelCheck` ends it when a newer snapshot supersedes its candidate. A small config after a small one (the gate remembers, `is_small`, and says so in
+//! `Action::Judge` and `Action::Switch`) is read, judged when no content rule is in force, switched
+//! and tidied on the loop itself: two thread hand-offs fewer per reaction. Staging the checker's
+//! candidate (`Promoter::stage`, `unstage`) also runs on the loop.
 
 use std::sync::Arc;
 
