@@ -46,6 +46,7 @@ impl Gate {
                 let recheck = self.grace.take_due(now.at);
                 let retry = self.take_retry_due(now.at);
                 let spread = self.take_spread_due(now.at);
+                self.take_trial_due(now.at, &mut out);
                 if spread {
                     // The newest config is promoted now, whatever was judged while it waited.
                     self.last = None;
@@ -100,6 +101,8 @@ impl Gate {
                 }
             }
             Event::Source(view) => self.source = view,
+            Event::Component(read) => self.component_read(read, now, &mut out),
+            Event::Recorded(r) => self.known_good_recorded(r, now, &mut out),
             Event::Watch { errors, problem } => {
                 if errors > 0 {
                     out.push(Action::Count(Count::WatchErrors(errors)));
@@ -117,10 +120,15 @@ impl Gate {
     /// promotion's retry, a change's share of the reload spread): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
     /// now, is state with a deadline that joins this one, and is done on the timer.
     pub(crate) fn wake_at(&self) -> Option<Instant> {
-        [self.grace.recheck_at(), self.retry_at, self.spread_due_at()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.grace.recheck_at(),
+            self.retry_at,
+            self.spread_due_at(),
+            self.trial_due_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Whether a failed promotion's retry is due at `now`; it is then no longer pending.
@@ -637,10 +645,12 @@ impl Gate {
                 // The component runs it (with nothing to reload, whichever process runs or comes
                 // read it at start-up): its promoted dir is kept as the rollback base.
                 if self.reloaded(sha, now.wall) {
+                    let version = self.applied_version();
                     out.push(Action::MarkApplied {
                         sha,
-                        version: self.applied_version(),
+                        version: version.clone(),
                     });
+                    self.start_trial(sha, version.as_deref(), now, out);
                 }
             }
             Outcome::Rejected { sha256, reason } => self.refused(sha256, reason, out),
@@ -686,6 +696,7 @@ impl Gate {
     /// The component refused `sha`: remember that on disk (a restart must not offer it again), drop
     /// its owed reload, put back what it applied last, and tell it to load that again.
     fn refused(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
+        self.end_trial_refused(sha);
         let base = self.rejected_by_component(sha, &reason);
         out.push(Action::Count(Count::Candidate(
             Verdict::RejectedByComponent,

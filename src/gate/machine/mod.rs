@@ -15,6 +15,7 @@
 //! - `spread`: a change's promotion put off by this pod's share of the reload spread.
 //! - `handle`: [`Gate::handle`], the one entry: events in, actions out.
 //! - `status`: readiness checks, their text and the published status.
+//! - `trial`: the known-good trial of the config the component applied, and its record.
 //!
 //! This file only declares and re-exports: each file imports what it uses from the file it lives
 //! in, so no file here imports this one and none imports another in a circle.
@@ -31,6 +32,7 @@ mod state;
 mod status;
 #[cfg(test)]
 mod tests;
+mod trial;
 
 pub(crate) use decide::held_refusals;
 pub(crate) use grace::ANNOTATIONS_GRACE;

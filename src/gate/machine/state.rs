@@ -18,6 +18,7 @@ use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
 use crate::snapshot::{ContentHash, Observed};
 use crate::state::{HeldCandidate, Rollout, SourceView};
+use crate::values::SchemeVersion;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
@@ -97,6 +98,12 @@ pub(crate) struct Gate {
     pub(super) spread_served: bool,
     /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
     pub(super) annotated: Vec<bool>,
+    /// The known-good trial of the config the component applied last.
+    pub(super) trial: Option<Trial>,
+    /// The content this pod recorded as known-good, or found recorded: not tried again.
+    pub(super) recorded: Option<ContentHash>,
+    /// The component cannot be read (no API client): no trial starts.
+    pub(super) trial_unavailable: bool,
 }
 
 impl Gate {
@@ -140,6 +147,9 @@ impl Gate {
             small_before: false,
             candidate: None,
             annotated: Vec::new(),
+            trial: None,
+            recorded: None,
+            trial_unavailable: false,
         }
     }
 
@@ -265,4 +275,29 @@ pub(super) struct Spread {
     pub(super) sha: String,
     /// The deadline has come and the newest config was asked for: no more timer for it.
     pub(super) asked: bool,
+}
+
+/// A trial under way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Trial {
+    pub(super) sha: ContentHash,
+    pub(super) version: String,
+    pub(super) parsed: SchemeVersion,
+    /// When the current period began: the config applied, or a restart seen.
+    pub(super) since: Instant,
+    /// The component's restarts when the period began (`None`: not read yet).
+    pub(super) restarts: Option<u64>,
+    pub(super) phase: Phase,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// The component is being read for the period's start.
+    Starting,
+    /// The period runs until `since` plus the trial setting.
+    Running,
+    /// The period is over; the component is being read.
+    Ending,
+    /// The trial passed; the record is being written.
+    Recording,
 }

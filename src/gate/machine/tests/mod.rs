@@ -3,6 +3,7 @@
 
 mod events;
 mod spread;
+mod trial;
 
 use super::decide::held_refusals;
 use super::decision::{Decision, Tell};
