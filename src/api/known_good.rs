@@ -84,6 +84,20 @@ pub(crate) async fn run(
                 }
                 Answer::Component(read)
             }
+            Ask::Read => {
+                if record.is_none()
+                    && let (_, Some(found)) = read_pod(&client, &pod, &beside).await
+                {
+                    record = Some(found);
+                }
+                Answer::Read(match &record {
+                    Some((kind, target)) => read_configs(&client, *kind, target).await,
+                    None => Err(
+                        "no ConfigMap or Secret volume is mounted at the watched path, so no record is named"
+                            .into(),
+                    ),
+                })
+            }
             Ask::Record {
                 line,
                 parsed,
@@ -331,6 +345,44 @@ pub async fn read(
         obj.metadata.resource_version.unwrap_or_default(),
         entries,
     )))
+}
+
+/// The record's name and the config of each line that reads back (a damaged line is skipped,
+/// logged); an error names the Role rule a 403 calls for.
+async fn read_configs(
+    client: &Client,
+    kind: Kind,
+    target: &Target,
+) -> Result<(String, Vec<crate::snapshot::Snapshot>), String> {
+    let rule = format!(
+        "get on {} (resourceNames [\"{}\"])",
+        match kind {
+            Kind::ConfigMap => "configmaps",
+            Kind::Secret => "secrets",
+        },
+        target.name
+    );
+    let Some((_, entries)) = read(client, kind, target).await.map_err(|e| {
+        format!(
+            "reading {} {}: {}",
+            kind.title(),
+            target,
+            explain(&e, &rule)
+        )
+    })?
+    else {
+        return Err(format!("no {} {} yet", kind.title(), target));
+    };
+    let mut configs = Vec::new();
+    for (line, e) in entries {
+        match e.and_then(|e| e.snapshot().map_err(|e| e.to_string())) {
+            Ok(s) => configs.push(s),
+            Err(why) => {
+                warn!(record = %target.name, line, reason = %why, "a known-good line cannot be read back; skipped")
+            }
+        }
+    }
+    Ok((target.name.clone(), configs))
 }
 
 /// Writes `entry` as `line`'s known-good unless the record holds it or a newer one: created when

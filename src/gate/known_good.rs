@@ -13,6 +13,7 @@
 use tokio::sync::mpsc;
 
 use crate::known_good::{ComponentRead, Entry, Line, Recorded};
+use crate::snapshot::Snapshot;
 use crate::values::SchemeVersion;
 
 /// What the loop asks the edge.
@@ -27,6 +28,8 @@ pub(crate) enum Ask {
         parsed: SchemeVersion,
         entry: Entry,
     },
+    /// Read the record: answer [`Answer::Read`].
+    Read,
 }
 
 /// What the edge answers.
@@ -34,6 +37,8 @@ pub(crate) enum Ask {
 pub(crate) enum Answer {
     Component(ComponentRead),
     Recorded(Recorded),
+    /// The record's name and the config of each line that reads back, or why there is none.
+    Read(Result<(String, Vec<Snapshot>), String>),
 }
 
 /// The loop's end.

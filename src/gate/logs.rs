@@ -167,6 +167,18 @@ pub(super) fn log(note: &LogLine, at: &Places<'_>) {
             version,
             outcome,
         } => known_good(sha, version, outcome),
+        LogLine::NoKnownGood { why } => {
+            warn!(reason = %why, "no known-good to start on; waiting for an accepted config")
+        }
+        LogLine::KnownGoodStart {
+            sha,
+            version,
+            record,
+            because,
+            reason,
+        } => {
+            warn!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), record, because = because.as_str(), reason = %reason, "the source holds no accepted config; starting on the known-good")
+        }
         LogLine::Rollout(r) => {
             let held = r.held.as_ref();
             info!(

@@ -203,3 +203,73 @@ fn twenty_pods_racing_to_record_one_change_write_once_and_the_newest() {
     let rv_writes = cm.metadata.managed_fields.map(|m| m.len()).unwrap_or(0);
     assert!(rv_writes >= 1, "{rv_writes}");
 }
+
+/// The record as an operator's earlier fleet left it: `version` known-good on its line.
+fn record_object(ns: &str, version: &str) -> serde_json::Value {
+    let files = BTreeMap::from([
+        ("config.yaml".to_owned(), config(version).into_bytes()),
+        ("version".to_owned(), version.as_bytes().to_vec()),
+    ]);
+    let e = Entry::of(&confgate::snapshot::Snapshot::new(files), version);
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": RECORD, "namespace": ns},
+           "data": {"v2": e.to_json()}})
+}
+
+/// A pod created while its source gives it nothing it accepts starts its component on the
+/// known-good, and says why everywhere: `/status`, the conditions, an Event; the source's first
+/// accepted config then replaces it.
+fn starts_on_the_known_good(ns: &str, source: Option<&str>, because: &str) {
+    let c = cluster();
+    let sink = Sink::start(false);
+    let mut objects = vec![record_object(ns, "2.4.1")];
+    objects.extend(source.map(|v| configmap(ns, v)));
+    let s = Sidecar::start(
+        c,
+        ns,
+        &["manifests/rbac/sidecar.yaml"],
+        &objects,
+        &format!("configmap:{ns}/webhook-config"),
+        &["--reload", &sink.url()],
+    );
+    let status = s.gate.wait_status("started on the known-good", |s| {
+        s["active"]["version"] == "2.4.1" && !s["known_good"].is_null()
+    });
+    assert_eq!(s.promoted("version").as_deref(), Some("2.4.1"));
+    assert_eq!(status["known_good"]["version"], "2.4.1", "{status}");
+    assert_eq!(status["known_good"]["record"], RECORD, "{status}");
+    assert_eq!(status["known_good"]["because"], because, "{status}");
+    assert_eq!(status["ready"], true, "hold: {status}");
+    assert!(
+        status["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("running the known-good 2.4.1 from {RECORD}")),
+        "{status}"
+    );
+    let current = s.wait_condition_of("config-current KnownGood", crate::sidecar::CURRENT, |c| {
+        c.reason.as_deref() == Some("KnownGood")
+    });
+    assert_eq!(current.status, "False");
+    s.view.wait_event("the KnownGood Event", |e| {
+        e.reason.as_deref() == Some("KnownGood")
+            && e.note.as_deref().is_some_and(|n| n.contains(RECORD))
+    });
+    c.kubectl_ok(&["apply", "-f", "-"], &configmap(ns, "2.5.0").to_string());
+    let status = s.gate.wait_active("2.5.0");
+    assert!(status["known_good"].is_null(), "{status}");
+    let log = s.gate.log_text();
+    assert!(!log.contains("forbidden"), "{log}");
+}
+
+#[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn a_pod_whose_configmap_holds_only_a_too_new_version_starts_on_the_known_good() {
+    starts_on_the_known_good("confgate-known-good-too-new", Some("3.0.0"), "too-new");
+}
+
+#[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn a_pod_whose_configmap_is_deleted_starts_on_the_known_good() {
+    starts_on_the_known_good("confgate-known-good-deleted", None, "missing");
+}

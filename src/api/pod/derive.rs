@@ -56,6 +56,22 @@ fn holding_back(s: &Status) -> bool {
 /// those Events reported (so a Warning is followed by its resolution).
 pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     let mut out = Vec::new();
+    let kg_sha = |s: &Status| s.known_good.as_ref().map(|k| k.sha256);
+    if let Some(k) = &next.known_good
+        && kg_sha(prev) != kg_sha(next)
+    {
+        out.push(Note {
+            warning: true,
+            reason: "KnownGood",
+            action: "Promote",
+            note: format!(
+                "started on the known-good {} from {}: the source's newest config is {}",
+                described(k.version.as_deref(), Some(&k.sha256)),
+                k.record,
+                k.because
+            ),
+        });
+    }
     let active_sha = |s: &Status| s.active.as_ref().map(|a| a.sha256);
     if let Some(a) = &next.active
         && active_sha(prev) != active_sha(next)
@@ -242,6 +258,9 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
         (None, None) => return Vec::new(),
     };
     let verdict_reason = match &s.candidate {
+        // Started on the known-good: the source's newest is not in force, and the reason says what
+        // runs instead; the message says why.
+        Some(_) if s.known_good.is_some() => Reason::KnownGood,
         // Accepted but not in place: the promotion failed.
         // Accepted and waiting for this pod's share of the reload spread.
         Some(_) if s.spread.is_some() => Reason::Spreading,
@@ -273,7 +292,7 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
         (false, _)
             if !matches!(
                 verdict_reason,
-                Reason::Verdict(Verdict::Accepted) | Reason::Spreading
+                Reason::Verdict(Verdict::Accepted) | Reason::Spreading | Reason::KnownGood
             ) =>
         {
             verdict_reason

@@ -156,7 +156,7 @@ impl Gate {
         }
     }
 
-    fn activate(
+    pub(super) fn activate(
         &mut self,
         hash: Option<ContentHash>,
         modes: Modes,

@@ -103,6 +103,8 @@ impl Gate {
             Event::Source(view) => self.source = view,
             Event::Component(read) => self.component_read(read, now, &mut out),
             Event::Recorded(r) => self.known_good_recorded(r, now, &mut out),
+            Event::KnownGoodRead(r) => self.known_good_read(r, &mut out),
+            Event::KnownGoodJudged(j) => self.known_good_judged(j, &mut out),
             Event::Watch { errors, problem } => {
                 if errors > 0 {
                     out.push(Action::Count(Count::WatchErrors(errors)));
@@ -464,6 +466,7 @@ impl Gate {
                     sha: snapshot.hash(),
                     version: j.version,
                     on_loop,
+                    known_good: false,
                 });
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
@@ -481,6 +484,7 @@ impl Gate {
             }
             _ => out.push(Action::Log(LogLine::Judged(judged))),
         }
+        self.want_known_good(out);
     }
 
     /// The checker's answer on the candidate waiting for it: remembered for that content under
@@ -566,7 +570,11 @@ impl Gate {
                 return;
             }
         };
-        self.activated(now.wall);
+        if p.known_good {
+            self.known_good_activated(now.wall);
+        } else {
+            self.activated(now.wall);
+        }
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
         self.spread_served = false;

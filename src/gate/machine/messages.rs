@@ -123,6 +123,11 @@ pub(crate) enum Event {
     Component(ComponentRead),
     /// Answer to [`Action::RecordKnownGood`].
     Recorded(Recorded),
+    /// Answer to [`Action::ReadKnownGood`]: the record's name and the config of each of its lines,
+    /// or why there is none.
+    KnownGoodRead(Result<(String, Vec<Snapshot>), String>),
+    /// Answer to [`Action::JudgeKnownGood`]: each config with its judgement.
+    KnownGoodJudged(Vec<(Snapshot, Judgement)>),
     /// The file watch: errors counted since the last report, and why the config dir is not watched.
     Watch {
         errors: u64,
@@ -230,6 +235,14 @@ pub(crate) enum Action {
         sha: ContentHash,
         version: String,
         parsed: SchemeVersion,
+    },
+    /// Read the known-good record beside the source: answer [`Event::KnownGoodRead`], at once or
+    /// later.
+    ReadKnownGood,
+    /// Judge each of `configs` under `settings`, as any candidate: answer [`Event::KnownGoodJudged`].
+    JudgeKnownGood {
+        settings: Box<Settings>,
+        configs: Vec<Snapshot>,
     },
     /// Count in the metrics.
     Count(Count),
@@ -403,6 +416,18 @@ pub(crate) enum LogLine {
         sha: ContentHash,
         version: String,
         line: String,
+    },
+    /// No known-good to start on: why.
+    NoKnownGood {
+        why: String,
+    },
+    /// The source holds nothing accepted: starting on the known-good.
+    KnownGoodStart {
+        sha: ContentHash,
+        version: Option<String>,
+        record: String,
+        because: Verdict,
+        reason: String,
     },
     /// What the record's write did.
     KnownGood {

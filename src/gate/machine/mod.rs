@@ -10,6 +10,8 @@
 //! - `small`: what is small enough to be read, judged and switched on the loop ([`is_small`]).
 //! - `decide`: the verdict state: what each snapshot leads to, what is active, on disk, applied
 //!   and refused.
+//! - `fallback`: starting on the known-good from the record when the source holds nothing
+//!   accepted.
 //! - `grace`: the annotations file's grace period.
 //! - `reloads`: the reload owed to the component, and what the reload worker reported.
 //! - `spread`: a change's promotion put off by this pod's share of the reload spread.
@@ -22,6 +24,7 @@
 
 mod decide;
 mod decision;
+mod fallback;
 mod grace;
 mod handle;
 mod messages;

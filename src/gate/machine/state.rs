@@ -104,6 +104,14 @@ pub(crate) struct Gate {
     pub(super) recorded: Option<ContentHash>,
     /// The component cannot be read (no API client): no trial starts.
     pub(super) trial_unavailable: bool,
+    /// The settings the known-good record was last asked for under: asked again only under others.
+    pub(super) known_good_asked: Option<Settings>,
+    /// The record's name, as the edge said it.
+    pub(super) known_good_record: String,
+    /// The known-good being promoted, until its switch is made.
+    pub(super) known_good_pending: Option<KnownGoodUse>,
+    /// The known-good promoted last (in force while it is the active config).
+    pub(super) known_good: Option<KnownGoodUse>,
 }
 
 impl Gate {
@@ -150,6 +158,10 @@ impl Gate {
             trial: None,
             recorded: None,
             trial_unavailable: false,
+            known_good_asked: None,
+            known_good_record: String::new(),
+            known_good_pending: None,
+            known_good: None,
         }
     }
 
@@ -235,6 +247,8 @@ pub(super) struct Promotion {
     pub(super) version: Option<String>,
     /// Switched on the loop: finished there too.
     pub(super) on_loop: bool,
+    /// The known-good from the record, not the source's newest config.
+    pub(super) known_good: bool,
 }
 
 /// A judged snapshot whose promotion waits for the component's checker.
@@ -300,4 +314,16 @@ pub(super) enum Phase {
     Ending,
     /// The trial passed; the record is being written.
     Recording,
+}
+
+/// A known-good from the record, promoted because the source holds nothing accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct KnownGoodUse {
+    pub(super) hash: ContentHash,
+    pub(super) modes: Modes,
+    pub(super) judgement: Judgement,
+    pub(super) record: String,
+    /// The source's newest config's verdict and reason when it was promoted.
+    pub(super) because: Verdict,
+    pub(super) reason: String,
 }

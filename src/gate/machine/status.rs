@@ -3,8 +3,8 @@
 use super::state::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
-    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, ReloadView,
-    Rollout, Status,
+    ActiveView, AppliedView, CandidateView, Check, CheckKind, DesiredView, Holding, KnownGoodView,
+    ReloadView, Rollout, Status,
 };
 use crate::verdict::Verdict;
 
@@ -121,6 +121,26 @@ impl Gate {
                     ))
                     .to_string(),
             });
+        } else if let (Some(k), Some(n), false) =
+            (self.known_good_in_force(), &self.newest, current)
+        {
+            // Started on the known-good: what runs, where from, and what is wrong with the source.
+            checks.push(Check {
+                name: CheckKind::Newest,
+                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                message: format!(
+                    "running the known-good {} from {}; the source's newest config{} is {}: {}",
+                    k.judgement.version.as_deref().unwrap_or("config"),
+                    k.record,
+                    n.judgement
+                        .version
+                        .as_ref()
+                        .map(|v| format!(" {v}"))
+                        .unwrap_or_default(),
+                    n.judgement.verdict,
+                    n.judgement.reason
+                ),
+            });
         } else if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
             let holding = Holding {
                 held: a.version.clone(),
@@ -213,6 +233,19 @@ impl Gate {
             watch_error: None,
             rollout: self.rollout.as_ref().map(Rollout::view),
             spread,
+            known_good: self.known_good_in_force().map(|k| KnownGoodView {
+                version: k.judgement.version.clone(),
+                sha256: k.hash.printed(),
+                record: k.record.clone(),
+                because: self
+                    .newest
+                    .as_ref()
+                    .map_or(k.because, |n| n.judgement.verdict),
+                reason: self
+                    .newest
+                    .as_ref()
+                    .map_or_else(|| k.reason.clone(), |n| n.judgement.reason.clone()),
+            }),
             source: None,
         }
     }

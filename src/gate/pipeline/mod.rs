@@ -353,6 +353,31 @@ impl Pipeline {
                     )));
                 }
             }
+            Action::ReadKnownGood => {
+                let sent = self
+                    .known_good
+                    .as_ref()
+                    .is_some_and(|l| l.asks.send(Ask::Read).is_ok());
+                if !sent {
+                    return Some(Event::KnownGoodRead(Err(
+                        "no Kubernetes client for the record (no credentials, no POD_NAME/POD_NAMESPACE, or --pod-report off)".into(),
+                    )));
+                }
+            }
+            Action::JudgeKnownGood { settings, configs } => {
+                // Judged off the loop, like any candidate: content rules may cost.
+                let judged = off_loop(&self.shared, move || {
+                    configs
+                        .into_iter()
+                        .map(|s| {
+                            let j = verdict::judge(&Observed::Config(s.clone()), &settings);
+                            (s, j)
+                        })
+                        .collect()
+                })
+                .await;
+                return Some(Event::KnownGoodJudged(judged));
+            }
             Action::RecordKnownGood {
                 sha,
                 version,
@@ -574,6 +599,7 @@ impl Pipeline {
             Some(a) = known_good_answer(known_good.as_mut()) => Some(match a {
                 Answer::Component(c) => Event::Component(c),
                 Answer::Recorded(r) => Event::Recorded(r),
+                Answer::Read(r) => Event::KnownGoodRead(r),
             }),
             () = shared.pinged() => {
                 shared.pong();

@@ -2,6 +2,7 @@
 //! [`Gate::handle`].
 
 mod events;
+mod fallback;
 mod spread;
 mod trial;
 
