@@ -112,6 +112,9 @@ pub(crate) struct Gate {
     pub(super) known_good_pending: Option<KnownGoodUse>,
     /// The known-good promoted last (in force while it is the active config).
     pub(super) known_good: Option<KnownGoodUse>,
+    /// The config in the promoted dir that the settings in force no longer accept (the component may
+    /// still run it), with its version, while nothing is active.
+    pub(super) outside: Option<(ContentHash, Option<String>)>,
 }
 
 impl Gate {
@@ -162,6 +165,7 @@ impl Gate {
             known_good_record: String::new(),
             known_good_pending: None,
             known_good: None,
+            outside: None,
         }
     }
 

@@ -59,7 +59,15 @@ impl Gate {
             (None, Some(n)) => Check {
                 name: CheckKind::Config,
                 ok: false,
-                message: format!("no accepted config yet: {}", newest_text(n)),
+                message: match &self.outside {
+                    // Said plainly: the component may well run it, and nothing accepted replaces it.
+                    Some((h, v)) => format!(
+                        "no accepted config yet: the promoted dir holds {} ({h}), outside the range in force; {}",
+                        v.as_deref().unwrap_or("an unversioned config"),
+                        newest_text(n)
+                    ),
+                    None => format!("no accepted config yet: {}", newest_text(n)),
+                },
             },
             // In API mode, what keeps the first read from coming (a 403 names the Role rule).
             (None, None) => Check {

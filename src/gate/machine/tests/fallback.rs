@@ -159,3 +159,62 @@ fn an_accepted_source_or_a_config_in_force_asks_for_no_record() {
     assert!(!asks(&promote(&mut g, &cfg("2.4.1"), c.at(10), 10)));
     assert!(!asks(&g.handle(judged(&g, &cfg("3.0.0")), c.at(20))));
 }
+
+#[test]
+fn a_range_narrowed_live_moves_to_the_known_good_it_accepts_or_says_what_runs_outside_it() {
+    let c = Clock::new();
+    let mut g = gate2(&c, &[]);
+    let old = cfg("2.4.1");
+    promote(&mut g, &old, c.at(10), 10);
+    // The range narrowed to 2.5 and up: 2.4.1 runs, no longer accepted.
+    let narrowed = ann("confgate.io/accepts", ">=2.5.0, <3.0.0");
+    g.handle(Event::Annotations(Ok(Some(narrowed))), c.at(20));
+    let a = g.handle(
+        Event::Rejudged(old.clone(), verdict::judge(&old, g.settings())),
+        c.at(20),
+    );
+    assert!(
+        has(&a, |x| matches!(
+            x,
+            Action::Log(LogLine::NoLongerActive { .. })
+        )),
+        "{a:?}"
+    );
+    let a = g.handle(judged(&g, &old), c.at(30));
+    assert!(asks(&a), "asked again under the new range: {a:?}");
+    let none = from_record(&mut g, &c, &[&old], 40);
+    assert_eq!(switched_to(&none), None);
+    let s = g.published(1);
+    assert!(
+        s.reason
+            .starts_with("no accepted config yet: the promoted dir holds 2.4.1 (sha256:")
+            && s.reason.contains("outside the range in force"),
+        "{}",
+        s.reason
+    );
+    // With a known-good the new range accepts, it moves to it.
+    let mut g = gate2(&c, &[]);
+    promote(&mut g, &old, c.at(10), 10);
+    g.handle(
+        Event::Annotations(Ok(Some(ann("confgate.io/accepts", ">=2.5.0, <3.0.0")))),
+        c.at(20),
+    );
+    g.handle(
+        Event::Rejudged(old.clone(), verdict::judge(&old, g.settings())),
+        c.at(20),
+    );
+    g.handle(judged(&g, &old), c.at(30));
+    let good = cfg("2.6.0");
+    let a = from_record(&mut g, &c, &[&good], 40);
+    assert_eq!(switched_to(&a), Some(hash(&good)), "{a:?}");
+    assert!(
+        requests(&a)
+            .iter()
+            .any(|r| r.sha == hash(&good) && r.kind == crate::reload::Kind::Reload),
+        "the component ran another config: reloaded: {a:?}"
+    );
+    assert_eq!(
+        g.published(2).known_good.unwrap().version.as_deref(),
+        Some("2.6.0")
+    );
+}
