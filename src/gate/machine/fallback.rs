@@ -10,8 +10,10 @@
 use super::decision::Tell;
 use super::messages::{Action, JudgedLine, LogLine};
 use super::state::{Gate, KnownGoodUse, Promotion, modes};
-use crate::settings::{Mode, Reload};
+use crate::settings::{Mode, Reload, Validate};
+use crate::snapshot::ContentHash;
 use crate::snapshot::{Observed, Snapshot};
+use crate::validate::Checked;
 use crate::verdict::{Judgement, Verdict};
 
 impl Gate {
@@ -21,6 +23,7 @@ impl Gate {
             || self.active.is_some()
             || self.promoting.is_some()
             || self.checking.is_some()
+            || self.known_good_checking.is_some()
             || self.settings.mode == Mode::Observe
             || self.settings.accepts.is_none()
             || self
@@ -90,6 +93,59 @@ impl Gate {
         if self.active.is_some() || self.promoting.is_some() || self.checking.is_some() {
             return;
         }
+        // The component's checker passes it first, as any candidate.
+        if self.settings.validate != Validate::None {
+            out.push(Action::Validate {
+                snapshot: snapshot.clone(),
+                check: self.settings.validate.clone(),
+                timeout: self.settings.validate_timeout,
+            });
+            self.known_good_checking = Some((snapshot, j));
+            return;
+        }
+        self.promote_known_good(snapshot, j, out);
+    }
+
+    /// Answer to the checker's run on the known-good; false when it was not about the known-good.
+    pub(super) fn known_good_validated(
+        &mut self,
+        sha: ContentHash,
+        checked: &Checked,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let Some((snapshot, j)) = self.known_good_checking.take_if(|(s, _)| s.hash() == sha) else {
+            return false;
+        };
+        match checked {
+            Checked::Passed => {
+                if self.active.is_none() && self.promoting.is_none() && self.checking.is_none() {
+                    self.promote_known_good(snapshot, j, out);
+                }
+            }
+            // Its status only: the known-good may be a Secret's, and its output may quote it.
+            Checked::Failed { status, .. } => out.push(Action::Log(LogLine::NoKnownGood {
+                why: format!(
+                    "{} refused the known-good {} ({status})",
+                    self.settings.validate.name(),
+                    j.version.as_deref().unwrap_or("config")
+                ),
+            })),
+            Checked::TimedOut(_) | Checked::NotRun(_) => {
+                out.push(Action::Log(LogLine::NoKnownGood {
+                    why: format!(
+                        "{} did not pass the known-good {}",
+                        self.settings.validate.name(),
+                        j.version.as_deref().unwrap_or("config")
+                    ),
+                }))
+            }
+        }
+        true
+    }
+
+    /// Promotes the known-good `snapshot`, judged `j`.
+    fn promote_known_good(&mut self, snapshot: Snapshot, j: Judgement, out: &mut Vec<Action>) {
+        let record = self.known_good_record.clone();
         let Some(because) = self.newest.as_ref().map(|n| n.judgement.clone()) else {
             return;
         };

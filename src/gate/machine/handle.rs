@@ -87,7 +87,11 @@ impl Gate {
                 }
             }
             Event::Switched(r) => self.switched(r, now, &mut out),
-            Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
+            Event::Validated { sha, checked } => {
+                if !self.known_good_validated(sha, &checked, &mut out) {
+                    self.validated(sha, checked, now, &mut out);
+                }
+            }
             Event::BaseJudged(obs, j) => self.base_judged(&obs, &j, &mut out),
             Event::RolledBack(r) => self.rolled_back_to(r, now, &mut out),
             Event::Reload(o) => {

@@ -16,7 +16,7 @@ use super::messages::{JudgedLine, Seen};
 use super::reloads::Reloads;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
-use crate::snapshot::{ContentHash, Observed};
+use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::{HeldCandidate, Rollout, SourceView};
 use crate::values::SchemeVersion;
 use crate::variants::Choice;
@@ -108,6 +108,8 @@ pub(crate) struct Gate {
     pub(super) known_good_asked: Option<Settings>,
     /// The record's name, as the edge said it.
     pub(super) known_good_record: String,
+    /// The known-good waiting for the component's checker.
+    pub(super) known_good_checking: Option<(Snapshot, Judgement)>,
     /// The known-good being promoted, until its switch is made.
     pub(super) known_good_pending: Option<KnownGoodUse>,
     /// The known-good promoted last (in force while it is the active config).
@@ -163,6 +165,7 @@ impl Gate {
             trial_unavailable: false,
             known_good_asked: None,
             known_good_record: String::new(),
+            known_good_checking: None,
             known_good_pending: None,
             known_good: None,
             outside: None,

@@ -218,3 +218,41 @@ fn a_range_narrowed_live_moves_to_the_known_good_it_accepts_or_says_what_runs_ou
         Some("2.6.0")
     );
 }
+
+#[test]
+fn the_components_checker_passes_the_known_good_before_it_is_promoted() {
+    use crate::validate::Checked;
+    let c = Clock::new();
+    let checker = [("confgate.io/validate", "exec:/bin/check {dir}")];
+    for (checked, promoted) in [
+        (Checked::Passed, true),
+        (
+            Checked::Failed {
+                status: "exit status: 1".into(),
+                lines: vec!["bad".into()],
+            },
+            false,
+        ),
+    ] {
+        let mut g = gate2(&c, &checker);
+        g.handle(judged(&g, &cfg("3.0.0")), c.at(10));
+        let good = cfg("2.4.1");
+        let a = from_record(&mut g, &c, &[&good], 20);
+        assert!(
+            has(&a, |x| matches!(x, Action::Validate { .. })) && switched_to(&a).is_none(),
+            "checked first: {a:?}"
+        );
+        let mut a = g.handle(
+            Event::Validated {
+                sha: hash(&good),
+                checked,
+            },
+            c.at(30),
+        );
+        if has(&a, |x| matches!(x, Action::Switch { .. })) {
+            a.extend(g.handle(Event::Switched(Ok(Some(BootTicks(30)))), c.at(30)));
+        }
+        assert_eq!(switched_to(&a).is_some(), promoted, "{a:?}");
+        assert_eq!(g.published(1).known_good.is_some(), promoted);
+    }
+}
