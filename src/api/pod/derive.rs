@@ -289,10 +289,12 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
         (true, true) => Reason::Verdict(Verdict::Accepted),
         // Ready only because observe mode does not enforce.
         (true, false) => Reason::Observed,
+        // Unready on the known-good (`unready`): what is wrong with the source is why.
+        (false, _) if verdict_reason == Reason::KnownGood => Reason::Verdict(newest),
         (false, _)
             if !matches!(
                 verdict_reason,
-                Reason::Verdict(Verdict::Accepted) | Reason::Spreading | Reason::KnownGood
+                Reason::Verdict(Verdict::Accepted) | Reason::Spreading
             ) =>
         {
             verdict_reason
@@ -672,6 +674,41 @@ mod tests {
         s.candidate = None;
         s.ready = false;
         assert_eq!(compatible(&s), (false, "NotReady".into()));
+    }
+
+    #[test]
+    fn a_start_on_the_known_good_is_not_current_said_by_its_reason_and_one_event() {
+        let mut s = Status {
+            ready: true,
+            active: active("2.4.1"),
+            candidate: candidate("3.0.0", Verdict::TooNew, "too new"),
+            known_good: Some(crate::state::KnownGoodView {
+                version: Some("2.4.1".into()),
+                sha256: hash(1),
+                record: "app.confgate-known-good".into(),
+                because: Verdict::TooNew,
+                reason: "too new".into(),
+            }),
+            ..Status::default()
+        };
+        assert_eq!(compatible(&s), (true, "Accepted".into()));
+        let c = condition(&s).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "KnownGood"));
+        let ev = notes(&Status::default(), &s);
+        let kg: Vec<&Note> = ev.iter().filter(|n| n.reason == "KnownGood").collect();
+        assert_eq!(kg.len(), 1, "{ev:?}");
+        assert!(
+            kg[0].warning
+                && kg[0].note.contains("app.confgate-known-good")
+                && kg[0].note.contains("too-new"),
+            "{ev:?}"
+        );
+        assert!(notes(&s, &s).is_empty(), "said once");
+        // Unready (`unready`): readiness gives what is wrong with the source.
+        s.ready = false;
+        assert_eq!(compatible(&s), (false, "TooNew".into()));
+        assert_eq!("KnownGood".parse::<Reason>(), Ok(Reason::KnownGood));
+        assert_eq!(Reason::KnownGood.as_kebab(), "known-good");
     }
 
     #[test]
