@@ -184,6 +184,8 @@ struct Stream {
     host_ports: BTreeSet<u64>,
     /// Per namespace (`None`: the one applied to), the ServiceAccounts of injected pods that report.
     reporters: BTreeMap<Option<String>, BTreeSet<String>>,
+    /// Per namespace, the known-good records of the ConfigMaps those pods gate.
+    records: BTreeMap<Option<String>, BTreeSet<String>>,
     /// `kind/namespace/name` of the objects the stream already holds, so none is added twice.
     present: BTreeSet<(String, Option<String>, String)>,
 }
@@ -211,7 +213,9 @@ pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Vec<Outcome>,
     }
     let mut added = Vec::new();
     for (ns, accounts) in &stream.reporters {
-        for doc in reporting_objects(ns.as_deref(), accounts) {
+        let none = BTreeSet::new();
+        let records = stream.records.get(ns).unwrap_or(&none);
+        for doc in reporting_objects(ns.as_deref(), accounts, records) {
             let (kind, name) = (
                 doc["kind"].as_str().unwrap_or_default().to_owned(),
                 doc["metadata"]["name"]
@@ -304,9 +308,27 @@ fn host_network(spec: &Map<String, Value>) -> bool {
     spec.get("hostNetwork").and_then(Value::as_bool) == Some(true)
 }
 
+/// The ConfigMap of the volume the injected sidecar gates (none for a projected volume): its
+/// known-good record is named after it.
+fn gated_config_map(spec: &Map<String, Value>, opts: &Options) -> Option<String> {
+    let volume = config_volume(spec, opts).ok()?;
+    spec.get("volumes")?
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == volume.as_str())?
+        .pointer("/configMap/name")?
+        .as_str()
+        .map(str::to_owned)
+}
+
 /// The ServiceAccount [`SERVICE_ACCOUNT`] (when a pod runs as it), the Role and the RoleBinding for
-/// `accounts` in namespace `ns`: what `manifests/native-sidecar/rbac.yaml` holds.
-fn reporting_objects(ns: Option<&str>, accounts: &BTreeSet<String>) -> Vec<Value> {
+/// `accounts` in namespace `ns`, with the known-good `records` of the ConfigMaps they gate: what
+/// `manifests/native-sidecar/rbac.yaml` holds.
+fn reporting_objects(
+    ns: Option<&str>,
+    accounts: &BTreeSet<String>,
+    records: &BTreeSet<String>,
+) -> Vec<Value> {
     let meta = |name: &str| {
         let mut m = json!({"name": name});
         if let Some(ns) = ns {
@@ -321,12 +343,19 @@ fn reporting_objects(ns: Option<&str>, accounts: &BTreeSet<String>) -> Vec<Value
             "automountServiceAccountToken": false,
         }));
     }
+    let mut rules = vec![
+        json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+        json!({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}),
+    ];
+    if !records.is_empty() {
+        // The known-good records by name; their creation cannot be narrowed by name.
+        rules.push(json!({"apiGroups": [""], "resources": ["configmaps"],
+                          "resourceNames": records, "verbs": ["get", "patch"]}));
+        rules.push(json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}));
+    }
     out.push(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(ROLE),
-        "rules": [
-            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-        ],
+        "rules": rules,
     }));
     let subjects: Vec<Value> = accounts
         .iter()
@@ -418,6 +447,13 @@ fn inject_doc(
         problem,
     })?;
     if let Some(account) = o.as_ref().and_then(|i| i.account.clone()) {
+        if let Some(cm) = gated_config_map(spec, opts) {
+            stream
+                .records
+                .entry(namespace.clone())
+                .or_default()
+                .insert(crate::known_good::record_name(&cm));
+        }
         stream
             .reporters
             .entry(namespace)

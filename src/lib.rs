@@ -69,6 +69,7 @@ pub(crate) mod failure;
 pub mod gate;
 pub(crate) mod http;
 pub mod inject;
+pub mod known_good;
 pub(crate) mod listing;
 pub(crate) mod manifest;
 pub(crate) mod metrics;

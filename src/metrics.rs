@@ -27,6 +27,8 @@ pub struct View<'a> {
     /// With a rollout in the ConfigMap: this pod's track and the percentage (`None`: no
     /// `confgate.rollout` key, 0%).
     pub rollout: Option<(&'a str, Option<Percent>)>,
+    /// The active config is the known-good from the record: the source holds nothing accepted.
+    pub known_good: bool,
 }
 
 /// Upper bounds of the reload-duration histogram, in seconds.
@@ -142,6 +144,12 @@ impl Metrics {
             "confgate_stale",
             "1 when the active config is not the newest snapshot.",
             b(s.stale),
+        );
+        gauge(
+            &mut out,
+            "confgate_known_good",
+            "1 while the active config is the known-good from the record, because the source holds no accepted config.",
+            b(s.known_good),
         );
         gauge(
             &mut out,

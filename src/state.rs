@@ -231,6 +231,20 @@ pub struct SpreadView {
     pub period_ms: u64,
 }
 
+/// The known-good config a pod runs because its source holds nothing it accepts: which one, and what
+/// is wrong with the source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownGoodView {
+    pub version: Option<String>,
+    pub sha256: PrintedHash,
+    /// The record it came from.
+    pub record: String,
+    /// The source's newest config's verdict (`too-new`, `missing`, ...), which made it used.
+    pub because: Verdict,
+    /// Why, as the verdict's reason says it.
+    pub reason: String,
+}
+
 /// The last outcome of reload signalling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -370,6 +384,9 @@ pub struct Status {
     /// A check by the component's checker under way (none while none runs).
     #[serde(default)]
     pub checking: Option<CheckingView>,
+    /// The known-good config in force while the source holds nothing accepted (none otherwise).
+    #[serde(default)]
+    pub known_good: Option<KnownGoodView>,
     /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::rendered`]),
     /// since its health depends on the time it is read at.
     #[serde(skip)]
@@ -396,6 +413,7 @@ impl Default for Status {
             rollout: None,
             spread: None,
             checking: None,
+            known_good: None,
             source: None,
         }
     }
@@ -511,6 +529,7 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
             last_reload_successful: s.reload.last_reload_successful,
             variant: s.active.as_ref().and_then(|a| a.variant.as_deref()),
             rollout: s.rollout.as_ref().map(|r| (r.track.as_str(), r.percent)),
+            known_good: s.known_good.is_some(),
         }
     }
 }

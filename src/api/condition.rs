@@ -94,6 +94,8 @@ pub(crate) enum Reason {
     NotReady,
     ReloadFailing,
     Spreading,
+    /// The pod runs the known-good from the record: the source holds no accepted config.
+    KnownGood,
 }
 
 impl Reason {
@@ -106,6 +108,7 @@ impl Reason {
             Reason::NotReady => "not-ready",
             Reason::ReloadFailing => "reload-failing",
             Reason::Spreading => "spreading",
+            Reason::KnownGood => "known-good",
         }
     }
 }
@@ -119,6 +122,7 @@ impl fmt::Display for Reason {
             Reason::NotReady => f.write_str("NotReady"),
             Reason::ReloadFailing => f.write_str("ReloadFailing"),
             Reason::Spreading => f.write_str("Spreading"),
+            Reason::KnownGood => f.write_str("KnownGood"),
         }
     }
 }
@@ -139,6 +143,7 @@ impl FromStr for Reason {
             Reason::NotReady,
             Reason::ReloadFailing,
             Reason::Spreading,
+            Reason::KnownGood,
         ] {
             if s == r.to_string() {
                 return Ok(r);

@@ -31,6 +31,7 @@ pub mod condition;
 pub mod connect;
 pub mod events;
 mod explain;
+pub mod known_good;
 pub mod listwatch;
 mod note;
 pub mod object;
@@ -216,6 +217,48 @@ pub(crate) async fn spawn_pod_reporter(
         rx,
         shutdown,
     ));
+}
+
+/// Starts the known-good edge (`known_good`): it reads the pod's component containers for the
+/// loop's trial and writes the record beside the source. `None` (the loop then records nothing, and
+/// says so once) with `--pod-report off`, without the pod's identity or credentials, or with a bad
+/// source annotation.
+pub(crate) async fn spawn_known_good(
+    enabled: bool,
+    spec: &Result<SourceSpec, BadSource>,
+    watch: &Path,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Option<crate::gate::known_good::Link> {
+    let beside = match spec {
+        Ok(SourceSpec::Volume) => known_good::Beside::Volume {
+            watch: watch.to_path_buf(),
+        },
+        Ok(SourceSpec::ConfigMap(t)) => known_good::Beside::Source {
+            kind: object::Kind::ConfigMap,
+            target: t.clone(),
+        },
+        Ok(SourceSpec::Secret(t)) => known_good::Beside::Source {
+            kind: object::Kind::Secret,
+            target: t.clone(),
+        },
+        Err(_) => return None,
+    };
+    let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+    let (Some(name), Some(namespace)) = (env(ENV_POD_NAME), env(ENV_POD_NAMESPACE)) else {
+        return None;
+    };
+    if !enabled {
+        return None;
+    }
+    let client = client().await.ok()?;
+    let (link, edge) = crate::gate::known_good::link();
+    let pod = pod::PodRef {
+        namespace,
+        name,
+        uid: env(ENV_POD_UID),
+    };
+    tokio::spawn(known_good::run(client, pod, beside, edge, shutdown));
+    Some(link)
 }
 
 /// A client from the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the in-cluster config, built by

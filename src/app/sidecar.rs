@@ -97,6 +97,16 @@ async fn serve_and_decide(
         stopped(stop_rx.clone()),
     ));
     let reloads = reload::spawn_with(shared.clone(), client);
+    #[cfg(feature = "api")]
+    let known_good = crate::api::spawn_known_good(
+        args.pod_report == crate::cli::PodReport::Auto,
+        &choice,
+        &args.paths.watch,
+        stopped(stop_rx.clone()),
+    )
+    .await;
+    #[cfg(not(feature = "api"))]
+    let known_good = None;
     let feed = feed(choice, &shared, stopped(stop_rx.clone())).await?;
     #[cfg(feature = "api")]
     crate::api::spawn_pod_reporter(
@@ -105,12 +115,13 @@ async fn serve_and_decide(
         stopped(stop_rx.clone()),
     )
     .await;
-    let mut decide = tokio::spawn(gate::run_fed(
+    let mut decide = tokio::spawn(gate::run_fed_with(
         gate_config(&args.paths),
         feed,
         base,
         shared.clone(),
         reloads,
+        known_good,
         stopped(stop_rx),
     ));
     let result = tokio::select! {

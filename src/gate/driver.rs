@@ -14,6 +14,7 @@ use tracing::info;
 use super::config::Config;
 use super::error::Error;
 use super::feed::Feed;
+use super::known_good::Link;
 use super::machine::{Event, Files};
 use super::pipeline::Pipeline;
 use crate::reload;
@@ -79,12 +80,28 @@ pub async fn run_fed(
     reloads: reload::Handle,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    run_fed_with(cfg, feed, base, shared, reloads, None, shutdown).await
+}
+
+/// [`run_fed`], with the link to the known-good edge (`None`: the component cannot be read, so
+/// nothing is recorded).
+pub(crate) async fn run_fed_with(
+    cfg: Config,
+    feed: Feed,
+    base: Settings,
+    shared: Arc<Shared>,
+    reloads: reload::Handle,
+    known_good: Option<Link>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
     let mut source = Source::new(&cfg.watch, Some(&cfg.annotations))?;
     let resync = cfg.resync;
     let absent = format!("{} is absent", cfg.watch.display());
     // The API feed needs no volume; only the annotations dir is watched for it.
     let volume = matches!(feed, Feed::Volume);
-    let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads).await?;
+    let mut pipeline = Pipeline::open(cfg, feed, base, shared, reloads)
+        .await?
+        .with_known_good(known_good);
     // The annotations were read by `open`, after the watches were in place: a change since is an event.
     let mut changes = Changes::CONFIG;
     let mut debounce = Debounce::default();

@@ -6,6 +6,7 @@ use std::path::Path;
 use tracing::{error, info, warn};
 
 use super::machine::{ANNOTATIONS_GRACE, JudgedLine, LogLine};
+use crate::known_good::Recorded;
 
 /// Where the lines name files: the annotations file, the watched dir and the promoted dir.
 pub(super) struct Places<'a> {
@@ -158,6 +159,47 @@ pub(super) fn log(note: &LogLine, at: &Places<'_>) {
             let spread = crate::values::duration_text(*spread);
             info!(version, sha, due_at = %due, delay_ms = delay.as_millis() as u64, reload_spread = %spread, "change seen; promoting at {due} (reload spread {spread})")
         }
+        LogLine::TrialStarted {
+            sha,
+            version,
+            trial,
+        } => {
+            let trial = crate::values::duration_text(*trial);
+            info!(sha = %sha.short(), version, trial = %trial, "known-good trial started: recorded if the component stays ready without restarting for {trial}")
+        }
+        LogLine::TrialAgain {
+            sha,
+            restarted,
+            ready,
+        } => {
+            warn!(sha = %sha.short(), restarted, ready, "known-good trial starts again: the component {}", if *restarted { "restarted" } else { "is not ready" })
+        }
+        LogLine::TrialReadFailed { sha, why } => {
+            warn!(sha = %sha.short(), error = %why, "known-good trial: cannot read the component's containers; trying again after another period")
+        }
+        LogLine::TrialUnavailable { why } => {
+            info!(reason = %why, "no known-good trial: the component's containers cannot be read; nothing is recorded")
+        }
+        LogLine::TrialPassed { sha, version, line } => {
+            info!(sha = %sha.short(), version, line, "known-good trial passed; recording it")
+        }
+        LogLine::KnownGood {
+            sha,
+            version,
+            outcome,
+        } => known_good(sha, version, outcome),
+        LogLine::NoKnownGood { why } => {
+            warn!(reason = %why, "no known-good to start on; waiting for an accepted config")
+        }
+        LogLine::KnownGoodStart {
+            sha,
+            version,
+            record,
+            because,
+            reason,
+        } => {
+            warn!(sha = %sha.short(), version = version.as_deref().unwrap_or(""), record, because = because.as_str(), reason = %reason, "the source holds no accepted config; starting on the known-good")
+        }
         LogLine::Rollout(r) => {
             let held = r.held.as_ref();
             info!(
@@ -189,5 +231,39 @@ fn judged(j: &JudgedLine) {
         info!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
     } else {
         warn!(verdict = %verdict, version, variant, sha, reason = %reason, "judged");
+    }
+}
+
+fn known_good(sha: &crate::snapshot::ContentHash, version: &str, outcome: &Recorded) {
+    let sha = sha.short();
+    match outcome {
+        Recorded::Written { record, replaced } => {
+            info!(
+                sha,
+                version,
+                record,
+                replaced = replaced.as_deref().unwrap_or(""),
+                "recorded as the known-good of its version line"
+            )
+        }
+        Recorded::Kept {
+            record,
+            newer: false,
+            ..
+        } => info!(
+            sha,
+            version, record, "known-good already recorded by another pod; nothing written"
+        ),
+        Recorded::Kept {
+            record,
+            recorded,
+            newer: true,
+        } => info!(
+            sha,
+            version, record, recorded, "a newer known-good is recorded; nothing written"
+        ),
+        Recorded::Failed(why) => {
+            warn!(sha, version, error = %why, "cannot record the known-good; trying again after another trial period")
+        }
     }
 }

@@ -15,17 +15,20 @@
 //! - `driver`: [`run_fed`]: the waiting, including the one debounce of plain-directory edits.
 //! - `config`: [`Config`], the container-level inputs the loop is opened with.
 //! - `error`: [`Error`], why the loop could not start.
+//! - `known_good`: the link to the known-good edge (the component's containers, the record).
 
 mod config;
 mod driver;
 mod error;
 mod feed;
+pub(crate) mod known_good;
 mod logs;
 mod machine;
 mod pipeline;
 
 pub use config::Config;
 pub use driver::run_fed;
+pub(crate) use driver::run_fed_with;
 pub use error::Error;
 pub use feed::Feed;
 pub use pipeline::Pipeline;

@@ -11,7 +11,9 @@ use super::raw::RawValue;
 use crate::values::{
     Accepts, Confirm, Mode, OnIncompatible, Reload, Validate, Variants, VersionFrom,
 };
-use crate::values::{duration_text, parse_accepts, parse_require, parse_spread, parse_variants};
+use crate::values::{
+    duration_text, parse_accepts, parse_require, parse_spread, parse_trial, parse_variants,
+};
 
 /// How often a setting's flag may be given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -362,6 +364,24 @@ gate_settings! {
         help: "Spread a config change over this period across the fleet: each pod promotes and reloads it after its bucket's share (0: at once)",
         allowed: "a duration from 0 (off) to 1h, as Go and Kubernetes write one, e.g. 500ms, 30s, 1m30s, 1.5m",
         default_means: "every pod promotes a change at once ([reload spread](rollout.md#reload-spread))",
+        repeat: Repeat::Once,
+        judging: false,
+        redact: false,
+    }
+
+    /// How long the component must stay ready without restarting on a config it applied before that
+    /// config is recorded as the known-good for its version line. Zero: nothing is recorded.
+    trial: std::time::Duration = std::time::Duration::from_secs(300), {
+        parse: parse_trial,
+        show: |d| if d.is_zero() { "off".to_owned() } else { duration_text(*d) },
+        title: "known-good trial",
+        flag: "trial",
+        value_name: "DUR",
+        env: "CONFGATE_TRIAL",
+        annotation: "confgate.io/trial",
+        help: "After the component applied a config and stayed ready without restarting this long, record it as the known-good a starting pod falls back on (off: record nothing)",
+        allowed: "off, or a duration up to 24h, as Go and Kubernetes write one, e.g. 90s, 5m, 1h",
+        default_means: "a config the component ran 5 minutes without a restart is recorded ([known-good](known-good.md))",
         repeat: Repeat::Once,
         judging: false,
         redact: false,

@@ -34,11 +34,12 @@ fn every_bad_flag_is_named_with_value_and_allowed() {
         confirm: Some("http://x/metrics".into()),
         variants: Some("config.*.yaml".into()),
         reload_spread: Some("2h".into()),
+        trial: Some("2d".into()),
         validate: Some("exec:promtool check config {dir}/p.yml".into()),
         validate_timeout: Some("1h".into()),
     };
     let err = Settings::from_raw(&raw).unwrap_err();
-    assert_eq!(err.0.len(), 11, "{err}");
+    assert_eq!(err.0.len(), 12, "{err}");
     let text = err.to_string();
     for needle in [
         "--variants (CONFGATE_VARIANTS) \"config.*.yaml\"",
@@ -50,6 +51,7 @@ fn every_bad_flag_is_named_with_value_and_allowed() {
         "--confirm (CONFGATE_CONFIRM) \"http://x/metrics\"",
         "--require (CONFGATE_REQUIRE)",
         "--reload-spread (CONFGATE_RELOAD_SPREAD) \"2h\": \"2h\" is longer than 1h; allowed: a duration from 0 (off) to 1h",
+        "--trial (CONFGATE_TRIAL) \"2d\"",
         "allowed: hold or unready",
         "allowed: enforce or observe",
         "--validate (CONFGATE_VALIDATE) \"exec:promtool check config {dir}/p.yml\": the program \"promtool\" is not an absolute path",
@@ -72,6 +74,7 @@ fn values_parse_as_documented() {
         confirm: Some("http://127.0.0.1:9090/metrics#up".into()),
         variants: Some(" config.v*.yaml->config.yaml ".into()),
         reload_spread: Some("90s".into()),
+        trial: Some("90s".into()),
         validate: Some("exec:/v/promtool check config {dir}/prometheus.yml".into()),
         validate_timeout: Some("3s".into()),
     };
@@ -79,6 +82,16 @@ fn values_parse_as_documented() {
     assert_eq!(s.validate.name(), "promtool");
     assert_eq!(s.validate_timeout, std::time::Duration::from_secs(3));
     assert_eq!(s.reload_spread, std::time::Duration::from_secs(90));
+    assert_eq!(s.trial, std::time::Duration::from_secs(90));
+    let off = Raw {
+        trial: Some("off".into()),
+        ..Raw::default()
+    };
+    assert!(Settings::from_raw(&off).unwrap().trial.is_zero());
+    assert_eq!(
+        Settings::default().trial,
+        std::time::Duration::from_secs(300)
+    );
     assert_eq!(
         s.confirm.as_ref().map(|c| c.to_string()).as_deref(),
         Some("http://127.0.0.1:9090/metrics#up")

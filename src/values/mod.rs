@@ -34,6 +34,8 @@ pub enum DurationError {
     ValidateTimeout(String),
     #[error("{0:?} is longer than 1h")]
     Spread(String),
+    #[error("{0:?} is longer than 24h")]
+    Trial(String),
 }
 
 /// Parses a duration as Go's `time.ParseDuration` (and so Kubernetes' `metav1.Duration`) reads one:
@@ -117,6 +119,22 @@ pub(crate) fn parse_spread(s: &str) -> Result<std::time::Duration, DurationError
     let d = parse_duration(s)?;
     if d > MAX_SPREAD {
         return Err(DurationError::Spread(s.trim().to_owned()));
+    }
+    Ok(d)
+}
+
+/// The longest trial period: a config that ran a day without a restart has proven what a trial can.
+pub(crate) const MAX_TRIAL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Parses the known-good trial period: `off` (or `0`: nothing is recorded) or a duration up to
+/// [`MAX_TRIAL`].
+pub(crate) fn parse_trial(s: &str) -> Result<std::time::Duration, DurationError> {
+    if s.trim() == "off" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let d = parse_duration(s)?;
+    if d > MAX_TRIAL {
+        return Err(DurationError::Trial(s.trim().to_owned()));
     }
     Ok(d)
 }

@@ -16,6 +16,7 @@ mod common;
 
 mod api_mode;
 mod frozen;
+mod known_good;
 mod manifests;
 mod node;
 mod policy;

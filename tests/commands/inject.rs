@@ -887,6 +887,10 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
         json!([
             {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
             {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+            // The known-good record of the ConfigMap it gates, by name; its creation.
+            {"apiGroups": [""], "resources": ["configmaps"],
+             "resourceNames": ["web-config.confgate-known-good"], "verbs": ["get", "patch"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
         ])
     );
     let binding = find(&got, "RoleBinding", "confgate-reporter");

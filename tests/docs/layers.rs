@@ -32,7 +32,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("settings and status", &["settings", "metrics", "state"]),
     (
         "the pure core",
-        &["verdict", "variants", "rollout", "workloads"],
+        &["verdict", "variants", "rollout", "workloads", "known_good"],
     ),
     (
         "I/O at the edges",
@@ -846,6 +846,7 @@ const PIPELINE_HOLDS: &[(&str, &str)] = &[
     ("publisher", "the status's one writer"),
     ("reloads", "the reload worker's handle"),
     ("switched", "a switch's token, until FinishSwitch"),
+    ("known_good", "the known-good edge's link"),
     (
         "writing",
         "whether the driver's watch sees a file of the watched dir open for writing",

@@ -64,6 +64,22 @@ fn holding_back(s: &Status) -> bool {
 /// those Events reported (so a Warning is followed by its resolution).
 pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
     let mut out = Vec::new();
+    let kg_sha = |s: &Status| s.known_good.as_ref().map(|k| k.sha256);
+    if let Some(k) = &next.known_good
+        && kg_sha(prev) != kg_sha(next)
+    {
+        out.push(Note {
+            warning: true,
+            reason: "KnownGood",
+            action: "Promote",
+            note: format!(
+                "started on the known-good {} from {}: the source's newest config is {}",
+                described(k.version.as_deref(), Some(&k.sha256)),
+                k.record,
+                k.because
+            ),
+        });
+    }
     let active_sha = |s: &Status| s.active.as_ref().map(|a| a.sha256);
     if let Some(a) = &next.active
         && active_sha(prev) != active_sha(next)
@@ -264,6 +280,9 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
         (None, None) => return Vec::new(),
     };
     let verdict_reason = match &s.candidate {
+        // Started on the known-good: the source's newest is not in force, and the reason says what
+        // runs instead; the message says why.
+        Some(_) if s.known_good.is_some() => Reason::KnownGood,
         // Accepted but not in place: the promotion failed.
         // Accepted and waiting for this pod's share of the reload spread.
         Some(_) if s.spread.is_some() => Reason::Spreading,
@@ -292,6 +311,8 @@ pub fn conditions(s: &Status) -> Vec<Condition> {
         (true, true) => Reason::Verdict(Verdict::Accepted),
         // Ready only because observe mode does not enforce.
         (true, false) => Reason::Observed,
+        // Unready on the known-good (`unready`): what is wrong with the source is why.
+        (false, _) if verdict_reason == Reason::KnownGood => Reason::Verdict(newest),
         (false, _)
             if !matches!(
                 verdict_reason,
@@ -713,6 +734,41 @@ mod tests {
         s.candidate = None;
         s.ready = false;
         assert_eq!(compatible(&s), (false, "NotReady".into()));
+    }
+
+    #[test]
+    fn a_start_on_the_known_good_is_not_current_said_by_its_reason_and_one_event() {
+        let mut s = Status {
+            ready: true,
+            active: active("2.4.1"),
+            candidate: candidate("3.0.0", Verdict::TooNew, "too new"),
+            known_good: Some(crate::state::KnownGoodView {
+                version: Some("2.4.1".into()),
+                sha256: hash(1),
+                record: "app.confgate-known-good".into(),
+                because: Verdict::TooNew,
+                reason: "too new".into(),
+            }),
+            ..Status::default()
+        };
+        assert_eq!(compatible(&s), (true, "Accepted".into()));
+        let c = condition(&s).unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (false, "KnownGood"));
+        let ev = notes(&Status::default(), &s);
+        let kg: Vec<&Note> = ev.iter().filter(|n| n.reason == "KnownGood").collect();
+        assert_eq!(kg.len(), 1, "{ev:?}");
+        assert!(
+            kg[0].warning
+                && kg[0].note.contains("app.confgate-known-good")
+                && kg[0].note.contains("too-new"),
+            "{ev:?}"
+        );
+        assert!(notes(&s, &s).is_empty(), "said once");
+        // Unready (`unready`): readiness gives what is wrong with the source.
+        s.ready = false;
+        assert_eq!(compatible(&s), (false, "TooNew".into()));
+        assert_eq!("KnownGood".parse::<Reason>(), Ok(Reason::KnownGood));
+        assert_eq!(Reason::KnownGood.as_kebab(), "known-good");
     }
 
     #[test]

@@ -44,6 +44,8 @@ impl Gate {
             && self.passes(obs, j)
         {
             self.activate(obs.hash(), modes(obs), j, None, since);
+        } else if let Some(h) = obs.hash() {
+            self.outside = Some((h, j.version.clone()));
         }
     }
 
@@ -62,6 +64,7 @@ impl Gate {
             self.activate(Some(a.hash), modes(obs), j, a.variant.clone(), a.since);
             false
         } else {
+            self.outside = Some((a.hash, a.version.clone()));
             self.active = None;
             true
         }
@@ -158,7 +161,7 @@ impl Gate {
         }
     }
 
-    fn activate(
+    pub(super) fn activate(
         &mut self,
         hash: Option<ContentHash>,
         modes: Modes,
@@ -184,6 +187,7 @@ impl Gate {
         self.active_modes = modes;
         self.promote_error = None;
         self.started = true;
+        self.outside = None;
     }
 
     fn rejection(&self, h: ContentHash) -> Option<String> {

@@ -62,6 +62,7 @@ impl Gate {
                     self.checked = None;
                     self.last = None;
                 }
+                self.take_trial_due(now.at, &mut out);
                 if spread || check {
                     // The newest config is promoted now, whatever was judged while it waited.
                     self.last = None;
@@ -103,7 +104,11 @@ impl Gate {
             }
             Event::Verified(found) => self.verified(&found, &mut out),
             Event::Switched(r) => self.switched(r, now, &mut out),
-            Event::Validated { sha, checked } => self.validated(sha, checked, now, &mut out),
+            Event::Validated { sha, checked } => {
+                if !self.known_good_validated(sha, &checked, &mut out) {
+                    self.validated(sha, checked, now, &mut out);
+                }
+            }
             Event::BaseJudged(obs, j) => self.base_judged(&obs, &j, &mut out),
             Event::RolledBack(r) => self.rolled_back_to(r, now, &mut out),
             Event::Reload(o) => {
@@ -117,6 +122,10 @@ impl Gate {
                 }
             }
             Event::Source(view) => self.source = view,
+            Event::Component(read) => self.component_read(read, now, &mut out),
+            Event::Recorded(r) => self.known_good_recorded(r, now, &mut out),
+            Event::KnownGoodRead(r) => self.known_good_read(r, &mut out),
+            Event::KnownGoodJudged(j) => self.known_good_judged(j, &mut out),
             Event::Watch { errors, problem } => {
                 if errors > 0 {
                     out.push(Action::Count(Count::WatchErrors(errors)));
@@ -139,6 +148,7 @@ impl Gate {
             self.retry_at,
             self.spread_due_at(),
             self.check_retry,
+            self.trial_due_at(),
         ]
         .into_iter()
         .flatten()
@@ -485,6 +495,7 @@ impl Gate {
                     sha: snapshot.hash(),
                     version: j.version,
                     on_loop,
+                    known_good: false,
                 });
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
@@ -502,6 +513,7 @@ impl Gate {
             }
             _ => out.push(Action::Log(LogLine::Judged(judged))),
         }
+        self.want_known_good(out);
     }
 
     /// The promoted dir as read back, against what was promoted: the same, or changed behind
@@ -678,7 +690,11 @@ impl Gate {
                 return;
             }
         };
-        self.activated(now.wall);
+        if p.known_good {
+            self.known_good_activated(now.wall);
+        } else {
+            self.activated(now.wall);
+        }
         self.repair = false;
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
@@ -764,11 +780,13 @@ impl Gate {
                 // The component runs it (with nothing to reload, whichever process runs or comes
                 // read it at start-up): its promoted dir is kept as the rollback base.
                 if self.reloaded(sha, now.wall) {
+                    let version = self.applied_version();
                     out.push(Action::MarkApplied {
                         sha,
-                        version: self.applied_version(),
+                        version: version.clone(),
                         by,
                     });
+                    self.start_trial(sha, version.as_deref(), now, out);
                 }
             }
             Outcome::Rejected { sha256, reason } => self.refused(sha256, reason, out),
@@ -814,6 +832,7 @@ impl Gate {
     /// The component refused `sha`: remember that on disk (a restart must not offer it again), drop
     /// its owed reload, put back what it applied last, and tell it to load that again.
     fn refused(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
+        self.end_trial_refused(sha);
         let base = self.rejected_by_component(sha, &reason);
         out.push(Action::Count(Count::Candidate(
             Verdict::RejectedByComponent,

@@ -5,12 +5,14 @@
 use tokio::time::Instant;
 
 use crate::annotations::Annotations;
+use crate::known_good::{ComponentRead, Recorded};
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::{Rollout, RolloutView, SourceView};
 use crate::validate::Checked;
+use crate::values::SchemeVersion;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
@@ -119,6 +121,15 @@ pub(crate) enum Event {
     Reload(Outcome),
     /// The API source's view, shown in the status.
     Source(Option<SourceView>),
+    /// Answer to [`Action::ReadComponent`]: the component's containers as the pod says now.
+    Component(ComponentRead),
+    /// Answer to [`Action::RecordKnownGood`].
+    Recorded(Recorded),
+    /// Answer to [`Action::ReadKnownGood`]: the record's name and the config of each of its lines,
+    /// or why there is none.
+    KnownGoodRead(Result<(String, Vec<Snapshot>), String>),
+    /// Answer to [`Action::JudgeKnownGood`]: each config with its judgement.
+    KnownGoodJudged(Vec<(Snapshot, Judgement)>),
     /// The file watch: errors counted since the last report, and why the config dir is not watched.
     Watch {
         errors: u64,
@@ -237,6 +248,24 @@ pub(crate) enum Action {
     RollBack,
     /// Finish tidying the promoted dir, if a promotion could not.
     Tidy,
+    /// Read the component's containers (ready, restarts) from the pod: answer [`Event::Component`],
+    /// at once or later, through the pipeline's input.
+    ReadComponent,
+    /// Record the applied config `sha` (its dir, read back) as the known-good of its version line:
+    /// answer [`Event::Recorded`], at once or later.
+    RecordKnownGood {
+        sha: ContentHash,
+        version: String,
+        parsed: SchemeVersion,
+    },
+    /// Read the known-good record beside the source: answer [`Event::KnownGoodRead`], at once or
+    /// later.
+    ReadKnownGood,
+    /// Judge each of `configs` under `settings`, as any candidate: answer [`Event::KnownGoodJudged`].
+    JudgeKnownGood {
+        settings: Box<Settings>,
+        configs: Vec<Snapshot>,
+    },
     /// Count in the metrics.
     Count(Count),
     /// Log one line.
@@ -404,6 +433,51 @@ pub(crate) enum LogLine {
     Rollout(Box<RolloutView>),
     /// The newest config holds no rollout any more.
     RolloutOver,
+    /// A known-good trial began: the component applied `sha`.
+    TrialStarted {
+        sha: ContentHash,
+        version: String,
+        trial: std::time::Duration,
+    },
+    /// The period ended with the component restarted or not ready: it begins again.
+    TrialAgain {
+        sha: ContentHash,
+        restarted: bool,
+        ready: bool,
+    },
+    /// The component could not be read this time: the period begins again.
+    TrialReadFailed {
+        sha: ContentHash,
+        why: String,
+    },
+    /// The component cannot be read at all: nothing is recorded.
+    TrialUnavailable {
+        why: String,
+    },
+    /// The trial passed: recording it.
+    TrialPassed {
+        sha: ContentHash,
+        version: String,
+        line: String,
+    },
+    /// No known-good to start on: why.
+    NoKnownGood {
+        why: String,
+    },
+    /// The source holds nothing accepted: starting on the known-good.
+    KnownGoodStart {
+        sha: ContentHash,
+        version: Option<String>,
+        record: String,
+        because: Verdict,
+        reason: String,
+    },
+    /// What the record's write did.
+    KnownGood {
+        sha: ContentHash,
+        version: String,
+        outcome: Recorded,
+    },
     /// A change is seen and put off by this pod's share of the reload spread: promoted at `due`.
     Spread {
         version: String,

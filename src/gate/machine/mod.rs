@@ -10,17 +10,21 @@
 //! - `small`: what is small enough to be read, judged and switched on the loop ([`is_small`]).
 //! - `decide`: the verdict state: what each snapshot leads to, what is active, on disk, applied
 //!   and refused.
+//! - `fallback`: starting on the known-good from the record when the source holds nothing
+//!   accepted.
 //! - `grace`: the annotations file's grace period.
 //! - `reloads`: the reload owed to the component, and what the reload worker reported.
 //! - `spread`: a change's promotion put off by this pod's share of the reload spread.
 //! - `handle`: [`Gate::handle`], the one entry: events in, actions out.
 //! - `status`: readiness checks, their text and the published status.
+//! - `trial`: the known-good trial of the config the component applied, and its record.
 //!
 //! This file only declares and re-exports: each file imports what it uses from the file it lives
 //! in, so no file here imports this one and none imports another in a circle.
 
 mod decide;
 mod decision;
+mod fallback;
 mod grace;
 mod handle;
 mod messages;
@@ -31,6 +35,7 @@ mod state;
 mod status;
 #[cfg(test)]
 mod tests;
+mod trial;
 
 pub(crate) use decide::held_refusals;
 pub(crate) use grace::ANNOTATIONS_GRACE;

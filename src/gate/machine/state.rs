@@ -19,8 +19,9 @@ use super::messages::{JudgedLine, Seen};
 use super::reloads::Reloads;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
-use crate::snapshot::{ContentHash, Observed};
+use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::{HeldCandidate, Rollout, SourceView};
+use crate::values::SchemeVersion;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
@@ -109,6 +110,25 @@ pub(crate) struct Gate {
     pub(super) spread_served: bool,
     /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
     pub(super) annotated: Vec<bool>,
+    /// The known-good trial of the config the component applied last.
+    pub(super) trial: Option<Trial>,
+    /// The content this pod recorded as known-good, or found recorded: not tried again.
+    pub(super) recorded: Option<ContentHash>,
+    /// The component cannot be read (no API client): no trial starts.
+    pub(super) trial_unavailable: bool,
+    /// The settings the known-good record was last asked for under: asked again only under others.
+    pub(super) known_good_asked: Option<Settings>,
+    /// The record's name, as the edge said it.
+    pub(super) known_good_record: String,
+    /// The known-good waiting for the component's checker.
+    pub(super) known_good_checking: Option<(Snapshot, Judgement)>,
+    /// The known-good being promoted, until its switch is made.
+    pub(super) known_good_pending: Option<KnownGoodUse>,
+    /// The known-good promoted last (in force while it is the active config).
+    pub(super) known_good: Option<KnownGoodUse>,
+    /// The config in the promoted dir that the settings in force no longer accept (the component may
+    /// still run it), with its version, while nothing is active.
+    pub(super) outside: Option<(ContentHash, Option<String>)>,
 }
 
 impl Gate {
@@ -156,6 +176,15 @@ impl Gate {
             small_before: false,
             candidate: None,
             annotated: Vec::new(),
+            trial: None,
+            recorded: None,
+            trial_unavailable: false,
+            known_good_asked: None,
+            known_good_record: String::new(),
+            known_good_checking: None,
+            known_good_pending: None,
+            known_good: None,
+            outside: None,
         }
     }
 
@@ -241,6 +270,8 @@ pub(super) struct Promotion {
     pub(super) version: Option<String>,
     /// Switched on the loop: finished there too.
     pub(super) on_loop: bool,
+    /// The known-good from the record, not the source's newest config.
+    pub(super) known_good: bool,
 }
 
 /// How long a check that timed out or could not run waits before it is run again: doubling from a
@@ -295,4 +326,41 @@ pub(super) struct Spread {
     pub(super) sha: String,
     /// The deadline has come and the newest config was asked for: no more timer for it.
     pub(super) asked: bool,
+}
+
+/// A trial under way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Trial {
+    pub(super) sha: ContentHash,
+    pub(super) version: String,
+    pub(super) parsed: SchemeVersion,
+    /// When the current period began: the config applied, or a restart seen.
+    pub(super) since: Instant,
+    /// The component's restarts when the period began (`None`: not read yet).
+    pub(super) restarts: Option<u64>,
+    pub(super) phase: Phase,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// The component is being read for the period's start.
+    Starting,
+    /// The period runs until `since` plus the trial setting.
+    Running,
+    /// The period is over; the component is being read.
+    Ending,
+    /// The trial passed; the record is being written.
+    Recording,
+}
+
+/// A known-good from the record, promoted because the source holds nothing accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct KnownGoodUse {
+    pub(super) hash: ContentHash,
+    pub(super) modes: Modes,
+    pub(super) judgement: Judgement,
+    pub(super) record: String,
+    /// The source's newest config's verdict and reason when it was promoted.
+    pub(super) because: Verdict,
+    pub(super) reason: String,
 }

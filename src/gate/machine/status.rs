@@ -4,6 +4,7 @@ use super::state::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
     ActiveView, AppliedView, CandidateView, Check, CheckKind, CheckingView, DesiredView, Holding,
+    KnownGoodView,
     ReloadView, Rollout, Status,
 };
 use crate::verdict::Verdict;
@@ -79,7 +80,15 @@ impl Gate {
             (None, Some(n)) => Check {
                 name: CheckKind::Config,
                 ok: false,
-                message: format!("no accepted config yet: {}", newest_text(n)),
+                message: match &self.outside {
+                    // Said plainly: the component may well run it, and nothing accepted replaces it.
+                    Some((h, v)) => format!(
+                        "no accepted config yet: the promoted dir holds {} ({h}), outside the range in force; {}",
+                        v.as_deref().unwrap_or("an unversioned config"),
+                        newest_text(n)
+                    ),
+                    None => format!("no accepted config yet: {}", newest_text(n)),
+                },
             },
             // In API mode, what keeps the first read from coming (a 403 names the Role rule).
             (None, None) => Check {
@@ -140,6 +149,26 @@ impl Gate {
                         h.reason
                     ))
                     .to_string(),
+            });
+        } else if let (Some(k), Some(n), false) =
+            (self.known_good_in_force(), &self.newest, current)
+        {
+            // Started on the known-good: what runs, where from, and what is wrong with the source.
+            checks.push(Check {
+                name: CheckKind::Newest,
+                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                message: format!(
+                    "running the known-good {} from {}; the source's newest config{} is {}: {}",
+                    k.judgement.version.as_deref().unwrap_or("config"),
+                    k.record,
+                    n.judgement
+                        .version
+                        .as_ref()
+                        .map(|v| format!(" {v}"))
+                        .unwrap_or_default(),
+                    n.judgement.verdict,
+                    n.judgement.reason
+                ),
             });
         } else if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
             let holding = Holding {
@@ -281,6 +310,19 @@ impl Gate {
             rollout: self.rollout.as_ref().map(Rollout::view),
             spread,
             checking,
+            known_good: self.known_good_in_force().map(|k| KnownGoodView {
+                version: k.judgement.version.clone(),
+                sha256: k.hash.printed(),
+                record: k.record.clone(),
+                because: self
+                    .newest
+                    .as_ref()
+                    .map_or(k.because, |n| n.judgement.verdict),
+                reason: self
+                    .newest
+                    .as_ref()
+                    .map_or_else(|| k.reason.clone(), |n| n.judgement.reason.clone()),
+            }),
             source: None,
         }
     }

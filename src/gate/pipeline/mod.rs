@@ -26,12 +26,14 @@ use tracing::{info, warn};
 use super::config::Config;
 use super::error::Error;
 use super::feed::{Feed, off_loop, snapshot_changed, source_changed};
+use super::known_good::{Answer, Ask, Link};
 use super::logs::{self, Places};
 use super::machine::{
     Action, AppliedBy, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure,
     SMALL_BYTES, SMALL_KEYS, Seen, held_refusals, is_small,
 };
 use crate::annotations;
+use crate::known_good::{ComponentRead, Entry, Line, Recorded};
 use crate::promote::{self, Promoter, Switched};
 use crate::reload::{self, BootTicks};
 use crate::rollout::{self, Bucket};
@@ -62,6 +64,8 @@ pub struct Pipeline {
     /// A file of the watched dir is open for writing (the driver's watch says so): the dir is not
     /// read, whatever asks for it, until it is closed.
     writing: bool,
+    /// The known-good edge's link (`None`: the component cannot be read).
+    known_good: Option<Link>,
     /// Whether anything was handed to the gate since the last [`Pipeline::publish`]: only then can
     /// the status differ, so a liveness ping does not rebuild it.
     dirty: bool,
@@ -153,6 +157,7 @@ impl Pipeline {
             switched: None,
             check: None,
             writing: false,
+            known_good: None,
             dirty: true,
             #[cfg(test)]
             built: 0,
@@ -160,6 +165,13 @@ impl Pipeline {
         p.handle(Event::Start(read)).await;
         p.publish();
         Ok(p)
+    }
+
+    /// Links the loop to the known-good edge, which reads the component's containers and writes the
+    /// record.
+    pub(crate) fn with_known_good(mut self, link: Option<Link>) -> Pipeline {
+        self.known_good = link;
+        self
     }
 
     /// Re-reads the annotations file (and, when the settings in force changed, the config, to
@@ -437,6 +449,48 @@ impl Pipeline {
                     warn!(error = %e, dir = %p.dir().display(), "tidying the promoted dir failed; will retry");
                 }
             }
+            Action::ReadComponent => {
+                let Some(link) = &self.known_good else {
+                    return Some(Event::Component(ComponentRead::Unavailable(
+                        "no Kubernetes client for the pod (no credentials, no POD_NAME/POD_NAMESPACE, or --pod-report off)".into(),
+                    )));
+                };
+                if link.asks.send(Ask::Component).is_err() {
+                    return Some(Event::Component(ComponentRead::Unavailable(
+                        "the known-good task has stopped".into(),
+                    )));
+                }
+            }
+            Action::ReadKnownGood => {
+                let sent = self
+                    .known_good
+                    .as_ref()
+                    .is_some_and(|l| l.asks.send(Ask::Read).is_ok());
+                if !sent {
+                    return Some(Event::KnownGoodRead(Err(
+                        "no Kubernetes client for the record (no credentials, no POD_NAME/POD_NAMESPACE, or --pod-report off)".into(),
+                    )));
+                }
+            }
+            Action::JudgeKnownGood { settings, configs } => {
+                // Judged off the loop, like any candidate: content rules may cost.
+                let judged = off_loop(&self.shared, move || {
+                    configs
+                        .into_iter()
+                        .map(|s| {
+                            let j = verdict::judge(&Observed::Config(s.clone()), &settings);
+                            (s, j)
+                        })
+                        .collect()
+                })
+                .await;
+                return Some(Event::KnownGoodJudged(judged));
+            }
+            Action::RecordKnownGood {
+                sha,
+                version,
+                parsed,
+            } => return self.record_known_good(sha, version, parsed).await,
             Action::Count(c) => {
                 let m = &self.shared.metrics;
                 match c {
@@ -457,6 +511,40 @@ impl Pipeline {
                     promoted: self.promoter.as_deref().map(Promoter::dir),
                 },
             ),
+        }
+        None
+    }
+
+    /// Reads the applied config back from its kept dir and hands it to the known-good edge to record;
+    /// answers at once only when it cannot be sent.
+    async fn record_known_good(
+        &mut self,
+        sha: ContentHash,
+        version: String,
+        parsed: crate::values::SchemeVersion,
+    ) -> Option<Event> {
+        let failed = |why: String| Some(Event::Recorded(Recorded::Failed(why)));
+        let applied = self
+            .on_dir(|p| p.applied().map(|(obs, _)| obs))
+            .await
+            .flatten();
+        let snap = match applied {
+            Some(Observed::Config(s)) if s.hash() == sha => s,
+            _ => return failed("the applied config's kept dir no longer holds it".into()),
+        };
+        let Some(link) = &self.known_good else {
+            return failed("no Kubernetes client".into());
+        };
+        let Some(line) = Line::of(&parsed) else {
+            return failed("a config of several files has no one version line to record".into());
+        };
+        let ask = Ask::Record {
+            line,
+            parsed,
+            entry: Entry::of(&snap, &version),
+        };
+        if link.asks.send(ask).is_err() {
+            return failed("the known-good task has stopped".into());
         }
         None
     }
@@ -613,6 +701,7 @@ impl Pipeline {
             shared,
             check,
             promoter,
+            known_good,
             ..
         } = self;
         let (snapshots, source) = match feed {
@@ -629,6 +718,11 @@ impl Pipeline {
                 }
                 Some(Event::Validated { sha, checked })
             }
+            Some(a) = known_good_answer(known_good.as_mut()) => Some(match a {
+                Answer::Component(c) => Event::Component(c),
+                Answer::Recorded(r) => Event::Recorded(r),
+                Answer::Read(r) => Event::KnownGoodRead(r),
+            }),
             () = shared.pinged() => {
                 shared.pong();
                 None
@@ -659,6 +753,14 @@ impl Pipeline {
         }
         self.publisher
             .publish(self.gate.published(self.reloads.requested()));
+    }
+}
+
+/// The known-good edge's next answer; never, without a link.
+async fn known_good_answer(link: Option<&mut Link>) -> Option<Answer> {
+    match link {
+        Some(l) => l.answers.recv().await,
+        None => std::future::pending().await,
     }
 }
 

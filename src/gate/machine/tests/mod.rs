@@ -2,7 +2,9 @@
 //! [`Gate::handle`].
 
 mod events;
+mod fallback;
 mod spread;
+mod trial;
 
 use super::decide::held_refusals;
 use super::decision::{Decision, Tell};
