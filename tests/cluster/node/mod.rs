@@ -1381,7 +1381,10 @@ fn static_apiserver(
         "metadata": {"name": "kube-apiserver", "namespace": "kube-system",
                      "labels": {"component": "kube-apiserver", "tier": "control-plane"}},
         "spec": {"hostNetwork": true, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            // Root, as the upstream image runs it (this image writer's default user is 65532): the
+            // test bed's keys are root's, as kubeadm's are.
             "containers": [{"name": "kube-apiserver", "image": n.image("kube-apiserver"),
+                "securityContext": {"runAsUser": 0},
                 "command": ["kube-apiserver",
                     format!("--etcd-servers=unix://{d}/etcd-client:0"),
                     "--etcd-prefix=/confgate-node-apiserver",
@@ -1463,6 +1466,28 @@ fn stage_file(dir: &std::path::Path, name: &str, text: &str) {
     std::fs::rename(&tmp, dir.join(name)).unwrap();
 }
 
+/// The last lines `container` of the static pod `mirror` logged, for a failure's message.
+fn apiserver_logs(n: &Node, mirror: &str, container: &str) -> String {
+    let out = n.cluster.kubectl_with(
+        &[
+            "logs",
+            "-n",
+            "kube-system",
+            mirror,
+            "-c",
+            container,
+            "--tail",
+            "30",
+        ],
+        "",
+    );
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// `GET /livez` of the static kube-apiserver on `port`, as the admin, with the test bed's CA.
 fn apiserver_live(n: &Node, port: u16) -> bool {
     n.cluster
@@ -1488,9 +1513,24 @@ fn a_static_kube_apiserver_keeps_its_served_config_files_while_an_edited_one_is_
     let (gate_port, port) = (n.port(), n.port());
     let (staged, audit) = static_apiserver(n, gate_port, port);
     let mirror = format!("kube-apiserver-{}", harness::NODE);
-    crate::common::poll("the static kube-apiserver serving", START, || {
-        apiserver_live(n, port).then_some(())
-    });
+    n.wait_pod(
+        "kube-system",
+        &mirror,
+        "kube-apiserver running in the static pod",
+        START,
+        |pod| running(pod, "kube-apiserver"),
+    );
+    let end = Instant::now() + START;
+    while !apiserver_live(n, port) {
+        assert!(
+            Instant::now() < end,
+            "the static kube-apiserver is not serving on {port}; its log ends:\n{}\nconfgate's:\n{}",
+            apiserver_logs(n, &mirror, "kube-apiserver"),
+            apiserver_logs(n, &mirror, "confgate"),
+        );
+        // Polling, not synchronising: the next look at a condition with a deadline.
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let served = "apiserver.config.k8s.io/v1, audit.k8s.io/v1";
     let s = crate::common::status(gate_port).unwrap();
     assert_eq!(s["active"]["version"], served, "{s}");
