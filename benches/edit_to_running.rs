@@ -12,8 +12,8 @@
 //! own defaults (`syncFrequency: 1m`): a volume catches up with a ConfigMap only when the kubelet syncs
 //! the pod, so a reloader in volume mode waits for that, where API mode does not.
 //!
-//! `sudo -E cargo bench --features api --bench edit_to_running [-- --quick | --fast N --default N]`
-//! with the node's environment (docs/development.md: `KUBELET_BIN`, `CONTAINERD_BIN`, `RUNC_BIN`,
+//! `cargo bench --features api --bench edit_to_running [-- --quick | --fast N --default N]`, as root
+//! like the node suite, with the node's environment (docs/development.md: `KUBELET_BIN`, `CONTAINERD_BIN`, `RUNC_BIN`,
 //! `CONFGATE_IMAGES`, `ETCD_BIN`, `KUBE_APISERVER_BIN`) and `CONFIGMAP_RELOAD_BIN`. Without
 //! `KUBELET_BIN` it says it skipped and exits 0 (as benches/fleet.rs does without its servers); with it,
 //! anything else missing fails naming it. `--quick` is the test bed's settings only, a few changes (CI).
@@ -84,9 +84,10 @@ fn usage() -> ! {
 }
 
 fn opts() -> Opts {
-    // 30 changes at 1 s sync take about a minute; at the default sync a change takes up to 90 s to
-    // reach a volume, so 12 keep a full run within about 20 minutes.
-    let (mut fast, mut default) = (30, 12);
+    // 30 changes at 1 s sync take about two minutes; at the default sync a change waits for a pause
+    // of up to 90 s and then takes up to 90 s to reach a volume, so 8 keep a full run within about
+    // 20 minutes.
+    let (mut fast, mut default) = (30, 8);
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -441,6 +442,11 @@ fn main() {
             KubeletSync::Fast => Duration::from_secs(60),
             KubeletSync::Default => Duration::from_secs(240),
         };
+        // The kubelet resyncs a pod `syncFrequency` after its last sync, plus up to half again.
+        let period = match sync {
+            KubeletSync::Fast => Duration::from_millis(1_500),
+            KubeletSync::Default => Duration::from_secs(90),
+        };
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); pods.len()];
         let mut swaps: Vec<Vec<Duration>> = vec![Vec::new(); pods.len()];
         println!(
@@ -448,6 +454,12 @@ fn main() {
             sync_label(sync)
         );
         for i in 1..=changes {
+            // A user's edit lands at any point of each pod's sync period. Written the moment the
+            // previous change arrived, it would land just after the slowest pod's sync and find that
+            // pod a whole period away every time: so a pause drawn over one period comes first.
+            std::thread::sleep(Duration::from_millis(fastrand::u64(
+                ..period.as_millis() as u64,
+            )));
             let version = format!("2.5.{i}");
             let patch = json!({"data": {"config.yaml": config(&version)}});
             let t0 = Instant::now();

@@ -485,29 +485,28 @@ impl Node {
             sync,
         )?);
         k.sync = sync;
-        // Ready's heartbeat from the new kubelet: a time past its start (whole seconds, so one more).
+        // The node's Lease renewed by the new kubelet: a time past its start. (The node's status is
+        // written only when it changes or every few minutes, so its heartbeat says nothing here.)
         let end = Instant::now() + REGISTER_DEADLINE;
         loop {
-            let node: Value =
-                serde_json::from_str(&self.kubectl(&["get", "node", NODE, "-o", "json"]))
-                    .map_err(|e| e.to_string())?;
-            let beat = node["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Ready" && c["status"] == "True")
-                .and_then(|c| {
-                    c["lastHeartbeatTime"]
-                        .as_str()?
-                        .parse::<jiff::Timestamp>()
-                        .ok()
-                });
-            if beat.is_some_and(|b| b.as_second() > restarted.as_second()) {
+            let out = self
+                .cluster
+                .kubectl()
+                .args(["get", "lease", "-n", "kube-node-lease", NODE])
+                .args(["-o", "jsonpath={.spec.renewTime}"])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| e.to_string())?;
+            let renewed = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse::<jiff::Timestamp>()
+                .ok();
+            if renewed.is_some_and(|r| r > restarted) {
                 return Ok(());
             }
             if Instant::now() > end {
                 return Err(format!(
-                    "the restarted kubelet did not report the node Ready; its log ends:\n{}",
+                    "the restarted kubelet did not renew the node's Lease; its log ends:\n{}",
                     server::log_tail(&self.dir.join("kubelet.log"))
                 ));
             }
