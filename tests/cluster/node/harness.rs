@@ -42,6 +42,7 @@ pub enum KubeletSync {
     /// follows a ConfigMap within seconds and a test's minutes are enough.
     Fast,
     /// The kubelet's own defaults (`syncFrequency: 1m`, `Watch`): what a cluster left alone runs.
+    /// Only the two lines above are left out; the rest of the node's config stays as it is.
     /// Only the benchmark (`benches/edit_to_running.rs`) restarts a node into it.
     #[allow(dead_code)]
     Default,
