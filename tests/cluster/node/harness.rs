@@ -35,14 +35,51 @@ const HIERARCHIES: &[&str] = &[
     "cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd",
 ];
 
+/// How often the kubelet syncs each pod, which is when a ConfigMap volume catches up with the API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KubeletSync {
+    /// The test bed's: `syncFrequency: 1s` and the `Watch` change-detection strategy, so a volume
+    /// follows a ConfigMap within seconds and a test's minutes are enough.
+    Fast,
+    /// The kubelet's own defaults (`syncFrequency: 1m`, `Watch`): what a cluster left alone runs.
+    /// Only the two lines above are left out; the rest of the node's config stays as it is.
+    /// Only the benchmark (`benches/edit_to_running.rs`) restarts a node into it.
+    #[allow(dead_code)]
+    Default,
+}
+
+impl KubeletSync {
+    /// The KubeletConfiguration lines this setting adds (none: the kubelet's defaults).
+    fn config(self) -> &'static str {
+        match self {
+            KubeletSync::Fast => {
+                "syncFrequency: 1s\nconfigMapAndSecretChangeDetectionStrategy: Watch\n"
+            }
+            KubeletSync::Default => "",
+        }
+    }
+}
+
 pub struct Node {
     pub cluster: &'static Cluster,
     pub dir: PathBuf,
     /// The image names imported, by archive stem (`confgate`, `example-component`, ...).
     pub images: std::collections::BTreeMap<String, String>,
     _containerd: Guard,
-    _kubelet: Guard,
+    /// containerd's `ctr` and socket, to import an image a benchmark makes.
+    ctr: (PathBuf, PathBuf),
+    kubelet: std::sync::Mutex<Kubelet>,
     _janitor: std::process::ChildStdin,
+}
+
+/// The running kubelet and what starts another like it.
+struct Kubelet {
+    /// None only while it is being restarted.
+    guard: Option<Guard>,
+    bin: PathBuf,
+    cgroup: String,
+    port: u16,
+    sync: KubeletSync,
 }
 
 /// The node, started once for the test binary on the shared cluster; panics saying what is missing.
@@ -197,57 +234,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     let port = fastrand::u16(20_000..30_000);
     let kubeconfig = dir.join("kubelet.kubeconfig");
     std::fs::copy(&cluster.admin, &kubeconfig).map_err(|e| e.to_string())?;
-    let kubelet_config = format!(
-        "apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-failCgroupV1: false
-cgroupDriver: cgroupfs
-cgroupRoot: /{cgroup}
-staticPodPath: {d}/manifests
-fileCheckFrequency: 1s
-syncFrequency: 1s
-configMapAndSecretChangeDetectionStrategy: Watch
-address: 127.0.0.1
-port: {port}
-readOnlyPort: 0
-healthzPort: 0
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-failSwapOn: false
-podLogsDir: {d}/pod-logs
-evictionHard:
-  memory.available: 1Mi
-  nodefs.available: 1%
-  imagefs.available: 1%
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-makeIPTablesUtilChains: false
-localStorageCapacityIsolation: false
-nodeStatusUpdateFrequency: 2s
-shutdownGracePeriod: 0s
-resolvConf: ''
-"
-    );
-    std::fs::write(dir.join("kubelet.yaml"), kubelet_config).map_err(|e| e.to_string())?;
-    let args: Vec<String> = vec![
-        format!("--config={d}/kubelet.yaml"),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        format!("--container-runtime-endpoint=unix://{}", sock.display()),
-        format!("--root-dir={d}/kubelet-root"),
-        format!("--cert-dir={d}/kubelet-pki"),
-        format!("--hostname-override={NODE}"),
-        // The node's addresses are set once below and left alone: the kubelet refuses a loopback
-        // `--node-ip`, and the API server dials the node (`kubectl logs`, `exec`, `port-forward`) at
-        // the address it registered, here a name no DNS resolves.
-        "--cloud-provider=external".into(),
-        "--v=1".into(),
-    ];
-    let kubelet_guard = server::server(&dir, &cluster.setpriv, &kubelet, &args, "kubelet.log")?;
+    let kubelet_guard = start_kubelet(cluster, &dir, &kubelet, &cgroup, port, KubeletSync::Fast)?;
     let end = Instant::now() + REGISTER_DEADLINE;
     loop {
         let out = cluster
@@ -298,9 +285,79 @@ resolvConf: ''
         dir,
         images: names,
         _containerd: containerd_guard,
-        _kubelet: kubelet_guard,
+        ctr: (ctr, sock),
+        kubelet: std::sync::Mutex::new(Kubelet {
+            guard: Some(kubelet_guard),
+            bin: kubelet,
+            cgroup,
+            port,
+            sync: KubeletSync::Fast,
+        }),
         _janitor: janitor,
     })
+}
+
+/// Writes the kubelet's config for `sync` and starts it; the caller waits for it to be of use.
+fn start_kubelet(
+    cluster: &Cluster,
+    dir: &Path,
+    kubelet: &Path,
+    cgroup: &str,
+    port: u16,
+    sync: KubeletSync,
+) -> Result<Guard, String> {
+    let d = dir.display();
+    let sock = dir.join("containerd.sock");
+    let kubelet_config = format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /{cgroup}
+staticPodPath: {d}/manifests
+fileCheckFrequency: 1s
+{sync}address: 127.0.0.1
+port: {port}
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+failSwapOn: false
+podLogsDir: {d}/pod-logs
+evictionHard:
+  memory.available: 1Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+makeIPTablesUtilChains: false
+localStorageCapacityIsolation: false
+nodeStatusUpdateFrequency: 2s
+shutdownGracePeriod: 0s
+resolvConf: ''
+",
+        sync = sync.config(),
+    );
+    std::fs::write(dir.join("kubelet.yaml"), kubelet_config).map_err(|e| e.to_string())?;
+    let args: Vec<String> = vec![
+        format!("--config={d}/kubelet.yaml"),
+        format!("--kubeconfig={d}/kubelet.kubeconfig"),
+        format!("--container-runtime-endpoint=unix://{}", sock.display()),
+        format!("--root-dir={d}/kubelet-root"),
+        format!("--cert-dir={d}/kubelet-pki"),
+        format!("--hostname-override={NODE}"),
+        // The node's addresses are set once below and left alone: the kubelet refuses a loopback
+        // `--node-ip`, and the API server dials the node (`kubectl logs`, `exec`, `port-forward`) at
+        // the address it registered, here a name no DNS resolves.
+        "--cloud-provider=external".into(),
+        "--v=1".into(),
+    ];
+    server::server(dir, &cluster.setpriv, kubelet, &args, "kubelet.log")
 }
 
 /// `ctr images import` of one archive into the CRI's namespace.
@@ -421,6 +478,67 @@ for m in $(grep -o " $1[^ ]*" /proc/mounts | sort -r); do umount -l "$m" 2>/dev/
 }
 
 impl Node {
+    /// Restarts the kubelet with `sync` and waits until it reports the node again. Pods it runs keep
+    /// running (their containers belong to containerd's shims); pods made after this are synced at the
+    /// new frequency. For the benchmark that compares the two (`benches/edit_to_running.rs`).
+    #[allow(dead_code)]
+    pub fn restart_kubelet(&self, sync: KubeletSync) -> Result<(), String> {
+        let mut k = self.kubelet.lock().unwrap_or_else(|e| e.into_inner());
+        if k.sync == sync {
+            return Ok(());
+        }
+        // The old one is gone (killed and waited for) before the new one binds its port.
+        drop(k.guard.take());
+        let restarted = jiff::Timestamp::now();
+        k.guard = Some(start_kubelet(
+            self.cluster,
+            &self.dir,
+            &k.bin,
+            &k.cgroup,
+            k.port,
+            sync,
+        )?);
+        k.sync = sync;
+        // The node's Lease renewed by the new kubelet: a time past its start. (The node's status is
+        // written only when it changes or every few minutes, so its heartbeat says nothing here.)
+        let end = Instant::now() + REGISTER_DEADLINE;
+        loop {
+            let out = self
+                .cluster
+                .kubectl()
+                .args(["get", "lease", "-n", "kube-node-lease", NODE])
+                .args(["-o", "jsonpath={.spec.renewTime}"])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| e.to_string())?;
+            let renewed = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse::<jiff::Timestamp>()
+                .ok();
+            if renewed.is_some_and(|r| r > restarted) {
+                return Ok(());
+            }
+            if Instant::now() > end {
+                return Err(format!(
+                    "the restarted kubelet did not renew the node's Lease; its log ends:\n{}",
+                    server::log_tail(&self.dir.join("kubelet.log"))
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Imports an image of the static binary `bin` as `name`, run as `entrypoint`.
+    #[allow(dead_code)]
+    pub fn static_image(&self, name: &str, bin: &Path, entrypoint: &str) -> Result<(), String> {
+        let archive = self
+            .dir
+            .join(format!("{}.tar", name.rsplit('/').next().unwrap_or(name)));
+        let file = format!("{}={entrypoint}", bin.display());
+        oci_image(&archive, name, entrypoint, &[file])?;
+        import(&self.ctr.0, &self.ctr.1, &archive)
+    }
+
     /// The image named for archive `stem`.
     pub fn image(&self, stem: &str) -> &str {
         self.images
