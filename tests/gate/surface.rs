@@ -109,6 +109,7 @@ fn a_bad_annotation_of_any_setting_is_reported_and_never_takes_readiness() {
         ("confgate.io/reload-spread", "forever"),
         ("confgate.io/validate", "exec:relative/checker"),
         ("confgate.io/validate-timeout", "1ms"),
+        ("confgate.io/trial", "a while"),
         ("confgate.io/acepts", "^2"),
     ];
     // Every setting's annotation is in the table: a setting added later is covered or this fails.

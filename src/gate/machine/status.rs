@@ -4,8 +4,7 @@ use super::state::{Gate, Newest};
 use crate::settings::{Mode, OnIncompatible};
 use crate::state::{
     ActiveView, AppliedView, CandidateView, Check, CheckKind, CheckingView, DesiredView, Holding,
-    KnownGoodView,
-    ReloadView, Rollout, Status,
+    KnownGoodView, ReloadView, Rollout, Status,
 };
 use crate::verdict::Verdict;
 

@@ -123,7 +123,9 @@ impl Gate {
                     out.push(Action::Log(LogLine::TrialPassed {
                         sha: t.sha,
                         version: t.version.clone(),
-                        line: Line::of(&t.parsed).map(|l| l.to_string()).unwrap_or_default(),
+                        line: Line::of(&t.parsed)
+                            .map(|l| l.to_string())
+                            .unwrap_or_default(),
                     }));
                     out.push(Action::RecordKnownGood {
                         sha: t.sha,

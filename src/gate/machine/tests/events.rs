@@ -31,7 +31,19 @@ impl Clock {
 
 /// A promoting gate with a reload target, started with `annotations` and an empty promoted dir.
 pub(super) fn started(c: &Clock, annotations: Option<Annotations>) -> Gate {
-    let base = base(">=2", |r| r.reload = Some(TARGET.into()));
+    started_with(c, annotations, |_| {})
+}
+
+/// [`started`] with container-spec settings (flags) beside the reload target.
+pub(super) fn started_with(
+    c: &Clock,
+    annotations: Option<Annotations>,
+    spec: impl FnOnce(&mut crate::settings::Raw),
+) -> Gate {
+    let base = base(">=2", |r| {
+        r.reload = Some(TARGET.into());
+        spec(r);
+    });
     let mut g = Gate::new(base, false).with_annotations_file("/podinfo/annotations".as_ref());
     let a = g.handle(Event::Start(Ok(annotations)), c.at(0));
     assert!(matches!(a.last(), Some(Action::Adopt { .. })), "{a:?}");

@@ -1,7 +1,7 @@
 //! Starting on the known-good: a pod with nothing accepted in its source promotes the newest config
 //! of the record it accepts, reports it, and moves to the source's config once that is accepted.
 
-use super::events::{Clock, has, hash, judged, promote, requests, started};
+use super::events::{Clock, has, hash, judged, promote, requests, started_with};
 use super::*;
 use crate::reload::BootTicks;
 use crate::settings::OnIncompatible;
@@ -10,11 +10,20 @@ const RECORD: &str = "app.confgate-known-good";
 
 /// A started gate accepting `>=2.0.0, <3.0.0`, with `extra` annotations.
 fn gate2(c: &Clock, extra: &[(&str, &str)]) -> Gate {
+    gate2_spec(c, extra, |_| {})
+}
+
+/// [`gate2`] with container-spec settings: the checker an annotation may pick is the spec's.
+fn gate2_spec(
+    c: &Clock,
+    extra: &[(&str, &str)],
+    spec: impl FnOnce(&mut crate::settings::Raw),
+) -> Gate {
     let mut a = ann("confgate.io/accepts", ">=2.0.0, <3.0.0");
     for (k, v) in extra {
         a.insert((*k).to_owned(), (*v).to_owned());
     }
-    started(c, Some(a))
+    started_with(c, Some(a), spec)
 }
 
 fn snap(obs: &Observed) -> Snapshot {
@@ -234,7 +243,9 @@ fn the_components_checker_passes_the_known_good_before_it_is_promoted() {
             false,
         ),
     ] {
-        let mut g = gate2(&c, &checker);
+        let mut g = gate2_spec(&c, &checker, |r| {
+            r.validate = Some("exec:/bin/check {dir}".into());
+        });
         g.handle(judged(&g, &cfg("3.0.0")), c.at(10));
         let good = cfg("2.4.1");
         let a = from_record(&mut g, &c, &[&good], 20);
