@@ -170,10 +170,13 @@ impl Gate {
         read: Result<Option<Annotations>, crate::annotations::ReadFailure>,
         out: &mut Vec<Action>,
     ) {
-        let before = self.settings.clone();
+        // Said against the flags' values, as if nothing were in force before: the values last in
+        // force before a restart (`with_last_in_force`) are only what a bad annotation keeps.
+        let before = self.base.clone();
         let ann = self.grace.first(read);
         self.set_annotations(ann);
         self.settings_notes(&before, &[], out);
+        self.record_settings(out);
         if !self.gate_only {
             out.push(Action::Adopt {
                 settings: Box::new(self.settings.clone()),
@@ -304,6 +307,7 @@ impl Gate {
         let (before, before_problems) = (self.settings.clone(), self.problems.clone());
         let changed = self.set_annotations(annotations);
         self.settings_notes(&before, &before_problems, out);
+        self.record_settings(out);
         if lasting {
             out.push(Action::Log(LogLine::AnnotationsGone { changed }));
         }

@@ -106,6 +106,11 @@ pub(crate) struct Gate {
     pub(super) spread_served: bool,
     /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
     pub(super) annotated: Vec<bool>,
+    /// The annotations' values in force (by annotation, as given, none with credentials): kept in
+    /// the promoted dir, so that after a restart a bad annotation keeps them too.
+    pub(super) given: crate::annotations::Annotations,
+    /// What the promoted dir's record of [`Gate::given`] holds, as last read or written.
+    pub(super) recorded: crate::annotations::Annotations,
 }
 
 impl Gate {
@@ -153,7 +158,24 @@ impl Gate {
             small_before: false,
             candidate: None,
             annotated: Vec::new(),
+            given: Default::default(),
+            recorded: Default::default(),
         }
+    }
+
+    /// The annotations' values last in force before a restart, as the promoted dir's record holds
+    /// them once checked again (`settings`: [`Settings::last_in_force`] over the base; `values`: the
+    /// record's entries used): a bad annotation at start keeps these, as it would have kept them
+    /// before the restart, rather than the flag's value.
+    pub(crate) fn with_last_in_force(
+        mut self,
+        settings: Settings,
+        values: crate::annotations::Annotations,
+    ) -> Gate {
+        self.settings = settings;
+        self.given.clone_from(&values);
+        self.recorded = values;
+        self
     }
 
     /// The content is a Secret's: a reason carries a checker's exit status only, never its output.

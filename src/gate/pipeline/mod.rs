@@ -25,6 +25,27 @@ use crate::snapshot::{self, Observed};
 use crate::state::{Publisher, Shared};
 use crate::verdict;
 
+/// The settings the promoted dir's record of the annotations' values last in force puts in force
+/// over `base` (each value checked again as an annotation), and the values used; what was not used
+/// is logged, never fatal.
+fn last_in_force(
+    base: &Settings,
+    record: Result<annotations::Annotations, String>,
+) -> (Settings, annotations::Annotations) {
+    let record = record.unwrap_or_else(|why| {
+        warn!(problem = %why, "the record of the settings in force is not one confgate wrote; not trusted");
+        annotations::Annotations::new()
+    });
+    let (settings, used, unused) = Settings::last_in_force(base, &record);
+    for why in unused {
+        warn!(problem = %why, "a value in the record of the settings in force is not used; a bad annotation of it falls back to the flag's value");
+    }
+    for (annotation, value) in &used {
+        info!(annotation = %annotation, value = %value, "setting last in force before the restart, kept where its annotation is bad");
+    }
+    (settings, used)
+}
+
 /// The loop's I/O around the `Gate`, without the waiting: `run_fed` drives it from file events;
 /// tests drive it directly. The only writer of the published status: the reload worker and the
 /// API source report to it as messages.
@@ -94,7 +115,7 @@ impl Pipeline {
         // The cleanup of the promoted dir and the annotations read, off the thread the server's
         // `/livez` runs on: the port answers while a slow disk holds them up.
         let (dir, file) = (cfg.promote_to.clone(), cfg.annotations.clone());
-        let (opened, read) = off_loop(&shared, move || {
+        let (opened, read, record) = off_loop(&shared, move || {
             let opened = dir
                 .as_deref()
                 .map(|d| {
@@ -104,14 +125,21 @@ impl Pipeline {
                     })
                 })
                 .transpose();
-            (opened, annotations::read(&file))
+            // The annotations' values in force before a restart, for a bad annotation to keep.
+            let record = match &opened {
+                Ok(Some((p, _))) => p.settings_in_force(),
+                _ => Ok(Default::default()),
+            };
+            (opened, annotations::read(&file), record)
         })
         .await;
         let (promoter, found) = match opened? {
             Some((p, found)) => (Some(Arc::new(p)), Some(found)),
             None => (None, None),
         };
+        let (in_force, values) = last_in_force(&base, record);
         let gate = Gate::new(base, promoter.is_none())
+            .with_last_in_force(in_force, values)
             .with_secret_content(snapshot::sealed())
             .with_annotations_file(&cfg.annotations)
             .with_bucket(cfg.bucket);
@@ -387,6 +415,11 @@ impl Pipeline {
                     .await?
                 {
                     warn!(error = %e, sha = %sha.short(), "cannot record the refusals in the promoted dir; a restart would not know them");
+                }
+            }
+            Action::RecordSettings(values) => {
+                if let Err(e) = self.on_dir(move |p| p.record_settings(&values)).await? {
+                    warn!(error = %e, "cannot record the settings in force in the promoted dir; after a restart a bad annotation would fall back to the flag's value");
                 }
             }
             Action::MarkReloadOwed(sha) => {
