@@ -9,6 +9,7 @@ mod acting;
 mod api_version;
 mod judging;
 mod share;
+mod source;
 mod url;
 mod verdict;
 
@@ -20,6 +21,7 @@ pub use judging::{Accepts, JudgingError, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
 pub(crate) use share::NEXT_SUFFIX;
 pub use share::{Bucket, Percent, ROLLOUT_KEY};
+pub use source::Source;
 pub(crate) use url::redact;
 pub use url::{Url, UrlError};
 pub use verdict::{NotAVerdict, Verdict};

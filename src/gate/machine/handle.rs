@@ -91,7 +91,7 @@ impl Gate {
             }
             Event::Rejudged(obs, j) => {
                 let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings.version_from)
+                    crate::verdict::for_a_secret(j, &self.settings.version_from, self.source_kind)
                 } else {
                     j
                 };
@@ -397,8 +397,11 @@ impl Gate {
     ) {
         let mut choice = choice;
         if self.secret {
-            choice.judgement =
-                crate::verdict::for_a_secret(choice.judgement, &self.settings.version_from);
+            choice.judgement = crate::verdict::for_a_secret(
+                choice.judgement,
+                &self.settings.version_from,
+                self.source_kind,
+            );
         }
         if self.superseded(&seen, &choice, &rollout, out) {
             return;
@@ -647,7 +650,7 @@ impl Gate {
         } else if again {
             crate::verdict::fix::checker_timed_out()
         } else {
-            crate::verdict::fix::checker_refused()
+            crate::verdict::fix::checker_refused(self.source_kind)
         };
         Judgement {
             verdict: Verdict::Invalid,

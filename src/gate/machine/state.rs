@@ -92,6 +92,8 @@ pub(crate) struct Gate {
     pub(super) check_backoff: crate::backoff::Doubling,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     pub(super) secret: bool,
+    /// The kind of the watched source, which a reason's fix names.
+    pub(super) source_kind: crate::verdict::fix::Source,
     /// The rollout candidate held on this pod, as last decided on.
     pub(super) held: Option<HeldCandidate>,
     /// The rollout in the newest config, as this pod sees it (shown in the status).
@@ -152,6 +154,7 @@ impl Gate {
             tampered: None,
             repair: false,
             secret: false,
+            source_kind: Default::default(),
             spread_served: false,
             held: None,
             rollout: None,
@@ -181,6 +184,12 @@ impl Gate {
     /// The content is a Secret's: a reason carries a checker's exit status only, never its output.
     pub(crate) fn with_secret_content(mut self, secret: bool) -> Gate {
         self.secret = secret;
+        self
+    }
+
+    /// The kind of the watched source, so that a reason's fix says what to change in it.
+    pub(crate) fn with_source_kind(mut self, kind: crate::verdict::fix::Source) -> Gate {
+        self.source_kind = kind;
         self
     }
 

@@ -25,6 +25,23 @@ use crate::snapshot::{self, Observed};
 use crate::state::{Publisher, Shared};
 use crate::verdict;
 
+/// The kind of source the loop reads, for the words of each reason's fix: through the API, the
+/// object's kind; a volume with the kubelet's `..data` is a ConfigMap's or (`--content secret`, which
+/// sealed the hashes) a Secret's; any other directory is plain files on the node (a hostPath).
+fn source_kind(feed: &Feed, watch: &std::path::Path) -> verdict::fix::Source {
+    use verdict::fix::Source;
+    let secret = snapshot::sealed();
+    match feed {
+        Feed::Channel { .. } if secret => Source::ApiSecret,
+        Feed::Channel { .. } => Source::ApiConfigMap,
+        Feed::Volume if std::fs::symlink_metadata(watch.join(snapshot::DATA_LINK)).is_err() => {
+            Source::PlainDir
+        }
+        Feed::Volume if secret => Source::SecretVolume,
+        Feed::Volume => Source::ConfigMapVolume,
+    }
+}
+
 /// The settings the promoted dir's record of the annotations' values last in force puts in force
 /// over `base` (each value checked again as an annotation), and the values used; what was not used
 /// is logged, never fatal.
@@ -138,8 +155,10 @@ impl Pipeline {
             None => (None, None),
         };
         let (in_force, values) = last_in_force(&base, record);
+        let source_kind = source_kind(&feed, &cfg.watch);
         let gate = Gate::new(base, promoter.is_none())
             .with_last_in_force(in_force, values)
+            .with_source_kind(source_kind)
             .with_secret_content(snapshot::sealed())
             .with_annotations_file(&cfg.annotations)
             .with_bucket(cfg.bucket);
@@ -236,10 +255,11 @@ impl Pipeline {
                 return Some(Event::Verified(found));
             }
             Action::RejudgeActive { settings } => {
+                let kind = source_kind(&self.feed, &self.cfg.watch);
                 let dir = self.promoter.as_ref()?.dir().to_path_buf();
                 let (on_disk, j) = off_loop(&self.shared, move || {
                     let on_disk = snapshot::read(&dir);
-                    let j = verdict::judge(&on_disk, &settings);
+                    let j = verdict::judge_as(&on_disk, &settings, kind);
                     (on_disk, j)
                 })
                 .await;
@@ -317,13 +337,14 @@ impl Pipeline {
                 }
             }
             Action::JudgeBase { settings } => {
+                let kind = source_kind(&self.feed, &self.cfg.watch);
                 // The applied config is read back and judged off the loop, like any candidate.
                 let (base, j) = self
                     .on_dir(move |p| {
                         let base = p.applied().map(|(obs, _)| obs).unwrap_or_else(|| {
                             Observed::Missing(crate::snapshot::Missing::NoApplied)
                         });
-                        let j = verdict::judge(&base, &settings);
+                        let j = verdict::judge_as(&base, &settings, kind);
                         (base, j)
                     })
                     .await?;
@@ -473,13 +494,14 @@ impl Pipeline {
         let on_disk = self.found.take()?;
         let p = self.promoter.clone()?;
         let reload = settings.reload.clone();
+        let kind = source_kind(&self.feed, &self.cfg.watch);
         let (on_disk, judgement, (refused, owed, variants), applied) =
             off_loop(&self.shared, move || {
-                let judgement = verdict::judge(&on_disk, &settings);
+                let judgement = verdict::judge_as(&on_disk, &settings, kind);
                 // What the component did before the restart: what it refused is not offered again, and
                 // what it applied is the rollback base again.
                 let applied = p.applied().map(|(applied, since)| {
-                    let j = verdict::judge(&applied, &settings);
+                    let j = verdict::judge_as(&applied, &settings, kind);
                     (applied, j, since)
                 });
                 let record = (p.rejected(), p.reload_owed(), p.variants());
@@ -548,6 +570,7 @@ impl Pipeline {
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
         let watch = self.cfg.watch.clone();
+        let kind = source_kind(&self.feed, &self.cfg.watch);
         // After a small config the next is read on the loop when it is small too: the read stops
         // at the first entry or byte past the bounds, and a 1 MiB config after a small one is then
         // read off the loop, like any large one.
@@ -566,11 +589,11 @@ impl Pipeline {
             if unless.as_ref() == Some(&seen) {
                 (seen, small, None)
             } else if small && !rules {
-                let choice = rollout::choose(obs, &settings, bucket, &refused);
+                let choice = rollout::choose_as(obs, &settings, bucket, &refused, kind);
                 (seen, small, Some(choice))
             } else {
                 let choice = off_loop(&self.shared, move || {
-                    rollout::choose(obs, &settings, bucket, &refused)
+                    rollout::choose_as(obs, &settings, bucket, &refused, kind)
                 })
                 .await;
                 (seen, small, Some(choice))
@@ -583,7 +606,7 @@ impl Pipeline {
                 if unless.as_ref() == Some(&seen) {
                     return (seen, small, None);
                 }
-                let choice = rollout::choose(obs, &settings, bucket, &refused);
+                let choice = rollout::choose_as(obs, &settings, bucket, &refused, kind);
                 (seen, small, Some(choice))
             })
             .await
