@@ -21,6 +21,9 @@ use crate::rules::Rule;
 use crate::settings::{Mode, Raw, Settings, VersionFrom};
 use crate::verdict::fix;
 use semver_cel::lit;
+
+/// What the admission policy judges: a ConfigMap object, as the API server is asked to admit it.
+const ADMITTED: fix::Source = fix::Source::ApiConfigMap;
 use yaml::Node;
 
 /// The oldest Kubernetes with `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy (GA in 1.30).
@@ -292,8 +295,8 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             "[[{}].filter(k, !{})].map(a, size(a) == 1 ? 'required key ' + a[0] + ' is absent; ' + {one} : 'required keys ' + {shown} + ' are absent; ' + {many})[0]",
             keys.join(", "),
             present("k"),
-            one = lit(&fix::required(1)),
-            many = lit(&fix::required(2)),
+            one = lit(&fix::required(1, ADMITTED)),
+            many = lit(&fix::required(2, ADMITTED)),
         );
         validations.push(Node::map([
             ("expression", Node::str(expr)),
@@ -492,7 +495,7 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &SemverRange<'_>, data
     let k = lit(key);
     let text = accepts.text;
     let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
-    let write = fix::write_a_version(from);
+    let write = fix::write_a_version(from, ADMITTED);
     let classified = format!(
         "[{v}].map(v, [{class}].map(w, w == 'accepted' ? 'version ' + v + {in_} : \
          w == 'too-new' ? 'version ' + v + {newer} : \
@@ -505,22 +508,25 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &SemverRange<'_>, data
         newer = with_version(
             &format!(
                 " is newer than {text} allows; {}",
-                fix::too_new(text, VERSION)
+                fix::too_new(text, VERSION, ADMITTED)
             ),
             "v"
         ),
         older = with_version(
             &format!(
                 " is older than {text} allows; {}",
-                fix::too_old(text, VERSION)
+                fix::too_old(text, VERSION, ADMITTED)
             ),
             "v"
         ),
         pre = lit(&format!(
             " is outside {text} (a range admits pre-releases only of a version it names with a pre-release); {}",
-            fix::pre_release(text)
+            fix::pre_release(text, ADMITTED)
         )),
-        outside = lit(&format!(" is outside {text}; {}", fix::outside(text))),
+        outside = lit(&format!(
+            " is outside {text}; {}",
+            fix::outside(text, ADMITTED)
+        )),
     );
     format!(
         "!({k} in {data}) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
@@ -533,7 +539,7 @@ fn version_reason(key: &str, from: &VersionFrom, accepts: &SemverRange<'_>, data
         )),
         absent = lit(&format!(
             "key {key} (from {from}) is absent; {}",
-            fix::version_key_absent(&crate::listing::name(key))
+            fix::version_key_absent(&crate::listing::name(key), ADMITTED)
         )),
         trimmed = semver_cel::trimmed(&format!("{data}[{k}]")),
         empty = lit(&format!(

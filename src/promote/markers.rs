@@ -39,6 +39,11 @@ pub(super) const REJECTED_TMP: &str = "..confgate_rejected_tmp";
 pub(super) const REJECTED_READ_MAX: u64 = 16 << 10;
 /// Bound on one reason kept in [`REJECTED`].
 pub(super) const REJECTED_REASON_MAX: usize = 512;
+/// The annotations' values last in force, in the downward-API annotations format: at a restart, a
+/// bad annotation keeps the value recorded here rather than falling back to the flag's. Holds only
+/// values an annotation gave, without credentials, each checked again when read.
+pub(crate) const SETTINGS_IN_FORCE: &str = "..confgate_settings";
+const SETTINGS_IN_FORCE_TMP: &str = "..confgate_settings_tmp";
 
 /// The record of contents the component refused, as read at start-up.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -138,6 +143,62 @@ pub(super) fn record_rejected(
     std::fs::write(&tmp, text).map_err(io_err("write", &tmp))?;
     let path = dir.join(REJECTED);
     std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+}
+
+/// The annotations' values last in force, as recorded by [`record_settings`]; `Err` says why the
+/// record was not used (not a regular file, over the bound, not in the annotations format), and it is
+/// then set aside: never trusted, never waited on, never fatal. An absent record is an empty one.
+pub(super) fn settings_in_force(dir: &Path) -> Result<crate::annotations::Annotations, String> {
+    let path = dir.join(SETTINGS_IN_FORCE);
+    let max = crate::annotations::MAX_BYTES;
+    let bytes = match read_record(&path, max + 1) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => {
+            return Err(format!(
+                "cannot read {}: {e}{}",
+                path.display(),
+                set_aside(&path)
+            ));
+        }
+    };
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "{} is over {max} bytes{}",
+            path.display(),
+            set_aside(&path)
+        ));
+    }
+    crate::annotations::parse_bytes(&bytes).map_err(|e| {
+        format!(
+            "{} is not a record confgate wrote: {e}{}",
+            path.display(),
+            set_aside(&path)
+        )
+    })
+}
+
+/// Replaces the record of the annotations' values in force with `values`, with one `rename`.
+pub(super) fn record_settings(
+    dir: &Path,
+    values: &crate::annotations::Annotations,
+) -> Result<(), Error> {
+    let tmp = dir.join(SETTINGS_IN_FORCE_TMP);
+    // A leftover in the way (a FIFO, a dir the component made) is replaced, never written through.
+    remove_file(&tmp)?;
+    std::fs::write(&tmp, crate::annotations::format(values)).map_err(io_err("write", &tmp))?;
+    let path = dir.join(SETTINGS_IN_FORCE);
+    set_aside_damaged_dir(&path)?;
+    std::fs::rename(&tmp, &path).map_err(io_err("rename over", &path))
+}
+
+/// A dir in place of a record file cannot be renamed over: it is removed with a warning.
+fn set_aside_damaged_dir(path: &Path) -> Result<(), Error> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        tracing::warn!(path = %path.display(), "a record in the promoted dir is a directory confgate did not make; replacing it");
+        std::fs::remove_dir_all(path).map_err(io_err("remove", path))?;
+    }
+    Ok(())
 }
 
 /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).

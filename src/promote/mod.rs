@@ -177,6 +177,7 @@ impl Promoter {
                 || name == RELOAD_OWED
                 || name == APPLIED
                 || name == REJECTED
+                || name == markers::SETTINGS_IN_FORCE
                 || name == BASELINE
                 || Some(&name) == current.as_ref()
                 || Some(&name) == applied.as_ref()
@@ -479,6 +480,20 @@ impl Promoter {
         entries: &[(ContentHash, String)],
     ) -> Result<(), Error> {
         markers::record_rejected(&self.dir, target, entries)
+    }
+
+    /// The annotations' values last in force, as recorded by [`Promoter::record_settings`]; `Err`
+    /// says why a record that is not one confgate wrote was set aside.
+    pub(crate) fn settings_in_force(&self) -> Result<crate::annotations::Annotations, String> {
+        markers::settings_in_force(&self.dir)
+    }
+
+    /// Replaces the record of the annotations' values in force (`..confgate_settings`) with `values`.
+    pub(crate) fn record_settings(
+        &self,
+        values: &crate::annotations::Annotations,
+    ) -> Result<(), Error> {
+        markers::record_settings(&self.dir, values)
     }
 
     /// The config [`APPLIED`] names, read back at start-up, and since when (when the link was made).

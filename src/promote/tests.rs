@@ -469,3 +469,42 @@ fn an_applied_record_replaced_by_a_directory_is_rewritten() {
     p.promote(&b).unwrap();
     assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash()));
 }
+
+/// The record of the settings in force reads back what was written; one that is not a file confgate
+/// wrote (a FIFO, over the bound, not in the annotations format, a dir) is set aside, never waited
+/// on, and a dir in its place does not stop the next record.
+#[test]
+fn the_settings_record_reads_back_and_a_hostile_one_is_set_aside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    assert_eq!(p.settings_in_force(), Ok(Default::default()));
+    let values: crate::annotations::Annotations = [(
+        "confgate.io/rules".to_owned(),
+        "size(data) > 0\n# a comment \"quoted\"".to_owned(),
+    )]
+    .into();
+    p.record_settings(&values).unwrap();
+    assert_eq!(p.settings_in_force(), Ok(values.clone()));
+    // Kept by the clean-up a restart makes.
+    let (p, _) = Promoter::open(&dir).unwrap();
+    assert_eq!(p.settings_in_force(), Ok(values.clone()));
+    let record = dir.join("..confgate_settings");
+    let aside = dir.join("..confgate_settings.bad");
+    std::fs::remove_file(&record).unwrap();
+    nix::unistd::mkfifo(&record, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let why = p.settings_in_force().unwrap_err();
+    assert!(why.contains("set aside"), "{why}");
+    assert!(aside.exists() && !record.exists());
+    std::fs::write(&record, "no equals sign").unwrap();
+    assert!(p.settings_in_force().is_err());
+    std::fs::write(&record, vec![b'a'; 300 << 10]).unwrap();
+    assert!(p.settings_in_force().unwrap_err().contains("over"));
+    std::fs::create_dir(&record).unwrap();
+    assert!(p.settings_in_force().is_err());
+    if !record.exists() {
+        std::fs::create_dir(&record).unwrap();
+    }
+    p.record_settings(&values).unwrap();
+    assert_eq!(p.settings_in_force(), Ok(values));
+}

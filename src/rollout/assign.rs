@@ -9,7 +9,7 @@ use crate::variants::{self, Choice};
 use crate::verdict::{Judgement, Verdict};
 
 use super::plan::{KEY, Plan, SUFFIX};
-use crate::values::Bucket;
+use crate::values::{Bucket, Source};
 
 /// A ConfigMap's two tracks: the stable set (no `.next` key, no `confgate.rollout`) and the
 /// candidate's keys (`K` for each `K.next`), with their bytes and modes.
@@ -88,13 +88,24 @@ pub fn choose(
     bucket: Option<Bucket>,
     refused: &[(ContentHash, String)],
 ) -> (Choice, Option<Rollout>) {
+    choose_as(observed, settings, bucket, refused, Source::default())
+}
+
+/// [`choose`] for a source of kind `src`: each reason's fix says what to change in it.
+pub fn choose_as(
+    observed: Observed,
+    settings: &Settings,
+    bucket: Option<Bucket>,
+    refused: &[(ContentHash, String)],
+    src: Source,
+) -> (Choice, Option<Rollout>) {
     let plan = match &observed {
         Observed::Config(snap) => Plan::read(snap, settings.variants.as_ref()),
         _ => Ok(None),
     };
     let plan = match plan {
         Ok(Some(p)) => p,
-        Ok(None) => return (variants::choose(observed, settings), None),
+        Ok(None) => return (variants::choose_as(observed, settings, src), None),
         Err(why) => {
             let Observed::Config(snap) = observed else {
                 unreachable!("only a config has a plan")
@@ -127,7 +138,7 @@ pub fn choose(
     if assigned == Track::Candidate {
         let own = parts.candidate_own();
         rollout.candidate_own = Some(own);
-        let c = variants::choose(Observed::Config(parts.candidate()), settings);
+        let c = variants::choose_as(Observed::Config(parts.candidate()), settings, src);
         // Refused as a whole set, or for its own keys beside other stable ones.
         let set = c.observed.hash();
         let rejected = refused
@@ -154,7 +165,7 @@ pub fn choose(
         });
     }
     (
-        variants::choose(Observed::Config(parts.stable), settings),
+        variants::choose_as(Observed::Config(parts.stable), settings, src),
         Some(rollout),
     )
 }

@@ -25,7 +25,7 @@ mod assign;
 mod plan;
 
 pub use assign::Split;
-pub use assign::{choose, split};
+pub use assign::{choose, choose_as, split};
 pub use plan::KEY;
 pub(crate) use plan::Plan;
 #[cfg(feature = "policy")]

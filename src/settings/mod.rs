@@ -49,6 +49,8 @@ pub struct Resolved {
     /// Bad or unknown annotations; each one fails the `settings` check, which is reported and does not
     /// take readiness (the value in force before it is kept).
     pub problems: Vec<String>,
+    /// The annotations whose valid value is in force, by annotation, as given.
+    pub given: Annotations,
 }
 
 // === parsing, shared by every source ===
@@ -171,6 +173,14 @@ impl Settings {
         for (setting, _) in &errors {
             (setting.keep)(&mut s, in_force);
         }
+        let given = SETTINGS
+            .iter()
+            .filter(|setting| !errors.iter().any(|(bad, _)| std::ptr::eq(*bad, *setting)))
+            .filter_map(|setting| {
+                let v = ann.get(setting.annotation)?;
+                Some((setting.annotation.to_owned(), v.clone()))
+            })
+            .collect();
         let mut problems: Vec<String> = errors.iter().map(|(_, e)| e.to_string()).collect();
         for key in ann.keys() {
             if key.starts_with(ANN_PREFIX) && !known_annotations().any(|k| k == key) {
@@ -192,9 +202,46 @@ impl Settings {
         Resolved {
             settings: s,
             problems,
+            given,
         }
     }
 
+    /// The settings a record of annotation values last in force (`record`, read back after a restart)
+    /// puts in force over `base`, where the annotations now give a bad value: each value is checked
+    /// again as an annotation would be (its parser, and only what the container spec allows: the
+    /// checker it names, reloads and confirmations to loopback or where it sends), so a record the
+    /// component rewrote can do no more than an annotation. Returns those settings, the values used
+    /// (what [`Settings::with_annotations`] then keeps by), and why each other entry was not used.
+    pub fn last_in_force(
+        base: &Settings,
+        record: &Annotations,
+    ) -> (Settings, Annotations, Vec<String>) {
+        let r = Settings::with_annotations(base, base, record);
+        let mut unused = r.problems;
+        let mut used = Annotations::new();
+        for (key, value) in r.given {
+            if recordable(&key, &value) {
+                used.insert(key, value);
+            } else {
+                unused.push(format!("{key}: a value with credentials is never recorded"));
+            }
+        }
+        // Only the values kept are put in force: one refused above is the flag's again.
+        let settings = Settings::with_annotations(base, base, &used).settings;
+        (settings, used, unused)
+    }
+}
+
+/// Whether the value `value` of `annotation` may be recorded in the promoted dir, which the component
+/// shares: never one carrying credentials (a reload or confirm URL's `user:password@`).
+pub fn recordable(annotation: &str, value: &str) -> bool {
+    SETTINGS
+        .iter()
+        .find(|s| s.annotation == annotation)
+        .is_some_and(|s| !s.redact || redact(value) == value)
+}
+
+impl Settings {
     /// The range as written, for status and logs.
     pub(crate) fn accepts_text(&self) -> Option<&str> {
         self.accepts.as_ref().map(|a| a.text())

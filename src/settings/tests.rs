@@ -414,3 +414,60 @@ fn an_annotation_sends_reloads_and_confirmations_only_where_the_spec_allows() {
         assert_eq!(r.settings.confirm, spec.confirm);
     }
 }
+
+/// The record of the annotations' values last in force is checked again as annotations over the
+/// base: a value an annotation may not give (another checker, a reload to another host, credentials,
+/// an unknown name, a bad value) is not used, and a bad annotation then keeps what was used.
+#[test]
+fn the_values_last_in_force_pass_the_bounds_of_an_annotation_again() {
+    let base = Settings::from_raw(&Raw {
+        validate: Some("exec:/validators/check {dir}".into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    let record = ann(&[
+        (
+            "confgate.io/version-from",
+            "yaml:config.yaml#/schemaVersion",
+        ),
+        ("confgate.io/validate", "exec:/bin/sh -c {dir}"),
+        ("confgate.io/reload", "http://198.51.100.7/reload"),
+        ("confgate.io/confirm", "http://u:p@127.0.0.1:9/metrics#m"),
+        ("confgate.io/accepts", "three"),
+        ("confgate.io/nope", "x"),
+        ("confgate.io/mode", "observe"),
+    ]);
+    let (in_force, used, unused) = Settings::last_in_force(&base, &record);
+    assert_eq!(
+        used,
+        ann(&[
+            ("confgate.io/mode", "observe"),
+            (
+                "confgate.io/version-from",
+                "yaml:config.yaml#/schemaVersion"
+            ),
+        ])
+    );
+    assert_eq!(unused.len(), 5, "{unused:?}");
+    assert!(unused.iter().all(|u| !u.contains("u:p@")), "{unused:?}");
+    assert_eq!(in_force.validate, base.validate);
+    assert_eq!(in_force.reload, Reload::None);
+    assert_eq!(in_force.confirm, None);
+    assert_eq!(in_force.mode, Mode::Observe);
+    // A bad annotation keeps the value used; an absent one is the flag's; a good one wins.
+    let now = Settings::with_annotations(
+        &base,
+        &in_force,
+        &ann(&[("confgate.io/version-from", "yaml:config.yaml#schemaVersion")]),
+    );
+    assert_eq!(
+        now.settings.version_from.to_string(),
+        "yaml:config.yaml#/schemaVersion"
+    );
+    assert_eq!(now.settings.mode, Mode::Enforce);
+    assert_eq!(now.problems.len(), 1);
+    assert!(now.given.is_empty());
+    assert!(!recordable("confgate.io/reload", "http://u:p@127.0.0.1/r"));
+    assert!(recordable("confgate.io/reload", "http://127.0.0.1/r"));
+    assert!(!recordable("confgate.io/nope", "x"));
+}

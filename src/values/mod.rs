@@ -10,6 +10,7 @@ mod api_version;
 mod judging;
 pub(crate) mod kube_release;
 mod share;
+mod source;
 mod url;
 mod verdict;
 
@@ -21,6 +22,7 @@ pub use judging::{Accepts, JudgingError, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
 pub(crate) use share::NEXT_SUFFIX;
 pub use share::{Bucket, Percent, ROLLOUT_KEY};
+pub use source::Source;
 pub(crate) use url::redact;
 pub use url::{Url, UrlError};
 pub use verdict::{NotAVerdict, Verdict};

@@ -58,19 +58,26 @@ impl Judged {
 /// variant that passes them, all within one [`Budget`]: what a ConfigMap costs to judge does not grow
 /// with the number of variants times the size of the keys they share.
 pub fn choose(observed: Observed, settings: &Settings) -> Choice {
+    choose_as(observed, settings, fix::Source::default())
+}
+
+/// [`choose`] for a source of kind `src`: each reason's fix says what to change in it.
+pub fn choose_as(observed: Observed, settings: &Settings, src: fix::Source) -> Choice {
     let (Some(v), Observed::Config(snap)) = (&settings.variants, &observed) else {
-        return plain(observed, settings);
+        return plain(observed, settings, src);
     };
     let keys: Vec<&String> = snap.files().keys().filter(|k| v.matches(k)).collect();
     if keys.is_empty() {
-        return plain(observed, settings);
+        return plain(observed, settings, src);
     }
     if snap.files().contains_key(&v.promoted) {
         let key = listing::name(&v.promoted);
         return Choice {
             judgement: invalid(format!(
-                "key {key} is both in the ConfigMap and the name variants are promoted as ({v}); {}",
-                fix::promoted_name_taken(&key),
+                "{} {key} is both in {} and the name variants are promoted as ({v}); {}",
+                src.key_word(),
+                src.holder(),
+                fix::promoted_name_taken(&key, src),
             )),
             observed,
             variant: None,
@@ -92,7 +99,7 @@ pub fn choose(observed: Observed, settings: &Settings) -> Choice {
         .iter()
         .map(|k| Judged {
             key: (*k).clone(),
-            judgement: verdict::judge_range(&set(k), settings),
+            judgement: verdict::judge_range(&set(k), settings, src),
         })
         .collect();
     if let Some((a, b)) = ambiguous(snap, &judged) {
@@ -216,9 +223,9 @@ impl Keys for VariantSet<'_> {
 }
 
 /// The read judged as it is, and kept as what is promoted (not copied: it may be 1 MiB).
-fn plain(observed: Observed, settings: &Settings) -> Choice {
+fn plain(observed: Observed, settings: &Settings, src: fix::Source) -> Choice {
     Choice {
-        judgement: verdict::judge(&observed, settings),
+        judgement: verdict::judge_as(&observed, settings, src),
         observed,
         variant: None,
     }

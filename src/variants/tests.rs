@@ -329,7 +329,11 @@ fn judge_one<K: AsRef<str>, V: AsRef<str>>(files: &[(K, V)], s: &Settings, key: 
     let Observed::Config(snap) = cm(files) else {
         panic!()
     };
-    verdict::judge_snapshot(&promoted_set(&snap, s.variants.as_ref().unwrap(), key), s)
+    verdict::judge_snapshot(
+        &promoted_set(&snap, s.variants.as_ref().unwrap(), key),
+        s,
+        Default::default(),
+    )
 }
 
 proptest! {

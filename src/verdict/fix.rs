@@ -1,9 +1,11 @@
 //! The fix each reason ends with, one function per kind of problem, so that every reader that words a
 //! reason (the sidecar, `check`, the admission policy's CEL, variants) ends it with the same words.
 //! Pure. A version or range is passed in as text: the policy passes a placeholder it splices a CEL
-//! expression into.
+//! expression into. The kind of source ([`Source`]) decides what a fix tells to change: the
+//! ConfigMap, the Secret, or the config file on the node.
 
 use crate::settings::VersionFrom;
+pub use crate::values::Source;
 
 /// The annotations a fix names (`tests` checks each is a setting's).
 pub(crate) const ANN_ACCEPTS: &str = "confgate.io/accepts";
@@ -12,26 +14,38 @@ pub(crate) const ANN_VERSION_FROM: &str = "confgate.io/version-from";
 pub(crate) const ANN_VARIANTS: &str = "confgate.io/variants";
 
 /// `missing` required keys are absent.
-pub fn required(missing: usize) -> String {
+pub fn required(missing: usize, src: Source) -> String {
     let them = if missing == 1 { "it" } else { "them" };
-    format!("add {them} to the ConfigMap, or drop {them} from {ANN_REQUIRE}")
+    format!(
+        "add {them} to {}, or drop {them} from {ANN_REQUIRE}",
+        src.holder()
+    )
 }
 
 /// The key the version is read from is absent (`key` as a reason shows it).
-pub(crate) fn version_key_absent(key: &str) -> String {
+pub(crate) fn version_key_absent(key: &str, src: Source) -> String {
     format!(
-        "add key {key} to the ConfigMap, or point {ANN_VERSION_FROM} at the key that holds the version"
+        "add {} {key} to {}, or point {ANN_VERSION_FROM} at the {} that holds the version",
+        src.key_word(),
+        src.holder(),
+        src.key_word()
     )
 }
 
 /// A version that cannot be read where `from` says.
-pub(crate) fn write_a_version(from: &VersionFrom) -> String {
-    format!("write a version such as 2.4.1 at {from} in the ConfigMap")
+pub(crate) fn write_a_version(from: &VersionFrom, src: Source) -> String {
+    format!(
+        "write a version such as 2.4.1 at {from} in {}",
+        src.object()
+    )
 }
 
 /// An API version such as `example` cannot be read where `from` says.
-pub(crate) fn write_an_api_version(from: &VersionFrom, example: &str) -> String {
-    format!("write an API version such as {example} at {from} in the ConfigMap")
+pub(crate) fn write_an_api_version(from: &VersionFrom, example: &str, src: Source) -> String {
+    format!(
+        "write an API version such as {example} at {from} in {}",
+        src.object()
+    )
 }
 
 /// A config carries the API version `version` while `accepts` holds a semver range.
@@ -42,23 +56,26 @@ pub(crate) fn api_scheme(version: &str) -> String {
 }
 
 /// The API version `version` is newer than every version of its group in `list`.
-pub(crate) fn api_too_new(list: &str, version: &str) -> String {
+pub(crate) fn api_too_new(list: &str, version: &str, src: Source) -> String {
     format!(
-        "roll the ConfigMap back to an API version in {list}, or add {version} to {ANN_ACCEPTS} once the component serves it"
+        "roll {} back to an API version in {list}, or add {version} to {ANN_ACCEPTS} once the component serves it",
+        src.object()
     )
 }
 
 /// The API version `version` is older than every version of its group in `list`.
-pub(crate) fn api_too_old(list: &str, version: &str) -> String {
+pub(crate) fn api_too_old(list: &str, version: &str, src: Source) -> String {
     format!(
-        "update the ConfigMap to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component still serves it"
+        "update {} to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component still serves it",
+        src.object()
     )
 }
 
 /// The API version `version` is of a group `list` does not name, or between its versions.
-pub(crate) fn api_not_served(list: &str, version: &str) -> String {
+pub(crate) fn api_not_served(list: &str, version: &str, src: Source) -> String {
     format!(
-        "set the ConfigMap to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component serves it"
+        "set {} to an API version in {list}, or add {version} to {ANN_ACCEPTS} if the component serves it",
+        src.object()
     )
 }
 
@@ -70,27 +87,35 @@ pub(crate) fn each_not_served(range: &str) -> String {
 }
 
 /// `version` is newer than `range` allows.
-pub fn too_new(range: &str, version: &str) -> String {
+pub fn too_new(range: &str, version: &str, src: Source) -> String {
     format!(
-        "roll the ConfigMap back to a version in {range}, or raise {ANN_ACCEPTS} once the component reads {version}"
+        "roll {} back to a version in {range}, or raise {ANN_ACCEPTS} once the component reads {version}",
+        src.object()
     )
 }
 
 /// `version` is older than `range` allows.
-pub(crate) fn too_old(range: &str, version: &str) -> String {
+pub(crate) fn too_old(range: &str, version: &str, src: Source) -> String {
     format!(
-        "update the ConfigMap to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}"
+        "update {} to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}",
+        src.object()
     )
 }
 
 /// A pre-release `range` does not name.
-pub(crate) fn pre_release(range: &str) -> String {
-    format!("set the ConfigMap to a version in {range}, or name the pre-release in {ANN_ACCEPTS}")
+pub(crate) fn pre_release(range: &str, src: Source) -> String {
+    format!(
+        "set {} to a version in {range}, or name the pre-release in {ANN_ACCEPTS}",
+        src.object()
+    )
 }
 
 /// A version outside `range` on neither side.
-pub fn outside(range: &str) -> String {
-    format!("set the ConfigMap to a version in {range}, or change {ANN_ACCEPTS}")
+pub fn outside(range: &str, src: Source) -> String {
+    format!(
+        "set {} to a version in {range}, or change {ANN_ACCEPTS}",
+        src.object()
+    )
 }
 
 /// No variant is accepted, `verdict` being what `variants` makes of that; `range` is `None` when none is
@@ -115,9 +140,11 @@ pub(crate) fn no_variant(verdict: crate::values::Verdict, range: Option<&str>) -
 }
 
 /// A key holds the name variants are promoted as.
-pub(crate) fn promoted_name_taken(key: &str) -> String {
+pub(crate) fn promoted_name_taken(key: &str, src: Source) -> String {
     format!(
-        "remove key {key} from the ConfigMap (each variant is promoted under that name), or change {ANN_VARIANTS}"
+        "remove {} {key} from {} (each variant is promoted under that name), or change {ANN_VARIANTS}",
+        src.key_word(),
+        src.holder()
     )
 }
 
@@ -125,8 +152,11 @@ pub(crate) fn promoted_name_taken(key: &str) -> String {
 pub(crate) const ANN_VALIDATE: &str = "confgate.io/validate";
 
 /// The component's checker refused a config.
-pub(crate) fn checker_refused() -> String {
-    format!("correct the ConfigMap as the checker says, or change {ANN_VALIDATE}")
+pub(crate) fn checker_refused(src: Source) -> String {
+    format!(
+        "correct {} as the checker says, or change {ANN_VALIDATE}",
+        src.object()
+    )
 }
 
 /// The component's checker ran past its time bound: nothing says the content is wrong.

@@ -29,7 +29,7 @@ mod tests;
 mod version;
 
 pub use crate::values::{NotAVerdict, Verdict};
-use fix::write_a_version;
+use fix::{Source, write_a_version};
 pub(crate) use range::{classify, parse_lenient};
 pub(crate) use version::extract_version;
 use version::{MAX_VERSION_LEN, looks_like_a_version, present};
@@ -57,7 +57,7 @@ impl Judgement {
 /// as a version) keeps neither the value nor a reason quoting it. Outside a Secret a value written with
 /// a version's characters is echoed, to be fixed; in a Secret a mis-pointed version key
 /// (`--version-from` naming a PIN such as `hunter2-PIN-4711`) is made of those characters too.
-pub(crate) fn for_a_secret(j: Judgement, from: &VersionFrom) -> Judgement {
+pub(crate) fn for_a_secret(j: Judgement, from: &VersionFrom, src: Source) -> Judgement {
     match (&j.verdict, &j.version) {
         // A version under the scheme in force is shown; else the value is shown only if it is a
         // version of either scheme (the value read, judged here at the edge where it may be shown).
@@ -71,7 +71,7 @@ pub(crate) fn for_a_secret(j: Judgement, from: &VersionFrom) -> Judgement {
                 format!(
                     "the value at {from} is not a version ({} bytes, not shown: the content is a Secret's); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v; {}",
                     raw.len(),
-                    write_a_version(from)
+                    write_a_version(from, src)
                 ),
             )
         }
@@ -79,17 +79,32 @@ pub(crate) fn for_a_secret(j: Judgement, from: &VersionFrom) -> Judgement {
     }
 }
 
-/// Judges what a read found under `settings`.
+/// Judges what a read found under `settings`, its fixes worded for a ConfigMap.
 pub fn judge(observed: &Observed, settings: &Settings) -> Judgement {
+    judge_as(observed, settings, Source::default())
+}
+
+/// Judges what a read of a source of kind `src` found under `settings`: each fix says what to change
+/// in that kind of source.
+pub fn judge_as(observed: &Observed, settings: &Settings, src: Source) -> Judgement {
     match observed {
         Observed::Missing(why) => Judgement {
             verdict: Verdict::Missing,
             version: None,
             parsed: None,
-            reason: why.to_string(),
+            reason: match why {
+                // A Secret volume's: the kubelet's layout, as a ConfigMap's, but filled by a Secret.
+                crate::snapshot::Missing::NoKeys { dir, volume: true } if src.is_secret() => {
+                    format!(
+                        "{} holds no keys (the Secret is absent, empty or was deleted)",
+                        crate::listing::one_line(&dir.to_string_lossy())
+                    )
+                }
+                _ => why.to_string(),
+            },
         },
         Observed::Broken(why) => invalid(None, why.to_string()),
-        Observed::Config(snap) => judge_snapshot(snap, settings),
+        Observed::Config(snap) => judge_snapshot(snap, settings, src),
     }
 }
 
@@ -103,14 +118,14 @@ fn invalid(version: Option<String>, reason: String) -> Judgement {
 }
 
 /// Judges one snapshot: required keys, then the version, then the range, then the content rules.
-pub(crate) fn judge_snapshot(snap: &Snapshot, settings: &Settings) -> Judgement {
-    let j = judge_range(snap, settings);
+pub(crate) fn judge_snapshot(snap: &Snapshot, settings: &Settings, src: Source) -> Judgement {
+    let j = judge_range(snap, settings, src);
     judge_rules(snap, settings, j, &mut Budget::per_judgement())
 }
 
 /// Required keys, then the version, then the range: everything but the content rules, which
 /// [`judge_rules`] adds for a version the range accepts.
-pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
+pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings, src: Source) -> Judgement {
     let missing: Vec<&str> = settings
         .require
         .iter()
@@ -121,33 +136,39 @@ pub(crate) fn judge_range(keys: &dyn Keys, settings: &Settings) -> Judgement {
         return invalid(
             None,
             format!(
-                "required key{} {} {} absent (present: {}); {}",
+                "required {}{} {} {} absent (present: {}); {}",
+                src.key_word(),
                 if missing.len() == 1 { "" } else { "s" },
                 listing::names(&missing, None),
                 if missing.len() == 1 { "is" } else { "are" },
                 present(keys),
-                fix::required(missing.len()),
+                fix::required(missing.len(), src),
             ),
         );
     }
     match &settings.version_from {
-        VersionFrom::Each { .. } => judge_each(keys, settings),
-        from => judge_version(keys, from, settings),
+        VersionFrom::Each { .. } => judge_each(keys, settings, src),
+        from => judge_version(keys, from, settings, src),
     }
 }
 
 /// The version at `from` (one key) against the range in force.
-fn judge_version(keys: &dyn Keys, from: &VersionFrom, settings: &Settings) -> Judgement {
+fn judge_version(
+    keys: &dyn Keys,
+    from: &VersionFrom,
+    settings: &Settings,
+    src: Source,
+) -> Judgement {
     // What to write where the version is: under a list of API versions, one of them.
     let write = || match settings.accepts.as_ref().map(|a| a.range()) {
-        Some(Range::Api(set)) => fix::write_an_api_version(from, &set.newest().to_string()),
-        _ => write_a_version(from),
+        Some(Range::Api(set)) => fix::write_an_api_version(from, &set.newest().to_string(), src),
+        _ => write_a_version(from, src),
     };
     let raw = match extract_version(keys, from) {
         Ok(raw) => raw,
         Err(why) => {
             let fix = if keys.get(from.key()).is_none() {
-                fix::version_key_absent(&listing::name(from.key()))
+                fix::version_key_absent(&listing::name(from.key()), src)
             } else {
                 write()
             };
@@ -169,7 +190,7 @@ fn judge_version(keys: &dyn Keys, from: &VersionFrom, settings: &Settings) -> Ju
     }
     let req = match &settings.accepts {
         Some(accepts) => match accepts.range() {
-            Range::Api(set) => return judge_api(raw, set, accepts.text(), from),
+            Range::Api(set) => return judge_api(raw, set, accepts.text(), from, src),
             Range::Semver(req) => Some((req, accepts)),
         },
         None => None,
@@ -198,7 +219,7 @@ fn judge_version(keys: &dyn Keys, from: &VersionFrom, settings: &Settings) -> Ju
                     "the value at {} is not a semantic version ({} bytes, with characters a version does not have); allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v; {}",
                     from,
                     raw.len(),
-                    write_a_version(from)
+                    write_a_version(from, src)
                 ),
             );
         }
@@ -208,7 +229,7 @@ fn judge_version(keys: &dyn Keys, from: &VersionFrom, settings: &Settings) -> Ju
                 format!(
                     "version {raw:?} at {}: {why}; {}",
                     from,
-                    write_a_version(from)
+                    write_a_version(from, src)
                 ),
             );
         }
@@ -227,22 +248,22 @@ fn judge_version(keys: &dyn Keys, from: &VersionFrom, settings: &Settings) -> Ju
         Verdict::Accepted => format!("version {version} is in {}", accepts.text()),
         Verdict::TooNew => format!(
             "version {version} is newer than {range} allows; {}",
-            fix::too_new(accepts.text(), &version.to_string()),
+            fix::too_new(accepts.text(), &version.to_string(), src),
             range = accepts.text()
         ),
         Verdict::TooOld => format!(
             "version {version} is older than {range} allows; {}",
-            fix::too_old(accepts.text(), &version.to_string()),
+            fix::too_old(accepts.text(), &version.to_string(), src),
             range = accepts.text()
         ),
         _ if !version.pre.is_empty() => format!(
             "pre-release {version} is outside {range} (a range admits pre-releases only of a version it names with a pre-release); {}",
-            fix::pre_release(accepts.text()),
+            fix::pre_release(accepts.text(), src),
             range = accepts.text()
         ),
         _ => format!(
             "version {version} is outside {range}; {}",
-            fix::outside(accepts.text()),
+            fix::outside(accepts.text(), src),
             range = accepts.text()
         ),
     };
@@ -257,7 +278,7 @@ fn judge_version(keys: &dyn Keys, from: &VersionFrom, settings: &Settings) -> Ju
 /// Every key's version (`version-from` `yaml:*#/apiVersion`), each judged as one key's would be:
 /// accepted when every file's is; otherwise the verdict of the first file (in key order) that is not,
 /// and a reason naming each such file. The version shown is the files' distinct versions.
-fn judge_each(keys: &dyn Keys, settings: &Settings) -> Judgement {
+fn judge_each(keys: &dyn Keys, settings: &Settings, src: Source) -> Judgement {
     let each: Vec<(&str, Judgement)> = keys
         .each()
         .map(|(key, _)| {
@@ -266,7 +287,7 @@ fn judge_each(keys: &dyn Keys, settings: &Settings) -> Judgement {
             // may be a Secret's (an encryption config), and the reason does not know.
             (
                 key,
-                for_a_secret(judge_version(keys, &from, settings), &from),
+                for_a_secret(judge_version(keys, &from, settings, src), &from, src),
             )
         })
         .collect();
@@ -381,7 +402,13 @@ fn looks_like_an_api_version(raw: &str) -> bool {
 /// (`text` as written). The verdicts: one of the set is accepted; of a group the set names, newer than
 /// all its versions there is too-new, older than all is too-old, between them out-of-range; of another
 /// group out-of-range.
-fn judge_api(raw: String, set: &ApiVersions, text: &str, from: &VersionFrom) -> Judgement {
+fn judge_api(
+    raw: String,
+    set: &ApiVersions,
+    text: &str,
+    from: &VersionFrom,
+    src: Source,
+) -> Judgement {
     let example = set.newest().to_string();
     let v = match ApiVersion::parse_object(raw.trim()) {
         Ok(v) => v,
@@ -390,7 +417,7 @@ fn judge_api(raw: String, set: &ApiVersions, text: &str, from: &VersionFrom) -> 
                 Some(raw.clone()),
                 format!(
                     "version {raw:?} at {from}: {why}; {}",
-                    fix::write_an_api_version(from, &example)
+                    fix::write_an_api_version(from, &example, src)
                 ),
             );
         }
@@ -401,7 +428,7 @@ fn judge_api(raw: String, set: &ApiVersions, text: &str, from: &VersionFrom) -> 
                 format!(
                     "the value at {from} is not a Kubernetes API version ({} bytes, with characters an API version does not have); allowed: GROUP/VERSION such as {example}; {}",
                     raw.len(),
-                    fix::write_an_api_version(from, &example)
+                    fix::write_an_api_version(from, &example, src)
                 ),
             );
         }
@@ -413,21 +440,21 @@ fn judge_api(raw: String, set: &ApiVersions, text: &str, from: &VersionFrom) -> 
             Verdict::TooNew,
             format!(
                 "version {shown} is newer than {text} serves; {}",
-                fix::api_too_new(text, &shown)
+                fix::api_too_new(text, &shown, src)
             ),
         ),
         Standing::Older => (
             Verdict::TooOld,
             format!(
                 "version {shown} is older than {text} serves; {}",
-                fix::api_too_old(text, &shown)
+                fix::api_too_old(text, &shown, src)
             ),
         ),
         Standing::Between => (
             Verdict::OutOfRange,
             format!(
                 "version {shown} is not one of {text}; {}",
-                fix::api_not_served(text, &shown)
+                fix::api_not_served(text, &shown, src)
             ),
         ),
         Standing::OtherGroup => (
@@ -439,7 +466,7 @@ fn judge_api(raw: String, set: &ApiVersions, text: &str, from: &VersionFrom) -> 
                 } else {
                     format!("group {}", v.group)
                 },
-                fix::api_not_served(text, &shown)
+                fix::api_not_served(text, &shown, src)
             ),
         ),
     };

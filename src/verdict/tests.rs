@@ -516,3 +516,92 @@ fn every_key_is_a_version_source_of_json_and_yaml_only() {
             .contains("yaml:*#/apiVersion")
     );
 }
+
+/// Each fix names the kind of source it asks to change: a plain directory's (a hostPath, a static
+/// pod's config) says nothing of a ConfigMap and asks for the file on the node; a Secret's names the
+/// Secret; a ConfigMap's (volume or API) the ConfigMap.
+#[test]
+fn a_fix_names_the_kind_of_source() {
+    let s = settings(Some("^2"), "file:version", &["extra"]);
+    let too_new = snap(&[("version", b"3.0.0"), ("extra", b"x")]);
+    let unreadable = snap(&[("version", b"two"), ("extra", b"x")]);
+    let no_version = snap(&[("other", b"x"), ("extra", b"x")]);
+    let no_required = snap(&[("version", b"2.0.0")]);
+    let api = settings(Some("kubescheduler.config.k8s.io/v1"), "file:version", &[]);
+    let api_too_new = snap(&[("version", b"kubescheduler.config.k8s.io/v2")]);
+    let volume_empty = Observed::Missing(crate::snapshot::Missing::NoKeys {
+        dir: "/etc/config".into(),
+        volume: true,
+    });
+    let dir_empty = Observed::Missing(crate::snapshot::Missing::NoKeys {
+        dir: "/etc/kubernetes/scheduler".into(),
+        volume: false,
+    });
+    let reasons = |src: Source| {
+        vec![
+            judge_as(&too_new, &s, src),
+            judge_as(&unreadable, &s, src),
+            judge_as(&no_version, &s, src),
+            judge_as(&no_required, &s, src),
+            judge_as(&api_too_new, &api, src),
+            judge_as(
+                if src == Source::PlainDir {
+                    &dir_empty
+                } else {
+                    &volume_empty
+                },
+                &s,
+                src,
+            ),
+        ]
+    };
+    let verdicts: Vec<Verdict> = reasons(Source::PlainDir)
+        .iter()
+        .map(|j| j.verdict)
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::TooNew,
+            Verdict::Invalid,
+            Verdict::Invalid,
+            Verdict::Invalid,
+            Verdict::TooNew,
+            Verdict::Missing
+        ]
+    );
+    for j in reasons(Source::PlainDir) {
+        assert!(!j.reason.contains("ConfigMap"), "{}", j.reason);
+        assert!(j.reason.contains("file"), "{}", j.reason);
+    }
+    for j in &reasons(Source::PlainDir)[..5] {
+        assert!(j.reason.contains("on the node"), "{}", j.reason);
+    }
+    for src in [Source::SecretVolume, Source::ApiSecret] {
+        for j in reasons(src) {
+            assert!(
+                !j.reason.contains("ConfigMap") && j.reason.contains("the Secret"),
+                "{src:?}: {}",
+                j.reason
+            );
+        }
+    }
+    for src in [Source::ConfigMapVolume, Source::ApiConfigMap] {
+        for j in reasons(src) {
+            assert!(j.reason.contains("the ConfigMap"), "{src:?}: {}", j.reason);
+        }
+    }
+    assert_eq!(
+        judge_as(&too_new, &s, Source::PlainDir).reason,
+        "version 3.0.0 is newer than ^2 allows; roll the config file on the node (in the watched directory) back to a version in ^2, or raise confgate.io/accepts once the component reads 3.0.0"
+    );
+    assert_eq!(
+        judge_as(&no_version, &s, Source::PlainDir)
+            .reason
+            .rsplit("; ")
+            .next(),
+        Some(
+            "add file version to the watched directory on the node, or point confgate.io/version-from at the file that holds the version"
+        )
+    );
+}

@@ -600,3 +600,51 @@ fn a_promoted_dir_changed_behind_confgates_back_is_reported_and_repaired() {
         g.log_text()
     );
 }
+
+/// A reason's fix names what to change in the kind of source watched: a plain directory (a hostPath,
+/// as a static pod's config is) is a file on the node, never a ConfigMap, whether the config is too new,
+/// invalid or gone; a Secret volume's names the Secret.
+#[test]
+fn a_reason_names_the_kind_of_source_it_asks_to_change() {
+    let d = Dirs::new();
+    let dir = d.watch();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("version"), "3.0.0").unwrap();
+    let g = Gate::start(&d, &["--accepts", "^2"]);
+    let plain = |s: &serde_json::Value| {
+        let r = s["candidate"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(!r.contains("ConfigMap"), "{r}");
+        r
+    };
+    let r = plain(&g.wait_candidate(Some("3.0.0"), "too-new"));
+    assert!(
+        r.contains("roll the config file on the node (in the watched directory) back"),
+        "{r}"
+    );
+    std::fs::write(dir.join("version"), "two").unwrap();
+    let r = plain(&g.wait_candidate(Some("two"), "invalid"));
+    assert!(r.contains("in the config file on the node"), "{r}");
+    std::fs::remove_file(dir.join("version")).unwrap();
+    let r = plain(&g.wait_candidate(None, "missing"));
+    assert!(r.contains("holds no files (a plain directory"), "{r}");
+    drop(g);
+
+    let d = Dirs::new();
+    write_version(&d.watch(), "3.0.0");
+    let g = Gate::start(&d, &["--accepts", "^2", "--content", "secret"]);
+    let secret = |s: &serde_json::Value| {
+        let r = s["candidate"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(!r.contains("ConfigMap") && r.contains("the Secret"), "{r}");
+    };
+    secret(&g.wait_candidate(Some("3.0.0"), "too-new"));
+    kubelet_write(&d.watch(), &[("other", b"x")]);
+    secret(&g.wait_candidate(None, "invalid"));
+    kubelet_write(&d.watch(), &[]);
+    secret(&g.wait_candidate(None, "missing"));
+}

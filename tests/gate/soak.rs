@@ -163,13 +163,16 @@ fn soak() {
         last_accepted,
         "the promoted dir holds the last accepted config"
     );
-    // The applied config's link, and the dir it keeps for a rollback, are all that may stay beside `..data`.
+    // The applied config's link, the dir it keeps for a rollback, and the record of the annotations'
+    // values in force are all that may stay beside `..data`.
     let applied = std::fs::read_link(promoted.join("..confgate_applied"))
         .map(|t| t.to_string_lossy().into_owned())
         .ok();
     let left: Vec<String> = common::leftovers(&promoted)
         .into_iter()
-        .filter(|n| n != "..confgate_applied" && Some(n) != applied.as_ref())
+        .filter(|n| {
+            n != "..confgate_applied" && n != "..confgate_settings" && Some(n) != applied.as_ref()
+        })
         .collect();
     assert_eq!(left, Vec::<String>::new());
     assert!(

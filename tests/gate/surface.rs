@@ -184,6 +184,106 @@ fn a_bad_annotation_of_any_setting_is_reported_and_never_takes_readiness() {
     assert_eq!(s["ready"], true, "{s}");
 }
 
+/// After a restart no earlier value is known in memory: a bad annotation keeps the value last in force
+/// before it, read back from the promoted dir's record, not the flag's. A malformed
+/// `confgate.io/version-from` with no flag fell back to `file:version`, re-judged the promoted config
+/// invalid and dropped readiness. A record rewritten with values an annotation may not give (a checker
+/// the spec does not name, a reload to another host) or made a FIFO is not trusted, never fatal.
+#[test]
+fn a_restart_with_a_bad_annotation_keeps_the_value_last_in_force() {
+    let d = Dirs::new();
+    kubelet_write(
+        &d.watch(),
+        &[("config.yaml", b"schemaVersion: 2.1.0\nname: a\n")],
+    );
+    let good = [
+        ("confgate.io/accepts", "^2"),
+        (
+            "confgate.io/version-from",
+            "yaml:config.yaml#/schemaVersion",
+        ),
+    ];
+    write_annotations(&d.podinfo(), &good);
+    let mut g = Gate::start(&d, &[]);
+    let before = g.wait_active("2.1.0");
+    let record = d.promoted().join("..confgate_settings");
+    wait_for("the settings in force recorded", DEADLINE, || {
+        std::fs::read_to_string(&record)
+            .ok()
+            .filter(|t| t.contains("yaml:config.yaml#/schemaVersion"))
+    });
+    g.kill();
+    let typo = [
+        ("confgate.io/accepts", "^2"),
+        ("confgate.io/version-from", "yaml:config.yaml#schemaVersion"),
+    ];
+    write_annotations(&d.podinfo(), &typo);
+    let g = Gate::start(&d, &[]);
+    let s = g.wait_status("the typo reported", |s| {
+        s["checks"][0]["ok"] == false && !s["active"].is_null()
+    });
+    assert_eq!(s["ready"], true, "{s}");
+    assert_eq!(s["active"]["version"], "2.1.0", "{s}");
+    assert_eq!(s["active"]["sha256"], before["active"]["sha256"], "{s}");
+    let message = s["checks"][0]["message"].as_str().unwrap();
+    assert!(message.contains("confgate.io/version-from"), "{message}");
+    assert_eq!(get(g.port, "/readyz").unwrap(), (200, "ok\n".into()));
+    let (_, line) = get(g.port, "/readyz?line").unwrap();
+    assert!(line.starts_with("ok; settings: "), "{line}");
+    // A new config is judged under the value kept.
+    kubelet_write(
+        &d.watch(),
+        &[("config.yaml", b"schemaVersion: 2.2.0\nname: b\n")],
+    );
+    g.wait_active("2.2.0");
+    // The record still holds the value in force, not the typo.
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        text.contains("yaml:config.yaml#/schemaVersion") && !text.contains("#schemaVersion"),
+        "{text}"
+    );
+    drop(g);
+
+    // A record the component rewrote: a checker the spec does not name, a reload to another host,
+    // and the version pointer. Each value is checked again as an annotation would be: the first two
+    // are not used, the pointer is.
+    std::fs::write(
+        &record,
+        "confgate.io/reload=\"http://198.51.100.7/reload\"\n\
+         confgate.io/validate=\"exec:/bin/sh -c {dir}\"\n\
+         confgate.io/version-from=\"yaml:config.yaml#/schemaVersion\"",
+    )
+    .unwrap();
+    let g = Gate::start(&d, &[]);
+    let s = g.wait_status("the typo reported again", |s| {
+        s["checks"][0]["ok"] == false && !s["active"].is_null()
+    });
+    assert_eq!(s["ready"], true, "{s}");
+    assert_eq!(s["active"]["version"], "2.2.0", "{s}");
+    assert_eq!(s["reload"]["target"], "none", "{s}");
+    let log = g.log_text();
+    assert!(
+        log.contains("names a checker the container spec does not")
+            && log.contains("sends reloads to a host the container spec does not name"),
+        "{log}"
+    );
+    drop(g);
+
+    // Not a record at all (a FIFO): set aside, the flag's value used, start-up not held.
+    std::fs::remove_file(&record).unwrap();
+    nix::unistd::mkfifo(&record, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let g = Gate::start(&d, &[]);
+    let s = g.wait_status("the typo judged under the flag's value", |s| {
+        s["checks"][0]["ok"] == false && s["candidate"]["verdict"] == "invalid"
+    });
+    assert!(s["active"].is_null(), "{s}");
+    assert!(g.log_text().contains("set aside"), "{}", g.log_text());
+    assert!(
+        std::fs::symlink_metadata(d.promoted().join("..confgate_settings.bad"))
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()))
+    );
+}
+
 /// `/livez` is a heartbeat of the decision loop, not a constant: a server whose loop never answers fails.
 #[test]
 fn livez_fails_when_the_decision_loop_is_stuck() {

@@ -24,6 +24,22 @@ impl Gate {
                     .map(|s| s.annotated_by(&ann))
                     .collect();
                 let changed = r.settings != self.settings;
+                // A bad annotation keeps the value in force, and so its record; a valid one is
+                // recorded unless it carries credentials; an absent one gives the flag's value.
+                let mut given = crate::annotations::Annotations::new();
+                for setting in crate::settings::SETTINGS {
+                    let key = setting.annotation;
+                    let value = match r.given.get(key) {
+                        Some(v) if crate::settings::recordable(key, v) => Some(v),
+                        Some(_) => None,
+                        None if ann.contains_key(key) => self.given.get(key),
+                        None => None,
+                    };
+                    if let Some(v) = value {
+                        given.insert(key.to_owned(), v.clone());
+                    }
+                }
+                self.given = given;
                 self.settings = r.settings;
                 self.problems = r.problems;
                 changed
@@ -32,6 +48,15 @@ impl Gate {
                 self.problems = vec![e.to_string()];
                 false
             }
+        }
+    }
+
+    /// Asks for the promoted dir's record of the annotations' values in force to be written, when it
+    /// no longer holds them.
+    pub(super) fn record_settings(&mut self, out: &mut Vec<super::messages::Action>) {
+        if !self.gate_only && self.given != self.settings_recorded {
+            self.settings_recorded.clone_from(&self.given);
+            out.push(super::messages::Action::RecordSettings(self.given.clone()));
         }
     }
 

@@ -73,7 +73,7 @@ impl Gate {
             .into_iter()
             .map(|(s, j)| {
                 let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings.version_from)
+                    crate::verdict::for_a_secret(j, &self.settings.version_from, self.source_kind)
                 } else {
                     j
                 };

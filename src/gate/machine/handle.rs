@@ -92,7 +92,7 @@ impl Gate {
             }
             Event::Rejudged(obs, j) => {
                 let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings.version_from)
+                    crate::verdict::for_a_secret(j, &self.settings.version_from, self.source_kind)
                 } else {
                     j
                 };
@@ -180,10 +180,13 @@ impl Gate {
         read: Result<Option<Annotations>, crate::annotations::ReadFailure>,
         out: &mut Vec<Action>,
     ) {
-        let before = self.settings.clone();
+        // Said against the flags' values, as if nothing were in force before: the values last in
+        // force before a restart (`with_last_in_force`) are only what a bad annotation keeps.
+        let before = self.base.clone();
         let ann = self.grace.first(read);
         self.set_annotations(ann);
         self.settings_notes(&before, &[], out);
+        self.record_settings(out);
         if !self.gate_only {
             out.push(Action::Adopt {
                 settings: Box::new(self.settings.clone()),
@@ -314,6 +317,7 @@ impl Gate {
         let (before, before_problems) = (self.settings.clone(), self.problems.clone());
         let changed = self.set_annotations(annotations);
         self.settings_notes(&before, &before_problems, out);
+        self.record_settings(out);
         if lasting {
             out.push(Action::Log(LogLine::AnnotationsGone { changed }));
         }
@@ -403,8 +407,11 @@ impl Gate {
     ) {
         let mut choice = choice;
         if self.secret {
-            choice.judgement =
-                crate::verdict::for_a_secret(choice.judgement, &self.settings.version_from);
+            choice.judgement = crate::verdict::for_a_secret(
+                choice.judgement,
+                &self.settings.version_from,
+                self.source_kind,
+            );
         }
         if self.superseded(&seen, &choice, &rollout, out) {
             return;
@@ -655,7 +662,7 @@ impl Gate {
         } else if again {
             crate::verdict::fix::checker_timed_out()
         } else {
-            crate::verdict::fix::checker_refused()
+            crate::verdict::fix::checker_refused(self.source_kind)
         };
         Judgement {
             verdict: Verdict::Invalid,

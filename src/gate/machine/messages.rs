@@ -240,6 +240,9 @@ pub(crate) enum Action {
     JudgeBase { settings: Box<Settings> },
     /// Replace the promoted dir's record of refused contents.
     RecordRejected(Vec<(ContentHash, String)>),
+    /// Replace the promoted dir's record of the annotations' values in force (by annotation), which a
+    /// restart keeps where an annotation is bad.
+    RecordSettings(Annotations),
     /// Write the reload-owed marker for `sha`.
     MarkReloadOwed(ContentHash),
     /// Remove the reload-owed marker if it is `sha`'s; `refused`: because the component refused it.

@@ -96,6 +96,8 @@ pub(crate) struct Gate {
     pub(super) check_backoff: crate::backoff::Doubling,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     pub(super) secret: bool,
+    /// The kind of the watched source, which a reason's fix names.
+    pub(super) source_kind: crate::verdict::fix::Source,
     /// The rollout candidate held on this pod, as last decided on.
     pub(super) held: Option<HeldCandidate>,
     /// The rollout in the newest config, as this pod sees it (shown in the status).
@@ -129,6 +131,11 @@ pub(crate) struct Gate {
     /// The config in the promoted dir that the settings in force no longer accept (the component may
     /// still run it), with its version, while nothing is active.
     pub(super) outside: Option<(ContentHash, Option<String>)>,
+    /// The annotations' values in force (by annotation, as given, none with credentials): kept in
+    /// the promoted dir, so that after a restart a bad annotation keeps them too.
+    pub(super) given: crate::annotations::Annotations,
+    /// What the promoted dir's record of [`Gate::given`] holds, as last read or written.
+    pub(super) settings_recorded: crate::annotations::Annotations,
 }
 
 impl Gate {
@@ -170,6 +177,7 @@ impl Gate {
             tampered: None,
             repair: false,
             secret: false,
+            source_kind: Default::default(),
             spread_served: false,
             held: None,
             rollout: None,
@@ -185,12 +193,35 @@ impl Gate {
             known_good_pending: None,
             known_good: None,
             outside: None,
+            given: Default::default(),
+            settings_recorded: Default::default(),
         }
+    }
+
+    /// The annotations' values last in force before a restart, as the promoted dir's record holds
+    /// them once checked again (`settings`: [`Settings::last_in_force`] over the base; `values`: the
+    /// record's entries used): a bad annotation at start keeps these, as it would have kept them
+    /// before the restart, rather than the flag's value.
+    pub(crate) fn with_last_in_force(
+        mut self,
+        settings: Settings,
+        values: crate::annotations::Annotations,
+    ) -> Gate {
+        self.settings = settings;
+        self.given.clone_from(&values);
+        self.settings_recorded = values;
+        self
     }
 
     /// The content is a Secret's: a reason carries a checker's exit status only, never its output.
     pub(crate) fn with_secret_content(mut self, secret: bool) -> Gate {
         self.secret = secret;
+        self
+    }
+
+    /// The kind of the watched source, so that a reason's fix says what to change in it.
+    pub(crate) fn with_source_kind(mut self, kind: crate::verdict::fix::Source) -> Gate {
+        self.source_kind = kind;
         self
     }
 

@@ -43,6 +43,44 @@ use crate::snapshot::{self, Observed};
 use crate::state::{Publisher, Shared};
 use crate::verdict;
 
+/// The kind of source the loop reads, for the words of each reason's fix: through the API, the
+/// object's kind; a volume with the kubelet's `..data` is a ConfigMap's or (`--content secret`, which
+/// sealed the hashes) a Secret's; any other directory is plain files on the node (a hostPath).
+fn source_kind(feed: &Feed, watch: &std::path::Path) -> verdict::fix::Source {
+    use verdict::fix::Source;
+    let secret = snapshot::sealed();
+    match feed {
+        Feed::Channel { .. } if secret => Source::ApiSecret,
+        Feed::Channel { .. } => Source::ApiConfigMap,
+        Feed::Volume if std::fs::symlink_metadata(watch.join(snapshot::DATA_LINK)).is_err() => {
+            Source::PlainDir
+        }
+        Feed::Volume if secret => Source::SecretVolume,
+        Feed::Volume => Source::ConfigMapVolume,
+    }
+}
+
+/// The settings the promoted dir's record of the annotations' values last in force puts in force
+/// over `base` (each value checked again as an annotation), and the values used; what was not used
+/// is logged, never fatal.
+fn last_in_force(
+    base: &Settings,
+    record: Result<annotations::Annotations, String>,
+) -> (Settings, annotations::Annotations) {
+    let record = record.unwrap_or_else(|why| {
+        warn!(problem = %why, "the record of the settings in force is not one confgate wrote; not trusted");
+        annotations::Annotations::new()
+    });
+    let (settings, used, unused) = Settings::last_in_force(base, &record);
+    for why in unused {
+        warn!(problem = %why, "a value in the record of the settings in force is not used; a bad annotation of it falls back to the flag's value");
+    }
+    for (annotation, value) in &used {
+        info!(annotation = %annotation, value = %value, "setting last in force before the restart, kept where its annotation is bad");
+    }
+    (settings, used)
+}
+
 /// The loop's I/O around the `Gate`, without the waiting: `run_fed` drives it from file events;
 /// tests drive it directly. The only writer of the published status: the reload worker and the
 /// API source report to it as messages.
@@ -124,7 +162,7 @@ impl Pipeline {
         // The cleanup of the promoted dir and the annotations read, off the thread the server's
         // `/livez` runs on: the port answers while a slow disk holds them up.
         let (dir, file) = (cfg.promote_to.clone(), cfg.annotations.clone());
-        let (opened, read) = off_loop(&shared, move || {
+        let (opened, read, record) = off_loop(&shared, move || {
             let opened = dir
                 .as_deref()
                 .map(|d| {
@@ -134,14 +172,23 @@ impl Pipeline {
                     })
                 })
                 .transpose();
-            (opened, annotations::read(&file))
+            // The annotations' values in force before a restart, for a bad annotation to keep.
+            let record = match &opened {
+                Ok(Some((p, _))) => p.settings_in_force(),
+                _ => Ok(Default::default()),
+            };
+            (opened, annotations::read(&file), record)
         })
         .await;
         let (promoter, found) = match opened? {
             Some((p, found)) => (Some(Arc::new(p)), Some(found)),
             None => (None, None),
         };
+        let (in_force, values) = last_in_force(&base, record);
+        let source_kind = source_kind(&feed, &cfg.watch);
         let gate = Gate::new(base, promoter.is_none())
+            .with_last_in_force(in_force, values)
+            .with_source_kind(source_kind)
             .with_secret_content(snapshot::sealed())
             .with_annotations_file(&cfg.annotations)
             .with_bucket(cfg.bucket);
@@ -246,10 +293,11 @@ impl Pipeline {
                 return Some(Event::Verified(found));
             }
             Action::RejudgeActive { settings } => {
+                let kind = source_kind(&self.feed, &self.cfg.watch);
                 let dir = self.promoter.as_ref()?.dir().to_path_buf();
                 let (on_disk, j) = off_loop(&self.shared, move || {
                     let on_disk = snapshot::read(&dir);
-                    let j = verdict::judge(&on_disk, &settings);
+                    let j = verdict::judge_as(&on_disk, &settings, kind);
                     (on_disk, j)
                 })
                 .await;
@@ -327,13 +375,14 @@ impl Pipeline {
                 }
             }
             Action::JudgeBase { settings } => {
+                let kind = source_kind(&self.feed, &self.cfg.watch);
                 // The applied config is read back and judged off the loop, like any candidate.
                 let (base, j) = self
                     .on_dir(move |p| {
                         let base = p.applied().map(|(obs, _)| obs).unwrap_or_else(|| {
                             Observed::Missing(crate::snapshot::Missing::NoApplied)
                         });
-                        let j = verdict::judge(&base, &settings);
+                        let j = verdict::judge_as(&base, &settings, kind);
                         (base, j)
                     })
                     .await?;
@@ -425,6 +474,11 @@ impl Pipeline {
                     .await?
                 {
                     warn!(error = %e, sha = %sha.short(), "cannot record the refusals in the promoted dir; a restart would not know them");
+                }
+            }
+            Action::RecordSettings(values) => {
+                if let Err(e) = self.on_dir(move |p| p.record_settings(&values)).await? {
+                    warn!(error = %e, "cannot record the settings in force in the promoted dir; after a restart a bad annotation would fall back to the flag's value");
                 }
             }
             Action::MarkReloadOwed(sha) => {
@@ -554,13 +608,14 @@ impl Pipeline {
         let on_disk = self.found.take()?;
         let p = self.promoter.clone()?;
         let reload = settings.reload.clone();
+        let kind = source_kind(&self.feed, &self.cfg.watch);
         let (on_disk, judgement, (refused, owed, variants), applied) =
             off_loop(&self.shared, move || {
-                let judgement = verdict::judge(&on_disk, &settings);
+                let judgement = verdict::judge_as(&on_disk, &settings, kind);
                 // What the component did before the restart: what it refused is not offered again, and
                 // what it applied is the rollback base again.
                 let applied = p.applied().map(|(applied, since)| {
-                    let j = verdict::judge(&applied, &settings);
+                    let j = verdict::judge_as(&applied, &settings, kind);
                     (applied, j, since)
                 });
                 let record = (p.rejected(), p.reload_owed(), p.variants());
@@ -629,6 +684,7 @@ impl Pipeline {
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
         let watch = self.cfg.watch.clone();
+        let kind = source_kind(&self.feed, &self.cfg.watch);
         // After a small config the next is read on the loop when it is small too: the read stops
         // at the first entry or byte past the bounds, and a 1 MiB config after a small one is then
         // read off the loop, like any large one.
@@ -647,11 +703,11 @@ impl Pipeline {
             if unless.as_ref() == Some(&seen) {
                 (seen, small, None)
             } else if small && !rules {
-                let choice = rollout::choose(obs, &settings, bucket, &refused);
+                let choice = rollout::choose_as(obs, &settings, bucket, &refused, kind);
                 (seen, small, Some(choice))
             } else {
                 let choice = off_loop(&self.shared, move || {
-                    rollout::choose(obs, &settings, bucket, &refused)
+                    rollout::choose_as(obs, &settings, bucket, &refused, kind)
                 })
                 .await;
                 (seen, small, Some(choice))
@@ -664,7 +720,7 @@ impl Pipeline {
                 if unless.as_ref() == Some(&seen) {
                     return (seen, small, None);
                 }
-                let choice = rollout::choose(obs, &settings, bucket, &refused);
+                let choice = rollout::choose_as(obs, &settings, bucket, &refused, kind);
                 (seen, small, Some(choice))
             })
             .await
