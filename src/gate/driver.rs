@@ -116,6 +116,9 @@ pub(crate) async fn run_fed_with(
         // is never read: whatever asked for a read waits, as a plain edit does, until it is closed.
         let writing = source.writing();
         pipeline.set_writing(writing.is_some());
+        if pipeline.take_settled(Instant::now()) {
+            changes |= Changes::CONFIG;
+        }
         if (changes.contains(Changes::PLAIN) && !changes.contains(Changes::CONFIG))
             || (writing.is_some() && changes.contains(Changes::CONFIG))
         {
@@ -171,6 +174,9 @@ pub(crate) async fn run_fed_with(
             }
         }
         if let Some(t) = pipeline.wake_at() {
+            wake = wake.min(t);
+        }
+        if let Some(t) = pipeline.settle_at() {
             wake = wake.min(t);
         }
         changes = tokio::select! {

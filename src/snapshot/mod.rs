@@ -17,6 +17,7 @@ mod limits;
 mod observed;
 mod problem;
 mod read;
+mod settle;
 
 pub use config::{Keys, Snapshot};
 pub use hash::Plain;
@@ -28,3 +29,4 @@ pub use observed::Observed;
 pub use problem::{Broken, Cause, IoError, Missing};
 pub use read::read;
 pub(crate) use read::read_small;
+pub(crate) use settle::settling;

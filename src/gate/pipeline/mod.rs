@@ -81,6 +81,11 @@ fn last_in_force(
     (settings, used)
 }
 
+/// How long a plain dir's newest change must be past before it is read: the driver's quiet period
+/// for plain edits, applied by the files' change times, so a read asked for by a timer or a settings
+/// change while a writer pauses mid-file waits too.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The loop's I/O around the `Gate`, without the waiting: `run_fed` drives it from file events;
 /// tests drive it directly. The only writer of the published status: the reload worker and the
 /// API source report to it as messages.
@@ -102,6 +107,9 @@ pub struct Pipeline {
     /// A file of the watched dir is open for writing (the driver's watch says so): the dir is not
     /// read, whatever asks for it, until it is closed.
     writing: bool,
+    /// A read was put off because a plain dir's file changed less than [`SETTLE`] ago: when it may be
+    /// made, which the driver turns into a read of the config.
+    settling: Option<Instant>,
     /// The known-good edge's link (`None`: the component cannot be read).
     known_good: Option<Link>,
     /// Whether anything was handed to the gate since the last [`Pipeline::publish`]: only then can
@@ -204,6 +212,7 @@ impl Pipeline {
             switched: None,
             check: None,
             writing: false,
+            settling: None,
             known_good: None,
             dirty: true,
             #[cfg(test)]
@@ -680,7 +689,13 @@ impl Pipeline {
         let fed = match &self.feed {
             // Half-written, maybe: the read waits for the close.
             Feed::Volume if self.writing => return None,
-            Feed::Volume => None,
+            Feed::Volume => {
+                if let Some(wait) = snapshot::settling(&self.cfg.watch, SETTLE) {
+                    self.settling = Some(Instant::now() + wait);
+                    return None;
+                }
+                None
+            }
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
         let watch = self.cfg.watch.clone();
@@ -790,6 +805,20 @@ impl Pipeline {
     /// (a read asked for meanwhile is made once it is closed, as the driver then asks for one).
     pub(crate) fn set_writing(&mut self, writing: bool) {
         self.writing = writing;
+    }
+
+    /// When a read put off until a plain dir settled may be made.
+    pub(crate) fn settle_at(&self) -> Option<Instant> {
+        self.settling
+    }
+
+    /// Whether a read put off until a plain dir settled is due at `now` (then it is no longer owed).
+    pub(crate) fn take_settled(&mut self, now: Instant) -> bool {
+        let due = self.settling.is_some_and(|t| t <= now);
+        if due {
+            self.settling = None;
+        }
+        due
     }
 
     /// When the gate waits for a deadline of its own ([`Event::Timer`]).
