@@ -168,11 +168,14 @@ fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
         ..Default::default()
     };
     match confgate::inject::run(&args.paths, &opts) {
-        Ok((yaml, outcomes)) => {
+        Ok((yaml, summary)) => {
             print!("{yaml}");
-            for o in &outcomes {
+            for o in &summary.outcomes {
                 let what = if o.injected { "injected" } else { "skipped" };
                 eprintln!("{} {what}: {}", o.workload, o.why);
+            }
+            for a in &summary.added {
+                eprintln!("added {a}");
             }
             ExitCode::from(EXIT_OK)
         }

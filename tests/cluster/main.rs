@@ -18,6 +18,7 @@ mod api_mode;
 mod frozen;
 mod manifests;
 mod node;
+mod own_pod;
 mod policy;
 mod restart;
 mod rollout;
