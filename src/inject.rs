@@ -144,8 +144,8 @@ pub struct Options {
     pub volume: Option<String>,
     pub log_format: String,
     /// Whether the sidecar reports to its pod (Events and conditions): `POD_NAME`, `POD_NAMESPACE`,
-    /// `POD_UID`, a token for confgate alone, and the ServiceAccount, Role and RoleBinding it needs
-    /// (before the documents that use them).
+    /// `POD_UID`, a token for confgate alone, and the own-pod policy, Role and RoleBinding it needs
+    /// (before the documents that use them); the pod's ServiceAccount is never changed.
     pub pod_report: bool,
 }
 
@@ -433,12 +433,19 @@ pub fn own_pod_policy() -> Vec<Value> {
             "metadata": {"name": OWN_POD_POLICY},
             "spec": {
                 "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/status"],
-                     "operations": ["UPDATE"]},
-                    {"apiGroups": ["events.k8s.io"], "apiVersions": ["v1"], "resources": ["events"],
-                     "operations": ["CREATE", "UPDATE"]},
-                ]},
+                // With the server's defaults written out, so a later server-side apply of the same
+                // object co-owns `matchConstraints` (an atomic field) instead of conflicting.
+                "matchConstraints": {
+                    "matchPolicy": "Equivalent",
+                    "namespaceSelector": {},
+                    "objectSelector": {},
+                    "resourceRules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/status"],
+                         "operations": ["UPDATE"], "scope": "*"},
+                        {"apiGroups": ["events.k8s.io"], "apiVersions": ["v1"], "resources": ["events"],
+                         "operations": ["CREATE", "UPDATE"], "scope": "*"},
+                    ],
+                },
                 "matchConditions": [
                     // Cheap first: the kubelet and every user not a ServiceAccount are skipped here.
                     {"name": "a-service-account",

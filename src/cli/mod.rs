@@ -440,8 +440,9 @@ pub struct InjectArgs {
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
     /// Whether the sidecar reports to its pod (Events, the conditions): auto adds POD_NAME,
-    /// POD_NAMESPACE, POD_UID, a token for confgate alone and the ServiceAccount, Role and RoleBinding
-    /// it needs; off adds none of them
+    /// POD_NAMESPACE, POD_UID, a token for confgate alone, a Role bound to the pod's own
+    /// ServiceAccount (never changed) and the policy keeping it to the pod's own object; off adds none
+    /// of them
     #[arg(long, value_enum, default_value = "auto")]
     pub pod_report: PodReport,
 }
