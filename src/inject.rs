@@ -152,7 +152,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            image: format!("ghcr.io/confgate/confgate:{}", env!("CARGO_PKG_VERSION")),
+            image: format!("localhost/confgate/confgate:{}", env!("CARGO_PKG_VERSION")),
             volume: None,
             log_format: "json".into(),
             pod_report: true,
@@ -1401,7 +1401,7 @@ mod tests {
     /// Each way an image reference is wrong is its own cause, with the message `--image` shows.
     #[test]
     fn each_bad_image_is_its_own_cause() {
-        assert_eq!(check_image("ghcr.io/confgate/confgate:0.1.0"), Ok(()));
+        assert_eq!(check_image("localhost/confgate/confgate:0.1.0"), Ok(()));
         assert_eq!(check_image(""), Err(BadImage::Empty));
         assert_eq!(check_image("a b"), Err(BadImage::Holds(' ')));
         assert_eq!(check_image("a@sha256"), Err(BadImage::DigestForm));

@@ -84,9 +84,9 @@ pub fn long_version() -> &'static str {
         if !cfg!(feature = "policy") {
             v.push_str(concat!(
                 "\nnot built in: policy (CEL content rules and `confgate policy`): in the -policy \
-                 image, ghcr.io/confgate/confgate:",
+                 image scripts/build-images.sh builds (localhost/confgate/confgate:",
                 env!("CARGO_PKG_VERSION"),
-                "-policy, or `cargo build --features policy`"
+                "-policy), or `cargo build --features policy`"
             ));
         }
         v
@@ -218,19 +218,19 @@ pub fn unbuilt(command: &str) -> String {
         "policy" => (
             "policy",
             concat!(
-                "ghcr.io/confgate/confgate:",
+                "localhost/confgate/confgate:",
                 env!("CARGO_PKG_VERSION"),
                 "-policy"
             ),
         ),
         _ => (
             "api",
-            concat!("ghcr.io/confgate/confgate:", env!("CARGO_PKG_VERSION")),
+            concat!("localhost/confgate/confgate:", env!("CARGO_PKG_VERSION")),
         ),
     };
     format!(
-        "`{command}` is not in this build (features: {}); it is in the image {image}, or a build \
-         with `cargo build --features {feature}`",
+        "`{command}` is not in this build (features: {}); it is in the image scripts/build-images.sh \
+         builds ({image}), or a build with `cargo build --features {feature}`",
         features_text()
     )
 }
@@ -434,7 +434,7 @@ pub struct InjectArgs {
     #[arg(value_name = "FILE")]
     pub paths: Vec<PathBuf>,
     /// The sidecar's image
-    #[arg(long, value_name = "IMAGE", default_value = concat!("ghcr.io/confgate/confgate:", env!("CARGO_PKG_VERSION")))]
+    #[arg(long, value_name = "IMAGE", default_value = concat!("localhost/confgate/confgate:", env!("CARGO_PKG_VERSION")))]
     pub image: String,
     /// The ConfigMap volume to gate, when a pod has several
     #[arg(long, value_name = "NAME")]

@@ -783,7 +783,7 @@ fn inject_refuses_an_image_that_is_no_reference() {
         "confgate",
         "registry.example/confgate:0.1.0",
         "localhost:5000/team/confgate:v1.2_rc-1",
-        "ghcr.io/confgate/confgate@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "localhost/confgate/confgate@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
     ] {
         let (code, _, err) = inject(&["--image", image], BARE);
         assert_eq!(code, 0, "--image {image:?}: {err}");
