@@ -167,6 +167,23 @@ fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
         pod_report: args.pod_report == confgate::cli::PodReport::Auto,
         ..Default::default()
     };
+    if args.policy {
+        return match confgate::inject::check_policy_image(&opts).and_then(|()| {
+            confgate::inject::render(&confgate::inject::admission_policy(
+                &opts,
+                &args.own_namespace,
+            ))
+        }) {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::from(EXIT_OK)
+            }
+            Err(e) => {
+                eprintln!("confgate: {e}");
+                ExitCode::from(EXIT_USAGE)
+            }
+        };
+    }
     match confgate::inject::run(&args.paths, &opts) {
         Ok((yaml, summary)) => {
             print!("{yaml}");

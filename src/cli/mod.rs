@@ -445,6 +445,20 @@ pub struct InjectArgs {
     /// of them
     #[arg(long, value_enum, default_value = "auto")]
     pub pod_report: PodReport,
+    /// Print, instead of reading manifests, a MutatingAdmissionPolicy and its binding that add the same
+    /// sidecar at admission to pods labelled confgate.io/inject: enabled (Kubernetes 1.36, or 1.32 with
+    /// the API enabled), and the own-pod policy
+    #[arg(long, conflicts_with_all = ["paths", "volume"])]
+    pub policy: bool,
+    /// With --policy: the namespace confgate's own parts run in, which the policy leaves alone, as it
+    /// does kube-system
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value = "confgate-system",
+        requires = "policy"
+    )]
+    pub own_namespace: String,
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, crate::values::DurationError> {

@@ -16,6 +16,7 @@ mod common;
 
 mod api_mode;
 mod frozen;
+mod inject_policy;
 mod manifests;
 mod node;
 mod own_pod;

@@ -1285,3 +1285,46 @@ spec:
         "{err}"
     );
 }
+
+/// `inject --policy` prints the own-pod policy, then the MutatingAdmissionPolicy and its binding:
+/// labelled pods only, kube-system and confgate's own namespace left alone, `failurePolicy: Fail`,
+/// idempotent, and no mutation touches what the pod runs as. `tests/cluster/inject_policy.rs` runs it.
+#[test]
+fn inject_policy_prints_the_admission_policy() {
+    let (code, out, err) = inject(&["--policy", "--own-namespace", "gates"], "");
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    let kinds: Vec<&str> = got.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding"
+        ]
+    );
+    let policy = &got[2]["spec"];
+    assert_eq!(policy["failurePolicy"], "Fail");
+    assert_eq!(policy["reinvocationPolicy"], "IfNeeded");
+    let binding = &got[3]["spec"]["matchResources"];
+    assert_eq!(
+        binding["objectSelector"],
+        json!({"matchLabels": {"confgate.io/inject": "enabled"}})
+    );
+    assert_eq!(
+        binding["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["kube-system", "gates"])
+    );
+    let text = policy.to_string();
+    assert!(
+        !text.contains("serviceAccountName") && !text.contains("automountServiceAccountToken"),
+        "what the pod runs as is never touched"
+    );
+    assert!(text.contains("localhost/confgate/confgate:"), "{text}");
+    let (_, out, _) = inject(&["--policy", "--pod-report", "off"], "");
+    assert_eq!(docs(&out).len(), 2, "no own-pod policy without reporting");
+    let (code, _, err) = inject(&["--policy", "x.yaml"], "");
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("'--policy' cannot be used with"), "{err}");
+}
