@@ -1,9 +1,9 @@
 # syntax=docker/dockerfile:1
 # confgate's image: one static binary in an otherwise empty image, running as a non-root UID.
 #
-#   docker build -t ghcr.io/confgate/confgate:0.1.0 .                          # default features
-#   docker build --target policy -t ghcr.io/confgate/confgate:0.1.0-policy .    # + CEL content rules
-#   docker build --target example-component -t ghcr.io/confgate/example-component:0.1.0 .
+#   docker build -t localhost/confgate/confgate:0.1.0 .                          # default features
+#   docker build --target policy -t localhost/confgate/confgate:0.1.0-policy .    # + CEL content rules
+#   docker build --target example-component -t localhost/confgate/example-component:0.1.0 .
 #
 # The default image (volume and API mode, https reload targets) is what the manifests and `confgate
 # inject` use. The -policy image adds the `policy` feature: CEL content rules (--rule, confgate.io/rules)

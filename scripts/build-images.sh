@@ -15,7 +15,7 @@
 #   confgate-policy.tar     IMAGE-policy              + CEL content rules and `confgate policy`
 #   example-component.tar   example-component:TAG     the manifests' example component
 #   pause.tar               pause:TAG                 a pod sandbox, for a node with no registry
-# where IMAGE is ${CONFGATE_IMAGE:-ghcr.io/confgate/confgate}:VERSION and VERSION is Cargo.toml's.
+# where IMAGE is ${CONFGATE_IMAGE:-localhost/confgate/confgate}:VERSION and VERSION is Cargo.toml's.
 # The binaries are the static ones scripts/build-static.sh makes, the Dockerfile's too: same user
 # (65532), entrypoint and environment. Set CONFGATE_IMAGE to name your own registry's repository.
 set -euo pipefail
@@ -35,7 +35,7 @@ fi
 out="${1:-target/images}"
 mkdir -p "$out"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-image="${CONFGATE_IMAGE:-ghcr.io/confgate/confgate}"
+image="${CONFGATE_IMAGE:-localhost/confgate/confgate}"
 repo="${image%/*}"
 target_dir="${CARGO_TARGET_DIR:-target}"
 target="$(uname -m)-unknown-linux-gnu"

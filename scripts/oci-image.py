@@ -52,7 +52,7 @@ def layer_bytes(files):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--name", required=True, help="REPO:TAG, e.g. ghcr.io/confgate/confgate:0.1.0")
+    p.add_argument("--name", required=True, help="REPO:TAG, e.g. localhost/confgate/confgate:0.1.0")
     p.add_argument("--entrypoint", required=True, action="append")
     p.add_argument("--cmd", action="append", default=[])
     p.add_argument("--user", default="65532:65532")

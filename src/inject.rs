@@ -4,22 +4,11 @@
 //! The component keeps its mount paths: its mounts of the ConfigMap volume are pointed at the promoted
 //! `emptyDir` instead, and only confgate mounts the ConfigMap. A pod that already has a `confgate`
 //! container is left as it is, so injecting twice changes nothing.
-//!
-//! The sidecar moves off 9797 when another container declares that port (`CONFGATE_LISTEN`, which
-//! `run` and `probe` both read), and, for a `hostNetwork` pod, onto `127.0.0.1` at a port no other
-//! `hostNetwork` pod of the stream holds (`Stream`, surveyed before injecting). A signal reload
-//! gets what it needs of the pod (`signal_needs`: `shareProcessNamespace`, the component's user).
-//! Unless `--pod-report off`, the sidecar reports to its pod (downward-API identity, a token for
-//! confgate alone), and the ServiceAccount, Role and RoleBinding it needs are added per namespace
-//! (`reporting_objects`), ahead of the stream's documents but after its leading Namespaces
-//! (`added_at`), so a bare Pod meets its ServiceAccount first. A field of the wrong type it edits
-//! is an error, never a panic.
 
 pub use crate::workloads::volumes::Unchosen;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::settings::{Reload, Settings};
-use crate::verdict::fix::ANN_VALIDATE;
 use crate::workloads::volumes::shape;
 use serde_json::{Map, Value, json};
 
@@ -35,10 +24,13 @@ pub(crate) const PODINFO_VOLUME: &str = "confgate-podinfo";
 pub(crate) const TOKEN_VOLUME: &str = "confgate-token";
 /// Where the in-cluster client looks for the token, the CA and the namespace.
 const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-/// The ServiceAccount a pod that names none runs as, and the Role (and its binding) that lets the
-/// sidecar report, as in `manifests/native-sidecar/rbac.yaml`.
-const SERVICE_ACCOUNT: &str = "confgate";
+/// The ServiceAccount a pod that names none runs as (inject never changes it).
+const DEFAULT_ACCOUNT: &str = "default";
+/// The Role (and its binding) that lets the sidecar report, as in `manifests/native-sidecar/rbac.yaml`.
 const ROLE: &str = "confgate-reporter";
+/// The ValidatingAdmissionPolicy (and its binding) that limits whoever holds [`ROLE`] to its own pod,
+/// as in `manifests/own-pod/policy.yaml`.
+pub const OWN_POD_POLICY: &str = "confgate-own-pod";
 
 const INCOMING_PATH: &str = "/etc/confgate/incoming";
 const ACTIVE_PATH: &str = "/etc/confgate/active";
@@ -102,6 +94,23 @@ pub enum Problem {
     Root(String),
     #[error("no free port from {PORT} up for confgate: the containers declare them all")]
     NoFreePort,
+    #[error(
+        "confgate.io/validate runs {program}, but no container of the pod mounts a volume at a dir \
+         holding it, and confgate's image holds only /confgate; copy the checker into an emptyDir from \
+         an init container that mounts it at that dir (docs/validate.md)"
+    )]
+    NoCheckerVolume { program: String },
+    #[error(
+        "init container {container} reads the config, and runs no later than {feeder}, which copies \
+         the checker of confgate.io/validate into volume {volume}: confgate must start after {feeder} \
+         (a first accepted config needs the checker) and before {container} (which reads the promoted \
+         copy); move the copying ahead of {container}, in an init container of its own"
+    )]
+    ReadsConfigBeforeChecker {
+        container: String,
+        feeder: String,
+        volume: String,
+    },
 }
 
 /// Why `--image` is not an image reference the kubelet can pull.
@@ -135,15 +144,15 @@ pub struct Options {
     pub volume: Option<String>,
     pub log_format: String,
     /// Whether the sidecar reports to its pod (Events and conditions): `POD_NAME`, `POD_NAMESPACE`,
-    /// `POD_UID`, a token for confgate alone, and the ServiceAccount, Role and RoleBinding it needs
-    /// (before the documents that use them).
+    /// `POD_UID`, a token for confgate alone, and the own-pod policy, Role and RoleBinding it needs
+    /// (before the documents that use them); the pod's ServiceAccount is never changed.
     pub pod_report: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
-            image: format!("ghcr.io/confgate/confgate:{}", env!("CARGO_PKG_VERSION")),
+            image: format!("localhost/confgate/confgate:{}", env!("CARGO_PKG_VERSION")),
             volume: None,
             log_format: "json".into(),
             pod_report: true,
@@ -190,15 +199,24 @@ struct Stream {
     present: BTreeSet<(String, Option<String>, String)>,
 }
 
-/// Injects into every workload in `docs` (recursing into `kind: List`), and adds the
-/// ServiceAccount, Role and RoleBinding the reporting sidecars need, per namespace, unless the stream
-/// holds them.
+/// What injecting a stream did: one outcome per workload, and one line per object added.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub outcomes: Vec<Outcome>,
+    /// `Kind namespace/name: why`, for standard error, so nothing is added unsaid.
+    pub added: Vec<String>,
+}
+
+/// Injects into every workload in `docs` (recursing into `kind: List`), and adds what the reporting
+/// sidecars need unless the stream holds it: per namespace, the Role and its RoleBinding to the pods'
+/// own ServiceAccounts, and once the ValidatingAdmissionPolicy that limits those rights to each pod's
+/// own object. No ServiceAccount is added or changed: a pod runs as the account it named.
 ///
-/// The added objects come first (after the input's Namespaces ahead of its first reporting pod), all
-/// ServiceAccounts, then the Roles, then the RoleBindings, as kubectl and helm order kinds: a bare Pod
-/// naming a ServiceAccount that does not exist yet is refused at admission, so a first `kubectl apply
-/// -f` of the output must meet the account first. The input's own documents keep their order.
-pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Vec<Outcome>, Error> {
+/// The added objects come first (after the input's Namespaces ahead of its first reporting pod): the
+/// policy and its binding, then the Roles, then the RoleBindings, so the rights are limited before they
+/// are granted and a first `kubectl apply -f` of the output meets each object before what uses it. The
+/// input's own documents keep their order.
+pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Summary, Error> {
     let mut stream = Stream::default();
     for d in docs.iter() {
         survey(d, &mut stream);
@@ -212,34 +230,66 @@ pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Vec<Outcome>,
         }
     }
     let mut added = Vec::new();
-    for (ns, accounts) in &stream.reporters {
-        let none = BTreeSet::new();
-        let records = stream.records.get(ns).unwrap_or(&none);
-        for doc in reporting_objects(ns.as_deref(), accounts, records) {
-            let (kind, name) = (
-                doc["kind"].as_str().unwrap_or_default().to_owned(),
-                doc["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            );
-            if !stream.present.contains(&(kind, ns.clone(), name)) {
+    let mut said = Vec::new();
+    let present = |kind: &str, ns: &Option<String>, name: &str| {
+        stream
+            .present
+            .contains(&(kind.to_owned(), ns.clone(), name.to_owned()))
+    };
+    if !stream.reporters.is_empty() {
+        for doc in own_pod_policy() {
+            let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+            if !present(&kind, &None, OWN_POD_POLICY) {
+                said.push(format!(
+                    "{kind} {OWN_POD_POLICY} (cluster-wide): a holder of Role {ROLE} may patch the \
+                     status of its own pod only (never its labels) and make Events about it only"
+                ));
                 added.push(doc);
             }
         }
     }
+    for (ns, accounts) in &stream.reporters {
+        let at = ns.as_deref().unwrap_or("(the namespace applied to)");
+        let names: Vec<&str> = accounts.iter().map(String::as_str).collect();
+        let none = BTreeSet::new();
+        let records = stream.records.get(ns).unwrap_or(&none);
+        for doc in reporting_objects(ns.as_deref(), accounts, records) {
+            let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+            if present(&kind, ns, ROLE) {
+                continue;
+            }
+            said.push(if kind == "Role" {
+                format!(
+                    "Role {at}/{ROLE}: create and patch Events, patch pods/status (which can also \
+                     change a pod's labels and annotations; {OWN_POD_POLICY} keeps it to the pod's own \
+                     object and its labels as they are)"
+                )
+            } else {
+                format!(
+                    "RoleBinding {at}/{ROLE}: Role {ROLE} for the pods' own ServiceAccount(s) {}, \
+                     unchanged; every pod running as them may then report about itself",
+                    names.join(", ")
+                )
+            });
+            added.push(doc);
+        }
+    }
     // Stable: within a kind, the namespaces keep their order.
     added.sort_by_key(|d| match d["kind"].as_str() {
-        Some("ServiceAccount") => 0,
-        Some("Role") => 1,
-        _ => 2,
+        Some("ValidatingAdmissionPolicy") => 0,
+        Some("ValidatingAdmissionPolicyBinding") => 1,
+        Some("Role") => 2,
+        _ => 3,
     });
     if let Some(first) = first_reporting {
         let tail = docs.split_off(added_at(docs, first));
         docs.extend(added);
         docs.extend(tail);
     }
-    Ok(out)
+    Ok(Summary {
+        outcomes: out,
+        added: said,
+    })
 }
 
 /// Where the objects inject adds go, given the index of the first document whose pods report: at the
@@ -321,9 +371,8 @@ fn gated_config_map(spec: &Map<String, Value>, opts: &Options) -> Option<String>
         .map(str::to_owned)
 }
 
-/// The ServiceAccount [`SERVICE_ACCOUNT`] (when a pod runs as it), the Role and the RoleBinding for
-/// `accounts` in namespace `ns`, with the known-good `records` of the ConfigMaps they gate: what
-/// `manifests/native-sidecar/rbac.yaml` holds.
+/// The Role and the RoleBinding for `accounts` in namespace `ns`, with the known-good `records` of the
+/// ConfigMaps they gate: what `manifests/native-sidecar/rbac.yaml` holds.
 fn reporting_objects(
     ns: Option<&str>,
     accounts: &BTreeSet<String>,
@@ -337,16 +386,10 @@ fn reporting_objects(
         m
     };
     let mut out = Vec::new();
-    if accounts.contains(SERVICE_ACCOUNT) {
-        out.push(json!({
-            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SERVICE_ACCOUNT),
-            "automountServiceAccountToken": false,
-        }));
-    }
-    let mut rules = vec![
-        json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
-        json!({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}),
-    ];
+    let mut rules = match reporter_rules() {
+        Value::Array(rules) => rules,
+        _ => Vec::new(),
+    };
     if !records.is_empty() {
         // The known-good records by name; their creation cannot be narrowed by name.
         rules.push(json!({"apiGroups": [""], "resources": ["configmaps"],
@@ -373,6 +416,108 @@ fn reporting_objects(
         "subjects": subjects,
     }));
     out
+}
+
+/// The API group, resource and verb of the rule that marks a holder of [`ROLE`] for
+/// [`OWN_POD_POLICY`]. Nothing serves it, so it grants nothing; the policy asks the authorizer
+/// whether the request's user holds it.
+pub const MARK: (&str, &str, &str) = ("confgate.io", "pods", "report-own-pod-only");
+/// A verb no Role grants: a user allowed it holds a wildcard (`*`), so holds [`MARK`] by accident
+/// (an admin, a controller with every right), and the policy leaves it alone.
+const UNGRANTED: &str = "no-role-grants-this";
+
+/// [`ROLE`]'s rules: Events, `pods/status`, and [`MARK`].
+fn reporter_rules() -> Value {
+    json!([
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        {"apiGroups": [MARK.0], "resources": [MARK.1], "verbs": [MARK.2]},
+    ])
+}
+
+/// The ValidatingAdmissionPolicy and its binding that keep a holder of [`ROLE`] to its own pod.
+///
+/// RBAC cannot: pod and Event names are generated, so `resourceNames` cannot narrow either rule, and a
+/// `pods/status` patch can change any pod's conditions, labels and annotations in the namespace. The
+/// policy applies to requests from ServiceAccounts holding [`MARK`] (and no wildcard): it needs a token
+/// bound to a pod (the kubelet's projected tokens are) and compares the pod it names with the object
+/// (the `pods/status` patch's, or the Event's `regarding`). `failurePolicy: Fail`: it is a limit on
+/// rights, so an error denies; it only ever meets marked users, whose reporting is retried.
+pub fn own_pod_policy() -> Vec<Value> {
+    let (group, resource, verb) = MARK;
+    let marked = format!(
+        "authorizer.group('{group}').resource('{resource}').namespace(request.namespace)\
+         .check('{verb}').allowed() && !authorizer.group('{group}').resource('{resource}')\
+         .namespace(request.namespace).check('{UNGRANTED}').allowed()"
+    );
+    let extra = |key: &str| {
+        format!(
+            "'authentication.kubernetes.io/{key}' in request.userInfo.extra && \
+             size(request.userInfo.extra['authentication.kubernetes.io/{key}']) > 0 ? \
+             request.userInfo.extra['authentication.kubernetes.io/{key}'][0] : ''"
+        )
+    };
+    vec![
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": OWN_POD_POLICY},
+            "spec": {
+                "failurePolicy": "Fail",
+                // With the server's defaults written out, so a later server-side apply of the same
+                // object co-owns `matchConstraints` (an atomic field) instead of conflicting.
+                "matchConstraints": {
+                    "matchPolicy": "Equivalent",
+                    "namespaceSelector": {},
+                    "objectSelector": {},
+                    "resourceRules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/status"],
+                         "operations": ["UPDATE"], "scope": "*"},
+                        {"apiGroups": ["events.k8s.io"], "apiVersions": ["v1"], "resources": ["events"],
+                         "operations": ["CREATE", "UPDATE"], "scope": "*"},
+                    ],
+                },
+                "matchConditions": [
+                    // Cheap first: the kubelet and every user not a ServiceAccount are skipped here.
+                    {"name": "a-service-account",
+                     "expression": "request.userInfo.username.startsWith('system:serviceaccount:')"},
+                    {"name": "holds-confgate-reporter", "expression": marked},
+                ],
+                "variables": [
+                    {"name": "pod", "expression": extra("pod-name")},
+                    {"name": "uid", "expression": extra("pod-uid")},
+                ],
+                "validations": [
+                    {"expression": "variables.pod != ''",
+                     "message": "Role confgate-reporter is for a ServiceAccount token bound to a pod \
+                                 (as the kubelet mounts it); this token names no pod"},
+                    {"expression": "request.resource.resource != 'pods' || \
+                                    (object.metadata.name == variables.pod && \
+                                    (variables.uid == '' || object.metadata.uid == variables.uid))",
+                     "messageExpression": "'Role confgate-reporter lets pod ' + variables.pod + \
+                                           ' patch its own status only, not pod ' + object.metadata.name"},
+                    {"expression": "request.resource.resource != 'pods' || \
+                                    (has(object.metadata.labels) == has(oldObject.metadata.labels) && \
+                                    (!has(object.metadata.labels) || \
+                                    object.metadata.labels == oldObject.metadata.labels))",
+                     "message": "Role confgate-reporter does not let a pod change its labels through \
+                                 pods/status (they choose the Services and the ReplicaSet it is part of)"},
+                    {"expression": "request.resource.resource != 'events' || \
+                                    (has(object.regarding) && has(object.regarding.kind) && \
+                                    object.regarding.kind == 'Pod' && has(object.regarding.name) && \
+                                    object.regarding.name == variables.pod)",
+                     "messageExpression": "'Role confgate-reporter lets pod ' + variables.pod + \
+                                           ' make Events about itself only'"},
+                ],
+            },
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": OWN_POD_POLICY},
+            "spec": {"policyName": OWN_POD_POLICY, "validationActions": ["Deny"]},
+        }),
+    ]
 }
 
 /// Renders documents as a YAML stream, `---` between them.
@@ -428,6 +573,10 @@ fn inject_doc(
         problem,
     })?;
     let accepts = annotations.and_then(|a| a.get(ACCEPTS)).is_some();
+    let volume_hint = annotations
+        .and_then(|a| a.get(VOLUME_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     if !accepts {
         out.push(Outcome {
             workload,
@@ -442,11 +591,23 @@ fn inject_doc(
             problem: Problem::NoSpec,
         });
     };
+    // The pod's own choice of volume, as the admission policy reads it, when --volume names none.
+    let named;
+    let opts = match (&opts.volume, &volume_hint) {
+        (None, Some(v)) => {
+            named = Options {
+                volume: Some(v.clone()),
+                ..opts.clone()
+            };
+            &named
+        }
+        _ => opts,
+    };
     let o = inject_pod(spec, opts, &settings, stream).map_err(|problem| Error::Workload {
         workload: workload.clone(),
         problem,
     })?;
-    if let Some(account) = o.as_ref().and_then(|i| i.account.clone()) {
+    if let Some(account) = o.as_ref().and_then(|i| i.account.as_ref()) {
         if let Some(cm) = gated_config_map(spec, opts) {
             stream
                 .records
@@ -458,7 +619,7 @@ fn inject_doc(
             .reporters
             .entry(namespace)
             .or_default()
-            .insert(account);
+            .insert(account.clone());
     }
     out.push(Outcome {
         workload,
@@ -472,7 +633,7 @@ fn inject_doc(
 /// misspelled or bad one would leave the injected sidecar never ready, or a typo in `accepts` skip the
 /// workload in silence.
 fn check_annotations(annotations: Option<&Value>) -> Result<Settings, Problem> {
-    let mut defaults = Settings::default();
+    let defaults = Settings::default();
     let Some(map) = annotations.and_then(Value::as_object) else {
         return Ok(defaults);
     };
@@ -485,12 +646,6 @@ fn check_annotations(annotations: Option<&Value>) -> Result<Settings, Problem> {
             });
         };
         ours.insert(k.clone(), v.to_owned());
-    }
-    // The checker a template's annotation names is written by the manifest's author, who writes
-    // the container spec too: it becomes the sidecar's own (`CONFGATE_VALIDATE`), which a later patch
-    // of the pod's annotation may only pick or turn off.
-    if let Some(Ok(v)) = ours.get(ANN_VALIDATE).map(|v| v.parse()) {
-        defaults.validate = v;
     }
     let resolved = Settings::with_annotations(&defaults, &defaults, &ours);
     if resolved.problems.is_empty() {
@@ -628,6 +783,7 @@ fn inject_pod(
         Reload::Signal { process, .. } => signal_needs(spec, process, &mut notes)?,
         _ => None,
     };
+    let checker = checker_volume(spec, &settings.validate, &config)?;
     // The component and any other init container now read the promoted copy, at the same path.
     let mut repointed = 0;
     for k in ["initContainers", "containers"] {
@@ -721,24 +877,40 @@ fn inject_pod(
         port,
         (port != PORT || on_node).then_some(&listen),
     );
-    if settings.validate != crate::settings::Validate::None {
-        // Only the container spec names a program confgate runs.
-        let env = c
-            .as_object_mut()
-            .expect("an object")
-            .entry("env")
-            .or_insert_with(|| json!([]));
-        if let Some(env) = env.as_array_mut() {
-            env.push(json!({"name": "CONFGATE_VALIDATE", "value": settings.validate.to_string()}));
-        }
-    }
     if let Some((uid, gid)) = run_as {
         c["securityContext"]["runAsUser"] = uid.into();
         c["securityContext"]["runAsGroup"] = gid.into();
     }
-    // First, so that later init containers and the component start only with an accepted config.
-    init.insert(0, c);
-    let account = opts.pod_report.then(|| report_as(spec));
+    if let Some(v) = &checker {
+        c["volumeMounts"]
+            .as_array_mut()
+            .expect("a list")
+            .push(json!({"name": v.volume, "mountPath": v.mount_path, "readOnly": true}));
+        if v.after > 0 {
+            notes.push(format!(
+                "confgate starts after init container(s) {} (they put the checker of \
+                 confgate.io/validate in volume {}, mounted read-only at {})",
+                v.feeders.join(", "),
+                v.volume,
+                v.mount_path
+            ));
+        } else {
+            notes.push(format!(
+                "volume {} (the checker of confgate.io/validate) mounted read-only at {}",
+                v.volume, v.mount_path
+            ));
+        }
+    }
+    // First, so that later init containers and the component start only with an accepted config;
+    // after the init containers that copy the checker in, which a first accepted config needs (a
+    // native sidecar's startup probe must pass before the next init container starts).
+    init.insert(checker.as_ref().map_or(0, |v| v.after), c);
+    let account = opts.pod_report.then(|| runs_as(spec));
+    let token_for_confgate_only = account.is_some()
+        && spec
+            .get("automountServiceAccountToken")
+            .and_then(Value::as_bool)
+            == Some(false);
     let mut done =
         format!("gates volume {config} ({repointed} mount(s) now read the promoted copy)");
     if let Some(c) = taken_by {
@@ -759,28 +931,126 @@ fn inject_pod(
         done.push_str(&n);
     }
     match &account {
-        Some(a) => done.push_str(&format!(
-            "; reports to its pod as ServiceAccount {a} (Role {ROLE})"
-        )),
+        Some(a) => {
+            done.push_str(&format!(
+                "; reports to its pod as the pod's own ServiceAccount {a}, unchanged (Role {ROLE}, \
+                 limited to the pod's own object by {OWN_POD_POLICY})"
+            ));
+            if token_for_confgate_only {
+                done.push_str(&format!(
+                    "; the pod mounts no token into its containers, so confgate's container alone \
+                     holds {a}'s token and may do whatever {a} may: run the pod as an account with \
+                     no other rights, or use --pod-report off"
+                ));
+            }
+        }
         None => done.push_str("; does not report to its pod (--pod-report off)"),
     }
     Ok(Some(Injected { why: done, account }))
 }
 
-/// The ServiceAccount the pod's sidecar reports as: the pod's own, or [`SERVICE_ACCOUNT`], which it is
-/// then made to run as, with no token for its other containers (confgate mounts its own).
-fn report_as(spec: &mut Map<String, Value>) -> String {
-    for k in ["serviceAccountName", "serviceAccount"] {
-        if let Some(a) = spec.get(k).and_then(Value::as_str)
-            && !a.is_empty()
-        {
-            return a.to_owned();
+/// The ServiceAccount the pod runs as, which its sidecar reports as: the one it names, or `default`.
+/// A pod holds one identity, so confgate's token is the pod's own; inject never changes it (a
+/// workload moved to another account would lose its own rights and token).
+fn runs_as(spec: &Map<String, Value>) -> String {
+    ["serviceAccountName", "serviceAccount"]
+        .iter()
+        .filter_map(|k| spec.get(*k).and_then(Value::as_str))
+        .find(|a| !a.is_empty())
+        .unwrap_or(DEFAULT_ACCOUNT)
+        .to_owned()
+}
+
+/// Where the checker `confgate.io/validate` runs comes from, for confgate's container.
+#[derive(Debug)]
+struct CheckerVolume {
+    volume: String,
+    /// The dir another container mounts it at, a prefix of the checker's path; confgate mounts it there.
+    mount_path: String,
+    /// How many init containers confgate must start after: up to the last one that writes the volume.
+    after: usize,
+    feeders: Vec<String>,
+}
+
+/// The volume holding the checker of `validate`, as the pod's other containers mount it (the longest
+/// mount path that is a dir of the program's path), and the init containers that write it (regular
+/// ones that mount it writable), which confgate must follow. An image volume, a PVC or a hostPath has
+/// no writer: confgate mounts it and stays first.
+fn checker_volume(
+    spec: &Map<String, Value>,
+    validate: &crate::settings::Validate,
+    config: &str,
+) -> Result<Option<CheckerVolume>, Problem> {
+    let crate::settings::Validate::Exec { program, .. } = validate else {
+        return Ok(None);
+    };
+    let containers = |k: &str| {
+        spec.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (init, regular) = (containers("initContainers"), containers("containers"));
+    let mounts = |c: &Value| -> Vec<(String, String, bool)> {
+        c.get("volumeMounts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                Some((
+                    m.get("name")?.as_str()?.to_owned(),
+                    m.get("mountPath")?
+                        .as_str()?
+                        .trim_end_matches('/')
+                        .to_owned(),
+                    m.get("readOnly").and_then(Value::as_bool) == Some(true),
+                ))
+            })
+            .collect()
+    };
+    let found = init
+        .iter()
+        .chain(&regular)
+        .flat_map(mounts)
+        .filter(|(_, path, _)| !path.is_empty() && program.starts_with(&format!("{path}/")))
+        .max_by_key(|(_, path, _)| path.len());
+    let Some((volume, mount_path, _)) = found else {
+        return Err(Problem::NoCheckerVolume {
+            program: program.clone(),
+        });
+    };
+    let name = |c: &Value| {
+        c.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)")
+            .to_owned()
+    };
+    let mut after = 0;
+    let mut feeders = Vec::new();
+    for (i, c) in init.iter().enumerate() {
+        let sidecar = c.get("restartPolicy").and_then(Value::as_str) == Some("Always");
+        if !sidecar && mounts(c).iter().any(|(v, _, ro)| *v == volume && !ro) {
+            after = i + 1;
+            feeders.push(name(c));
         }
     }
-    spec.insert("serviceAccountName".into(), SERVICE_ACCOUNT.into());
-    spec.entry("automountServiceAccountToken")
-        .or_insert(false.into());
-    SERVICE_ACCOUNT.to_owned()
+    // Whatever reads the config must come after confgate, so after the last feeder.
+    if let Some(reader) = init[..after]
+        .iter()
+        .find(|c| mounts(c).iter().any(|(v, _, _)| v == config))
+    {
+        return Err(Problem::ReadsConfigBeforeChecker {
+            container: name(reader),
+            feeder: feeders.last().cloned().unwrap_or_default(),
+            volume,
+        });
+    }
+    Ok(Some(CheckerVolume {
+        volume,
+        mount_path,
+        after,
+        feeders,
+    }))
 }
 
 /// What a `signal:SIGNAL:PROCESS` reload needs of the pod: `shareProcessNamespace: true` (set here
@@ -987,8 +1257,263 @@ fn sidecar(config: &str, opts: &Options, port: u16, listen: Option<&str>) -> Val
     c
 }
 
+/// The MutatingAdmissionPolicy that injects at admission, its name and its binding's.
+pub const INJECT_POLICY: &str = "confgate-inject";
+/// The label that asks for the sidecar at admission; the binding's `objectSelector`, so the API
+/// server skips every other pod before any expression runs.
+pub const INJECT_LABEL: (&str, &str) = ("confgate.io/inject", "enabled");
+/// The annotation naming the ConfigMap volume to gate, when a pod has several (as `--volume` does).
+/// Outside `confgate.io/`, whose keys the sidecar reads as its settings: this one is for injection only.
+pub const VOLUME_ANNOTATION: &str = "inject.confgate.io/volume";
+/// How many containers (and, apart, init containers) a pod may have for the policy to inject it: CEL
+/// has no loop over indexes, so each index is a mutation of its own.
+pub const POLICY_MAX_CONTAINERS: usize = 8;
+
+/// A JSON value as a CEL literal; the string `hole` becomes the expression `fill`.
+fn cel_literal(v: &Value, hole: &str, fill: &str, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) if s == hole => out.push_str(fill),
+        // A JSON string is a CEL string literal: the same quotes and escapes.
+        Value::String(s) => out.push_str(&Value::String(s.clone()).to_string()),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                cel_literal(x, hole, fill, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push_str(": ");
+                cel_literal(x, hole, fill, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A JSON object as a typed CEL object of the pod's schema at `path` (`Object.spec.volumes`): the API
+/// server's CEL wants aggregate literals of one type, which a container's fields are not. A map-typed
+/// field (resource quantities) stays a map literal; the string `hole` becomes `fill`.
+fn cel_typed(v: &Value, path: &str, hole: &str, fill: &str, out: &mut String) {
+    match v {
+        Value::Object(m) if !path.ends_with(".limits") && !path.ends_with(".requests") => {
+            out.push_str(path);
+            out.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(k);
+                out.push_str(": ");
+                cel_typed(x, &format!("{path}.{k}"), hole, fill, out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                cel_typed(x, path, hole, fill, out);
+            }
+            out.push(']');
+        }
+        _ => cel_literal(v, hole, fill, out),
+    }
+}
+
+/// `confgate inject --policy`: a MutatingAdmissionPolicy and its binding that add the same sidecar
+/// `inject` adds to pods labelled [`INJECT_LABEL`] that carry `confgate.io/accepts`, at admission, in
+/// the API server (CEL; no webhook, no certificate), and, when they report, the own-pod policy.
+///
+/// What it does, as `inject` does for a pod in the common case: the ConfigMap volume (named by
+/// [`VOLUME_ANNOTATION`], or the pod's only one) becomes `optional`, every mount of it in the other
+/// containers reads the promoted copy, the three volumes are appended and confgate is the first init
+/// container, on port 9797. Never the ServiceAccount. What it cannot see to (a port 9797 taken, the
+/// node's network, a signal reload, a checker to copy in, a projected volume, `subPath`, more than
+/// [`POLICY_MAX_CONTAINERS`] containers) is left to `inject`: such a pod is not matched.
+/// `failurePolicy: Fail`: a labelled pod asked for the gate, and one created without it would run on
+/// the raw ConfigMap unseen; only labelled pods can be refused. `reinvocationPolicy: IfNeeded`, and a
+/// pod already carrying a `confgate` container is not matched, so it is idempotent.
+pub fn admission_policy(opts: &Options, own_namespace: &str) -> Vec<Value> {
+    const HOLE: &str = "\u{0}volume";
+    let mut container = sidecar(HOLE, opts, PORT, None);
+    container.as_object_mut().expect("a map").remove("env");
+    if opts.pod_report {
+        let env: Vec<Value> = [
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace"),
+            ("POD_UID", "metadata.uid"),
+        ]
+        .iter()
+        .map(|(n, f)| json!({"name": n, "valueFrom": {"fieldRef": {"fieldPath": f}}}))
+        .collect();
+        container["env"] = env.into();
+    }
+    let mut literal = String::new();
+    cel_typed(
+        &container,
+        "Object.spec.initContainers",
+        HOLE,
+        "variables.volume",
+        &mut literal,
+    );
+    let mut volumes = vec![
+        json!({"name": ACTIVE_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"}}),
+        json!({"name": PODINFO_VOLUME, "downwardAPI": {"items": [
+            {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}),
+    ];
+    if opts.pod_report {
+        let mut t = token_volume();
+        t["name"] = TOKEN_VOLUME.into();
+        volumes.push(t);
+    }
+    let jp = |expression: String| json!({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}});
+    let mut mutations = Vec::new();
+    // Every mount of the ConfigMap volume in another container now reads the promoted copy, at the
+    // same path: its name and readOnly, other fields kept.
+    for list in ["initContainers", "containers"] {
+        for i in 0..POLICY_MAX_CONTAINERS {
+            let c = format!("object.spec.{list}[{i}]");
+            let ops = |field: &str, value: &str| {
+                format!(
+                    "{c}.volumeMounts.filter(m, m.name == variables.volume).map(m, JSONPatch{{op: \
+                     \"add\", path: \"/spec/{list}/{i}/volumeMounts/\" + \
+                     string({c}.volumeMounts.indexOf(m)) + \"/{field}\", value: {value}}})"
+                )
+            };
+            mutations.push(jp(format!(
+                "has(object.spec.{list}) && size(object.spec.{list}) > {i} && \
+                 has({c}.volumeMounts) ? {} + {} : []",
+                ops("name", &format!("\"{ACTIVE_VOLUME}\"")),
+                ops("readOnly", "true"),
+            )));
+        }
+    }
+    // The ConfigMap volume is optional (a missing one is the verdict "missing", not a pod stuck in
+    // ContainerCreating), and the sidecar's volumes come after the pod's own.
+    let mut appended = String::new();
+    for v in &volumes {
+        appended.push_str(", JSONPatch{op: \"add\", path: \"/spec/volumes/-\", value: ");
+        cel_typed(
+            v,
+            "Object.spec.volumes",
+            HOLE,
+            "variables.volume",
+            &mut appended,
+        );
+        appended.push('}');
+    }
+    mutations.push(jp(format!(
+        "[JSONPatch{{op: \"add\", path: \"/spec/volumes/\" + \
+         string(object.spec.volumes.map(v, v.name).indexOf(variables.volume)) + \
+         \"/configMap/optional\", value: true}}{appended}]"
+    )));
+    // confgate first, so that later init containers and the component start only with an accepted
+    // config.
+    mutations.push(jp(format!(
+        "has(object.spec.initContainers) && size(object.spec.initContainers) > 0 ? \
+         [JSONPatch{{op: \"add\", path: \"/spec/initContainers/0\", value: {literal}}}] : \
+         [JSONPatch{{op: \"add\", path: \"/spec/initContainers\", value: [{literal}]}}]"
+    )));
+    let annotation =
+        |key: &str| format!("object.metadata.annotations[{}]", Value::String(key.into()));
+    let names = |list: &str| format!("(has(object.spec.{list}) ? object.spec.{list} : [])");
+    let volume = format!(
+        "has(object.metadata.annotations) && {key:?} in object.metadata.annotations ? \
+         {named} : (has(object.spec.volumes) && \
+         size(object.spec.volumes.filter(v, has(v.configMap))) == 1 ? \
+         object.spec.volumes.filter(v, has(v.configMap))[0].name : '')",
+        key = VOLUME_ANNOTATION,
+        named = annotation(VOLUME_ANNOTATION),
+    );
+    // Conditions cannot read the policy's variables: the volume's expression, in parentheses.
+    let volume_in = format!("({volume})");
+    let conditions = vec![
+        json!({"name": "accepts", "expression": format!(
+            "has(object.metadata.annotations) && {ACCEPTS:?} in object.metadata.annotations")}),
+        json!({"name": "not-injected", "expression": format!(
+            "!{}.exists(c, c.name == {CONTAINER:?}) && !{}.exists(c, c.name == {CONTAINER:?})",
+            names("initContainers"), names("containers"))}),
+        json!({"name": "a-configmap-volume", "expression": format!(
+            "{volume_in} != '' && object.spec.volumes.exists(v, v.name == {volume_in} && has(v.configMap))")}),
+        json!({"name": "what-inject-alone-sees-to", "expression": format!(
+            "size({init}) <= {max} && size({regular}) <= {max} && \
+             !(has(object.spec.hostNetwork) && object.spec.hostNetwork) && \
+             !({init} + {regular}).exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == {PORT})) && \
+             !({init} + {regular}).exists(c, has(c.volumeMounts) && c.volumeMounts.exists(m, \
+               m.name == {volume_in} && (has(m.subPath) || has(m.subPathExpr)))) && \
+             !(has(object.metadata.annotations) && \
+               ((\"confgate.io/reload\" in object.metadata.annotations && \
+                 {reload}.startsWith('signal:')) || \"confgate.io/validate\" in object.metadata.annotations))",
+            init = names("initContainers"), regular = names("containers"),
+            max = POLICY_MAX_CONTAINERS, reload = annotation("confgate.io/reload"))}),
+    ];
+    let mut out = vec![
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": INJECT_POLICY},
+            "spec": {
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "IfNeeded",
+                "matchConstraints": {
+                    "matchPolicy": "Equivalent",
+                    "namespaceSelector": {},
+                    "objectSelector": {},
+                    "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                        "operations": ["CREATE"], "resources": ["pods"], "scope": "*"}],
+                },
+                "variables": [{"name": "volume", "expression": volume}],
+                "matchConditions": conditions,
+                "mutations": mutations,
+            },
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": INJECT_POLICY},
+            "spec": {
+                "policyName": INJECT_POLICY,
+                "matchResources": {
+                    "objectSelector": {"matchLabels": {INJECT_LABEL.0: INJECT_LABEL.1}},
+                    "namespaceSelector": {"matchExpressions": [{
+                        "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                        "values": ["kube-system", own_namespace],
+                    }]},
+                },
+            },
+        }),
+    ];
+    if opts.pod_report {
+        out.splice(0..0, own_pod_policy());
+    }
+    out
+}
+
+/// The `--image` check `run` makes, for `--policy`.
+pub fn check_policy_image(opts: &Options) -> Result<(), Error> {
+    check_image(&opts.image).map_err(|problem| Error::Image {
+        image: opts.image.clone(),
+        problem,
+    })
+}
+
 /// Reads each path (`-` is standard input; none means standard input), injects, and renders.
-pub fn run(paths: &[std::path::PathBuf], opts: &Options) -> Result<(String, Vec<Outcome>), Error> {
+pub fn run(paths: &[std::path::PathBuf], opts: &Options) -> Result<(String, Summary), Error> {
     check_image(&opts.image).map_err(|problem| Error::Image {
         image: opts.image.clone(),
         problem,
@@ -1016,8 +1541,8 @@ pub fn run(paths: &[std::path::PathBuf], opts: &Options) -> Result<(String, Vec<
         };
         docs.extend(documents(&name, &text)?);
     }
-    let outcomes = inject_all(&mut docs, opts)?;
-    Ok((render(&docs)?, outcomes))
+    let summary = inject_all(&mut docs, opts)?;
+    Ok((render(&docs)?, summary))
 }
 
 #[cfg(test)]
@@ -1050,8 +1575,8 @@ mod tests {
             .collect()
     }
 
-    /// What inject adds comes before the documents that use it, ServiceAccounts, Roles, RoleBindings
-    /// in that order; the input's documents keep theirs, and a Namespace ahead stays ahead.
+    /// What inject adds comes before the documents that use it, the own-pod policy and its binding,
+    /// Roles, RoleBindings in that order; the input's documents keep theirs, and a Namespace ahead stays ahead.
     #[test]
     fn the_objects_inject_adds_come_before_the_pods_that_use_them() {
         let configmap =
@@ -1063,7 +1588,8 @@ mod tests {
         assert_eq!(
             kinds_and_names(&docs),
             [
-                "ServiceAccount/-/confgate",
+                "ValidatingAdmissionPolicy/-/confgate-own-pod",
+                "ValidatingAdmissionPolicyBinding/-/confgate-own-pod",
                 "Role/-/confgate-reporter",
                 "RoleBinding/-/confgate-reporter",
                 "ConfigMap/-/config",
@@ -1083,8 +1609,8 @@ mod tests {
             kinds_and_names(&docs),
             [
                 "Namespace/-/shop",
-                "ServiceAccount/-/confgate",
-                "ServiceAccount/shop/confgate",
+                "ValidatingAdmissionPolicy/-/confgate-own-pod",
+                "ValidatingAdmissionPolicyBinding/-/confgate-own-pod",
                 "Role/-/confgate-reporter",
                 "Role/shop/confgate-reporter",
                 "RoleBinding/-/confgate-reporter",
@@ -1107,10 +1633,84 @@ mod tests {
         assert_eq!(kinds_and_names(&docs), ["ConfigMap/-/config", "Pod/-/a"]);
     }
 
+    /// A pod keeps the ServiceAccount it runs as and its token automount, whether it names one or
+    /// not; the RoleBinding is to that account (`default` when it names none), and nothing else
+    /// about identities is added.
+    #[test]
+    fn inject_never_changes_what_a_pod_runs_as() {
+        let mut named = pod("named", None);
+        named["spec"]["serviceAccountName"] = "operator".into();
+        let mut no_token = pod("no-token", None);
+        no_token["spec"]["serviceAccountName"] = "webhook".into();
+        no_token["spec"]["automountServiceAccountToken"] = false.into();
+        let mut docs = vec![pod("bare", None), named, no_token];
+        let summary = inject_all(&mut docs, &Options::default()).unwrap();
+        let spec = |name: &str| {
+            docs.iter()
+                .find(|d| d["metadata"]["name"] == name && d["kind"] == "Pod")
+                .unwrap()["spec"]
+                .clone()
+        };
+        assert!(spec("bare").get("serviceAccountName").is_none());
+        assert!(spec("bare").get("automountServiceAccountToken").is_none());
+        assert_eq!(spec("named")["serviceAccountName"], "operator");
+        assert!(spec("named").get("automountServiceAccountToken").is_none());
+        assert_eq!(spec("no-token")["automountServiceAccountToken"], false);
+        assert!(!docs.iter().any(|d| d["kind"] == "ServiceAccount"));
+        let binding = docs.iter().find(|d| d["kind"] == "RoleBinding").unwrap();
+        assert_eq!(
+            binding["subjects"],
+            json!([
+                {"kind": "ServiceAccount", "name": "default"},
+                {"kind": "ServiceAccount", "name": "operator"},
+                {"kind": "ServiceAccount", "name": "webhook"},
+            ])
+        );
+        let why = |name: &str| {
+            summary
+                .outcomes
+                .iter()
+                .find(|o| o.workload == format!("pod/{name}"))
+                .unwrap()
+                .why
+                .clone()
+        };
+        assert!(
+            why("bare").contains("the pod's own ServiceAccount default, unchanged"),
+            "{}",
+            why("bare")
+        );
+        assert!(
+            why("no-token").contains("confgate's container alone holds webhook's token"),
+            "{}",
+            why("no-token")
+        );
+        assert!(!why("named").contains("alone holds"), "{}", why("named"));
+        // Every object added is said, the binding with the accounts it grants to.
+        assert_eq!(summary.added.len(), 4, "{:?}", summary.added);
+        assert!(
+            summary.added[3].contains("default, operator, webhook"),
+            "{:?}",
+            summary.added
+        );
+    }
+
+    /// The policy and the Role's marker rule agree, and the shipped manifest is what inject adds.
+    #[test]
+    fn the_shipped_own_pod_policy_is_the_one_inject_adds() {
+        let text = include_str!("../manifests/own-pod/policy.yaml");
+        let shipped = documents("policy.yaml", text).unwrap();
+        assert_eq!(shipped, own_pod_policy());
+        let rules = reporter_rules();
+        assert_eq!(rules[2]["verbs"][0], MARK.2);
+        let policy = serde_json::to_string(&own_pod_policy()[0]).unwrap();
+        assert!(policy.contains(&format!("check('{}')", MARK.2)), "{policy}");
+    }
+
     /// Each way an image reference is wrong is its own cause, with the message `--image` shows.
     #[test]
     fn each_bad_image_is_its_own_cause() {
-        assert_eq!(check_image("ghcr.io/confgate/confgate:0.1.0"), Ok(()));
+        assert_eq!(check_image("localhost/confgate/confgate:0.1.0"), Ok(()));
         assert_eq!(check_image(""), Err(BadImage::Empty));
         assert_eq!(check_image("a b"), Err(BadImage::Holds(' ')));
         assert_eq!(check_image("a@sha256"), Err(BadImage::DigestForm));

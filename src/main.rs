@@ -177,12 +177,32 @@ fn run_inject(args: &confgate::cli::InjectArgs) -> ExitCode {
         pod_report: args.pod_report == confgate::cli::PodReport::Auto,
         ..Default::default()
     };
+    if args.policy {
+        return match confgate::inject::check_policy_image(&opts).and_then(|()| {
+            confgate::inject::render(&confgate::inject::admission_policy(
+                &opts,
+                &args.own_namespace,
+            ))
+        }) {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::from(EXIT_OK)
+            }
+            Err(e) => {
+                eprintln!("confgate: {e}");
+                ExitCode::from(EXIT_USAGE)
+            }
+        };
+    }
     match confgate::inject::run(&args.paths, &opts) {
-        Ok((yaml, outcomes)) => {
+        Ok((yaml, summary)) => {
             print!("{yaml}");
-            for o in &outcomes {
+            for o in &summary.outcomes {
                 let what = if o.injected { "injected" } else { "skipped" };
                 eprintln!("{} {what}: {}", o.workload, o.why);
+            }
+            for a in &summary.added {
+                eprintln!("added {a}");
             }
             ExitCode::from(EXIT_OK)
         }

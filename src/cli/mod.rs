@@ -96,9 +96,9 @@ pub fn long_version() -> &'static str {
         if !cfg!(feature = "policy") {
             v.push_str(concat!(
                 "\nnot built in: policy (CEL content rules and `confgate policy`): in the -policy \
-                 image, ghcr.io/confgate/confgate:",
+                 image scripts/build-images.sh builds (localhost/confgate/confgate:",
                 env!("CARGO_PKG_VERSION"),
-                "-policy, or `cargo build --features policy`"
+                "-policy), or `cargo build --features policy`"
             ));
         }
         v
@@ -230,19 +230,19 @@ pub fn unbuilt(command: &str) -> String {
         "policy" => (
             "policy",
             concat!(
-                "ghcr.io/confgate/confgate:",
+                "localhost/confgate/confgate:",
                 env!("CARGO_PKG_VERSION"),
                 "-policy"
             ),
         ),
         _ => (
             "api",
-            concat!("ghcr.io/confgate/confgate:", env!("CARGO_PKG_VERSION")),
+            concat!("localhost/confgate/confgate:", env!("CARGO_PKG_VERSION")),
         ),
     };
     format!(
-        "`{command}` is not in this build (features: {}); it is in the image {image}, or a build \
-         with `cargo build --features {feature}`",
+        "`{command}` is not in this build (features: {}); it is in the image scripts/build-images.sh \
+         builds ({image}), or a build with `cargo build --features {feature}`",
         features_text()
     )
 }
@@ -450,16 +450,31 @@ pub struct InjectArgs {
     #[arg(value_name = "FILE")]
     pub paths: Vec<PathBuf>,
     /// The sidecar's image
-    #[arg(long, value_name = "IMAGE", default_value = concat!("ghcr.io/confgate/confgate:", env!("CARGO_PKG_VERSION")))]
+    #[arg(long, value_name = "IMAGE", default_value = concat!("localhost/confgate/confgate:", env!("CARGO_PKG_VERSION")))]
     pub image: String,
     /// The ConfigMap volume to gate, when a pod has several
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
     /// Whether the sidecar reports to its pod (Events, the conditions): auto adds POD_NAME,
-    /// POD_NAMESPACE, POD_UID, a token for confgate alone and the ServiceAccount, Role and RoleBinding
-    /// it needs; off adds none of them
+    /// POD_NAMESPACE, POD_UID, a token for confgate alone, a Role bound to the pod's own
+    /// ServiceAccount (never changed) and the policy keeping it to the pod's own object; off adds none
+    /// of them
     #[arg(long, value_enum, default_value = "auto")]
     pub pod_report: PodReport,
+    /// Print, instead of reading manifests, a MutatingAdmissionPolicy and its binding that add the same
+    /// sidecar at admission to pods labelled confgate.io/inject: enabled (Kubernetes 1.36, or 1.32 with
+    /// the API enabled), and the own-pod policy
+    #[arg(long, conflicts_with_all = ["paths", "volume"])]
+    pub policy: bool,
+    /// With --policy: the namespace confgate's own parts run in, which the policy leaves alone, as it
+    /// does kube-system
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value = "confgate-system",
+        requires = "policy"
+    )]
+    pub own_namespace: String,
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, crate::values::DurationError> {

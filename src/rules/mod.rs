@@ -76,7 +76,7 @@ pub enum Error {
     /// Rules given to a build without the CEL engine.
     #[cfg(not(feature = "policy"))]
     #[error(
-        "content rules need confgate built with the `policy` cargo feature, and this build has it off; use the -policy image (ghcr.io/confgate/confgate:VERSION-policy), a build with --features policy, or remove the rules"
+        "content rules need confgate built with the `policy` cargo feature, and this build has it off; use the -policy image (scripts/build-images.sh builds it: localhost/confgate/confgate:VERSION-policy), a build with --features policy, or remove the rules"
     )]
     Unbuilt,
 }

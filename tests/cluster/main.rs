@@ -16,9 +16,11 @@ mod common;
 
 mod api_mode;
 mod frozen;
+mod inject_policy;
 mod known_good;
 mod manifests;
 mod node;
+mod own_pod;
 mod policy;
 mod restart;
 mod rollout;

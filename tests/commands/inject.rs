@@ -168,7 +168,7 @@ fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
     let got = docs(&out);
     assert_eq!(
         got.len(),
-        8,
+        9,
         "every document is printed, with what reporting needs"
     );
     let before = docs(BARE);
@@ -190,7 +190,7 @@ fn inject_adds_the_native_sidecar_and_repoints_the_mounts() {
     let own: Vec<(String, String)> = got
         .iter()
         .map(kind_name)
-        .filter(|(k, _)| !matches!(k.as_str(), "ServiceAccount" | "Role" | "RoleBinding"))
+        .filter(|(_, n)| !matches!(n.as_str(), "confgate-reporter" | "confgate-own-pod"))
         .collect();
     let theirs: Vec<(String, String)> = before.iter().map(kind_name).collect();
     assert_eq!(own, theirs, "the input's documents keep their order");
@@ -351,8 +351,8 @@ fn inject_reads_large_streams_up_to_the_documented_limit() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         docs(&out).len(),
-        5 * n + 3,
-        "with one ServiceAccount, Role and RoleBinding"
+        5 * n + 4,
+        "with one policy, its binding, one Role and one RoleBinding"
     );
     let limit = 100_000;
     let (code, out, err) = inject(&[], &"---\n{}\n".repeat(limit + 1));
@@ -649,12 +649,18 @@ fn the_component_covers_every_kind_inject_does() {
     // kustomize takes a component by a relative path only: a copy of it beside the workloads.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("component")).unwrap();
-    for f in ["kustomization.yaml", "rbac.yaml"] {
+    std::fs::create_dir(dir.path().join("own-pod")).unwrap();
+    for f in [
+        "component/kustomization.yaml",
+        "component/rbac.yaml",
+        "own-pod/kustomization.yaml",
+        "own-pod/policy.yaml",
+    ] {
         std::fs::copy(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("manifests/component")
+                .join("manifests")
                 .join(f),
-            dir.path().join("component").join(f),
+            dir.path().join(f),
         )
         .unwrap();
     }
@@ -777,7 +783,7 @@ fn inject_refuses_an_image_that_is_no_reference() {
         "confgate",
         "registry.example/confgate:0.1.0",
         "localhost:5000/team/confgate:v1.2_rc-1",
-        "ghcr.io/confgate/confgate@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "localhost/confgate/confgate@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
     ] {
         let (code, _, err) = inject(&["--image", image], BARE);
         assert_eq!(code, 0, "--image {image:?}: {err}");
@@ -854,9 +860,19 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("deployment/web injected")
-            && err.contains("reports to its pod as ServiceAccount confgate"),
+            && err
+                .contains("reports to its pod as the pod's own ServiceAccount default, unchanged"),
         "{err}"
     );
+    for added in [
+        "added ValidatingAdmissionPolicy confgate-own-pod",
+        "added ValidatingAdmissionPolicyBinding confgate-own-pod",
+        "added Role (the namespace applied to)/confgate-reporter",
+        "added RoleBinding (the namespace applied to)/confgate-reporter: Role confgate-reporter for \
+         the pods' own ServiceAccount(s) default, unchanged",
+    ] {
+        assert!(err.contains(added), "{added}: {err}");
+    }
     let got = docs(&out);
     let spec = &find(&got, "Deployment", "web")["spec"]["template"]["spec"];
     let sidecar = &spec["initContainers"][0];
@@ -865,8 +881,10 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
         sidecar["env"][2]["valueFrom"]["fieldRef"]["fieldPath"],
         "metadata.uid"
     );
-    assert_eq!(spec["serviceAccountName"], "confgate");
-    assert_eq!(spec["automountServiceAccountToken"], false);
+    // What the pod runs as is what it ran as.
+    assert!(spec.get("serviceAccountName").is_none(), "{spec}");
+    assert!(spec.get("automountServiceAccountToken").is_none(), "{spec}");
+    assert!(!got.iter().any(|d| d["kind"] == "ServiceAccount"));
     let token = "/var/run/secrets/kubernetes.io/serviceaccount";
     let mounts = |c: &Value| -> Vec<String> {
         c["volumeMounts"]
@@ -877,9 +895,6 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
             .collect()
     };
     assert!(mounts(sidecar).iter().any(|m| m == token), "{sidecar}");
-    for c in [&spec["initContainers"][1], &spec["containers"][0]] {
-        assert!(!mounts(c).iter().any(|m| m == token), "no token for {c}");
-    }
     // One set of reporting objects for both workloads of the namespace.
     let role = find(&got, "Role", "confgate-reporter");
     assert_eq!(
@@ -891,17 +906,16 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
             {"apiGroups": [""], "resources": ["configmaps"],
              "resourceNames": ["web-config.confgate-known-good"], "verbs": ["get", "patch"]},
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {"apiGroups": ["confgate.io"], "resources": ["pods"], "verbs": ["report-own-pod-only"]},
         ])
     );
     let binding = find(&got, "RoleBinding", "confgate-reporter");
     assert_eq!(
         binding["subjects"],
-        json!([{"kind": "ServiceAccount", "name": "confgate"}])
+        json!([{"kind": "ServiceAccount", "name": "default"}])
     );
-    assert_eq!(
-        find(&got, "ServiceAccount", "confgate")["automountServiceAccountToken"],
-        false
-    );
+    find(&got, "ValidatingAdmissionPolicy", "confgate-own-pod");
+    find(&got, "ValidatingAdmissionPolicyBinding", "confgate-own-pod");
     assert_eq!(got.iter().filter(|d| d["kind"] == "Role").count(), 1);
     validate(&out);
 
@@ -919,13 +933,13 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
     assert_eq!(
         find(&got, "RoleBinding", "confgate-reporter")["subjects"],
         json!([
-            {"kind": "ServiceAccount", "name": "confgate"},
+            {"kind": "ServiceAccount", "name": "default"},
             {"kind": "ServiceAccount", "name": "web"},
         ]),
-        "the CronJob runs as confgate, the Deployment as web"
+        "the CronJob runs as default, the Deployment as web"
     );
 
-    // Workloads in two namespaces get the objects in each.
+    // Workloads in two namespaces get the objects in each, and the policy once.
     let two = BARE.replace(
         "kind: Deployment\nmetadata:\n  name: web\n",
         "kind: Deployment\nmetadata:\n  name: web\n  namespace: shop\n",
@@ -938,11 +952,17 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
         .map(|d| d["metadata"]["namespace"].as_str())
         .collect();
     assert_eq!(roles, [None, Some("shop")]);
+    assert_eq!(
+        got.iter()
+            .filter(|d| d["kind"] == "ValidatingAdmissionPolicy")
+            .count(),
+        1
+    );
 
     let (code, out, err) = inject(&["--pod-report", "off"], BARE);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("does not report to its pod (--pod-report off)"),
+        err.contains("does not report to its pod (--pod-report off)") && !err.contains("added "),
         "{err}"
     );
     let got = docs(&out);
@@ -1097,54 +1117,11 @@ spec:
     assert!(!env_names(c).contains(&"CONFGATE_LISTEN"), "{c}");
 }
 
-/// The pod spec of a workload document, and its `namespace/name` of ServiceAccount.
-fn runs_as(d: &Value) -> Option<(Option<String>, String)> {
-    let spec = match d["kind"].as_str()? {
-        "Pod" => &d["spec"],
-        "CronJob" => &d["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => {
-            &d["spec"]["template"]["spec"]
-        }
-        _ => return None,
-    };
-    let account = spec["serviceAccountName"].as_str()?.to_owned();
-    let ns = d["metadata"]["namespace"].as_str().map(str::to_owned);
-    Some((ns, account))
-}
-
-/// Every ServiceAccount in `got` comes before any workload that runs as it (a bare Pod whose account
-/// does not exist yet is refused at admission); returns how many workloads ran as one of them.
-fn assert_accounts_first(what: &str, got: &[Value]) -> usize {
-    let mut checked = 0;
-    for (i, d) in got.iter().enumerate() {
-        if d["kind"] != "ServiceAccount" {
-            continue;
-        }
-        let account = (
-            d["metadata"]["namespace"].as_str().map(str::to_owned),
-            d["metadata"]["name"].as_str().unwrap().to_owned(),
-        );
-        for (j, w) in got.iter().enumerate() {
-            if runs_as(w).as_ref() == Some(&account) {
-                assert!(
-                    i < j,
-                    "{what}: ServiceAccount {account:?} (document {}) comes after {:?} (document {}), which runs as it",
-                    i + 1,
-                    kind_name(w),
-                    j + 1
-                );
-                checked += 1;
-            }
-        }
-    }
-    checked
-}
-
-/// A first plain `kubectl apply -f` of inject's output meets each ServiceAccount it adds before any
-/// pod that runs as it, for every input these tests inject, bare Pods included: the ServiceAccount,
-/// Role and RoleBinding come first, in that order.
+/// A first plain `kubectl apply -f` of inject's output meets what it adds before the pods that need
+/// it, for every input these tests inject, bare Pods included: the own-pod policy and its binding (so
+/// the rights are limited before they are granted), the Role, the RoleBinding, in that order.
 #[test]
-fn inject_puts_each_service_account_before_the_pods_that_run_as_it() {
+fn inject_puts_what_it_adds_before_the_pods_that_use_it() {
     let bare_pod = r#"apiVersion: v1
 kind: ConfigMap
 metadata: {name: once-config}
@@ -1187,29 +1164,25 @@ spec:
         let (code, out, err) = inject(&[], &input);
         assert_eq!(code, 0, "{what}: {err}");
         let got = docs(&out);
-        assert!(
-            assert_accounts_first(what, &got) > 0,
-            "{what}: no pod runs as an added ServiceAccount"
-        );
+        const ADDED: [&str; 4] = [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "Role",
+            "RoleBinding",
+        ];
         let added: Vec<&str> = got
             .iter()
             .filter_map(|d| d["kind"].as_str())
-            .filter(|k| matches!(*k, "ServiceAccount" | "Role" | "RoleBinding"))
+            .filter(|k| ADDED.contains(k))
             .collect();
+        assert!(added.len() >= 4, "{what}: {added:?}");
         let mut sorted = added.clone();
-        sorted.sort_by_key(|k| {
-            ["ServiceAccount", "Role", "RoleBinding"]
-                .iter()
-                .position(|x| x == k)
-        });
+        sorted.sort_by_key(|k| ADDED.iter().position(|x| x == k));
         assert_eq!(added, sorted, "{what}");
         let first_own = got
             .iter()
             .position(|d| {
-                !matches!(
-                    d["kind"].as_str(),
-                    Some("ServiceAccount" | "Role" | "RoleBinding" | "Namespace")
-                )
+                !matches!(d["kind"].as_str(), Some(k) if ADDED.contains(&k) || k == "Namespace")
             })
             .unwrap();
         assert_eq!(
@@ -1252,4 +1225,136 @@ fn inject_puts_the_annotated_checker_in_the_container_spec() {
         "{env:?}"
     );
     validate(&out);
+}
+
+/// docs/validate.md's layout: an init container copies the checker into an emptyDir. A native
+/// sidecar's startup probe must pass before the next init container starts, and it passes only once a
+/// config is accepted, which needs the checker: so confgate starts after the copy and mounts the
+/// volume where the checker's path says. Where it cannot, inject refuses with the reason.
+#[test]
+fn inject_starts_confgate_after_the_init_container_that_copies_its_checker() {
+    let prometheus = |init: &str, validate: &str| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: prometheus}}
+spec:
+  selector: {{matchLabels: {{app: prometheus}}}}
+  template:
+    metadata:
+      labels: {{app: prometheus}}
+      annotations:
+        confgate.io/accepts: "^2"
+        confgate.io/version-from: "yaml:prometheus.yml#/version"
+        confgate.io/validate: "{validate}"
+    spec:
+      initContainers:
+{init}
+      containers:
+        - name: prometheus
+          image: quay.io/prometheus/prometheus:v2.53.0
+          volumeMounts: [{{name: config, mountPath: /etc/prometheus}}]
+      volumes:
+        - name: config
+          configMap: {{name: prometheus-config}}
+        - name: validators
+          emptyDir: {{sizeLimit: 200Mi}}
+"#
+        )
+    };
+    let copy = r#"        - name: copy-promtool
+          image: quay.io/prometheus/prometheus:v2.53.0
+          command: ["cp", "/bin/promtool", "/validators/promtool"]
+          volumeMounts: [{name: validators, mountPath: /validators}]"#;
+    let promtool = "exec:/validators/promtool check config {dir}/prometheus.yml";
+    let (code, out, err) = inject(&[], &prometheus(copy, promtool));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("confgate starts after init container(s) copy-promtool"),
+        "{err}"
+    );
+    let got = docs(&out);
+    let spec = &find(&got, "Deployment", "prometheus")["spec"]["template"]["spec"];
+    assert_eq!(
+        names(&spec["initContainers"]),
+        ["copy-promtool", "confgate"],
+        "the copy first"
+    );
+    assert!(
+        spec["initContainers"][1]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "validators", "mountPath": "/validators", "readOnly": true})),
+        "{}",
+        spec["initContainers"][1]
+    );
+    validate(&out);
+
+    // A checker no container puts anywhere: refused, naming it.
+    let (code, out, err) = inject(&[], &prometheus("        []", "exec:/opt/promtool {dir}"));
+    assert_eq!((code, out.as_str()), (64, ""), "{err}");
+    assert!(
+        err.contains("confgate.io/validate runs /opt/promtool, but no container of the pod mounts"),
+        "{err}"
+    );
+
+    // An init container that reads the config ahead of the copy: confgate cannot be both before and
+    // after it.
+    let reads_first = format!(
+        r#"        - name: migrate
+          image: example/migrate:1
+          volumeMounts: [{{name: config, mountPath: /etc/prometheus}}]
+{copy}"#
+    );
+    let (code, _, err) = inject(&[], &prometheus(&reads_first, promtool));
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains(
+            "init container migrate reads the config, and runs no later than copy-promtool"
+        ),
+        "{err}"
+    );
+}
+
+/// `inject --policy` prints the own-pod policy, then the MutatingAdmissionPolicy and its binding:
+/// labelled pods only, kube-system and confgate's own namespace left alone, `failurePolicy: Fail`,
+/// idempotent, and no mutation touches what the pod runs as. `tests/cluster/inject_policy.rs` runs it.
+#[test]
+fn inject_policy_prints_the_admission_policy() {
+    let (code, out, err) = inject(&["--policy", "--own-namespace", "gates"], "");
+    assert_eq!(code, 0, "{err}");
+    let got = docs(&out);
+    let kinds: Vec<&str> = got.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding"
+        ]
+    );
+    let policy = &got[2]["spec"];
+    assert_eq!(policy["failurePolicy"], "Fail");
+    assert_eq!(policy["reinvocationPolicy"], "IfNeeded");
+    let binding = &got[3]["spec"]["matchResources"];
+    assert_eq!(
+        binding["objectSelector"],
+        json!({"matchLabels": {"confgate.io/inject": "enabled"}})
+    );
+    assert_eq!(
+        binding["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["kube-system", "gates"])
+    );
+    let text = policy.to_string();
+    assert!(
+        !text.contains("serviceAccountName") && !text.contains("automountServiceAccountToken"),
+        "what the pod runs as is never touched"
+    );
+    assert!(text.contains("localhost/confgate/confgate:"), "{text}");
+    let (_, out, _) = inject(&["--policy", "--pod-report", "off"], "");
+    assert_eq!(docs(&out).len(), 2, "no own-pod policy without reporting");
+    let (code, _, err) = inject(&["--policy", "x.yaml"], "");
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("'--policy' cannot be used with"), "{err}");
 }

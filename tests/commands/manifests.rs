@@ -16,7 +16,7 @@ use confgate::snapshot::Observed;
 use confgate::verdict::Verdict;
 use serde_json::Value;
 
-const IMAGE: &str = "ghcr.io/confgate/confgate:";
+const IMAGE: &str = "localhost/confgate/confgate:";
 const BINARY: &str = "/confgate";
 const UID: i64 = 65532;
 

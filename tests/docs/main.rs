@@ -6,4 +6,5 @@ mod common;
 
 mod docs;
 mod layers;
+mod names;
 mod readme;

@@ -234,7 +234,7 @@ fn check_names(words: &[String]) -> Option<String> {
         if missing {
             return Some(format!("{word} {next} names nothing in this repository"));
         }
-        if let Some(image) = path.strip_prefix("ghcr.io/confgate/") {
+        if let Some(image) = path.strip_prefix("localhost/confgate/") {
             // `kustomize edit set image OLD=NEW` names the manifests' image on the left; the
             // `-policy` image is the default one's tag with a suffix.
             let image = image.split('=').next().unwrap_or(image);
@@ -242,7 +242,7 @@ fn check_names(words: &[String]) -> Option<String> {
             let named = read("manifests/native-sidecar/deployment.yaml");
             let bare = |line: &str| {
                 line.trim()
-                    .strip_prefix("image: ghcr.io/confgate/")
+                    .strip_prefix("image: localhost/confgate/")
                     .map(str::to_owned)
             };
             if !named
@@ -251,7 +251,7 @@ fn check_names(words: &[String]) -> Option<String> {
                 .any(|n| n == image || n.split(':').next() == Some(image))
             {
                 return Some(format!(
-                    "image ghcr.io/confgate/{image} is not the image the manifests run"
+                    "image localhost/confgate/{image} is not the image the manifests run"
                 ));
             }
         }
