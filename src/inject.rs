@@ -4,11 +4,22 @@
 //! The component keeps its mount paths: its mounts of the ConfigMap volume are pointed at the promoted
 //! `emptyDir` instead, and only confgate mounts the ConfigMap. A pod that already has a `confgate`
 //! container is left as it is, so injecting twice changes nothing.
+//!
+//! The sidecar moves off 9797 when another container declares that port (`CONFGATE_LISTEN`, which
+//! `run` and `probe` both read), and, for a `hostNetwork` pod, onto `127.0.0.1` at a port no other
+//! `hostNetwork` pod of the stream holds (`Stream`, surveyed before injecting). A signal reload
+//! gets what it needs of the pod (`signal_needs`: `shareProcessNamespace`, the component's user).
+//! Unless `--pod-report off`, the sidecar reports to its pod with the pod's own identity, never
+//! changed, and the Role and RoleBinding it needs, with the own-pod policy, are added ahead of the
+//! stream's documents but after its leading Namespaces (`added_at`). A checker a template's
+//! annotation names is the manifest author's, who writes the container spec too: it goes into the
+//! sidecar's spec (`CONFGATE_VALIDATE`). A field of the wrong type it edits is an error, never a panic.
 
 pub use crate::workloads::volumes::Unchosen;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::settings::{Reload, Settings};
+use crate::verdict::fix::ANN_VALIDATE;
 use crate::workloads::volumes::shape;
 use serde_json::{Map, Value, json};
 
@@ -633,7 +644,7 @@ fn inject_doc(
 /// misspelled or bad one would leave the injected sidecar never ready, or a typo in `accepts` skip the
 /// workload in silence.
 fn check_annotations(annotations: Option<&Value>) -> Result<Settings, Problem> {
-    let defaults = Settings::default();
+    let mut defaults = Settings::default();
     let Some(map) = annotations.and_then(Value::as_object) else {
         return Ok(defaults);
     };
@@ -646,6 +657,12 @@ fn check_annotations(annotations: Option<&Value>) -> Result<Settings, Problem> {
             });
         };
         ours.insert(k.clone(), v.to_owned());
+    }
+    // The checker a template's annotation names is written by the manifest's author, who writes
+    // the container spec too: it becomes the sidecar's own (`CONFGATE_VALIDATE`), which a later patch
+    // of the pod's annotation may only pick or turn off.
+    if let Some(Ok(v)) = ours.get(ANN_VALIDATE).map(|v| v.parse()) {
+        defaults.validate = v;
     }
     let resolved = Settings::with_annotations(&defaults, &defaults, &ours);
     if resolved.problems.is_empty() {
@@ -877,6 +894,17 @@ fn inject_pod(
         port,
         (port != PORT || on_node).then_some(&listen),
     );
+    if settings.validate != crate::settings::Validate::None {
+        // Only the container spec names a program confgate runs.
+        let env = c
+            .as_object_mut()
+            .expect("an object")
+            .entry("env")
+            .or_insert_with(|| json!([]));
+        if let Some(env) = env.as_array_mut() {
+            env.push(json!({"name": "CONFGATE_VALIDATE", "value": settings.validate.to_string()}));
+        }
+    }
     if let Some((uid, gid)) = run_as {
         c["securityContext"]["runAsUser"] = uid.into();
         c["securityContext"]["runAsGroup"] = gid.into();

@@ -852,6 +852,10 @@ const PIPELINE_HOLDS: &[(&str, &str)] = &[
         "whether the driver's watch sees a file of the watched dir open for writing",
     ),
     (
+        "settling",
+        "when a read put off until a plain dir's newest change (its files' ctime) is a quiet period old may be made",
+    ),
+    (
         "check",
         "the running checker's task and cancel handle, until it answers or CancelCheck",
     ),
