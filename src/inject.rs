@@ -39,7 +39,7 @@ const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 const DEFAULT_ACCOUNT: &str = "default";
 /// The Role (and its binding) that lets the sidecar report, as in `manifests/native-sidecar/rbac.yaml`.
 const ROLE: &str = "confgate-reporter";
-/// The ValidatingAdmissionPolicy (and its binding) that limits whoever holds [`ROLE`] to its own pod,
+/// The ValidatingAdmissionPolicy (and its binding) that limits whoever holds `ROLE` to its own pod,
 /// as in `manifests/own-pod/policy.yaml`.
 pub const OWN_POD_POLICY: &str = "confgate-own-pod";
 
@@ -429,7 +429,7 @@ fn reporting_objects(
     out
 }
 
-/// The API group, resource and verb of the rule that marks a holder of [`ROLE`] for
+/// The API group, resource and verb of the rule that marks a holder of `ROLE` for
 /// [`OWN_POD_POLICY`]. Nothing serves it, so it grants nothing; the policy asks the authorizer
 /// whether the request's user holds it.
 pub const MARK: (&str, &str, &str) = ("confgate.io", "pods", "report-own-pod-only");
@@ -446,7 +446,7 @@ fn reporter_rules() -> Value {
     ])
 }
 
-/// The ValidatingAdmissionPolicy and its binding that keep a holder of [`ROLE`] to its own pod.
+/// The ValidatingAdmissionPolicy and its binding that keep a holder of `ROLE` to its own pod.
 ///
 /// RBAC cannot: pod and Event names are generated, so `resourceNames` cannot narrow either rule, and a
 /// `pods/status` patch can change any pod's conditions, labels and annotations in the namespace. The
