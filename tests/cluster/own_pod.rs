@@ -174,8 +174,29 @@ fn inject_keeps_the_pods_identity_and_its_reporting_to_its_own_pod() {
     let as_nobody = dir.path().join("unbound.kubeconfig");
     c.kubeconfig(&as_nobody, unbound.trim(), NS);
 
-    // RBAC alone: the Role lets pod a's token patch every pod's status, labels included.
-    assert_eq!(patch_status(&as_a, "b", None), Ok(()), "without the policy");
+    // RBAC alone: the Role's rights without its marker let pod a's token patch every pod's status,
+    // labels included. (The suite's API server is shared, and a test applying the shipped manifests
+    // binds the policy cluster-wide; it leaves the holders of an unmarked Role alone.)
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "Role")
+        .expect("inject adds a Role")
+        .clone();
+    let mut unmarked = role.clone();
+    unmarked["rules"] = json!(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["apiGroups"][0] != "confgate.io")
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    c.kubectl_ok(&["apply", "-n", NS, "-f", "-"], &unmarked.to_string());
+    poll("RBAC alone to let pod a patch pod b", LOADED, || {
+        patch_status(&as_a, "b", None).ok()
+    });
+    c.kubectl_ok(&["apply", "-n", NS, "-f", "-"], &role.to_string());
 
     // The policy bound to this namespace; the server loads it within a few seconds.
     let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1",

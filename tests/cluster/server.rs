@@ -473,6 +473,8 @@ impl Start {
                 format!("--cert-dir={d}/certs"),
                 format!("--token-auth-file={d}/tokens.csv"),
                 "--authorization-mode=RBAC".into(),
+                // As kubeadm runs it: kube-proxy's DaemonSet (manifests/kube-proxy) is privileged.
+                "--allow-privileged=true".into(),
                 "--service-account-issuer=https://kubernetes.default.svc".into(),
                 format!("--service-account-key-file={d}/sa.pub"),
                 format!("--service-account-signing-key-file={d}/sa.key"),

@@ -65,8 +65,21 @@ impl Sidecar {
             ],
             "",
         );
+        // Bound to the pod, as the kubelet's projected token is: the own-pod policy, which a test
+        // applying the shipped manifests binds on this shared API server, refuses a token bound to
+        // no pod for a holder of this Role.
         let token = c.kubectl_ok(
-            &["create", "token", "confgate", "-n", ns, "--duration=1h"],
+            &[
+                "create",
+                "token",
+                "confgate",
+                "-n",
+                ns,
+                "--duration=1h",
+                "--bound-object-kind=Pod",
+                &format!("--bound-object-name={POD}"),
+                &format!("--bound-object-uid={}", uid.trim()),
+            ],
             "",
         );
         let tmp = tempfile::tempdir().unwrap();
