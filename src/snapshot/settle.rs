@@ -9,19 +9,14 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::limits::DATA_LINK;
-
 /// Entries looked at, at most: a plain dir is a handful of files, and this runs on the loop.
 const ENTRIES: usize = 256;
 
 /// How long until every entry of the plain dir `dir` has been unchanged for `quiet`, by change time;
-/// `None` when it already has, when `dir` is a kubelet volume (its `..data` swap is atomic), or when
-/// it cannot be listed (the read then says why). A change time in the future (a clock set back) counts
-/// as settled, so a read is never put off for good.
+/// `None` when it already has, or when it cannot be listed (the read then says why). For a plain dir
+/// only: the caller knows a kubelet volume by its `..data`, whose swap is atomic. A change time in the
+/// future (a clock set back) counts as settled, so a read is never put off for good.
 pub(crate) fn settling(dir: &Path, quiet: Duration) -> Option<Duration> {
-    if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() {
-        return None;
-    }
     let newest = std::fs::read_dir(dir)
         .ok()?
         .take(ENTRIES)
@@ -47,9 +42,6 @@ mod tests {
         let wait = settling(d.path(), Duration::from_secs(3600)).expect("just written");
         assert!(wait <= Duration::from_secs(3600), "{wait:?}");
         assert_eq!(settling(d.path(), Duration::ZERO), None);
-        // A kubelet volume is never put off: its swap is one rename.
-        std::os::unix::fs::symlink("..2026", d.path().join(DATA_LINK)).unwrap();
-        assert_eq!(settling(d.path(), Duration::from_secs(3600)), None);
         assert_eq!(
             settling(&d.path().join("absent"), Duration::from_secs(3600)),
             None

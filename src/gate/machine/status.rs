@@ -157,16 +157,10 @@ impl Gate {
                 name: CheckKind::Newest,
                 ok: self.settings.on_incompatible == OnIncompatible::Hold,
                 message: format!(
-                    "running the known-good {} from {}; the source's newest config{} is {}: {}",
+                    "running the known-good {} from {}; the source's {}",
                     k.judgement.version.as_deref().unwrap_or("config"),
                     k.record,
-                    n.judgement
-                        .version
-                        .as_ref()
-                        .map(|v| format!(" {v}"))
-                        .unwrap_or_default(),
-                    n.judgement.verdict,
-                    n.judgement.reason
+                    newest_text(n)
                 ),
             });
         } else if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {

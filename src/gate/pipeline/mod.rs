@@ -686,20 +686,22 @@ impl Pipeline {
         refused: Vec<(ContentHash, String)>,
         on_loop: bool,
     ) -> Option<Event> {
+        // One look at `..data` tells the kind of source, and whether the settling check applies.
+        let kind = source_kind(&self.feed, &self.cfg.watch);
         let fed = match &self.feed {
             // Half-written, maybe: the read waits for the close.
             Feed::Volume if self.writing => return None,
-            Feed::Volume => {
+            Feed::Volume if kind == verdict::fix::Source::PlainDir => {
                 if let Some(wait) = snapshot::settling(&self.cfg.watch, SETTLE) {
                     self.settling = Some(Instant::now() + wait);
                     return None;
                 }
                 None
             }
+            Feed::Volume => None,
             Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
         };
         let watch = self.cfg.watch.clone();
-        let kind = source_kind(&self.feed, &self.cfg.watch);
         // After a small config the next is read on the loop when it is small too: the read stops
         // at the first entry or byte past the bounds, and a 1 MiB config after a small one is then
         // read off the loop, like any large one.
