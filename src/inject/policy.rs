@@ -165,11 +165,14 @@ pub fn admission_policy(opts: &Options, own_namespace: &str) -> Vec<Value> {
          \"/configMap/optional\", value: true}}{appended}]"
     )));
     // confgate first, so that later init containers and the component start only with an accepted
-    // config.
+    // config. A pod with no init containers gets an empty list, then confgate appended: kube-apiserver
+    // 1.36 cannot convert a list of typed objects as one patch's value (the request fails with a
+    // panic in its handler, seen on the test bed's server).
     mutations.push(jp(format!(
         "has(object.spec.initContainers) && size(object.spec.initContainers) > 0 ? \
          [JSONPatch{{op: \"add\", path: \"/spec/initContainers/0\", value: {literal}}}] : \
-         [JSONPatch{{op: \"add\", path: \"/spec/initContainers\", value: [{literal}]}}]"
+         [JSONPatch{{op: \"add\", path: \"/spec/initContainers\", value: []}}, \
+          JSONPatch{{op: \"add\", path: \"/spec/initContainers/-\", value: {literal}}}]"
     )));
     let annotation =
         |key: &str| format!("object.metadata.annotations[{}]", Value::String(key.into()));
