@@ -329,6 +329,11 @@ fn the_chart_defaults_to_an_image_no_registry_serves() {
     assert_eq!(values["image"]["tag"], version);
     assert_eq!(values["image"]["repository"], "localhost/confgate/confgate");
     assert_eq!(values["image"]["pullPolicy"], "IfNotPresent");
+    let plugin: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("helm-plugin/plugin.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(plugin["version"], version);
 
     // What is no image reference never reaches the policy's CEL.
     let home = tempfile::tempdir().unwrap();
