@@ -1,8 +1,8 @@
 {{/*
 The sidecar as named templates for a component's own chart, writing the pod `confgate inject` writes
 (tests/commands/chart.rs renders tests/fixtures/component-chart and compares its pod with inject's).
-A component chart lists this chart as a dependency (alias confgate) and, with `$c` its
-.Values.confgate:
+A component chart lists this chart as a dependency (its values are then .Values.confgate) and
+writes, in its pod template's spec:
 
   initContainers:
     {{- include "confgate.sidecar" (dict "volume" "config" "values" .Values.confgate) | nindent 8 }}
