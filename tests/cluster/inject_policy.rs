@@ -154,6 +154,18 @@ fn the_admission_policy_makes_the_pod_inject_makes() {
     assert_eq!(got["spec"]["serviceAccountName"], "default");
     assert_eq!(got["metadata"]["labels"], want["metadata"]["labels"]);
 
+    // A pod with no init container, as most are: confgate becomes its first, and the pod is again
+    // inject's.
+    let mut bare = pod("bare", true);
+    bare["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("initContainers");
+    let got = created(c, &bare);
+    assert_eq!(got["spec"]["initContainers"][0]["name"], "confgate");
+    let want = created(c, &injected(&bare));
+    assert_eq!(same_form(&got["spec"]), same_form(&want["spec"]));
+
     // Not labelled: left as it is.
     let plain = created(c, &pod("plain", false));
     assert_eq!(

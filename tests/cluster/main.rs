@@ -15,6 +15,7 @@
 mod common;
 
 mod api_mode;
+mod chart;
 mod frozen;
 mod inject_policy;
 mod known_good;

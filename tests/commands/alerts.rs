@@ -16,7 +16,7 @@ use common::*;
 const MARK: &str = "<!-- alert rules: checked by tests/commands/alerts.rs -->";
 
 /// The YAML block after [`MARK`], in the README or the page of `docs/` the section lives on.
-fn rules() -> String {
+pub(crate) fn rules() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut pages: Vec<PathBuf> = vec![root.join("README.md")];
     if let Ok(docs) = std::fs::read_dir(root.join("docs")) {

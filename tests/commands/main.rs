@@ -7,6 +7,7 @@ mod common;
 mod adapt;
 mod alerts;
 mod api_versions;
+mod chart;
 mod check;
 mod check_inject;
 mod check_rollout;

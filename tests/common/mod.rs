@@ -414,6 +414,19 @@ pub fn tool(name: &str) -> PathBuf {
         })
 }
 
+/// Helm v4: `HELM_BIN` where set (as `.ci/run` sets it), else `helm` as [`tool`] finds it; fails the
+/// test naming it when neither is there.
+pub fn helm() -> PathBuf {
+    match std::env::var_os("HELM_BIN") {
+        Some(p) if Path::new(&p).is_file() => PathBuf::from(p),
+        Some(p) => panic!(
+            "this test needs helm: HELM_BIN is {} and no file is there; run .ci/setup (it builds it)",
+            Path::new(&p).display()
+        ),
+        None => tool("helm"),
+    }
+}
+
 /// `kubectl kustomize DIR`'s output; fails the test, naming the cause, when kubectl is missing or
 /// the build fails.
 pub fn kustomize(dir: &Path) -> String {

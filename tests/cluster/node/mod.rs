@@ -8,6 +8,7 @@
 //! saying which, so a missing node never passes as a tested one.
 
 mod captured;
+mod chart;
 mod harness;
 
 use std::time::{Duration, Instant};
