@@ -9,6 +9,7 @@ mod alerts;
 mod api_versions;
 mod check;
 mod check_inject;
+mod check_known_good;
 mod check_rollout;
 mod cli;
 mod demo;
