@@ -17,4 +17,5 @@ mod health;
 mod inject;
 mod manifests;
 mod policy;
+mod policy_record;
 mod static_pods;
