@@ -12,6 +12,7 @@
 //! (metadata only) is let through from anyone, so the record can be annotated
 //! [`super::ALLOW_DELETE`] and then deleted, the same two steps as the source.
 
+use super::error::{Error, check_name};
 use super::semver_cel::lit;
 use super::yaml::Node;
 
@@ -29,6 +30,28 @@ impl Writer {
     pub(super) fn username(&self) -> String {
         format!("system:serviceaccount:{}:{}", self.namespace, self.name)
     }
+}
+
+/// `NAME` (in `namespace`) or `NAMESPACE:NAME`, as `kubectl create rolebinding --serviceaccount`
+/// writes it; both validated as Kubernetes validates them.
+pub fn writer(value: &str, namespace: &str) -> Result<Writer, Error> {
+    let (ns, name) = value.split_once(':').unwrap_or((namespace, value));
+    check_name("namespace", ns).map_err(|_| Error::Name {
+        what: "service-account",
+        value: value.to_owned(),
+        problem: "expected NAME or NAMESPACE:NAME, where a namespace is a DNS label (lower-case \
+                  letters, digits and '-', at most 63 characters)",
+    })?;
+    check_name("name", name).map_err(|_| Error::Name {
+        what: "service-account",
+        value: value.to_owned(),
+        problem: "a ServiceAccount's name is a DNS subdomain: lower-case letters, digits, '-' and \
+                  '.', at most 253 characters",
+    })?;
+    Ok(Writer {
+        namespace: ns.to_owned(),
+        name: name.to_owned(),
+    })
 }
 
 /// What the record's validations need from the policy.
