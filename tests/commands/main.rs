@@ -15,6 +15,7 @@ mod cli;
 mod demo;
 mod health;
 mod inject;
+mod known_good_rbac;
 mod manifests;
 mod policy;
 mod policy_record;
