@@ -9,6 +9,7 @@
 
 mod captured;
 mod harness;
+mod known_good;
 
 use std::time::{Duration, Instant};
 
