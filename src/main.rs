@@ -156,6 +156,7 @@ fn run_policy(args: &confgate::cli::PolicyArgs) -> ExitCode {
         &args.gate.raw(),
         &args.namespace,
         &args.name,
+        &args.service_accounts,
         &args.kubernetes_version,
         output,
     ) {

@@ -376,6 +376,10 @@ pub struct PolicyArgs {
     /// Name of the guarded ConfigMap
     #[arg(long, value_name = "NAME")]
     pub name: String,
+    /// A ServiceAccount of the gated pods (repeatable): only its tokens bound to a pod may write the
+    /// known-good record NAME.confgate-known-good [default: any ServiceAccount of --namespace]
+    #[arg(long = "service-account", value_name = "[NS:]NAME")]
+    pub service_accounts: Vec<String>,
     /// The oldest API server the policy must work on (1.30 or newer)
     #[arg(long, value_name = "MAJOR.MINOR", default_value = "1.30")]
     pub kubernetes_version: String,

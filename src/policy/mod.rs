@@ -13,17 +13,23 @@
 //! `verdict::fix`, as the sidecar's do. `tests/commands/policy.rs` checks that the policy admits
 //! exactly what `check` accepts (kube-cel's `VapEvaluator`, over a corpus and a property test).
 
+mod error;
+mod reason;
+mod record;
 pub mod rollout_cel;
 pub mod semver_cel;
 pub mod yaml;
+
+pub use error::Error;
+use error::check_name;
+use reason::{ADMITTED, STORED_DATA, SemverRange, version_reason};
+pub use record::{POD_NAME_EXTRA, Writer, writer};
 
 use crate::rules::Rule;
 use crate::settings::{Mode, Raw, Settings, VersionFrom};
 use crate::verdict::fix;
 use semver_cel::lit;
 
-/// What the admission policy judges: a ConfigMap object, as the API server is asked to admit it.
-const ADMITTED: fix::Source = fix::Source::ApiConfigMap;
 use yaml::Node;
 
 /// The oldest Kubernetes with `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy (GA in 1.30).
@@ -46,53 +52,6 @@ pub const CONTROLLER_USERS: [&str; 3] = [
     "system:kube-controller-manager",
 ];
 
-/// Why no policy could be generated. All are usage errors.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    #[error(
-        "--version-from {0} cannot be checked at admission: CEL in the API server cannot parse a JSON or \
-         YAML document inside a ConfigMap value. Keep the version in a key of its own (e.g. a `version` key \
-         written next to the document) and use --version-from file:KEY, or generate the policy without \
-         --accepts to guard only required keys, rules and deletion"
-    )]
-    VersionInDocument(String),
-    #[error(
-        "invalid --kubernetes-version {0:?}: expected MAJOR.MINOR such as 1.30 or 1.34; \
-         ValidatingAdmissionPolicy v1 needs Kubernetes 1.30 or newer"
-    )]
-    KubernetesVersion(String),
-    #[error("invalid --{what} {value:?}: {problem}")]
-    Name {
-        what: &'static str,
-        value: String,
-        problem: &'static str,
-    },
-    #[error(
-        "--accepts {0:?} lists Kubernetes API versions, which cannot be checked at admission: a config's \
-         apiVersion is a field inside its own document, which CEL in the API server cannot parse out of a \
-         ConfigMap value (a line match would let through what a YAML reader sees otherwise: a quoted or \
-         folded value, a second document, an anchor). Generate the policy without --accepts to guard only \
-         required keys, rules and deletion, and leave the API version to the sidecar and `confgate check`"
-    )]
-    ApiVersions(String),
-    #[error("the policy would check nothing but deletion: give --accepts, --require or --rule")]
-    ChecksNothing,
-    #[error(
-        "--variants {0} cannot be checked at admission: each variant carries its version inside its \
-         own document (--version-from yaml: or json:), which CEL in the API server cannot parse, and a \
-         file: version is one key every variant shares, so it cannot tell them apart. Generate the \
-         policy without --variants and with only what holds for the stored keys (e.g. --require of keys \
-         every variant shares), or leave the variants to the sidecar and `confgate check`"
-    )]
-    Variants(String),
-}
-
-/// The semver range the policy compiles into CEL, with its text.
-struct SemverRange<'a> {
-    req: &'a semver::VersionReq,
-    text: &'a str,
-}
-
 /// What to generate the policy for.
 pub struct Request<'a> {
     pub namespace: &'a str,
@@ -101,6 +60,9 @@ pub struct Request<'a> {
     pub rules: &'a [Rule],
     /// `MAJOR.MINOR` of the oldest API server the policy must work on.
     pub kubernetes_version: &'a str,
+    /// The ServiceAccounts whose pod-bound tokens may write the known-good record; none: any of the
+    /// namespace's.
+    pub writers: &'a [Writer],
 }
 
 /// The minor version of a `1.MINOR[.PATCH]` Kubernetes version, if it is 1.30 or newer.
@@ -116,48 +78,6 @@ pub(crate) fn kubernetes_minor(v: &str) -> Result<u64, Error> {
         return Err(bad());
     }
     Ok(minor)
-}
-
-/// What Kubernetes accepts as a ConfigMap's name (a DNS subdomain, RFC 1123) or a namespace (a DNS
-/// label), as its `IsDNS1123Subdomain` and `IsDNS1123Label` validate them: the API server refuses any
-/// other, and the policy's own name is built from both.
-fn check_name(what: &'static str, value: &str) -> Result<(), Error> {
-    let (max, allowed) = if what == "namespace" {
-        (
-            63,
-            "a namespace is a DNS label: at most 63 characters, lower-case letters, digits and '-', \
-             starting and ending with a letter or digit",
-        )
-    } else {
-        (
-            253,
-            "a ConfigMap's name is a DNS subdomain: at most 253 characters, lower-case letters, digits, \
-             '-' and '.', where each '.'-separated part starts and ends with a letter or digit",
-        )
-    };
-    let label_ok = |l: &str| {
-        let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-        let b = l.as_bytes();
-        !b.is_empty()
-            && alnum(b[0])
-            && alnum(b[b.len() - 1])
-            && b.iter().all(|&c| alnum(c) || c == b'-')
-    };
-    let ok = value.len() <= max
-        && if what == "namespace" {
-            label_ok(value)
-        } else {
-            value.split('.').all(label_ok)
-        };
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Name {
-            what,
-            value: value.to_owned(),
-            problem: allowed,
-        })
-    }
 }
 
 /// The policy's and binding's name: `confgate.NAMESPACE.NAME` (a namespace has no dot, so it is unique).
@@ -206,9 +126,17 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
     // UPDATE that leaves `data` and `binaryData` as stored (an annotation, a label) changes nothing the
     // sidecar judges, and must pass even when the stored content predates the policy and breaks it:
     // otherwise not even `kubectl annotate ... confgate.io/allow-delete=true` could get through.
-    let skip_delete = "request.operation == 'DELETE' || (request.operation == 'UPDATE' && oldObject != null \
+    let metadata_only = "(request.operation == 'UPDATE' && oldObject != null \
          && (has(object.data) ? object.data : {}) == (has(oldObject.data) ? oldObject.data : {}) \
-         && (has(object.binaryData) ? object.binaryData : {}) == (has(oldObject.binaryData) ? oldObject.binaryData : {})) || ";
+         && (has(object.binaryData) ? object.binaryData : {}) == (has(oldObject.binaryData) ? oldObject.binaryData : {}))";
+    // The known-good record beside the source is guarded by the same policy (`record`), when its name
+    // can exist; the source's validations pass at once for a request about the record.
+    let record = Some(crate::known_good::record_name(req.name)).filter(|r| r.len() <= 253);
+    let not_source = match &record {
+        Some(_) => format!("request.name != {} || ", lit(req.name)),
+        None => String::new(),
+    };
+    let skip_delete = format!("{not_source}request.operation == 'DELETE' || {metadata_only} || ");
 
     // Every refusal says what the sidecar and `check` would say of the same ConfigMap, after its name,
     // so a user meets one vocabulary wherever confgate judges.
@@ -227,7 +155,7 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
             .join(", "),
     );
     let mut validations = vec![Node::map([
-        ("expression", Node::str(deletion)),
+        ("expression", Node::str(format!("{not_source}{deletion}"))),
         (
             "message",
             Node::str(format!(
@@ -391,6 +319,20 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         ]));
     }
 
+    // Last, so the source's refusals keep their order.
+    if let Some(record) = &record {
+        validations.extend(record::validations(&record::Guard {
+            namespace: req.namespace,
+            source: req.name,
+            record,
+            writers: req.writers,
+            allow_delete: ALLOW_DELETE,
+            policy: &full,
+            deletion: &deletion,
+            metadata_only,
+        }));
+    }
+
     let mut annotations = vec![(
         "confgate.io/kubernetes-version".to_owned(),
         Node::str(format!("1.{minor}")),
@@ -443,7 +385,15 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
                                 ("apiVersions", Node::strs(["v1"])),
                                 ("operations", Node::strs(["CREATE", "UPDATE", "DELETE"])),
                                 ("resources", Node::strs(["configmaps"])),
-                                ("resourceNames", Node::strs([req.name])),
+                                (
+                                    "resourceNames",
+                                    Node::Seq(
+                                        std::iter::once(req.name)
+                                            .chain(record.as_deref())
+                                            .map(Node::str)
+                                            .collect(),
+                                    ),
+                                ),
                             ])]),
                         ),
                     ]),
@@ -455,9 +405,13 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
                         (
                             "expression",
                             Node::str(format!(
-                                "request.namespace == {} && request.name == {}",
+                                "request.namespace == {} && request.name in [{}]",
                                 lit(req.namespace),
-                                lit(req.name)
+                                std::iter::once(req.name)
+                                    .chain(record.as_deref())
+                                    .map(lit)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             )),
                         ),
                     ])]),
@@ -483,97 +437,6 @@ pub fn generate(req: &Request<'_>) -> Result<[Node; 2], Error> {
         ),
     ]);
     Ok([policy, binding])
-}
-
-/// A CEL string: the sidecar's reason for the version in `key` (see [`crate::verdict::judge_snapshot`]),
-/// ending with the same fix, where CEL can compute it. Two differ: a key under `binaryData` (the policy
-/// reads `data` only) and a value that looks like a version but does not parse (the `semver` crate's
-/// explanation is left out).
-///
-/// `data` is a CEL map expression the key is read from: the stored data, or the candidate's.
-fn version_reason(key: &str, from: &VersionFrom, accepts: &SemverRange<'_>, data: &str) -> String {
-    let k = lit(key);
-    let text = accepts.text;
-    let allowed = "allowed: MAJOR[.MINOR[.PATCH]][-PRE][+BUILD], optionally with a leading v";
-    let write = fix::write_a_version(from, ADMITTED);
-    let classified = format!(
-        "[{v}].map(v, [{class}].map(w, w == 'accepted' ? 'version ' + v + {in_} : \
-         w == 'too-new' ? 'version ' + v + {newer} : \
-         w == 'too-old' ? 'version ' + v + {older} : \
-         v.split('+')[0].contains('-') ? 'pre-release ' + v + {pre} : \
-         'version ' + v + {outside})[0])[0]",
-        v = semver_cel::display("t"),
-        class = semver_cel::classify("t", accepts.req),
-        in_ = lit(&format!(" is in {text}")),
-        newer = with_version(
-            &format!(
-                " is newer than {text} allows; {}",
-                fix::too_new(text, VERSION, ADMITTED)
-            ),
-            "v"
-        ),
-        older = with_version(
-            &format!(
-                " is older than {text} allows; {}",
-                fix::too_old(text, VERSION, ADMITTED)
-            ),
-            "v"
-        ),
-        pre = lit(&format!(
-            " is outside {text} (a range admits pre-releases only of a version it names with a pre-release); {}",
-            fix::pre_release(text, ADMITTED)
-        )),
-        outside = lit(&format!(
-            " is outside {text}; {}",
-            fix::outside(text, ADMITTED)
-        )),
-    );
-    format!(
-        "!({k} in {data}) ? (has(object.binaryData) && {k} in object.binaryData ? {under_binary} : {absent}) : \
-         [{trimmed}].map(t, t == '' ? {empty} : \
-         size(bytes(t)) > {max} ? {at} + string(size(bytes(t))) + {long} : \
-         !{readable} ? (t.matches('^[0-9A-Za-z.+-]{{1,64}}$') ? 'version \"' + t + {not_semver} : {at_value} + string(size(bytes(t))) + {chars}) : \
-         {classified})[0]",
-        under_binary = lit(&format!(
-            "key {key} is under binaryData, where the admission policy cannot read a version; keep it under data"
-        )),
-        absent = lit(&format!(
-            "key {key} (from {from}) is absent; {}",
-            fix::version_key_absent(&crate::listing::name(key), ADMITTED)
-        )),
-        trimmed = semver_cel::trimmed(&format!("{data}[{k}]")),
-        empty = lit(&format!(
-            "key {key} is empty; expected a version such as 2.4.1; {write}"
-        )),
-        max = semver_cel::MAX_VERSION_LEN,
-        at = lit(&format!("the version at {from} is ")),
-        long = lit(&format!(
-            " bytes long; a version is at most {} bytes; {write}",
-            semver_cel::MAX_VERSION_LEN
-        )),
-        readable = semver_cel::readable("t"),
-        not_semver = lit(&format!(
-            "\" at {from}: not a semantic version; {allowed}; {write}"
-        )),
-        at_value = lit(&format!("the value at {from} is not a semantic version (")),
-        chars = lit(&format!(
-            " bytes, with characters a version does not have); {allowed}; {write}"
-        )),
-    )
-}
-
-/// The stored data as a CEL map, empty when there is none.
-const STORED_DATA: &str = "(has(object.data) ? object.data : {})";
-
-/// Where a fix names the version, as [`with_version`] finds it.
-const VERSION: &str = "\u{0}";
-
-/// A CEL string: `text` with each [`VERSION`] in it replaced by the CEL string expression `v`.
-fn with_version(text: &str, v: &str) -> String {
-    text.split(VERSION)
-        .map(lit)
-        .collect::<Vec<_>>()
-        .join(&format!(" + {v} + "))
 }
 
 /// The two objects as a YAML stream.
@@ -608,21 +471,29 @@ pub enum Output {
 }
 
 /// `confgate policy`: the settings (rules among them: flags first, then the file), the objects as text.
+/// `service_accounts` (`NAME` or `NAMESPACE:NAME`) are those whose pod-bound tokens may write the
+/// known-good record.
 pub fn print(
     raw: &Raw,
     namespace: &str,
     name: &str,
+    service_accounts: &[String],
     kubernetes_version: &str,
     output: Output,
 ) -> Result<String, CommandError> {
     let settings = Settings::from_raw(raw)?;
     let rules = settings.rules.compiled();
+    let writers = service_accounts
+        .iter()
+        .map(|v| writer(v, namespace))
+        .collect::<Result<Vec<_>, _>>()?;
     let objects = generate(&Request {
         namespace,
         name,
         settings: &settings,
         rules,
         kubernetes_version,
+        writers: &writers,
     })?;
     tracing::debug!(
         %namespace,

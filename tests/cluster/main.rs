@@ -23,6 +23,7 @@ mod manifests;
 mod node;
 mod own_pod;
 mod policy;
+mod policy_record;
 mod restart;
 mod rollout;
 mod secret;

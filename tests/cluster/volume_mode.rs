@@ -38,7 +38,26 @@ struct Sidecar {
 
 impl Sidecar {
     fn start(c: &Cluster, ns: &'static str, args: &[&str], env: &[(&str, &str)]) -> Sidecar {
+        Sidecar::start_on(c, ns, args, env, "2.4.1", &[])
+    }
+
+    /// [`Sidecar::start`] with `first` in the volume when confgate starts and `objects` applied by
+    /// the admin before; the pod's spec mounts ConfigMap `component-config` at the watched path, as
+    /// the kubelet would, so the known-good record beside it is named.
+    fn start_on(
+        c: &Cluster,
+        ns: &'static str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        first: &str,
+        objects: &[serde_json::Value],
+    ) -> Sidecar {
         c.namespaces(&[ns]);
+        for o in objects {
+            c.kubectl_ok(&["apply", "-f", "-"], &o.to_string());
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let incoming = tmp.path().join("incoming");
         c.kubectl_ok(
             &["apply", "-n", ns, "-f", "-"],
             &manifest("manifests/native-sidecar/rbac.yaml", ns),
@@ -51,7 +70,13 @@ impl Sidecar {
             "metadata": {"name": POD, "namespace": ns,
                          "labels": {"app.kubernetes.io/name": "component"}},
             "spec": {"serviceAccountName": "confgate",
-                     "containers": [{"name": "component", "image": "example/component:1"}]}});
+                     "containers": [
+                         {"name": "component", "image": "example/component:1"},
+                         {"name": "confgate", "image": "localhost/confgate/confgate:dev",
+                          "volumeMounts": [{"name": "config",
+                                            "mountPath": incoming.to_str().unwrap()}]}],
+                     "volumes": [{"name": "config",
+                                  "configMap": {"name": "component-config"}}]}});
         c.kubectl_ok(&["apply", "-f", "-"], &pod.to_string());
         let uid = c.kubectl_ok(
             &[
@@ -82,11 +107,9 @@ impl Sidecar {
             ],
             "",
         );
-        let tmp = tempfile::tempdir().unwrap();
         let kubeconfig = tmp.path().join("sidecar.kubeconfig");
         c.kubeconfig(&kubeconfig, token.trim(), ns);
-        let incoming = tmp.path().join("incoming");
-        write_version(&incoming, "2.4.1");
+        write_version(&incoming, first);
 
         let mut cmd = c.confgate_tied();
         cmd.args(["run", "--accepts", ACCEPTS])
@@ -348,4 +371,67 @@ fn pod_report_off_writes_nothing() {
     assert_eq!(condition(&pod, COMPATIBLE), None);
     assert_eq!(facts(&pod), None);
     assert!(s.view.events().is_empty(), "{:?}", s.view.events());
+}
+
+/// A pod-like sidecar in volume mode whose mounted dir holds only a too-new version starts on the
+/// known-good it reads through the API (the record beside the ConfigMap its spec mounts at the
+/// watched path, under the shipped Role), and reports it: `/status`, `config-current` `KnownGood`,
+/// the Event, `confgate status`; the volume's first accepted version then replaces it.
+#[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn volume_mode_starts_on_the_known_good_read_through_the_api() {
+    let c = cluster();
+    let ns = "confgate-volume-known-good";
+    let record = "component-config.confgate-known-good";
+    // The record as an earlier pod wrote it: 2.4.1, with the keys the volume holds.
+    let files = std::collections::BTreeMap::from([("version".to_owned(), b"2.4.1".to_vec())]);
+    let entry = confgate::known_good::Entry::of(&confgate::snapshot::Snapshot::new(files), "2.4.1");
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": record, "namespace": ns},
+                        "data": {"v2": entry.to_json()}});
+    let sink = crate::common::Sink::start(false);
+    let url = sink.url();
+    let s = Sidecar::start_on(c, ns, &["--reload", &url], &[], "3.0.0", &[object]);
+
+    let status = s.gate.wait_status("started on the known-good", |s| {
+        s["active"]["version"] == "2.4.1" && !s["known_good"].is_null()
+    });
+    assert_eq!(status["known_good"]["record"], record, "{status}");
+    assert_eq!(status["known_good"]["because"], "too-new", "{status}");
+    assert_eq!(status["ready"], true, "hold: {status}");
+    assert_eq!(
+        std::fs::read_to_string(s.tmp.path().join("promoted/version")).unwrap(),
+        "2.4.1"
+    );
+    let (_, current, _) = s.wait_reported("config-current KnownGood", |_, b, _| {
+        said(b) == ("False", "KnownGood")
+    });
+    // The message is the facts in prose: what runs, and why the newest is not it.
+    assert!(
+        current
+            .message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("version 2.4.1 ")
+                && m.contains("newest version 3.0.0 sha256:")
+                && m.contains("is too-new")),
+        "{current:?}"
+    );
+    s.view.wait_event("the KnownGood Event", |e| {
+        e.reason.as_deref() == Some("KnownGood")
+            && e.note.as_deref().is_some_and(|n| n.contains(record))
+    });
+    // The pod's row: config-current False/KnownGood, running 2.4.1; not on the expected config.
+    let (code, out) = s.status_as_reader(c);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with(POD)
+            && l.contains("False/KnownGood")
+            && l.split_whitespace().nth(4) == Some("2.4.1")),
+        "{out}"
+    );
+
+    write_version(&s.incoming, "2.5.0");
+    let status = s.gate.wait_active("2.5.0");
+    assert!(status["known_good"].is_null(), "{status}");
+    s.assert_nothing_refused();
 }

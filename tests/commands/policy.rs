@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 const STACK: usize = 1 << 30;
 
 /// Runs a test body on a thread with a [`STACK`]-sized stack.
-fn big_stack(f: impl FnOnce() + Send + 'static) {
+pub(super) fn big_stack(f: impl FnOnce() + Send + 'static) {
     std::thread::Builder::new()
         .stack_size(STACK)
         .spawn(f)
@@ -37,10 +37,10 @@ fn big_stack(f: impl FnOnce() + Send + 'static) {
         .unwrap();
 }
 const BIN: &str = env!("CARGO_BIN_EXE_confgate");
-const NS: &str = "team-a";
-const NAME: &str = "app-config";
+pub(super) const NS: &str = "team-a";
+pub(super) const NAME: &str = "app-config";
 
-fn settings(accepts: Option<&str>, require: Option<&str>) -> Settings {
+pub(super) fn settings(accepts: Option<&str>, require: Option<&str>) -> Settings {
     Settings::from_raw(&Raw {
         accepts: accepts.map(RawValue::from),
         require: require.map(RawValue::from),
@@ -50,20 +50,21 @@ fn settings(accepts: Option<&str>, require: Option<&str>) -> Settings {
 }
 
 /// The policy object (first of the two) as JSON.
-fn policy_for(s: &Settings, rules: &[Rule]) -> Value {
+pub(super) fn policy_for(s: &Settings, rules: &[Rule]) -> Value {
     let objects = policy::generate(&Request {
         namespace: NS,
         name: NAME,
         settings: s,
         rules,
         kubernetes_version: "1.30",
+        writers: &[],
     })
     .unwrap();
     objects[0].to_json()
 }
 
 /// A compiled policy: match conditions and validations, ready to evaluate many requests.
-struct Compiled {
+pub(super) struct Compiled {
     conditions: Vec<Result<CompiledVapExpression, VapError>>,
     validations: Vec<Result<CompiledVapExpression, VapError>>,
     /// The validations as written, to rebuild a policy without its match conditions.
@@ -90,7 +91,7 @@ fn as_kube_cel_reads(expression: &str) -> String {
 }
 
 impl Compiled {
-    fn new(policy: &Value) -> Compiled {
+    pub(super) fn new(policy: &Value) -> Compiled {
         let expr = |v: &Value| VapExpression {
             expression: as_kube_cel_reads(v["expression"].as_str().unwrap()),
             message: v["message"].as_str().map(str::to_owned),
@@ -130,7 +131,7 @@ impl Compiled {
     }
 
     /// [`Compiled::admit`] for a request sent by `user` (`request.userInfo.username`).
-    fn admit_as(
+    pub(super) fn admit_as(
         &self,
         user: &str,
         op: &str,
@@ -178,7 +179,7 @@ impl Compiled {
 /// Keys here avoid `.`, `-`, `_` and `/`: kube-cel's evaluator escapes every JSON object key as the API
 /// server escapes only declared field names (`config.yaml` would become `config__dot__yaml`), while the
 /// API server leaves the keys of `data`, a map, as they are.
-fn configmap(data: &[(&str, &str)]) -> Value {
+pub(super) fn configmap(data: &[(&str, &str)]) -> Value {
     let data: serde_json::Map<String, Value> = data
         .iter()
         .map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned())))
@@ -461,7 +462,7 @@ fn aws_auth_guard_keeps_the_node_role() {
         let guard = Compiled::from_parts(&[], p.sources.clone());
         assert!(
             guard
-                .admit("DELETE", "kube-system", "aws-auth", None, Some(&erased))
+                .admit("DELETE", "kube-system", NAME, None, Some(&erased))
                 .is_err()
         );
         // The same rules, evaluated as the sidecar and `check` do.
@@ -624,6 +625,7 @@ fn names_and_namespaces_are_validated_as_kubernetes_does() {
             settings: &s,
             rules: &[],
             kubernetes_version: "1.30",
+            writers: &[],
         })
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -715,17 +717,24 @@ fn unusual_characters_in_a_rule_survive_every_reader() {
             .collect();
         assert!(raw.is_empty(), "raw {raw:?} in\n{text}");
     }
-    // The rule's validation is the last (after deletion and the rollout key).
+    // The rule's validation: the one that reads `binaryData` as a variable.
     let expression = |policy: &Value| {
         policy["spec"]["validations"]
             .as_array()
-            .and_then(|v| v.last())
+            .and_then(|v| {
+                v.iter().find(|v| {
+                    v["expression"]
+                        .as_str()
+                        .unwrap()
+                        .contains("].all(binaryData,")
+                })
+            })
             .and_then(|v| v["expression"].as_str())
             .unwrap()
             .to_owned()
     };
     let want = format!(
-        "request.operation == 'DELETE' || (request.operation == 'UPDATE' && oldObject != null \
+        "request.name != '{NAME}' || request.operation == 'DELETE' || (request.operation == 'UPDATE' && oldObject != null \
          && (has(object.data) ? object.data : {{}}) == (has(oldObject.data) ? oldObject.data : {{}}) \
          && (has(object.binaryData) ? object.binaryData : {{}}) == (has(oldObject.binaryData) ? oldObject.binaryData : {{}})) \
          || [has(object.data) ? object.data : {{}}].all(data, \
@@ -830,6 +839,7 @@ fn observe_mode_binds_warn_and_audit() {
         settings: &s,
         rules: &[],
         kubernetes_version: "1.34",
+        writers: &[],
     })
     .unwrap();
     assert_eq!(

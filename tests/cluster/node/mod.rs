@@ -10,6 +10,7 @@
 mod captured;
 mod chart;
 mod harness;
+mod known_good;
 
 use std::time::{Duration, Instant};
 

@@ -10,9 +10,6 @@
 
 use std::path::Path;
 
-use base64::Engine as _;
-
-use crate::configmap::{self, Keys};
 use crate::rollout;
 use crate::settings::Settings;
 use crate::snapshot::{self, Observed};
@@ -24,47 +21,16 @@ use crate::settings::{ApiVersion, SchemeVersion, Standing};
 pub use crate::values::kube_release::Release;
 use crate::values::kube_release::{self, NotServed};
 
-/// Why an input could not be checked at all.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: document {doc} is not valid YAML or JSON ({what})")]
-    Parse {
-        path: String,
-        doc: usize,
-        what: String,
-    },
-    #[error(
-        "{path}: more than {max} documents; check and inject read at most {max} documents per input \
-         (split the stream into several inputs)",
-        max = crate::manifest::MAX_DOCUMENTS
-    )]
-    TooManyDocuments { path: String },
-    #[error(
-        "{path}: no ConfigMap found (a manifest needs kind: ConfigMap, or kind: List of them, or a workload whose pods carry confgate.io/ annotations)"
-    )]
-    NoConfigMap { path: String },
-    /// Without a range every verdict would be a rejection, so the check could never pass.
-    #[error(
-        "no accepted range to check against: pass --accepts or set CONFGATE_ACCEPTS (e.g. --accepts '>=2.4.0, <3.0.0')"
-    )]
-    NoRange,
-    #[error("no ConfigMap named {name} in the input (--name)")]
-    NoSuchName { name: String },
-    /// The sidecar would not be ready with these annotations, so nothing could pass for it.
-    #[error("{workload}: bad confgate.io/ annotations on its pods: {problems}")]
-    Annotations { workload: String, problems: String },
-    /// Passing on nothing judged would let a wrong input pass a pipeline.
-    #[error(
-        "nothing to judge: the input holds no ConfigMap or directory, and none of the ConfigMaps its workloads read ({missing}); add their manifests"
-    )]
-    NothingToJudge { missing: String },
-}
+mod error;
+mod known_good;
+mod manifest;
+
+pub use error::Error;
+
+use known_good::Record;
+pub use known_good::{On, Start};
+pub use manifest::manifests;
+use manifest::{Input, configmaps, documents};
 
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +41,8 @@ pub struct Line {
     pub name: Option<String>,
     pub judgement: Judgement,
     pub sha256: Option<String>,
+    /// What a pod would start on, when the input holds the source's known-good record.
+    pub start: Option<Start>,
 }
 
 impl std::fmt::Display for Line {
@@ -87,7 +55,11 @@ impl std::fmt::Display for Line {
             self.sha256.as_deref().unwrap_or("-"),
             self.what,
             self.judgement.reason
-        )
+        )?;
+        match &self.start {
+            Some(s) => write!(f, "\n{s}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -121,19 +93,6 @@ pub fn check(paths: &[impl AsRef<Path>], settings: &Settings) -> Result<Report, 
     check_ranges(paths, std::slice::from_ref(settings))
 }
 
-/// One ConfigMap or directory to judge.
-struct Input {
-    /// `namespace/name (place)`, or the path of a directory.
-    what: String,
-    /// `namespace/name`, or the path of a directory.
-    id: String,
-    /// The ConfigMap's namespace and name, for matching it to the workloads that read it.
-    object: Option<(Option<String>, String)>,
-    /// Where it was found: `path document N`.
-    place: String,
-    observed: Observed,
-}
-
 /// Checks every path under each of `ranges` (settings from flags and environment, differing in their
 /// range), one line per input and range, so a CI job sees which variant each deployed range would run
 /// and which range none serves.
@@ -146,6 +105,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
         return Err(Error::NoRange);
     };
     let mut inputs = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
     let mut found_workloads = Vec::new();
     for p in paths {
         let p = p.as_ref();
@@ -181,10 +141,11 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
         let docs = documents(&name, &text)?;
         let found = configmaps(&name, &docs);
         let ws = workloads::collect(&docs);
-        if found.is_empty() && ws.is_empty() {
+        if found.inputs.is_empty() && found.records.is_empty() && ws.is_empty() {
             return Err(Error::NoConfigMap { path: name });
         }
-        inputs.extend(found);
+        inputs.extend(found.inputs);
+        records.extend(found.records);
         found_workloads.extend(ws);
     }
     let mut report = Report::default();
@@ -218,7 +179,30 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
         report.warnings.extend(w.warnings.iter().cloned());
     }
     let mut unjudged = Vec::new();
+    // A directory has no name to match a record by: it takes the input's one record, if only one.
+    let record_of = |input: &Input| match &input.object {
+        Some((ns, name)) => records
+            .iter()
+            .find(|r| &r.namespace == ns && &r.source == name),
+        None => match records.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        },
+    };
+    for r in &records {
+        if !inputs
+            .iter()
+            .any(|i| record_of(i).is_some_and(|m| std::ptr::eq(m, r)))
+        {
+            report.warnings.push(format!(
+                "{}: a known-good record of ConfigMap {}, which is not in the input (a directory takes \
+                 the record only when the input holds one); not used",
+                r.what, r.source
+            ));
+        }
+    }
     for input in &inputs {
+        let record = record_of(input);
         let readers: Vec<usize> = match &input.object {
             Some((ns, name)) => found_workloads
                 .iter()
@@ -238,7 +222,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
                     Some(range) if ranges.len() > 1 => format!("{} [{range}]", input.what),
                     _ => input.what.clone(),
                 };
-                report.lines.extend(lines(what, input, settings));
+                report.lines.extend(lines(what, input, settings, record));
             }
             continue;
         }
@@ -251,7 +235,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
                     let range = settings.accepts_text().unwrap_or("no range");
                     what = format!("{what} [{range}]");
                 }
-                report.lines.extend(lines(what, input, settings));
+                report.lines.extend(lines(what, input, settings, record));
             }
         }
     }
@@ -402,13 +386,29 @@ pub fn all_accepted(lines: &[Line]) -> bool {
 /// judges it (a rollout key that cannot be read makes it invalid); while some pods are on the
 /// candidate, the candidate's set is judged too, on a line of its own, and a candidate that would be
 /// held on those pods is a line that is not accepted: the rollout cannot go on with it.
-fn lines(what: String, input: &Input, settings: &Settings) -> Vec<Line> {
+fn lines(what: String, input: &Input, settings: &Settings, record: Option<&Record>) -> Vec<Line> {
+    let mut out = lines_judged(what, input, settings);
+    // What a new pod runs follows from the set every pod off the candidate judges: the first line.
+    if let (Some(record), Some(first)) = (record, out.first_mut()) {
+        first.start = Some(known_good::start(
+            first.what.clone(),
+            first.sha256.clone(),
+            &first.judgement,
+            record,
+            settings,
+        ));
+    }
+    out
+}
+
+fn lines_judged(what: String, input: &Input, settings: &Settings) -> Vec<Line> {
     let name = input.object.as_ref().map(|(_, n)| n.clone());
     let line = |what: String, choice: variants::Choice| Line {
         what,
         name: name.clone(),
         sha256: choice.observed.hash().map(|h| h.to_string()),
         judgement: choice.judgement,
+        start: None,
     };
     let plan = match &input.observed {
         Observed::Config(snap) => rollout::Plan::read(snap, settings.variants.as_ref()),
@@ -453,246 +453,4 @@ fn lines(what: String, input: &Input, settings: &Settings) -> Vec<Line> {
     };
     out.push(line(format!("{what} candidate {percent}"), candidate));
     out
-}
-
-/// Every ConfigMap in a (multi-document) YAML or JSON text, as the kubelet would project it.
-///
-/// JSON is read as a stream of values (`kubectl get -o json`, or one object per line as `jq -c` writes);
-/// YAML as `---`-separated documents. A top-level `kind: List` or sequence contributes each item.
-pub fn manifests(path: &str, text: &str) -> Result<Vec<(String, Observed)>, Error> {
-    let docs = documents(path, text)?;
-    Ok(configmaps(path, &docs)
-        .into_iter()
-        .map(|i| (i.what, i.observed))
-        .collect())
-}
-
-/// The documents of a YAML or JSON stream.
-fn documents(path: &str, text: &str) -> Result<Vec<serde_json::Value>, Error> {
-    match json_documents(path, text) {
-        Some(Ok(docs)) => Ok(docs),
-        Some(Err(json_err)) => yaml_documents(path, text).map_err(|_| json_err),
-        None => yaml_documents(path, text),
-    }
-}
-
-fn configmaps(path: &str, docs: &[serde_json::Value]) -> Vec<Input> {
-    let mut out = Vec::new();
-    for (i, doc) in docs.iter().enumerate() {
-        collect(doc, &Origin { path, doc: i + 1 }, None, &mut out);
-    }
-    out
-}
-
-/// `None` when the text does not look like JSON; YAML is a superset for one document, but not for a
-/// stream of concatenated JSON values.
-fn json_documents(path: &str, text: &str) -> Option<Result<Vec<serde_json::Value>, Error>> {
-    if !text.trim_start().starts_with(['{', '[']) {
-        return None;
-    }
-    let mut docs = Vec::new();
-    for (i, v) in serde_json::Deserializer::from_str(text)
-        .into_iter::<serde_json::Value>()
-        .enumerate()
-    {
-        match v {
-            Ok(_) if docs.len() == crate::manifest::MAX_DOCUMENTS => {
-                return Some(Err(Error::TooManyDocuments {
-                    path: path.to_owned(),
-                }));
-            }
-            Ok(v) => docs.push(v),
-            // Described by position only: parser messages may quote the manifest's content.
-            Err(e) => {
-                return Some(Err(Error::Parse {
-                    path: path.to_owned(),
-                    doc: i + 1,
-                    what: format!("line {}, column {}", e.line(), e.column()),
-                }));
-            }
-        }
-    }
-    Some(Ok(docs))
-}
-
-fn yaml_documents(path: &str, text: &str) -> Result<Vec<serde_json::Value>, Error> {
-    serde_saphyr::from_multiple_with_options(text, crate::manifest::yaml_options(text.len()))
-        .map_err(|e| {
-            if crate::manifest::too_many_documents(&e) {
-                return Error::TooManyDocuments {
-                    path: path.to_owned(),
-                };
-            }
-            let line = e.location().map_or(0, |l| l.line());
-            let column = e.location().map_or(0, |l| l.column());
-            Error::Parse {
-                path: path.to_owned(),
-                doc: document_at(text, line),
-                what: format!("line {line}, column {column}"),
-            }
-        })
-}
-
-/// The 1-based document of a stream that holds `line`, counting `---` separators before it.
-fn document_at(text: &str, line: u64) -> usize {
-    let mut doc = 1;
-    let mut content = false;
-    for l in text.lines().take(line.saturating_sub(1) as usize) {
-        if l.starts_with("---") && content {
-            doc += 1;
-        } else if !l.trim().is_empty() && !l.trim_start().starts_with('#') {
-            content = true;
-        }
-    }
-    doc
-}
-
-/// Where a ConfigMap was found, for its report line.
-struct Origin<'a> {
-    path: &'a str,
-    doc: usize,
-}
-
-fn collect(v: &serde_json::Value, origin: &Origin<'_>, item: Option<usize>, out: &mut Vec<Input>) {
-    let items = match v.get("kind").and_then(|k| k.as_str()) {
-        Some("ConfigMap") => return out.push(configmap(v, origin, item)),
-        Some("List") | Some("ConfigMapList") => v.get("items").and_then(|i| i.as_array()),
-        _ => v.as_array(),
-    };
-    for (n, it) in items.into_iter().flatten().enumerate() {
-        collect(it, origin, Some(n + 1), out);
-    }
-}
-
-fn configmap(v: &serde_json::Value, origin: &Origin<'_>, item: Option<usize>) -> Input {
-    let meta = v.get("metadata");
-    let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(|x| x.as_str());
-    let name = field("name").unwrap_or("<unnamed>");
-    let place = match item {
-        Some(n) => format!("{} document {} item {n}", origin.path, origin.doc),
-        None => format!("{} document {}", origin.path, origin.doc),
-    };
-    let namespace = field("namespace").map(str::to_owned);
-    let id = match &namespace {
-        Some(ns) => format!("{ns}/{name}"),
-        None => name.to_owned(),
-    };
-    Input {
-        what: format!("{id} ({place})"),
-        id,
-        object: field("name").map(|n| (namespace, n.to_owned())),
-        place,
-        observed: configmap::observe(files(v)),
-    }
-}
-
-/// Why a manifest's ConfigMap gives no keys. Names sections and keys, never a value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum FilesError {
-    #[error("{0} is not a mapping")]
-    NotMapping(&'static str),
-    #[error("{section}.{key} is not a string (quote numbers and booleans)")]
-    NotString { section: &'static str, key: String },
-    #[error("binaryData.{key} is not valid base64 ({why})")]
-    Base64 {
-        key: String,
-        why: base64::DecodeError,
-    },
-    #[error(transparent)]
-    Key(#[from] configmap::KeyError),
-}
-
-fn files(v: &serde_json::Value) -> Result<Keys, FilesError> {
-    let mut files = Keys::default();
-    for (section, binary) in [("data", false), ("binaryData", true)] {
-        let Some(map) = v.get(section) else { continue };
-        if map.is_null() {
-            continue;
-        }
-        let map = map.as_object().ok_or(FilesError::NotMapping(section))?;
-        for (k, val) in map {
-            let key = k.as_str();
-            let text = val.as_str().ok_or_else(|| FilesError::NotString {
-                section,
-                key: key.to_owned(),
-            })?;
-            let bytes = if binary {
-                base64::engine::general_purpose::STANDARD
-                    .decode(text.trim())
-                    .map_err(|why| FilesError::Base64 {
-                        key: key.to_owned(),
-                        why,
-                    })?
-            } else {
-                text.as_bytes().to_vec()
-            };
-            files.insert(section, key, bytes)?;
-        }
-    }
-    Ok(files)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(found: &[(String, Observed)]) -> Vec<&str> {
-        found.iter().map(|(w, _)| w.as_str()).collect()
-    }
-
-    #[test]
-    fn yaml_flow_mapping_is_not_mistaken_for_json() {
-        let found = manifests(
-            "f",
-            "{kind: ConfigMap, metadata: {name: a}, data: {version: '1'}}\n",
-        )
-        .unwrap();
-        assert_eq!(names(&found), ["a (f document 1)"]);
-        assert!(matches!(found[0].1, Observed::Config(_)));
-    }
-
-    #[test]
-    fn broken_json_reports_the_json_error() {
-        let err =
-            manifests("f", "{\"kind\": \"ConfigMap\", \"data\": {\"a\": \"b\"}\n").unwrap_err();
-        assert!(
-            matches!(&err, Error::Parse { doc: 1, what, .. } if what == "line 2, column 0"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn top_level_sequence_and_nested_lists() {
-        let text = "- kind: ConfigMap\n  metadata: {name: a}\n  data: {k: v}\n- kind: List\n  items:\n  - kind: ConfigMap\n    metadata: {name: b}\n";
-        let found = manifests("f", text).unwrap();
-        assert_eq!(
-            names(&found),
-            ["a (f document 1 item 1)", "b (f document 1 item 1)"]
-        );
-        assert!(matches!(&found[1].1, Observed::Missing(_)));
-    }
-
-    #[test]
-    fn non_string_data_and_bad_keys_are_named() {
-        let found = manifests(
-            "f",
-            "kind: ConfigMap\ndata: {version: 2.4}\n---\nkind: ConfigMap\ndata: {..data: x}\n",
-        )
-        .unwrap();
-        let reasons: Vec<String> = found
-            .iter()
-            .map(|(_, o)| match o {
-                Observed::Broken(why) => why.to_string(),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert!(
-            reasons[0].contains("data.version is not a string"),
-            "{reasons:?}"
-        );
-        assert!(
-            reasons[1].contains("not a valid ConfigMap key"),
-            "{reasons:?}"
-        );
-    }
 }
