@@ -515,6 +515,50 @@ fn collect_dirs(dir: &Path, into: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// Kills every process in the pod cgroup `pod{uid}` under the node's cgroup and waits until none is
+/// left (a pod's containers are its cgroup's processes; their shims are not, and stay to reap them).
+fn kill_pod_processes(cgroup: &str, uid: &str) -> Result<(), String> {
+    let mut dirs = Vec::new();
+    collect_dirs(&Path::new("/sys/fs/cgroup/pids").join(cgroup), &mut dirs);
+    let pod = format!("pod{uid}");
+    let dirs: Vec<_> = dirs
+        .into_iter()
+        .filter(|d| d.components().any(|c| c.as_os_str() == pod.as_str()))
+        .collect();
+    if dirs.is_empty() {
+        return Err(format!("no cgroup {pod} under {cgroup}"));
+    }
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pids: Vec<i32> = dirs
+            .iter()
+            .flat_map(|d| {
+                std::fs::read_to_string(d.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect::<Vec<i32>>()
+            })
+            .collect();
+        if pids.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > end {
+            return Err(format!(
+                "{pod}: processes {pids:?} outlived SIGKILL for 30 s"
+            ));
+        }
+        for pid in pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        // Polling, not synchronising: the next look at the cgroup, with a deadline.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Kills what runs in the node's cgroups, and their shims, once the test process is gone (its end of
 /// the pipe closes with it).
 fn janitor(dir: &Path, cgroup: &str) -> Result<std::process::ChildStdin, String> {
@@ -555,8 +599,31 @@ impl Node {
         if k.sync == sync {
             return Ok(());
         }
+        self.restart_locked(&mut k, sync, None)
+    }
+
+    /// What a node's power loss does to one pod: the kubelet stops, every process of the pod whose
+    /// UID is `uid` (a static pod's is its config hash) is killed, and the kubelet starts again, so
+    /// the pod's containers are created anew from nothing but what is on the node's disk. Other
+    /// pods keep running (a test beside this one is not disturbed beyond the kubelet's pause).
+    #[allow(dead_code)]
+    pub fn power_cycle(&self, uid: &str) -> Result<(), String> {
+        let mut k = self.kubelet.lock().unwrap_or_else(|e| e.into_inner());
+        let sync = k.sync;
+        self.restart_locked(&mut k, sync, Some(uid))
+    }
+
+    fn restart_locked(
+        &self,
+        k: &mut Kubelet,
+        sync: KubeletSync,
+        kill_pod: Option<&str>,
+    ) -> Result<(), String> {
         // The old one is gone (killed and waited for) before the new one binds its port.
         drop(k.guard.take());
+        if let Some(uid) = kill_pod {
+            kill_pod_processes(&k.cgroup, uid)?;
+        }
         let restarted = jiff::Timestamp::now();
         k.guard = Some(start_kubelet(
             self.cluster,

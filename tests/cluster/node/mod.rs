@@ -1609,7 +1609,7 @@ fn a_static_kube_apiserver_keeps_its_served_config_files_while_an_edited_one_is_
     });
     assert_eq!(s["active"]["version"], served, "{s}");
     // The mirror pod is made again by the kubelet: absent for a moment, not a failure.
-    crate::common::poll(
+    let pod = crate::common::poll(
         "the restarted pod unready while the policy is held",
         CHANGE,
         || {
@@ -1619,8 +1619,28 @@ fn a_static_kube_apiserver_keeps_its_served_config_files_while_an_edited_one_is_
             );
             let p: Value = serde_json::from_slice(&out.stdout).ok()?;
             (harness::condition_is(&p, "Ready", "False") && running(&p, "kube-apiserver"))
-                .then_some(())
+                .then_some(p)
         },
     );
+
+    // The node restarted: the kubelet down, every process of the pod killed, the kubelet up again.
+    // Nothing of the old containers is left but the node's disk, and the apiserver starts again on
+    // the promoted files while the staged policy is still held.
+    let uid = pod["metadata"]["annotations"]["kubernetes.io/config.hash"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the mirror pod names its static pod's hash: {pod}"))
+        .to_owned();
+    n.power_cycle(&uid)
+        .unwrap_or_else(|e| panic!("power-cycle the static pod: {e}"));
+    crate::common::poll(
+        "the kube-apiserver serving after the restart",
+        START,
+        || apiserver_live(n, port).then_some(()),
+    );
+    let s = crate::common::poll("the gate holding after the restart", CHANGE, || {
+        let s = crate::common::status(gate_port)?;
+        (s["candidate"]["verdict"] == "too-old").then_some(s)
+    });
+    assert_eq!(s["active"]["version"], served, "{s}");
     std::fs::remove_file(&manifest).unwrap();
 }
