@@ -17,11 +17,14 @@ FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 # Dependencies first, so source edits do not refetch them.
 COPY Cargo.toml Cargo.lock build.rs ./
-RUN mkdir src examples && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+COPY crates/core/Cargo.toml ./crates/core/
+RUN mkdir src examples crates/core/src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && touch crates/core/src/lib.rs \
     && echo 'fn main() {}' > examples/component.rs \
     && cargo fetch --locked \
-    && rm -rf src examples
+    && rm -rf src examples crates/core/src
 COPY src ./src
+COPY crates ./crates
 COPY examples ./examples
 # The build context has no .git: `confgate --version` names the commit given here
 # (`--build-arg CONFGATE_GIT_COMMIT=$(git rev-parse HEAD)`), else `unknown`.

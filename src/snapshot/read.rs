@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::config::Snapshot;
-use super::limits::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, is_editor_leftover};
-use super::observed::Observed;
-use super::problem::{Broken, MAX_DEPTH, Missing, SWAP_RETRIES};
+// The values are the core's; named there, not through `super`, which declares this file.
+use confgate_core::snapshot::{Broken, MAX_DEPTH, Missing, SWAP_RETRIES};
+use confgate_core::snapshot::{DATA_LINK, DEFAULT_MODE, MAX_BYTES, MAX_KEYS, is_editor_leftover};
+use confgate_core::snapshot::{Observed, Snapshot};
 
 /// Reads the directory as one snapshot.
 ///

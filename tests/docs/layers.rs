@@ -16,24 +16,10 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, &[&str])] = &[
     (
         "values and formats",
-        &[
-            "values",
-            "backoff",
-            "failure",
-            "snapshot",
-            "annotations",
-            "configmap",
-            "extract",
-            "manifest",
-            "listing",
-            "rules",
-        ],
+        &["backoff", "snapshot", "annotations", "manifest"],
     ),
-    ("settings and status", &["settings", "metrics", "state"]),
-    (
-        "the pure core",
-        &["verdict", "variants", "rollout", "workloads", "known_good"],
-    ),
+    ("settings and status", &["metrics", "state"]),
+    ("the pure core", &["workloads"]),
     (
         "I/O at the edges",
         &[

@@ -1,17 +1,12 @@
 //! The kubelet's downward-API annotations file: `key="value"` lines, values quoted by Go's `strconv.Quote`.
 //!
-//! Parsing is pure; `read_file` is the one read of the file. The kubelet writes keys sorted, one per line, with no trailing newline
+//! Parsing is pure; the one read of the file is the edge's (`confgate::annotations::read_file`). The
+//! kubelet writes keys sorted, one per line, with no trailing newline
 //! (`pkg/fieldpath/fieldpath.go` `FormatMap`); neither JSON nor Rust escapes match Go's quoting, so
-//! the unquoter below follows `strconv.Unquote` for double-quoted strings.
-//!
-//! `read_file` opens without blocking (a FIFO waits for no writer), reads regular files only, at
-//! most 256 KiB, and `read` tells an absent file apart. At start `app` reads the file once and
-//! hands it to the source's resolution and the start-up log; the loop reads it again once its
-//! watches are in place, so no change in between is missed. A bad value outside `confgate.io/` is
-//! skipped, not fatal to the file.
+//! the unquoter below follows `strconv.Unquote` for double-quoted strings. A bad value outside
+//! `confgate.io/` is skipped, not fatal to the file.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Annotations by key, as the pod carries them.
 pub type Annotations = BTreeMap<String, String>;
@@ -84,66 +79,8 @@ pub enum Unquote {
 /// The most the kubelet writes: the API server caps a pod's annotations at 256 KiB in total.
 pub const MAX_BYTES: u64 = 256 * 1024;
 
-/// Reads and parses the annotations file; an absent file is no annotations. `Err` says why the file
-/// could not be used, naming the file (and line), never a value.
-pub(crate) fn read_file(path: &Path) -> Result<Annotations, ReadError> {
-    read_typed(path).map(Option::unwrap_or_default)
-}
-
 /// A read's error, shared, as the decision loop's `Event::Annotations` carries it.
 pub type ReadFailure = crate::failure::Failure<ReadError>;
-
-/// A read that failed with `why`, for tests of what the loop does with one.
-#[cfg(test)]
-pub(crate) fn unreadable(why: &str) -> ReadFailure {
-    ReadFailure::new(ReadError::Io {
-        path: "/etc/podinfo/annotations".into(),
-        source: std::io::Error::other(why.to_owned()),
-    })
-}
-
-/// [`read_typed`] with its error shared, as the decision loop's `Event::Annotations` carries it.
-pub fn read(path: &Path) -> Result<Option<Annotations>, ReadFailure> {
-    read_typed(path).map_err(ReadFailure::new)
-}
-
-/// `read_file`, telling an absent file (`Ok(None)`) from an empty one. The read never blocks (a FIFO
-/// or device in its place is refused) and is bounded by [`MAX_BYTES`].
-pub fn read_typed(path: &Path) -> Result<Option<Annotations>, ReadError> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let cannot = |source: std::io::Error| ReadError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, and stop the loop.
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(cannot(e)),
-    };
-    let meta = f.metadata().map_err(cannot)?;
-    if !meta.is_file() {
-        return Err(ReadError::NotAFile(path.to_path_buf()));
-    }
-    let mut bytes = Vec::with_capacity(meta.len().min(MAX_BYTES + 1) as usize);
-    f.take(MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(ReadError::TooBig(path.to_path_buf()));
-    }
-    parse_bytes(&bytes)
-        .map(Some)
-        .map_err(|source| ReadError::Parse {
-            path: path.to_path_buf(),
-            source,
-        })
-}
 
 /// Parses the whole file. Blank lines are skipped so a hand-written file with a final newline also works.
 pub fn parse(text: &str) -> Result<Annotations, Error> {
@@ -157,7 +94,7 @@ fn ours(key: &str) -> bool {
 }
 
 /// [`parse`] over bytes: a line that is not UTF-8 is judged like a bad value on that line.
-pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
+pub fn parse_bytes(bytes: &[u8]) -> Result<Annotations, Error> {
     let mut out = Annotations::new();
     for (idx, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line = idx + 1;
@@ -397,20 +334,6 @@ mod tests {
         assert_eq!(a.len(), 2, "{a:?}");
         assert_eq!(a["confgate.io/accepts"], "^2");
         assert_eq!(a["confgate.io/mode"], "observe");
-    }
-
-    #[test]
-    fn a_fifo_in_place_of_the_file_is_refused_without_blocking() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("annotations");
-        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
-        let e = read(&path).unwrap_err();
-        assert!(e.to_string().contains("not a regular file"), "{e}");
-        assert!(matches!(read_typed(&path), Err(ReadError::NotAFile(_))));
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(read(&path), Ok(None));
-        std::fs::write(&path, "").unwrap();
-        assert_eq!(read(&path), Ok(Some(Annotations::new())));
     }
 
     proptest! {

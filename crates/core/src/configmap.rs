@@ -9,7 +9,7 @@ use crate::snapshot::{Broken, Cause, MAX_BYTES, MAX_KEYS, Missing, Observed, Sna
 
 /// ConfigMap key names as the API server validates them (`IsConfigMapKey`), also allowing `/` for
 /// nested items (as `--require` and `--version-from` may name them).
-pub(crate) fn is_valid_key(key: &str) -> bool {
+pub fn is_valid_key(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= 253
         && key.split('/').all(|part| {
@@ -58,7 +58,7 @@ impl Keys {
     }
 
     #[cfg(feature = "api")]
-    pub(crate) fn into_map(self) -> BTreeMap<String, Vec<u8>> {
+    pub fn into_map(self) -> BTreeMap<String, Vec<u8>> {
         self.0
     }
 }
@@ -66,7 +66,7 @@ impl Keys {
 /// What a ConfigMap's keys (or why they could not be read) mean to the gate: no keys is `missing`,
 /// over the size limit or [`MAX_KEYS`] is broken, anything else a snapshot. Why the keys could not
 /// be read stays the error the source typed, inside the snapshot's `Observed`.
-pub(crate) fn observe<E>(keys: Result<Keys, E>) -> Observed
+pub fn observe<E>(keys: Result<Keys, E>) -> Observed
 where
     E: std::error::Error + Send + Sync + 'static,
 {

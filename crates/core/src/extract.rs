@@ -32,7 +32,7 @@ pub(crate) enum Found {
 
 /// Why no value could be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Error {
+pub enum Error {
     #[error("not valid {format} ({what}{})", At(*.line, *.column))]
     Syntax {
         format: &'static str,
@@ -86,7 +86,7 @@ pub(crate) fn yaml(text: &str, pointer: &str) -> Result<Found, Error> {
 /// Parser options for untrusted YAML: no error snippets (they quote the document), duplicate keys
 /// refused, merge keys applied, and budgets that scale with the input so that any document a
 /// ConfigMap can hold is read while alias replay stays bounded.
-pub(crate) fn yaml_options(len: usize) -> serde_saphyr::Options {
+pub fn yaml_options(len: usize) -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
     // Every node costs at least one byte of input, and at most two events (start and end).
@@ -143,7 +143,7 @@ fn json_error(e: serde_json::Error) -> Error {
 }
 
 /// A YAML error as what and where, never the document's text (a snippet or a value it quotes).
-pub(crate) fn yaml_error(e: &serde_saphyr::Error) -> Error {
+pub fn yaml_error(e: &serde_saphyr::Error) -> Error {
     use serde_saphyr::Error as Y;
     let inner = match e {
         #[allow(deprecated)]

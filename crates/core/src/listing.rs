@@ -13,14 +13,14 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// Names a list shows before it says how many more there are.
-pub(crate) const MAX_NAMES: usize = 5;
+pub const MAX_NAMES: usize = 5;
 /// The longest name shown whole, in bytes (a ConfigMap key is at most 253); longer ones are cut.
-pub(crate) const MAX_NAME: usize = 253;
+pub const MAX_NAME: usize = 253;
 
 /// `a, b, c` or `a, b, c, d, e and 995 more`: the first [`MAX_NAMES`] of `names`, each cut by [`name`],
 /// then how many were left out. `total` is the list's full length when the iterator is lazy about it
 /// (`None`: count the iterator).
-pub(crate) fn names<I>(names: I, total: Option<usize>) -> String
+pub fn names<I>(names: I, total: Option<usize>) -> String
 where
     I: IntoIterator,
     I::Item: AsRef<str>,
@@ -30,7 +30,7 @@ where
 
 /// [`names`] for entries that are not plain names: `show` writes one entry, which must itself be
 /// bounded (a name and a bounded reason).
-pub(crate) fn listed<I, F>(items: I, total: Option<usize>, mut show: F) -> String
+pub fn listed<I, F>(items: I, total: Option<usize>, mut show: F) -> String
 where
     I: IntoIterator,
     F: FnMut(&mut String, I::Item),
@@ -54,7 +54,7 @@ where
 
 /// `name` made [`one_line`], whole up to [`MAX_NAME`] bytes, else cut at a character boundary with
 /// `…` and its length.
-pub(crate) fn name(name: &str) -> String {
+pub fn name(name: &str) -> String {
     cut(&one_line(name), MAX_NAME)
 }
 
@@ -66,7 +66,7 @@ fn needs_escape(c: char) -> bool {
 /// `text` with every control character (newline, carriage return, escape, ...) and Unicode line or
 /// paragraph separator written as its Rust escape (`\n`, `\u{1b}`), so it is one line whatever it
 /// holds. Borrowed when there is nothing to escape.
-pub(crate) fn one_line(text: &str) -> Cow<'_, str> {
+pub fn one_line(text: &str) -> Cow<'_, str> {
     if !text.chars().any(needs_escape) {
         return Cow::Borrowed(text);
     }
@@ -96,10 +96,7 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
 /// The name of `known` nearest `typed`, when it is near enough to be what was meant: at most a third of
 /// the typed name's edits away, and at least two (a transposed pair), as `acept` is from `accepts` and
 /// `relaod` from `reload`. The one rule for "did you mean" on flags and annotations alike.
-pub(crate) fn nearest<'a>(
-    typed: &str,
-    known: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub fn nearest<'a>(typed: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let room = (typed.chars().count() / 3).max(2);
     known
         .into_iter()
@@ -110,7 +107,7 @@ pub(crate) fn nearest<'a>(
 }
 
 /// The Levenshtein distance between two names.
-pub(crate) fn edits(a: &str, b: &str) -> usize {
+pub fn edits(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

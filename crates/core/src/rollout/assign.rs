@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use super::status::{HeldCandidate, Rollout, Track};
 use crate::settings::{Mode, Settings};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::{HeldCandidate, Rollout, Track};
 use crate::variants::{self, Choice};
 use crate::verdict::{Judgement, Verdict};
 

@@ -18,17 +18,19 @@
 //! `Config::bucket`, which the gate also takes for this pod's share of the reload spread. The
 //! pipeline calls `choose` in place of `variants::choose` when the gate asks for a judgement (the
 //! bucket and the refused contents come in the action) and hands the rollout as this pod sees it
-//! (`state::Rollout`) back with the judgement; the gate keeps it, logs its changes, shows it
+//! ([`Rollout`]) back with the judgement; the gate keeps it, logs its changes, shows it
 //! (`Rollout::view`) and asks for a judgement again after a refusal while a rollout is in force.
 
 mod assign;
 mod plan;
+mod status;
 
 pub use assign::Split;
 pub use assign::{choose, choose_as, split};
 pub use plan::KEY;
-pub(crate) use plan::Plan;
+pub use plan::Plan;
 #[cfg(feature = "policy")]
-pub(crate) use plan::SUFFIX;
+pub use plan::SUFFIX;
+pub use status::{HeldCandidate, Rollout, RolloutHeld, RolloutView, Track};
 
 pub use crate::values::{Bucket, Percent};

@@ -7,13 +7,13 @@ use crate::snapshot::Snapshot;
 use crate::values::Percent;
 
 /// The suffix of a candidate key: `K.next` is the candidate of `K`.
-pub(crate) use crate::values::NEXT_SUFFIX as SUFFIX;
+pub use crate::values::NEXT_SUFFIX as SUFFIX;
 /// The key holding the rollout's percentage.
 pub use crate::values::ROLLOUT_KEY as KEY;
 
 /// A ConfigMap's rollout: the share of pods on the candidate and the keys the candidate changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// The percentage in `confgate.rollout`; `None` when that key is absent (an aborted or finished
     /// rollout whose `.next` keys are still there: every pod is on stable).
     pub percent: Option<Percent>,
@@ -27,10 +27,7 @@ impl Plan {
     /// followed. `variants`, when set, is refused as the name of a candidate: a candidate of the
     /// promoted name would stand beside the variants; the candidate of a variant is that variant's
     /// key with `.next`.
-    pub(crate) fn read(
-        snap: &Snapshot,
-        variants: Option<&Variants>,
-    ) -> Result<Option<Plan>, String> {
+    pub fn read(snap: &Snapshot, variants: Option<&Variants>) -> Result<Option<Plan>, String> {
         let files = snap.files();
         let keys: Vec<String> = files
             .keys()
@@ -78,7 +75,7 @@ impl Plan {
     }
 
     /// Whether any pod at all is on the candidate.
-    pub(crate) fn live(&self) -> bool {
+    pub fn live(&self) -> bool {
         !self.keys.is_empty() && self.percent.is_some_and(|p| p > Percent::ZERO)
     }
 }

@@ -10,7 +10,7 @@ use super::error::{Error, Invalid};
 
 /// The API source's annotation (the `source` setting's, [`SOURCE`]), read at start; recognised so
 /// that it is not reported as unknown.
-pub(crate) const ANN_SOURCE: &str = "confgate.io/source";
+pub const ANN_SOURCE: &str = "confgate.io/source";
 
 /// One container setting as users name it. Its flag is a clap field in `cli` that takes the names
 /// from here; read once, at start, so it has no annotation (but the source's, read at start).
@@ -39,7 +39,7 @@ impl ContainerSetting {
     }
 }
 
-pub(crate) const WATCH: ContainerSetting = ContainerSetting {
+pub const WATCH: ContainerSetting = ContainerSetting {
     title: "raw ConfigMap mount",
     flag: "watch",
     value_name: "DIR",
@@ -48,7 +48,7 @@ pub(crate) const WATCH: ContainerSetting = ContainerSetting {
     default: "/etc/confgate/incoming",
     default_means: "",
 };
-pub(crate) const PROMOTE_TO: ContainerSetting = ContainerSetting {
+pub const PROMOTE_TO: ContainerSetting = ContainerSetting {
     title: "promoted dir",
     flag: "promote-to",
     value_name: "DIR",
@@ -57,7 +57,7 @@ pub(crate) const PROMOTE_TO: ContainerSetting = ContainerSetting {
     default: "",
     default_means: ": gate-only (readiness and reload, no copy)",
 };
-pub(crate) const ANNOTATIONS: ContainerSetting = ContainerSetting {
+pub const ANNOTATIONS: ContainerSetting = ContainerSetting {
     title: "annotations file",
     flag: "annotations",
     value_name: "FILE",
@@ -75,7 +75,7 @@ pub const LISTEN: ContainerSetting = ContainerSetting {
     default: "[::]:9797",
     default_means: " (dual-stack; `0.0.0.0:9797` with a log line where the host has no IPv6)",
 };
-pub(crate) const RELOAD_CA: ContainerSetting = ContainerSetting {
+pub const RELOAD_CA: ContainerSetting = ContainerSetting {
     title: "CA for https reloads",
     flag: "reload-ca",
     value_name: "FILE",
@@ -84,7 +84,7 @@ pub(crate) const RELOAD_CA: ContainerSetting = ContainerSetting {
     default: "",
     default_means: ": system roots only",
 };
-pub(crate) const RESYNC_INTERVAL: ContainerSetting = ContainerSetting {
+pub const RESYNC_INTERVAL: ContainerSetting = ContainerSetting {
     title: "safety re-read",
     flag: "resync-interval",
     value_name: "DUR",
@@ -93,7 +93,7 @@ pub(crate) const RESYNC_INTERVAL: ContainerSetting = ContainerSetting {
     default: "30s",
     default_means: "",
 };
-pub(crate) const SHUTDOWN_GRACE: ContainerSetting = ContainerSetting {
+pub const SHUTDOWN_GRACE: ContainerSetting = ContainerSetting {
     title: "shutdown grace",
     flag: "shutdown-grace",
     value_name: "DUR",
@@ -111,7 +111,7 @@ pub const SOURCE: ContainerSetting = ContainerSetting {
     default: "volume",
     default_means: "; or `configmap:NAMESPACE/NAME` or `secret:NAMESPACE/NAME` ([API mode](api-mode.md))",
 };
-pub(crate) const POD_REPORT: ContainerSetting = ContainerSetting {
+pub const POD_REPORT: ContainerSetting = ContainerSetting {
     title: "reporting to the pod",
     flag: "pod-report",
     value_name: "auto|off",
@@ -120,7 +120,7 @@ pub(crate) const POD_REPORT: ContainerSetting = ContainerSetting {
     default: "auto",
     default_means: ": Events and the pod conditions when `POD_NAME` and `POD_NAMESPACE` are set ([API mode](api-mode.md), either source)",
 };
-pub(crate) const CONTENT: ContainerSetting = ContainerSetting {
+pub const CONTENT: ContainerSetting = ContainerSetting {
     title: "content kind",
     flag: "content",
     value_name: "config|secret",
@@ -129,7 +129,7 @@ pub(crate) const CONTENT: ContainerSetting = ContainerSetting {
     default: "config",
     default_means: "; `secret` for a mounted Secret volume (implied by a `secret:` source), see [Secrets](secrets.md)",
 };
-pub(crate) const LOG_FORMAT: ContainerSetting = ContainerSetting {
+pub const LOG_FORMAT: ContainerSetting = ContainerSetting {
     title: "log format",
     flag: "log-format",
     value_name: "text|json",
@@ -150,7 +150,7 @@ pub const LOG_FILTER: ContainerSetting = ContainerSetting {
 };
 
 /// Every container setting, in the order of the table in `docs/settings.md`.
-pub(crate) static CONTAINER_SETTINGS: &[&ContainerSetting] = &[
+pub static CONTAINER_SETTINGS: &[&ContainerSetting] = &[
     &WATCH,
     &PROMOTE_TO,
     &ANNOTATIONS,
@@ -197,18 +197,18 @@ pub fn container_table() -> String {
 /// A directory setting as the file system showed it, looked at by the caller (`app`), so the settings
 /// floor does no I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Looked<'a> {
+pub struct Looked<'a> {
     /// The path as given.
-    pub(crate) given: &'a std::path::Path,
+    pub given: &'a std::path::Path,
     /// Its real path where it exists (a symlink could hide an overlap), else the lexical one.
-    pub(crate) full: std::path::PathBuf,
+    pub full: std::path::PathBuf,
     /// It exists and is not a directory.
-    pub(crate) not_a_dir: bool,
+    pub not_a_dir: bool,
 }
 
 /// The container-level settings that are not gate settings, checked before anything starts: a value
 /// that cannot work is refused (exit 64) naming the setting, not discovered later.
-pub(crate) fn check_paths(
+pub fn check_paths(
     watch: &Looked<'_>,
     promote_to: Option<&Looked<'_>>,
     resync: std::time::Duration,

@@ -66,10 +66,7 @@ impl Settings {
     /// Where each gate setting in force came from, in [`Settings::describe`]'s order: the annotation
     /// (when present and valid), else where the command line's parser found the value (`given`: the
     /// flag or its environment variable), else the default.
-    pub(crate) fn origins(
-        ann: &Annotations,
-        given: impl Fn(&Setting) -> Option<Given>,
-    ) -> Vec<String> {
+    pub fn origins(ann: &Annotations, given: impl Fn(&Setting) -> Option<Given>) -> Vec<String> {
         SETTINGS
             .iter()
             .map(|s| {

@@ -75,7 +75,7 @@ impl Setting {
 
     /// Its default as a value one could give, for `--help` and the README; `None` when the default is
     /// the absence of a value (no range, no rules), which no text gives.
-    pub(crate) fn default_text(&self) -> Option<String> {
+    pub fn default_text(&self) -> Option<String> {
         let text = self.show(&Settings::default());
         let mut parsed = Settings::default();
         let reads_back = (self.set)(&mut parsed, &RawValue::Text(text.clone())).is_ok()
@@ -84,7 +84,7 @@ impl Setting {
     }
 
     /// Whether `ann` gives it a valid value, so that value is in force whatever it equals.
-    pub(crate) fn annotated_by(&self, ann: &crate::annotations::Annotations) -> bool {
+    pub fn annotated_by(&self, ann: &crate::annotations::Annotations) -> bool {
         ann.get(self.annotation).is_some_and(|v| {
             (self.set)(&mut Settings::default(), &RawValue::Text(v.clone())).is_ok()
         })
@@ -92,7 +92,7 @@ impl Setting {
 
     /// Whether `a` and `b` hold the same value of it: its text may not tell (a URL's credentials are
     /// not shown).
-    pub(crate) fn same(&self, a: &Settings, b: &Settings) -> bool {
+    pub fn same(&self, a: &Settings, b: &Settings) -> bool {
         (self.same)(a, b)
     }
 
@@ -102,7 +102,7 @@ impl Setting {
     }
 
     /// Its raw value, to fill in.
-    pub(crate) fn given_mut<'r>(&self, raw: &'r mut Raw) -> &'r mut Option<RawValue> {
+    pub fn given_mut<'r>(&self, raw: &'r mut Raw) -> &'r mut Option<RawValue> {
         (self.raw_mut)(raw)
     }
 }

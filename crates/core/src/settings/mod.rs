@@ -28,12 +28,11 @@ mod error;
 mod gate;
 mod raw;
 
-pub(crate) use container::ANN_SOURCE;
-#[cfg(test)]
-pub(crate) use container::CONTAINER_SETTINGS;
+pub use container::ANN_SOURCE;
+pub use container::CONTAINER_SETTINGS;
 pub use container::ContainerSetting;
 pub use container::container_table;
-pub(crate) use container::{Looked, check_paths};
+pub use container::{Looked, check_paths};
 pub use describe::Given;
 pub use describe::{known_annotations, readme_table};
 pub use error::{Error, Invalid, Problem};
@@ -243,7 +242,7 @@ pub fn recordable(annotation: &str, value: &str) -> bool {
 
 impl Settings {
     /// The range as written, for status and logs.
-    pub(crate) fn accepts_text(&self) -> Option<&str> {
+    pub fn accepts_text(&self) -> Option<&str> {
         self.accepts.as_ref().map(|a| a.text())
     }
 }

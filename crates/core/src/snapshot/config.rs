@@ -43,10 +43,7 @@ impl Snapshot {
     }
 
     /// A snapshot whose keys have these permission bits; [`DEFAULT_MODE`] entries are dropped.
-    pub(crate) fn with_modes(
-        files: BTreeMap<String, Vec<u8>>,
-        modes: BTreeMap<String, u32>,
-    ) -> Snapshot {
+    pub fn with_modes(files: BTreeMap<String, Vec<u8>>, modes: BTreeMap<String, u32>) -> Snapshot {
         let mut s = Snapshot::new(files);
         s.modes = modes
             .into_iter()
@@ -67,7 +64,7 @@ impl Snapshot {
     }
 
     /// Permission bits of the keys whose mode is not [`DEFAULT_MODE`].
-    pub(crate) fn modes(&self) -> &BTreeMap<String, u32> {
+    pub fn modes(&self) -> &BTreeMap<String, u32> {
         &self.modes
     }
 

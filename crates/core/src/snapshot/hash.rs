@@ -24,7 +24,7 @@ static SEAL: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
 /// From now on every hash this process prints is `hmac-sha256:` under `key`, never the plain
 /// `sha256:` of the content: a Secret's plain hash can be brute-forced when its value is short.
 /// Returns false when another key was already set (the first one stays).
-pub(crate) fn seal(key: [u8; 32]) -> bool {
+pub fn seal(key: [u8; 32]) -> bool {
     SEAL.set(key).is_ok() || SEAL.get() == Some(&key)
 }
 
@@ -101,7 +101,7 @@ impl ContentHash {
     }
 
     /// Reads back the plain form ([`ContentHash::plain`]) that the promoted dir's markers hold.
-    pub(crate) fn parse_plain(text: &str) -> Result<ContentHash, HashTextError> {
+    pub fn parse_plain(text: &str) -> Result<ContentHash, HashTextError> {
         let hex = text.strip_prefix("sha256:").ok_or(HashTextError::Prefix)?;
         digest_of_hex(hex).map(ContentHash)
     }
@@ -109,7 +109,7 @@ impl ContentHash {
     /// Hashes keys and values in the documented encoding; the order they come in does not matter.
     ///
     /// ```
-    /// use confgate::snapshot::ContentHash;
+    /// use confgate_core::snapshot::ContentHash;
     /// let a = ContentHash::of([("a", b"1".as_slice()), ("b", b"2".as_slice())]);
     /// let b = ContentHash::of([("b", b"2".as_slice()), ("a", b"1".as_slice())]);
     /// assert_eq!(a, b);

@@ -7,16 +7,16 @@ pub const MAX_BYTES: u64 = 1024 * 1024;
 /// promoted dir), so this bound is what keeps a config of empty keys within the sidecar's memory limit.
 /// Real ConfigMaps hold a few hundred at most.
 pub const MAX_KEYS: usize = 8192;
-pub(crate) const DATA_LINK: &str = "..data";
+pub const DATA_LINK: &str = "..data";
 
 /// The mode a key file has when nothing else is known: the kubelet's `defaultMode` default.
-pub(crate) const DEFAULT_MODE: u32 = 0o644;
+pub const DEFAULT_MODE: u32 = 0o644;
 
 /// Whether `name` (one path component) is an editor's leftover beside a file it edits, never a key of
 /// a plain directory: vim's swap files (`.NAME.swp`, `.swo`, `.swx`) and its write probe (`4913`),
 /// backups (`NAME~`) and Emacs' lock links (`.#NAME`). A ConfigMap cannot write such names into a
 /// kubelet volume's `..data`, where they are read as keys like any other.
-pub(crate) fn is_editor_leftover(name: &[u8]) -> bool {
+pub fn is_editor_leftover(name: &[u8]) -> bool {
     name == b"4913"
         || name.ends_with(b"~")
         || name.starts_with(b".#")

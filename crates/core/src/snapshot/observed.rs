@@ -18,7 +18,7 @@ pub enum Observed {
 impl Observed {
     /// Identity for de-duplication: a config's hash, or the problem (what it says).
     #[cfg(feature = "api")]
-    pub(crate) fn same_as(&self, other: &Observed) -> bool {
+    pub fn same_as(&self, other: &Observed) -> bool {
         match (self, other) {
             (Observed::Config(a), Observed::Config(b)) => a.hash() == b.hash(),
             (a, b) => a == b,

@@ -13,9 +13,9 @@ use super::limits::{MAX_BYTES, MAX_KEYS};
 use crate::listing::one_line;
 
 /// Nested item paths deeper than this are not a ConfigMap.
-pub(crate) const MAX_DEPTH: usize = 16;
+pub const MAX_DEPTH: usize = 16;
 /// How often a read is retried when the kubelet swapped `..data` underneath it.
-pub(crate) const SWAP_RETRIES: usize = 8;
+pub const SWAP_RETRIES: usize = 8;
 
 /// No config: no directory, an empty volume, or a deleted ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,7 +15,7 @@ use super::api_version::{ApiVersion, ApiVersions};
 
 /// A control-plane component whose config files carry an `apiVersion`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Component {
+pub enum Component {
     KubeApiserver,
     KubeScheduler,
     KubeControllerManager,
@@ -63,7 +63,7 @@ pub struct Release(pub u32);
 /// not checked row by row.
 pub(crate) const FIRST: Release = Release(22);
 /// The newest release the table describes; raised with each release (see the module's comment).
-pub(crate) const LAST: Release = Release(36);
+pub const LAST: Release = Release(36);
 
 impl fmt::Display for Release {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -339,7 +339,7 @@ pub(crate) fn pinned(item: &str) -> Result<(Component, Release, ApiVersions), Re
 
 /// What `release` makes of a config at `v`: `None` when the table does not know its group (not a
 /// component's config) or the release serves it; else why not, typed.
-pub(crate) fn upgrade_stops(v: &ApiVersion, release: Release) -> Option<NotServed> {
+pub fn upgrade_stops(v: &ApiVersion, release: Release) -> Option<NotServed> {
     let component = Component::of_group(&v.group)?;
     let rows: Vec<&Row> = TABLE.iter().filter(|r| r.is(v)).collect();
     if rows.iter().any(|r| r.serves(release)) {
@@ -371,20 +371,20 @@ pub(crate) fn upgrade_stops(v: &ApiVersion, release: Release) -> Option<NotServe
 
 /// Why a release does not serve a config's group/version, as typed facts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NotServed {
-    pub(crate) component: Component,
-    pub(crate) release: Release,
+pub struct NotServed {
+    pub component: Component,
+    pub release: Release,
     /// The release that removed it (at or before the target).
-    pub(crate) removed_in: Option<Release>,
+    pub removed_in: Option<Release>,
     /// The first release that serves it (after the target).
-    pub(crate) added_in: Option<Release>,
+    pub added_in: Option<Release>,
     /// What the target release serves.
-    pub(crate) served: ApiVersions,
+    pub served: ApiVersions,
 }
 
 impl NotServed {
     /// The served versions of `group`, newest first, as a reason lists them.
-    pub(crate) fn of_group(&self, group: &str) -> Vec<String> {
+    pub fn of_group(&self, group: &str) -> Vec<String> {
         self.served
             .iter()
             .filter(|a| a.group == group)
@@ -394,7 +394,7 @@ impl NotServed {
 }
 
 /// The kinds the table lists for `v`, for a reason ("KubeSchedulerConfiguration").
-pub(crate) fn kinds(v: &ApiVersion) -> Vec<&'static str> {
+pub fn kinds(v: &ApiVersion) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = TABLE.iter().filter(|r| r.is(v)).map(|r| r.kind).collect();
     out.dedup();
     out

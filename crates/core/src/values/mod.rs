@@ -8,7 +8,7 @@
 mod acting;
 mod api_version;
 mod judging;
-pub(crate) mod kube_release;
+pub mod kube_release;
 mod share;
 mod source;
 mod url;
@@ -20,10 +20,10 @@ pub use api_version::{ApiVersion, ApiVersions, KubeVersion, Standing};
 pub use judging::Variants;
 pub use judging::{Accepts, JudgingError, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
-pub(crate) use share::NEXT_SUFFIX;
+pub use share::NEXT_SUFFIX;
 pub use share::{Bucket, Percent, ROLLOUT_KEY};
 pub use source::Source;
-pub(crate) use url::redact;
+pub use url::redact;
 pub use url::{Url, UrlError};
 pub use verdict::{NotAVerdict, Verdict};
 
@@ -44,7 +44,7 @@ pub enum DurationError {
 /// a sequence of decimal numbers, each with an optional fraction and a unit (`ns`, `us`, `µs`, `ms`,
 /// `s`, `m`, `h`), such as `300ms`, `1.5m`, `1m30s` or `2h45m`; `0` alone; and, as confgate always
 /// has, a bare number of seconds (`30`). No sign: no setting takes a negative duration.
-pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
     let s = s.trim();
     let bad = || DurationError::Syntax(s.to_owned());
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
@@ -142,7 +142,7 @@ pub(crate) fn parse_trial(s: &str) -> Result<std::time::Duration, DurationError>
 }
 
 /// A duration as [`parse_duration`] reads it back: the largest unit that shows it whole.
-pub(crate) fn duration_text(d: std::time::Duration) -> String {
+pub fn duration_text(d: std::time::Duration) -> String {
     let ns = d.as_nanos();
     if !ns.is_multiple_of(1_000_000) {
         return match ns {

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 /// The key holding a rollout's percentage.
 pub const ROLLOUT_KEY: &str = "confgate.rollout";
 /// The suffix of a candidate key: `K.next` is the candidate of `K`.
-pub(crate) const NEXT_SUFFIX: &str = ".next";
+pub const NEXT_SUFFIX: &str = ".next";
 
 /// The resolution of percentages and buckets: hundredths of a percent.
 const SCALE: u32 = 10_000;
@@ -23,7 +23,7 @@ impl Percent {
     pub const ALL: Percent = Percent(SCALE as u16);
 
     /// The share in hundredths of a percent; `None` above 100%.
-    pub(crate) fn from_hundredths(h: u32) -> Option<Percent> {
+    pub fn from_hundredths(h: u32) -> Option<Percent> {
         (h <= SCALE).then_some(Percent(h as u16))
     }
 
@@ -114,7 +114,7 @@ impl Bucket {
 
 impl Bucket {
     /// The bucket in hundredths of a percent; `None` at 100% or above.
-    pub(crate) fn from_hundredths(h: u32) -> Option<Bucket> {
+    pub fn from_hundredths(h: u32) -> Option<Bucket> {
         (h < SCALE).then_some(Bucket(h as u16))
     }
 

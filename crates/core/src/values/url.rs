@@ -20,13 +20,13 @@ pub struct Url(std::sync::Arc<Parts>);
 #[derive(PartialEq, Eq)]
 struct Parts {
     shown: String,
-    uri: hyper::Uri,
+    uri: http::Uri,
     credentials: Option<Credentials>,
 }
 
 /// The `Authorization: Basic` value a URL's userinfo makes. Its `Debug` shows nothing of it.
 #[derive(Clone, PartialEq, Eq)]
-struct Credentials(hyper::header::HeaderValue);
+struct Credentials(http::HeaderValue);
 
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -36,13 +36,13 @@ impl fmt::Debug for Credentials {
 
 impl Url {
     /// The URI to send the request to: without the userinfo.
-    pub fn uri(&self) -> &hyper::Uri {
+    pub fn uri(&self) -> &http::Uri {
         &self.0.uri
     }
 
     /// The `Authorization` header the URL's userinfo makes, if it has one (marked sensitive, so hyper
     /// never logs it).
-    pub(crate) fn authorization(&self) -> Option<&hyper::header::HeaderValue> {
+    pub fn authorization(&self) -> Option<&http::HeaderValue> {
         self.0.credentials.as_ref().map(|c| &c.0)
     }
 
@@ -68,8 +68,8 @@ impl Url {
     }
 
     #[cfg(not(feature = "tls"))]
-    pub(crate) fn is_https(&self) -> bool {
-        self.0.uri.scheme() == Some(&hyper::http::uri::Scheme::HTTPS)
+    pub fn is_https(&self) -> bool {
+        self.0.uri.scheme() == Some(&http::uri::Scheme::HTTPS)
     }
 }
 
@@ -107,7 +107,7 @@ impl FromStr for Url {
         }
         let plain = format!("{scheme}{host_on}");
         let uri = plain
-            .parse::<hyper::Uri>()
+            .parse::<http::Uri>()
             .map_err(|e| UrlError::Invalid(e.to_string()))?;
         let credentials = userinfo.map(basic).transpose()?;
         let shown = match userinfo {
@@ -145,8 +145,7 @@ fn basic(userinfo: &str) -> Result<Credentials, UrlError> {
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(pair)
     );
-    let mut header =
-        hyper::header::HeaderValue::from_str(&value).map_err(|_| UrlError::Credentials)?;
+    let mut header = http::HeaderValue::from_str(&value).map_err(|_| UrlError::Credentials)?;
     header.set_sensitive(true);
     Ok(Credentials(header))
 }
@@ -176,7 +175,7 @@ pub(crate) fn authority(rest: &str) -> &str {
 /// error about a bad value never repeats a credential, whatever the setting and wherever it sits. A
 /// value that failed to parse may hold a `#`, `/` or `?` unescaped in its password, so everything up
 /// to the last `@` of the word is removed (a path with an `@` is shown cut, never a password).
-pub(crate) fn redact(value: &str) -> String {
+pub fn redact(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(i) = rest.find("://") {

@@ -59,7 +59,7 @@ impl Verdict {
 
     /// The verdict a [`Verdict::reason`] names.
     #[cfg(feature = "api")]
-    pub(crate) fn from_reason(reason: &str) -> Option<Verdict> {
+    pub fn from_reason(reason: &str) -> Option<Verdict> {
         Verdict::ALL.into_iter().find(|v| v.reason() == reason)
     }
 }

@@ -23,7 +23,7 @@ pub fn required(missing: usize, src: Source) -> String {
 }
 
 /// The key the version is read from is absent (`key` as a reason shows it).
-pub(crate) fn version_key_absent(key: &str, src: Source) -> String {
+pub fn version_key_absent(key: &str, src: Source) -> String {
     format!(
         "add {} {key} to {}, or point {ANN_VERSION_FROM} at the {} that holds the version",
         src.key_word(),
@@ -33,7 +33,7 @@ pub(crate) fn version_key_absent(key: &str, src: Source) -> String {
 }
 
 /// A version that cannot be read where `from` says.
-pub(crate) fn write_a_version(from: &VersionFrom, src: Source) -> String {
+pub fn write_a_version(from: &VersionFrom, src: Source) -> String {
     format!(
         "write a version such as 2.4.1 at {from} in {}",
         src.object()
@@ -95,7 +95,7 @@ pub fn too_new(range: &str, version: &str, src: Source) -> String {
 }
 
 /// `version` is older than `range` allows.
-pub(crate) fn too_old(range: &str, version: &str, src: Source) -> String {
+pub fn too_old(range: &str, version: &str, src: Source) -> String {
     format!(
         "update {} to a version in {range}, or lower {ANN_ACCEPTS} if the component still reads {version}",
         src.object()
@@ -103,7 +103,7 @@ pub(crate) fn too_old(range: &str, version: &str, src: Source) -> String {
 }
 
 /// A pre-release `range` does not name.
-pub(crate) fn pre_release(range: &str, src: Source) -> String {
+pub fn pre_release(range: &str, src: Source) -> String {
     format!(
         "set {} to a version in {range}, or name the pre-release in {ANN_ACCEPTS}",
         src.object()
@@ -149,10 +149,10 @@ pub(crate) fn promoted_name_taken(key: &str, src: Source) -> String {
 }
 
 /// The annotation of the component's own checker.
-pub(crate) const ANN_VALIDATE: &str = "confgate.io/validate";
+pub const ANN_VALIDATE: &str = "confgate.io/validate";
 
 /// The component's checker refused a config.
-pub(crate) fn checker_refused(src: Source) -> String {
+pub fn checker_refused(src: Source) -> String {
     format!(
         "correct {} as the checker says, or change {ANN_VALIDATE}",
         src.object()
@@ -160,14 +160,14 @@ pub(crate) fn checker_refused(src: Source) -> String {
 }
 
 /// The component's checker ran past its time bound: nothing says the content is wrong.
-pub(crate) fn checker_timed_out() -> String {
+pub fn checker_timed_out() -> String {
     format!(
         "it is tried again with a growing wait; if it keeps running past the bound, raise {ANN_VALIDATE}-timeout (up to 5m) or give confgate's container more CPU"
     )
 }
 
 /// The component's checker could not be started.
-pub(crate) fn checker_missing() -> String {
+pub fn checker_missing() -> String {
     format!(
         "put the checker where {ANN_VALIDATE} says in confgate's container (an init container copying it from the component's image into a shared emptyDir), or change {ANN_VALIDATE}"
     )

@@ -57,7 +57,7 @@ impl Judgement {
 /// as a version) keeps neither the value nor a reason quoting it. Outside a Secret a value written with
 /// a version's characters is echoed, to be fixed; in a Secret a mis-pointed version key
 /// (`--version-from` naming a PIN such as `hunter2-PIN-4711`) is made of those characters too.
-pub(crate) fn for_a_secret(j: Judgement, from: &VersionFrom, src: Source) -> Judgement {
+pub fn for_a_secret(j: Judgement, from: &VersionFrom, src: Source) -> Judgement {
     match (&j.verdict, &j.version) {
         // A version under the scheme in force is shown; else the value is shown only if it is a
         // version of either scheme (the value read, judged here at the edge where it may be shown).
