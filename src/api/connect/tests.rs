@@ -187,6 +187,44 @@ async fn the_service_account_token_is_read_at_every_request() {
     assert!(t.header().await.is_sensitive());
 }
 
+/// The token file is read on the blocking pool, never on the thread that answers probes: with the
+/// pool's one thread held, a request sends the last token read once `TOKEN_READ_WAIT` has passed,
+/// and the new token once the pool is free again.
+#[test]
+fn a_token_file_is_read_on_the_blocking_pool_not_the_requests_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("token");
+    std::fs::write(&path, "one\n").unwrap();
+    let t = TokenFile::open(path.clone()).unwrap();
+    std::fs::write(&path, "two\n").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, holding) = tokio::sync::oneshot::channel();
+        let hold = tokio::task::spawn_blocking(move || {
+            let _ = started.send(());
+            let _ = held.recv();
+        });
+        holding.await.unwrap();
+        // A read made on this thread would find the new token at once.
+        assert_eq!(t.header().await, "Bearer one");
+        release.send(()).unwrap();
+        hold.await.unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while t.header().await != "Bearer two" {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the new token was never read once the pool was free"
+            );
+            tokio::task::yield_now().await;
+        }
+    });
+}
+
 /// The token file replaced by a FIFO no one writes, then by a file of 1 MiB: a request neither
 /// waits on the FIFO (it froze the thread answering probes for good) nor reads the large file
 /// whole; each sends the last token read, and a good token is read again after them. Asked from
