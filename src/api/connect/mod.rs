@@ -36,6 +36,8 @@ mod files;
 mod kubeconfig;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;
 mod token;
 
 use exec::{Credential, Exec};
