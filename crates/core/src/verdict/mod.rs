@@ -23,6 +23,8 @@ use crate::settings::{
 use crate::snapshot::{Keys, Observed, Snapshot};
 
 pub mod fix;
+#[cfg(test)]
+mod hostile_tests;
 mod range;
 #[cfg(test)]
 mod tests;
