@@ -16,13 +16,19 @@ ARG RUST_VERSION=1.95
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 # Dependencies first, so source edits do not refetch them.
+# Cargo reads every target Cargo.toml names (examples and benches included): each gets a stub.
 COPY Cargo.toml Cargo.lock build.rs ./
-RUN mkdir src examples && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
-    && echo 'fn main() {}' > examples/component.rs \
+COPY crates/core/Cargo.toml ./crates/core/
+RUN mkdir src examples benches crates/core/src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && touch crates/core/src/lib.rs \
+    && for t in examples/component examples/demo examples/pause benches/reaction benches/fleet \
+         benches/edit_to_running; do echo 'fn main() {}' > "$t.rs"; done \
     && cargo fetch --locked \
-    && rm -rf src examples
+    && rm -rf src examples benches crates/core/src
 COPY src ./src
+COPY crates ./crates
 COPY examples ./examples
+COPY benches ./benches
 # The build context has no .git: `confgate --version` names the commit given here
 # (`--build-arg CONFGATE_GIT_COMMIT=$(git rev-parse HEAD)`), else `unknown`.
 ARG CONFGATE_GIT_COMMIT=

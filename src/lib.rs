@@ -1,30 +1,24 @@
 //! confgate: a sidecar that lets a control-plane component run only a ConfigMap version it accepts.
 //!
 //! # Layout
-//! One direction of flow, one job per module; the core ([`verdict`], the gate's state machine) is pure.
-//! Modules stand on floors and import only their own floor or below (ARCHITECTURE.md, "No import
-//! cycle"; `tests/docs/layers.rs` checks it). Bottom to top:
+//! One direction of flow, one job per module. The decision core (values, settings, snapshots as
+//! values, [`verdict`], [`variants`], [`rollout`], [`known_good`]) is the `confgate-core` crate
+//! (crates/core): no tokio, no file system, no HTTP client, no Kubernetes client. This crate is the
+//! edges and re-exports the core's modules under the same names, so `crate::values::Verdict` is the
+//! core's. Modules stand on floors and import only their own floor or below (ARCHITECTURE.md, "No
+//! import cycle"; `tests/docs/layers.rs` checks this crate's). Bottom to top:
 //!
-//! 1. Values and formats.
-//!    - `values`: what each gate setting holds, with its parser, and the verdict; no I/O.
-//!    - `backoff`: the one rule of a retry's wait; `failure`: an edge's typed error the core keeps.
-//!    - [`snapshot`]: keys, bytes and the `sha256:` content hash, read through `..data`.
-//!    - [`annotations`]: the kubelet's downward-API annotations file format.
-//!    - `configmap`: a ConfigMap object's keys as a snapshot (manifests, the API), and the key-name rule.
-//!    - `extract`: the value at a JSON/YAML pointer, streamed without a document tree.
-//!    - `manifest`: how `check` and `inject` read a manifest stream (YAML or JSON, its document limit).
-//!    - `listing`: bounded lists of names in reasons ("a, b, c and 995 more").
-//!    - [`rules`]: content rules, CEL over `data`/`binaryData`.
+//! 1. Values and formats: the core's `values`, `failure`, `configmap`, `extract`, `listing`,
+//!    [`rules`]; `backoff`, the one rule of a retry's wait; [`snapshot`], the core's values and the
+//!    read through `..data`; [`annotations`], the core's format and the file's one read;
+//!    `manifest`, how `check` and `inject` read a manifest stream.
 //! 2. Settings and status.
-//!    - [`settings`]: flags, environment and pod annotations resolved into [`settings::Settings`].
+//!    - [`settings`] (the core's): flags, environment and pod annotations resolved into
+//!      [`settings::Settings`].
 //!    - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
-//! 3. The pure core.
-//!    - [`verdict`]: version extraction, semver range, required keys. No I/O.
-//!    - [`variants`]: the one choice among several versions of the config file in one ConfigMap.
-//!    - [`rollout`]: a config rolled out to a share of the fleet (`K.next`, `confgate.rollout`), each
-//!      pod's track from its bucket.
-//!    - `workloads`: the ConfigMaps the annotated workloads in a manifest stream read, so `check`
-//!      judges each with its workload's settings.
+//! 3. The pure core: the core's [`verdict`], [`variants`], [`rollout`] and [`known_good`];
+//!    `workloads`: the ConfigMaps the annotated workloads in a manifest stream read, so `check`
+//!    judges each with its workload's settings.
 //! 4. I/O at the edges.
 //!    - `http`: the outgoing HTTP client (reload POSTs, `confirm`'s reads) and `probe`'s GET.
 //!    - `source`: inotify watches on the kubelet volumes, read in tokio's reactor; events only say
@@ -47,8 +41,9 @@
 //! Modules the binary, the integration tests, the examples, the benchmark and the fuzz targets use
 //! are `pub`; the rest (`source`, `configmap`, `metrics`, `extract`, `confirm`, `http`, `values`,
 //! `workloads`, `manifest`, `listing`, the gate's state machine and the pipeline's driver-facing methods) are crate-private,
-//! so the compiler reports what in them nothing uses; `values`' types reach the public through
-//! [`settings`] and [`verdict`], which re-export them. The status has one writer: the decision loop
+//! so the compiler reports what in this crate's nothing uses (the core's items this crate uses are
+//! `pub` there); `values`' types reach the public through [`settings`] and [`verdict`], which
+//! re-export them. The status has one writer: the decision loop
 //! holds the only [`state::Publisher`]; everyone else reads a [`state::Shared`].
 
 // A `pub` item that no path outside the crate reaches says `pub(crate)`, so the public surface is
@@ -62,30 +57,30 @@ pub mod app;
 pub(crate) mod backoff;
 pub mod check;
 pub mod cli;
-pub(crate) mod configmap;
+pub(crate) use confgate_core::configmap;
 pub(crate) mod confirm;
-pub(crate) mod extract;
-pub(crate) mod failure;
+pub(crate) use confgate_core::extract;
+pub(crate) use confgate_core::failure;
 pub mod gate;
 pub(crate) mod http;
 pub mod inject;
-pub mod known_good;
-pub(crate) mod listing;
+pub use confgate_core::known_good;
+pub(crate) use confgate_core::listing;
 pub(crate) mod manifest;
 pub(crate) mod metrics;
 #[cfg(feature = "policy")]
 pub mod policy;
 pub mod promote;
 pub mod reload;
-pub mod rollout;
-pub mod rules;
+pub use confgate_core::rollout;
+pub use confgate_core::rules;
 pub mod server;
-pub mod settings;
+pub use confgate_core::settings;
 pub mod snapshot;
 pub(crate) mod source;
 pub mod state;
 pub(crate) mod validate;
-pub(crate) mod values;
-pub mod variants;
-pub mod verdict;
+pub(crate) use confgate_core::values;
+pub use confgate_core::variants;
+pub use confgate_core::verdict;
 pub(crate) mod workloads;

@@ -2,31 +2,13 @@
 //!
 //! A kubelet volume is read through the directory `..data` points at, so one snapshot never mixes two
 //! versions and keys linked after the swap are already there. A plain directory is read as it is (the
-//! caller waits for a quiet period first). The content hash is order-independent:
-//!
-//! ```text
-//! sha256( for each key in byte order:  u64be(len(key)) ‖ key ‖ u64be(len(value)) ‖ value )
-//! ```
-//!
-//! printed as `sha256:<64 hex digits>`. Length prefixes make the encoding injective, so two different
-//! ConfigMaps never share an encoding.
+//! caller waits for a quiet period first). The values (`Snapshot`, its hash, `Observed`) are the
+//! core's (`confgate_core::snapshot`), re-exported here; this module is the read.
 
-mod config;
-mod hash;
-mod limits;
-mod observed;
-mod problem;
 mod read;
 mod settle;
 
-pub use config::{Keys, Snapshot};
-pub use hash::Plain;
-pub(crate) use hash::seal;
-pub use hash::{ContentHash, HashTextError, PrintedHash, sealed};
-pub(crate) use limits::{DATA_LINK, is_editor_leftover};
-pub use limits::{MAX_BYTES, MAX_KEYS};
-pub use observed::Observed;
-pub use problem::{Broken, Cause, IoError, Missing};
+pub use confgate_core::snapshot::*;
 pub use read::read;
 pub(crate) use read::read_small;
 pub(crate) use settle::settling;

@@ -1,39 +1,30 @@
-//! The import graph of `src/` has no cycle, file by file, and every module imports only modules on
-//! its own floor or below (ARCHITECTURE.md, "No import cycle").
+//! The layer checks the compiler cannot make. The decision core is its own crate (crates/core), so
+//! the compiler already keeps it from importing the edges; what is left to check here is:
 //!
-//! Two graphs. The module graph, read from `crate::` paths, is between top-level modules (a
-//! directory module's files count as their parent); the floors are checked on it. The file graph is
-//! between the files of `src/`: each `crate::`, `super::` and `self::` path, and each path through a
-//! child the file declares (`mod child;` then `child::X`, a `pub use` re-export included; the
-//! declaration itself is not an import), goes to the deepest file it names, so a circle between a
-//! `mod.rs` and its child is seen. Paths in comments and string literals are not imports;
-//! `#[cfg(test)]` code is, since a test's import couples the files too.
+//! - the core's dependencies (its `[dependencies]` and everything they pull in, as Cargo.lock
+//!   resolves them) hold no I/O crate, and its code reaches no file, socket, process, environment
+//!   or clock through `std` (its tests aside);
+//! - within each crate, every module imports only modules on its own floor or below, and no two
+//!   modules import each other (ARCHITECTURE.md, "No import cycle"): the module graph is read from
+//!   `crate::` paths, a directory module's files counting as their parent, with comments and string
+//!   literals blanked and `#[cfg(test)]` code included (a test's import couples the modules too);
+//! - the pipeline holds no decision state, and no test runs cargo.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The floors, bottom to top, as ARCHITECTURE.md lists them.
-const FLOORS: &[(&str, &[&str])] = &[
+/// A crate's floors, bottom to top, as ARCHITECTURE.md lists them.
+type Floors = &'static [(&'static str, &'static [&'static str])];
+
+/// The edges' floors (the `confgate` crate, `src/`). The core's modules it re-exports are below them
+/// all, which the compiler keeps: the core cannot name this crate.
+const FLOORS: Floors = &[
     (
         "values and formats",
-        &[
-            "values",
-            "backoff",
-            "failure",
-            "snapshot",
-            "annotations",
-            "configmap",
-            "extract",
-            "manifest",
-            "listing",
-            "rules",
-        ],
+        &["backoff", "snapshot", "annotations", "manifest"],
     ),
-    ("settings and status", &["settings", "metrics", "state"]),
-    (
-        "the pure core",
-        &["verdict", "variants", "rollout", "workloads", "known_good"],
-    ),
+    ("settings and status", &["metrics", "state"]),
+    ("the pure core", &["workloads"]),
     (
         "I/O at the edges",
         &[
@@ -47,13 +38,81 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("the command line", &["cli", "app"]),
 ];
 
+/// The core's floors (the `confgate-core` crate, `crates/core/src/`).
+const CORE_FLOORS: Floors = &[
+    (
+        "values and formats",
+        &[
+            "values",
+            "failure",
+            "snapshot",
+            "annotations",
+            "configmap",
+            "extract",
+            "listing",
+            "rules",
+        ],
+    ),
+    ("settings", &["settings"]),
+    (
+        "the judgement",
+        &["verdict", "variants", "rollout", "known_good"],
+    ),
+];
+
+/// Crates that do I/O (an async runtime, sockets, HTTP, the Kubernetes API, file watches, TLS):
+/// none may be among the core's dependencies.
+const IO_CRATES: &[&str] = &[
+    "tokio",
+    "mio",
+    "socket2",
+    "hyper",
+    "hyper-util",
+    "hyper-rustls",
+    "h2",
+    "reqwest",
+    "tower",
+    "tower-service",
+    "kube",
+    "kube-client",
+    "kube-core",
+    "kube-runtime",
+    "k8s-openapi",
+    "inotify",
+    "notify",
+    "rustls",
+    "tempfile",
+    "tracing-subscriber",
+];
+
+/// What in `std` reaches the world outside the process's memory: the core's code names none.
+const STD_IO: &[&str] = &[
+    "std::fs",
+    "std::net::Tcp",
+    "std::net::Udp",
+    "std::process",
+    "std::thread",
+    "std::env",
+    "std::os",
+    "SystemTime",
+    "Instant",
+];
+
 /// Where an import was first seen: file and line.
 type At = String;
 /// Module -> imported module -> where.
 type Graph = BTreeMap<String, BTreeMap<String, At>>;
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The edges' sources and the core's, each with its floors.
+fn crates() -> [(PathBuf, Floors); 2] {
+    [
+        (root().join("src"), FLOORS),
+        (root().join("crates/core/src"), CORE_FLOORS),
+    ]
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -227,29 +286,29 @@ fn crate_paths(code: &str) -> Vec<(String, usize)> {
     found
 }
 
-/// The top-level module a file of `src/` belongs to; `None` for the crate root and the binary.
+/// The top-level module a file belongs to; `None` for the crate root and the binary.
 fn module_of(rel: &Path) -> Option<String> {
     let first = rel.components().next()?.as_os_str().to_str()?;
     let name = first.strip_suffix(".rs").unwrap_or(first);
     (!matches!(name, "lib" | "main")).then(|| name.to_owned())
 }
 
-fn graph() -> (Graph, BTreeSet<String>) {
-    let root = src();
-    let modules = declared(&std::fs::read_to_string(root.join("lib.rs")).unwrap());
+/// The module graph of the crate whose sources are in `src`, and the modules its `lib.rs` declares.
+fn graph(src: &Path) -> (Graph, BTreeSet<String>) {
+    let modules = declared(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
     let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    rust_files(src, &mut files);
     files.sort();
     let mut g = Graph::new();
     for file in files {
-        let rel = file.strip_prefix(&root).unwrap();
+        let rel = file.strip_prefix(src).unwrap();
         let Some(module) = module_of(rel) else {
             continue;
         };
+        let shown = file.strip_prefix(root()).unwrap().display();
         assert!(
             modules.contains(&module),
-            "src/{} belongs to no module lib.rs declares",
-            rel.display()
+            "{shown} belongs to no module lib.rs declares",
         );
         let code = code_of(&std::fs::read_to_string(&file).unwrap());
         let imports = g.entry(module.clone()).or_default();
@@ -257,7 +316,7 @@ fn graph() -> (Graph, BTreeSet<String>) {
             if target != module && modules.contains(&target) {
                 imports
                     .entry(target)
-                    .or_insert_with(|| format!("src/{}:{line}", rel.display()));
+                    .or_insert_with(|| format!("{shown}:{line}"));
             }
         }
     }
@@ -318,54 +377,224 @@ fn show(g: &Graph) -> String {
 
 #[test]
 fn no_import_cycle() {
-    let (g, _) = graph();
-    assert!(
-        g.get("app").is_some_and(|to| to.contains_key("cli")),
-        "the scan found no import of cli by app; is it reading src/?\n{}",
-        show(&g)
-    );
-    if let Some(cycle) = find_cycle(&g) {
-        let steps: Vec<String> = cycle
-            .windows(2)
-            .map(|w| format!("{} -> {} ({})", w[0], w[1], g[&w[0]][&w[1]]))
-            .collect();
-        panic!(
-            "import cycle:\n  {}\nthe module graph:\n{}",
-            steps.join("\n  "),
-            show(&g)
-        );
+    for (src, _) in crates() {
+        let (g, _) = graph(&src);
+        if let Some(cycle) = find_cycle(&g) {
+            let steps: Vec<String> = cycle
+                .windows(2)
+                .map(|w| format!("{} -> {} ({})", w[0], w[1], g[&w[0]][&w[1]]))
+                .collect();
+            panic!(
+                "import cycle:\n  {}\nthe module graph:\n{}",
+                steps.join("\n  "),
+                show(&g)
+            );
+        }
     }
 }
 
 #[test]
 fn each_module_imports_only_its_floor_or_below() {
-    let (g, modules) = graph();
-    let floor_of: BTreeMap<&str, usize> = FLOORS
-        .iter()
-        .enumerate()
-        .flat_map(|(n, (_, ms))| ms.iter().map(move |m| (*m, n)))
-        .collect();
-    let placed: BTreeSet<String> = floor_of.keys().map(|m| (*m).to_owned()).collect();
-    assert_eq!(
-        placed, modules,
-        "every module lib.rs declares is on exactly one floor (FLOORS here and ARCHITECTURE.md)"
+    let (edges, _) = graph(&root().join("src"));
+    assert!(
+        edges.get("app").is_some_and(|to| to.contains_key("cli")),
+        "the scan found no import of cli by app; is it reading src/?\n{}",
+        show(&edges)
     );
-    let mut upward = Vec::new();
-    for (m, to) in &g {
-        for (t, at) in to {
-            let (from, into) = (floor_of[m.as_str()], floor_of[t.as_str()]);
-            if into > from {
-                upward.push(format!(
-                    "{m} ({}) imports {t} ({}) at {at}",
-                    FLOORS[from].0, FLOORS[into].0
-                ));
+    let (core, _) = graph(&root().join("crates/core/src"));
+    assert!(
+        core.get("verdict")
+            .is_some_and(|to| to.contains_key("settings")),
+        "the scan found no import of settings by verdict; is it reading crates/core/src/?\n{}",
+        show(&core)
+    );
+    for (src, floors) in crates() {
+        let (g, modules) = graph(&src);
+        let floor_of: BTreeMap<&str, usize> = floors
+            .iter()
+            .enumerate()
+            .flat_map(|(n, (_, ms))| ms.iter().map(move |m| (*m, n)))
+            .collect();
+        let placed: BTreeSet<String> = floor_of.keys().map(|m| (*m).to_owned()).collect();
+        assert_eq!(
+            placed,
+            modules,
+            "every module {}/lib.rs declares is on exactly one floor (the floors here and \
+             ARCHITECTURE.md)",
+            src.display()
+        );
+        let mut upward = Vec::new();
+        for (m, to) in &g {
+            for (t, at) in to {
+                let (from, into) = (floor_of[m.as_str()], floor_of[t.as_str()]);
+                if into > from {
+                    upward.push(format!(
+                        "{m} ({}) imports {t} ({}) at {at}",
+                        floors[from].0, floors[into].0
+                    ));
+                }
+            }
+        }
+        assert!(
+            upward.is_empty(),
+            "imports upward:\n  {}",
+            upward.join("\n  ")
+        );
+    }
+}
+
+/// The names of the packages a `[dependencies]` table of `manifest` lists (its plain form only:
+/// a target-specific or build dependency table is refused, so none slips past).
+fn normal_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut table = String::new();
+    for line in manifest.lines().map(str::trim) {
+        if let Some(header) = line.strip_prefix('[') {
+            table = header.trim_end_matches(']').to_owned();
+            assert!(
+                table == "dependencies"
+                    || !table.contains("dependencies")
+                    || table == "dev-dependencies",
+                "crates/core/Cargo.toml has a [{table}] table: the core's dependencies are its \
+                 [dependencies], which this test reads",
+            );
+            continue;
+        }
+        if table == "dependencies"
+            && let Some((name, _)) = line.split_once('=')
+            && !line.starts_with('#')
+        {
+            names.insert(name.trim().to_owned());
+        }
+    }
+    names
+}
+
+/// Each package in `lock` (Cargo.lock) with the names of the packages it depends on.
+fn locked(lock: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for package in lock.split("[[package]]").skip(1) {
+        let name = package
+            .lines()
+            .find_map(|l| l.strip_prefix("name = "))
+            .unwrap()
+            .trim_matches('"')
+            .to_owned();
+        let listed = package
+            .split_once("dependencies = [")
+            .map(|(_, rest)| rest.split_once(']').unwrap().0)
+            .unwrap_or("");
+        let names = listed
+            .split(',')
+            .map(|d| d.trim().trim_matches('"'))
+            .filter(|d| !d.is_empty())
+            // `"name version"` where two versions are locked.
+            .map(|d| d.split(' ').next().unwrap().to_owned());
+        deps.entry(name).or_default().extend(names);
+    }
+    deps
+}
+
+/// Every package `from` reaches in `deps`, `from` included.
+fn closure<'a>(
+    deps: &'a BTreeMap<String, BTreeSet<String>>,
+    from: &[&'a str],
+) -> BTreeSet<&'a str> {
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<&str> = from.to_vec();
+    while let Some(p) = todo.pop() {
+        if seen.insert(p) {
+            todo.extend(deps.get(p).into_iter().flatten().map(String::as_str));
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_core_crate_depends_on_no_io_crate() {
+    let manifest = std::fs::read_to_string(root().join("crates/core/Cargo.toml")).unwrap();
+    let direct = normal_dependencies(&manifest);
+    assert!(
+        direct.contains("semver"),
+        "read no dependencies: {direct:?}"
+    );
+    let lock = locked(&std::fs::read_to_string(root().join("Cargo.lock")).unwrap());
+    let direct: Vec<&str> = direct.iter().map(String::as_str).collect();
+    let core = closure(&lock, &direct);
+    let io: Vec<&&str> = IO_CRATES.iter().filter(|c| core.contains(**c)).collect();
+    assert!(
+        io.is_empty(),
+        "the core crate (crates/core) depends on {io:?}, which do I/O: the core decides on what \
+         the edges (the confgate crate) read and hand it; move the I/O there"
+    );
+    // The same walk from the edges finds what it must: the check can see an I/O crate.
+    let edges = closure(&lock, &["confgate"]);
+    assert!(
+        ["tokio", "hyper", "kube", "inotify"]
+            .iter()
+            .all(|c| edges.contains(c)),
+        "the walk from confgate found {edges:?}"
+    );
+}
+
+/// `code` without its `#[cfg(test)]` modules (`#[cfg(test)] mod tests { .. }`).
+fn without_test_modules(code: &str) -> String {
+    let mut out = code.to_owned();
+    while let Some(at) = out.find("#[cfg(test)]") {
+        let after = at + "#[cfg(test)]".len();
+        let rest = out[after..].trim_start();
+        let end = if rest.starts_with("mod ") && rest.split(';').next().unwrap().contains('{') {
+            let open = after + out[after..].find('{').unwrap();
+            let mut depth = 0;
+            out[open..]
+                .char_indices()
+                .find_map(|(k, ch)| {
+                    match ch {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                    (depth == 0).then_some(open + k + 1)
+                })
+                .unwrap()
+        } else {
+            after
+        };
+        out.replace_range(at..end, "");
+    }
+    out
+}
+
+#[test]
+fn the_core_reaches_nothing_outside_memory_through_std() {
+    let src = root().join("crates/core/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(root()).unwrap().display().to_string();
+        // A module's tests may time what they run; a `tests.rs` is one's tests.
+        if rel.ends_with("/tests.rs") {
+            continue;
+        }
+        let code = without_test_modules(&code_of(&std::fs::read_to_string(&file).unwrap()));
+        for needle in STD_IO {
+            if code.contains(needle) {
+                found.push(format!("{rel}: {needle}"));
             }
         }
     }
     assert!(
-        upward.is_empty(),
-        "imports upward:\n  {}",
-        upward.join("\n  ")
+        found.is_empty(),
+        "the core names what reaches outside the process's memory: {found:?}; the edges read, \
+         and the core is handed what they read (time included, as the gate's `Now`)"
+    );
+    let code = without_test_modules(
+        "fn a() { std::fs::read(x) }\n#[cfg(test)]\nmod tests { fn b() { Instant::now() } }\n",
+    );
+    assert!(
+        code.contains("std::fs") && !code.contains("Instant"),
+        "{code}"
     );
 }
 
@@ -382,451 +611,6 @@ fn the_scan_reads_code_only() {
     let lib =
         "pub mod a;\n#[cfg(feature = \"x\")]\npub mod b;\npub(crate) mod c;\nmod d;\nmod e {}\n";
     assert_eq!(declared(lib), ["a", "b", "c", "d"].map(String::from).into());
-}
-
-// The file graph: the same check file by file, so a circle between two files of one module (a
-// `mod.rs` and its child) is seen too.
-
-/// The files of `src/`, by their path under it (`/`-separated), with their text.
-type Tree = BTreeMap<String, String>;
-
-fn tree() -> Tree {
-    let root = src();
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files
-        .into_iter()
-        .map(|file| {
-            let rel = file.strip_prefix(&root).unwrap();
-            let rel: Vec<&str> = rel.iter().map(|c| c.to_str().unwrap()).collect();
-            (rel.join("/"), std::fs::read_to_string(&file).unwrap())
-        })
-        .collect()
-}
-
-/// The module a file is: `a/b.rs` and `a/b/mod.rs` are both `a::b`; `lib.rs` is the crate root.
-fn module_path(rel: &str) -> Vec<String> {
-    let mut path: Vec<String> = rel.split('/').map(str::to_owned).collect();
-    let last = path.pop().unwrap();
-    match last.as_str() {
-        "mod.rs" => {}
-        "lib.rs" if path.is_empty() => {}
-        _ => path.push(last.strip_suffix(".rs").unwrap_or(&last).to_owned()),
-    }
-    path
-}
-
-/// The file a module's code starts in, if it has one of its own.
-fn file_of(module: &[String], tree: &Tree) -> Option<String> {
-    if module.is_empty() {
-        return Some("lib.rs".to_owned());
-    }
-    let dir = module.join("/");
-    [format!("{dir}.rs"), format!("{dir}/mod.rs")]
-        .into_iter()
-        .find(|f| tree.contains_key(f))
-}
-
-/// The deepest file along an absolute path (`a::b::c`: `a/b/c.rs`, else `a/b.rs`, else `a.rs`,
-/// each or its `mod.rs`); the crate root when none is.
-fn deepest(path: &[String], tree: &Tree) -> String {
-    (0..=path.len())
-        .rev()
-        .find_map(|k| file_of(&path[..k], tree))
-        .unwrap()
-}
-
-fn is_ident(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
-fn skip_ws(s: &[u8], mut i: usize) -> usize {
-    while s.get(i).is_some_and(u8::is_ascii_whitespace) {
-        i += 1;
-    }
-    i
-}
-
-fn ident_at(s: &[u8], i: usize) -> Option<(&str, usize)> {
-    let end = i + s[i.min(s.len())..]
-        .iter()
-        .take_while(|b| is_ident(**b))
-        .count();
-    (end > i).then(|| (std::str::from_utf8(&s[i..end]).unwrap(), end))
-}
-
-/// The paths of the use tree or path that starts at `i` (just past `ROOT::`, with `prefix` the
-/// segments so far), each with the offset it starts at: `{a::b, c::{d, self}, e as f, g::*}` gives
-/// `a::b`, `c::d`, `c`, `e` and `g`. Returns where the tree ends.
-fn use_tree(s: &[u8], i: usize, prefix: Vec<String>, out: &mut Vec<(Vec<String>, usize)>) -> usize {
-    let start = i;
-    let mut path = prefix;
-    let mut i = skip_ws(s, i);
-    loop {
-        match s.get(i) {
-            Some(b'{') => {
-                i += 1;
-                loop {
-                    i = skip_ws(s, i);
-                    match s.get(i) {
-                        None => return i,
-                        Some(b'}') => return i + 1,
-                        Some(b',') => i += 1,
-                        _ => {
-                            let member = ident_at(s, i);
-                            let after = member.map_or(i, |(_, e)| skip_ws(s, e));
-                            if member.is_some_and(|(m, _)| m == "self")
-                                && !s[after..].starts_with(b"::")
-                            {
-                                out.push((path.clone(), i));
-                                i = after;
-                            } else {
-                                let end = use_tree(s, i, path.clone(), out);
-                                // Never stand still on what is not a path (`as name`, a stray token).
-                                i = end.max(i + 1);
-                            }
-                            // Past `as name` to the next member.
-                            while s.get(i).is_some_and(|b| !matches!(b, b',' | b'}' | b'{')) {
-                                i += 1;
-                            }
-                        }
-                    }
-                }
-            }
-            Some(b'*') => {
-                out.push((path, start));
-                return i + 1;
-            }
-            _ => match ident_at(s, i) {
-                Some((name, end)) => {
-                    path.push(name.to_owned());
-                    let next = skip_ws(s, end);
-                    if s[next..].starts_with(b"::") {
-                        i = skip_ws(s, next + 2);
-                    } else {
-                        out.push((path, start));
-                        return end;
-                    }
-                }
-                // `::<T>` or the end of the text.
-                None => {
-                    out.push((path, start));
-                    return i;
-                }
-            },
-        }
-    }
-}
-
-/// The inline modules (`mod tests { .. }`) of `code`: where each opens and closes, and its name.
-fn inline_modules(s: &[u8]) -> Vec<(usize, usize, String)> {
-    let (mut depth, mut open, mut found) = (0usize, Vec::new(), Vec::new());
-    let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b'{' => depth += 1,
-            b'}' => {
-                if open.last().is_some_and(|(d, _, _)| *d == depth) {
-                    let (_, at, name) = open.pop().unwrap();
-                    found.push((at, i, name));
-                }
-                depth = depth.saturating_sub(1);
-            }
-            b'm' if s[i..].starts_with(b"mod")
-                && (i == 0 || !is_ident(s[i - 1]))
-                && s.get(i + 3).is_some_and(u8::is_ascii_whitespace) =>
-            {
-                let at = skip_ws(s, i + 3);
-                if let Some((name, end)) = ident_at(s, at) {
-                    let brace = skip_ws(s, end);
-                    if s.get(brace) == Some(&b'{') {
-                        open.push((depth + 1, brace, name.to_owned()));
-                        i = brace;
-                        continue;
-                    }
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    found
-}
-
-/// Every file `rel` imports, with the 1-based line of the import: `crate::` paths, `super::` and
-/// `self::` paths from the module the code stands in (an inline `mod tests`'s `super` is the file
-/// itself), and paths through a child the file declares (`mod child;` then `child::X`). Declaring a
-/// child is not importing it; the file itself is left out.
-fn file_imports(rel: &str, text: &str, tree: &Tree) -> Vec<(String, usize)> {
-    let code = code_of(text);
-    let s = code.as_bytes();
-    let module = module_path(rel);
-    let inline = inline_modules(s);
-    let children = declared(text);
-    let line = |at: usize| code[..at].matches('\n').count() + 1;
-    let mut found = Vec::new();
-    for root in ["crate", "super", "self"]
-        .into_iter()
-        .chain(children.iter().map(String::as_str))
-    {
-        for (n, _) in code.match_indices(&format!("{root}::")) {
-            // `mycrate::`, `x.child::<T>()`, `a::super::`, `$child::` are not roots.
-            let right_before = code[..n].chars().next_back();
-            let before = code[..n].trim_end();
-            if right_before.is_some_and(|c| c.is_alphanumeric() || c == '_')
-                || (root != "crate" && (before.ends_with("::") || before.ends_with(['.', '$'])))
-            {
-                continue;
-            }
-            let mut paths = Vec::new();
-            use_tree(s, n + root.len() + 2, vec![root.to_owned()], &mut paths);
-            for (path, at) in paths {
-                let mut here = module.clone();
-                if matches!(root, "super" | "self") {
-                    here.extend(
-                        inline
-                            .iter()
-                            .filter(|(open, close, _)| *open < n && n < *close)
-                            .map(|(_, _, name)| name.clone()),
-                    );
-                }
-                let mut rest = &path[..];
-                match root {
-                    "crate" => {
-                        here.clear();
-                        rest = &rest[1..];
-                    }
-                    "super" | "self" => {
-                        while let Some((first, tail)) = rest.split_first() {
-                            match first.as_str() {
-                                "self" => {}
-                                "super" => {
-                                    here.pop();
-                                }
-                                _ => break,
-                            }
-                            rest = tail;
-                        }
-                    }
-                    _ => {}
-                }
-                here.extend(rest.iter().cloned());
-                let target = deepest(&here, tree);
-                if target != rel {
-                    found.push((target, line(at.min(s.len()))));
-                }
-            }
-        }
-    }
-    found
-}
-
-/// File -> imported file -> where (the first import by line), the files as `src/...`. `main.rs` is
-/// the binary's own crate root and imports the library by its name, so it is not read.
-fn file_graph(tree: &Tree) -> Graph {
-    let mut g = Graph::new();
-    for (rel, text) in tree {
-        if rel == "main.rs" {
-            continue;
-        }
-        let mut imports = file_imports(rel, text, tree);
-        imports.sort_by_key(|(_, line)| *line);
-        let to = g.entry(format!("src/{rel}")).or_default();
-        for (target, line) in imports {
-            to.entry(format!("src/{target}"))
-                .or_insert_with(|| format!("src/{rel}:{line}"));
-        }
-    }
-    g
-}
-
-/// The groups of files that reach each other (the strongly connected components of more than one
-/// file), each with one circle through it: the files along it, the first repeated at the end.
-fn circles(g: &Graph) -> Vec<(BTreeSet<String>, Vec<String>)> {
-    let reach = |from: &str| {
-        let mut seen = BTreeSet::new();
-        let mut stack = vec![from.to_owned()];
-        while let Some(m) = stack.pop() {
-            for next in g.get(&m).into_iter().flat_map(BTreeMap::keys) {
-                if seen.insert(next.clone()) {
-                    stack.push(next.clone());
-                }
-            }
-        }
-        seen
-    };
-    let reached: BTreeMap<&String, BTreeSet<String>> = g.keys().map(|m| (m, reach(m))).collect();
-    let mut placed = BTreeSet::new();
-    let mut found = Vec::new();
-    for m in g.keys() {
-        if placed.contains(m) || !reached[m].contains(m) {
-            continue;
-        }
-        let group: BTreeSet<String> = reached[m]
-            .iter()
-            .filter(|o| reached.get(o).is_some_and(|r| r.contains(m)))
-            .cloned()
-            .collect();
-        let within: Graph = group
-            .iter()
-            .map(|f| {
-                let to = g[f]
-                    .iter()
-                    .filter(|(t, _)| group.contains(*t))
-                    .map(|(t, at)| (t.clone(), at.clone()))
-                    .collect();
-                (f.clone(), to)
-            })
-            .collect();
-        let circle = find_cycle(&within).expect("a group that reaches itself has a circle");
-        placed.extend(group.iter().cloned());
-        found.push((group, circle));
-    }
-    found
-}
-
-/// A circle as its steps, `from -> to (file:line)`.
-fn steps(g: &Graph, circle: &[String]) -> String {
-    circle
-        .windows(2)
-        .map(|w| format!("{} -> {} ({})", w[0], w[1], g[&w[0]][&w[1]]))
-        .collect::<Vec<_>>()
-        .join("\n    ")
-}
-
-fn circles_text(g: &Graph) -> String {
-    circles(g)
-        .iter()
-        .map(|(group, c)| {
-            let files: Vec<&str> = group.iter().map(String::as_str).collect();
-            format!(
-                "  circle through {}:\n    {}\n",
-                files.join(" "),
-                steps(g, c)
-            )
-        })
-        .collect()
-}
-
-#[test]
-fn no_import_cycle_between_files() {
-    let g = file_graph(&tree());
-    for (from, to) in [
-        // `super::` from a child, a plain child path, and a `crate::` path to a file two dirs deep.
-        ("src/gate/machine/decide.rs", "src/gate/machine/state.rs"),
-        ("src/app/mod.rs", "src/app/sidecar.rs"),
-        ("src/app/ask.rs", "src/api/status_cmd/mod.rs"),
-    ] {
-        assert!(
-            g.get(from).is_some_and(|t| t.contains_key(to)),
-            "the scan found no import of {to} by {from}; is it reading src/?\n{}",
-            show(&g)
-        );
-    }
-    let found = circles_text(&g);
-    assert!(
-        found.is_empty(),
-        "import cycle between files (move what both use down into a file of its own):\n{found}"
-    );
-}
-
-/// `path -> text` as a tree.
-fn tree_of(files: &[(&str, &str)]) -> Tree {
-    files
-        .iter()
-        .map(|(p, t)| ((*p).to_owned(), (*t).to_owned()))
-        .collect()
-}
-
-#[test]
-fn the_file_scan_resolves_paths_to_files() {
-    let t = tree_of(&[
-        ("lib.rs", "pub mod a;\npub mod r;\npub const TOP: u8 = 0;\n"),
-        (
-            "a/mod.rs",
-            "mod b;\nmod c;\nuse crate::r::{deep::{x::Y, z}, self as rr, s::*};\n\
-             fn f() { b::g(); self::c::h(); crate::TOP; }\n",
-        ),
-        (
-            "a/b.rs",
-            "// super::c and \"super::c\" are not code\nuse super::super::r::deep;\n\
-             #[cfg(test)]\nmod tests {\n    use super::*;\n    fn t() { super::super::c::h(); }\n}\n",
-        ),
-        ("a/c.rs", "pub(super) fn h() { mod_x::y(); }\n"),
-        ("r.rs", "pub mod deep;\npub mod s {}\n"),
-        ("r/deep.rs", "pub mod x;\n"),
-        ("r/deep/x.rs", "pub struct Y;\n"),
-    ]);
-    let edges = |rel: &str| -> Vec<(String, usize)> {
-        let mut e = file_imports(rel, &t[rel], &t);
-        e.sort();
-        e
-    };
-    let owned = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
-        v.iter().map(|(f, l)| ((*f).to_owned(), *l)).collect()
-    };
-    assert_eq!(
-        edges("a/mod.rs"),
-        owned(&[
-            ("a/b.rs", 4),
-            ("a/c.rs", 4),
-            ("lib.rs", 4),
-            ("r.rs", 3),
-            ("r.rs", 3),
-            ("r/deep.rs", 3),
-            ("r/deep/x.rs", 3),
-        ]),
-        "deepest file of each path in a nested group; a child's path; `self::`; the root's item"
-    );
-    // `super::*` in the inline `mod tests` is the file itself; its `super::super` is `a`.
-    assert_eq!(edges("a/b.rs"), owned(&[("a/c.rs", 6), ("r/deep.rs", 2)]));
-    assert_eq!(edges("a/c.rs"), owned(&[]), "`pub(super)` is no path");
-    assert_eq!(module_path("r/deep.rs"), ["r", "deep"]);
-    assert_eq!(module_path("a/mod.rs"), ["a"]);
-}
-
-#[test]
-fn the_file_scan_finds_a_circle_between_a_parent_and_its_child() {
-    // The parent re-exports the child's item; the child uses the parent's type.
-    let circle = tree_of(&[
-        ("lib.rs", "pub mod a;\n"),
-        (
-            "a/mod.rs",
-            "mod child;\n\npub use child::Thing;\npub struct Shared;\n",
-        ),
-        (
-            "a/child.rs",
-            "use super::Shared;\npub struct Thing(Shared);\n",
-        ),
-    ]);
-    let g = file_graph(&circle);
-    let found = circles_text(&g);
-    assert!(
-        found.contains("src/a/child.rs -> src/a/mod.rs (src/a/child.rs:1)")
-            && found.contains("src/a/mod.rs -> src/a/child.rs (src/a/mod.rs:3)"),
-        "{found}"
-    );
-    assert_eq!(circles(&g).len(), 1);
-
-    // The shared type moved down into a file of its own: no circle, though a comment and a test
-    // module still say `super::`.
-    let clean = tree_of(&[
-        ("lib.rs", "pub mod a;\n"),
-        (
-            "a/mod.rs",
-            "mod child;\nmod shared;\npub use child::Thing;\npub use shared::Shared;\n",
-        ),
-        (
-            "a/child.rs",
-            "use super::shared::Shared; // not super::Thing\npub struct Thing(Shared);\n\
-             #[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
-        ),
-        ("a/shared.rs", "pub struct Shared;\n"),
-    ]);
-    let g = file_graph(&clean);
-    assert_eq!(circles_text(&g), "", "{}", show(&g));
-    assert!(g["src/a/child.rs"].contains_key("src/a/shared.rs"));
-    assert!(g["src/a/mod.rs"].contains_key("src/a/child.rs"));
 }
 
 /// What the pipeline may hold: the I/O it carries the gate's actions out with, never what the loop
@@ -885,7 +669,7 @@ fn fields(code: &str, name: &str) -> Vec<String> {
 
 #[test]
 fn the_pipeline_holds_no_decision_state() {
-    let text = std::fs::read_to_string(src().join("gate/pipeline/mod.rs")).unwrap();
+    let text = std::fs::read_to_string(root().join("src/gate/pipeline/mod.rs")).unwrap();
     let held = fields(&code_of(&text), "Pipeline");
     assert!(
         held.contains(&"gate".to_owned()),

@@ -15,10 +15,14 @@ const SETTINGS_DOC: &str = "docs/settings.md";
 /// The tables made from the declarations: their marker's name, the file declaring them, the table.
 fn declared_tables() -> [(&'static str, &'static str, String); 2] {
     [
-        ("gate settings", "src/settings/gate.rs", readme_table()),
+        (
+            "gate settings",
+            "crates/core/src/settings/gate.rs",
+            readme_table(),
+        ),
         (
             "container settings",
-            "src/settings/container.rs",
+            "crates/core/src/settings/container.rs",
             container_table(),
         ),
     ]
@@ -212,6 +216,7 @@ fn check_names(words: &[String]) -> Option<String> {
             "docs/",
             "tests/",
             "src/",
+            "crates/",
             "fuzz/",
         ]
         .iter()
