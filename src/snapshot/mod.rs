@@ -26,7 +26,7 @@ pub use hash::{ContentHash, HashTextError, PrintedHash, sealed};
 pub(crate) use limits::{DATA_LINK, is_editor_leftover};
 pub use limits::{MAX_BYTES, MAX_KEYS};
 pub use observed::Observed;
-pub use problem::{Broken, Cause, IoError, Missing};
+pub use problem::{Broken, Cause, IoError, Missing, SourceError};
 pub use read::read;
 pub(crate) use read::read_small;
 pub(crate) use settle::settling;

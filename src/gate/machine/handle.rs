@@ -8,13 +8,14 @@ use super::grace::Step;
 use super::messages::{
     Action, AppliedBy, Count, Event, Files, Found, JudgedLine, LogLine, Now, RollbackFailure, Seen,
 };
+use super::problems::{BaseRefused, SettingsProblem, Stuck};
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
 use super::state::{
     Active, CheckedBy, Checking, Gate, PROMOTE_RETRY, Promotion, Rollback, RolloutSeen, modes,
 };
 use crate::annotations::Annotations;
-use crate::reload::{BootTicks, Kind, Outcome};
+use crate::reload::{BootTicks, Kind, Outcome, Refusal};
 use crate::settings::{Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed};
 use crate::state::{ReloadView, Rollout, Status};
@@ -244,9 +245,9 @@ impl Gate {
         }
         // Stopped between recording a refusal and rolling back: the rollback is finished now (and
         // its reload requested).
-        if let Some((refused, base)) = self.refused_in_place() {
+        if let Some((refused, base, refusal)) = self.refused_in_place() {
             out.push(Action::Log(LogLine::RefusedInPlace { sha: refused }));
-            self.roll_back(refused, base, "refused before the restart".into(), out);
+            self.roll_back(refused, base, refusal, out);
         } else {
             self.send_owed(out);
         }
@@ -357,7 +358,12 @@ impl Gate {
 
     /// One line per settings problem that appeared or cleared, and per setting an annotation now
     /// overrides (or, removed, gives back to the flag), so a typo'd annotation is never silent.
-    fn settings_notes(&self, before: &Settings, before_problems: &[String], out: &mut Vec<Action>) {
+    fn settings_notes(
+        &self,
+        before: &Settings,
+        before_problems: &[SettingsProblem],
+        out: &mut Vec<Action>,
+    ) {
         for p in &self.problems {
             if !before_problems.contains(p) {
                 out.push(Action::Log(LogLine::Problem(p.clone())));
@@ -444,13 +450,9 @@ impl Gate {
                     }));
                     return;
                 }
-                Some(CheckedBy {
-                    refused: Some(why),
-                    again,
-                    ..
-                }) => {
-                    let (why, again) = (why.clone(), *again);
-                    choice.judgement = self.refused_by_checker(choice.judgement, &why, again);
+                Some(by) if by.answer != Checked::Passed => {
+                    let by = by.clone();
+                    choice.judgement = self.refused_by_checker(choice.judgement, &by);
                     (choice, decision) = self.decide(choice);
                 }
                 Some(_) => {}
@@ -601,69 +603,80 @@ impl Gate {
             self.check_retry = None;
             None
         };
-        let checker = self.settings.validate.name().to_owned();
-        let refused = match checked {
-            Checked::Passed => None,
-            Checked::Failed { status, lines } if self.secret || lines.is_empty() => Some(format!(
+        let checker = self.settings.validate.name();
+        let said = self.checker_said(&checked, retry_in);
+        let version = c.choice.judgement.version.clone().unwrap_or_default();
+        out.push(Action::Log(match (said, again) {
+            (Some(reason), true) => LogLine::CheckNotAnswered {
+                version,
+                sha: sha.short(),
+                checker: checker.to_owned(),
+                reason,
+            },
+            (reason, _) => LogLine::Validated {
+                version,
+                sha: sha.short(),
+                checker: checker.to_owned(),
+                reason,
+            },
+        }));
+        self.checked = Some(CheckedBy {
+            sha,
+            check: self.settings.validate.clone(),
+            answer: checked,
+            retry_in,
+        });
+        self.judged(c.seen, c.choice, c.rollout, now, out);
+    }
+
+    /// What the checker in force said of a candidate, worded for its log line and the reason a
+    /// held candidate shows (`None`: it passed); `retry_in`: when an answer that is no verdict is
+    /// run again. A Secret's content is never quoted: only the exit status is shown.
+    fn checker_said(
+        &self,
+        checked: &Checked,
+        retry_in: Option<std::time::Duration>,
+    ) -> Option<String> {
+        let checker = self.settings.validate.name();
+        let why = match checked {
+            Checked::Passed | Checked::Cancelled => return None,
+            Checked::Failed { status, lines } if self.secret || lines.is_empty() => format!(
                 "{checker} refused it ({status}{})",
                 if self.secret {
                     "; its output is not shown: the content is a Secret's"
                 } else {
                     ""
                 }
-            )),
-            Checked::Failed { status, lines } => Some(format!(
-                "{checker} refused it ({status}): {}",
-                lines.join(" / ")
-            )),
-            Checked::TimedOut(d) => Some(format!(
+            ),
+            Checked::Failed { status, lines } => {
+                format!("{checker} refused it ({status}): {}", lines.join(" / "))
+            }
+            Checked::TimedOut(d) => format!(
                 "{checker} did not finish within {} (killed)",
-                crate::values::duration_text(d)
-            )),
-            Checked::NotRun(why) => Some(format!("the checker could not be run: {why}")),
-            Checked::Cancelled => None,
-        }
-        .map(|why| match retry_in {
+                crate::values::duration_text(*d)
+            ),
+            Checked::NotRun(why) => format!("the checker could not be run: {why}"),
+        };
+        Some(match retry_in {
             Some(wait) => format!(
                 "{why}; it is run again in {}",
                 crate::values::duration_text(wait)
             ),
             None => why,
-        });
-        let version = c.choice.judgement.version.clone().unwrap_or_default();
-        out.push(Action::Log(match (&refused, again) {
-            (Some(reason), true) => LogLine::CheckNotAnswered {
-                version,
-                sha: sha.short(),
-                checker,
-                reason: reason.clone(),
-            },
-            _ => LogLine::Validated {
-                version,
-                sha: sha.short(),
-                checker,
-                reason: refused.clone(),
-            },
-        }));
-        self.checked = Some(CheckedBy {
-            sha,
-            check: self.settings.validate.clone(),
-            refused,
-            again,
-        });
-        self.judged(c.seen, c.choice, c.rollout, now, out);
+        })
     }
 
-    /// `j`, accepted by the range and rules, held by the component's checker: invalid, with the
-    /// checker's words and the fix.
-    fn refused_by_checker(&self, j: Judgement, why: &str, again: bool) -> Judgement {
-        let fix = if why.starts_with("the checker could not be run") {
-            crate::verdict::fix::checker_missing()
-        } else if again {
-            crate::verdict::fix::checker_timed_out()
-        } else {
-            crate::verdict::fix::checker_refused(self.source_kind)
+    /// `j`, accepted by the range and rules, held by the component's checker (`by`, which did not
+    /// pass it): invalid, with the checker's words and the fix for its kind of answer.
+    fn refused_by_checker(&self, j: Judgement, by: &CheckedBy) -> Judgement {
+        let fix = match by.answer {
+            Checked::NotRun(_) => crate::verdict::fix::checker_missing(),
+            Checked::TimedOut(_) => crate::verdict::fix::checker_timed_out(),
+            _ => crate::verdict::fix::checker_refused(self.source_kind),
         };
+        let why = self
+            .checker_said(&by.answer, by.retry_in)
+            .unwrap_or_default();
         Judgement {
             verdict: Verdict::Invalid,
             reason: format!("{}, but {why}; {fix}", j.reason),
@@ -691,7 +704,7 @@ impl Gate {
                     sha,
                 }));
                 out.push(Action::Count(Count::PromotionFailed));
-                self.promotion_failed(error.to_string());
+                self.promotion_failed(error);
                 self.retry_at = Some(now.at + PROMOTE_RETRY);
                 self.last = None;
                 return;
@@ -796,7 +809,7 @@ impl Gate {
                     self.start_trial(sha, version.as_deref(), now, out);
                 }
             }
-            Outcome::Rejected { sha256, reason } => self.refused(sha256, reason, out),
+            Outcome::Rejected { sha256, refusal } => self.refused(sha256, refusal, out),
             Outcome::Attempting | Outcome::Failed(_) | Outcome::Waiting(_) => {}
         }
     }
@@ -838,9 +851,9 @@ impl Gate {
 
     /// The component refused `sha`: remember that on disk (a restart must not offer it again), drop
     /// its owed reload, put back what it applied last, and tell it to load that again.
-    fn refused(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
+    fn refused(&mut self, sha: ContentHash, refusal: Refusal, out: &mut Vec<Action>) {
         self.end_trial_refused(sha);
-        let base = self.rejected_by_component(sha, &reason);
+        let base = self.rejected_by_component(sha, &refusal);
         out.push(Action::Count(Count::Candidate(
             Verdict::RejectedByComponent,
         )));
@@ -854,8 +867,8 @@ impl Gate {
             out.push(Action::ClearReloadOwed { sha, refused: true });
         }
         match base.filter(|_| !self.gate_only) {
-            Some(base) => self.roll_back(sha, base, reason, out),
-            None => self.no_base(sha, reason, out),
+            Some(base) => self.roll_back(sha, base, refusal, out),
+            None => self.no_base(sha, refusal, out),
         }
     }
 
@@ -865,14 +878,14 @@ impl Gate {
         &mut self,
         refused: ContentHash,
         base: ContentHash,
-        reason: String,
+        refusal: Refusal,
         out: &mut Vec<Action>,
     ) {
         self.rollback_owed = None;
         self.rolling_back = Some(Rollback {
             refused,
             base,
-            reason,
+            refusal,
         });
         out.push(Action::JudgeBase {
             settings: Box::new(self.settings.clone()),
@@ -884,11 +897,11 @@ impl Gate {
         if let Some(Rollback {
             refused,
             base,
-            reason,
+            refusal,
         }) = self.rollback_owed.take()
         {
             self.retry_at = None;
-            self.roll_back(refused, base, reason, out);
+            self.roll_back(refused, base, refusal, out);
         }
     }
 
@@ -905,25 +918,22 @@ impl Gate {
         };
         match obs.hash() {
             // Its kept dir is gone: there is nothing to roll back to.
-            None => self.lost_base(rb.refused, rb.reason, out),
+            None => self.lost_base(rb.refused, rb.refusal, out),
             Some(h) if h == rb.base && self.passes(obs, j) => {
                 self.rolling_back = Some(rb);
                 out.push(Action::RollBack);
             }
             Some(h) => {
                 let why = if h == rb.base {
-                    format!(
-                        "{} is {}: {}",
-                        j.version.as_deref().unwrap_or("it"),
-                        j.verdict,
-                        j.reason
-                    )
+                    BaseRefused::Judged {
+                        version: j.version.clone(),
+                        verdict: j.verdict,
+                        reason: j.reason.clone(),
+                    }
                 } else {
-                    "its kept dir holds other content".to_owned()
+                    BaseRefused::OtherContent
                 };
-                self.rollback_error = Some(format!(
-                    "the refused config stays in place, not rolled back: the config the component applied last is not accepted under the settings in force: {why}"
-                ));
+                self.rollback_error = Some(Stuck::BaseNotAccepted(why.clone()));
                 out.push(Action::Log(LogLine::BaseNotAccepted {
                     sha: rb.refused,
                     base: rb.base,
@@ -935,15 +945,15 @@ impl Gate {
 
     /// The component refused `sha` and no config it applied is kept to roll back to: said so, and
     /// held (ready under `hold`), the refused content in place.
-    fn no_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
-        out.push(Action::Log(LogLine::NoBase { sha, reason }));
+    fn no_base(&mut self, sha: ContentHash, refusal: Refusal, out: &mut Vec<Action>) {
+        out.push(Action::Log(LogLine::NoBase { sha, refusal }));
     }
 
     /// What the gate took for the rollback base is not kept on disk (its record was damaged or
     /// never written): there is none, and the refusal of `sha` is held as one without a base.
-    fn lost_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
+    fn lost_base(&mut self, sha: ContentHash, refusal: Refusal, out: &mut Vec<Action>) {
         self.applied = None;
-        self.no_base(sha, reason, out);
+        self.no_base(sha, refusal, out);
     }
 
     /// The rollback's result: the applied config back in place, its reload owed like a
@@ -957,7 +967,7 @@ impl Gate {
         let Some(Rollback {
             refused,
             base,
-            reason,
+            refusal,
         }) = self.rolling_back.take()
         else {
             return;
@@ -969,7 +979,7 @@ impl Gate {
                 let version = self.applied_version();
                 out.push(Action::Log(LogLine::RolledBack {
                     sha: refused,
-                    reason,
+                    refusal,
                     to: base,
                     version: version.clone(),
                 }));
@@ -986,18 +996,13 @@ impl Gate {
             }
             Ok(_) => {
                 out.push(Action::Log(LogLine::RollbackOther { sha: refused }));
-                self.rollback_error = Some(
-                    "the refused config is not rolled back: the rollback left other content in place"
-                        .into(),
-                );
+                self.rollback_error = Some(Stuck::LeftOther);
             }
-            Err(RollbackFailure::NoBase(_)) => self.lost_base(refused, reason, out),
+            Err(RollbackFailure::NoBase(_)) => self.lost_base(refused, refusal, out),
             // Owed work, like a failed promotion: tried again until the dir holds what the
             // component accepted.
             Err(RollbackFailure::Failed(error)) => {
-                self.rollback_error = Some(format!(
-                    "rollback failed, the refused config stays in place (retrying): {error}"
-                ));
+                self.rollback_error = Some(Stuck::Failed(error.clone()));
                 out.push(Action::Log(LogLine::RollbackFailed {
                     sha: refused,
                     error,
@@ -1006,7 +1011,7 @@ impl Gate {
                 self.rollback_owed = Some(Rollback {
                     refused,
                     base,
-                    reason,
+                    refusal,
                 });
                 self.retry_at = Some(now.at + PROMOTE_RETRY);
             }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use crate::annotations::Annotations;
 use crate::known_good::{ComponentRead, Recorded};
-use crate::reload::{BootTicks, Kind, Outcome};
+use crate::reload::{BootTicks, Kind, Outcome, Refusal};
 use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
@@ -67,7 +67,7 @@ pub(crate) struct Found {
     pub(crate) on_disk: Observed,
     pub(crate) judgement: Judgement,
     /// The contents the component refused, oldest first.
-    pub(crate) refused: Vec<(ContentHash, String)>,
+    pub(crate) refused: Vec<(ContentHash, Refusal)>,
     /// The config the component applied last, its judgement, and since when.
     pub(crate) applied: Option<(Observed, Judgement, Option<jiff::Timestamp>)>,
     /// The reload-owed marker.
@@ -189,7 +189,7 @@ pub(crate) enum Action {
         settings: Box<Settings>,
         unless: Option<Seen>,
         bucket: Option<Bucket>,
-        refused: Vec<(ContentHash, String)>,
+        refused: Vec<(ContentHash, Refusal)>,
         on_loop: bool,
     },
     /// Read the promoted dir back, to compare it with what was promoted: answer [`Event::Verified`].
@@ -239,7 +239,7 @@ pub(crate) enum Action {
     /// `settings`: answer [`Event::BaseJudged`].
     JudgeBase { settings: Box<Settings> },
     /// Replace the promoted dir's record of refused contents.
-    RecordRejected(Vec<(ContentHash, String)>),
+    RecordRejected(Vec<(ContentHash, Refusal)>),
     /// Replace the promoted dir's record of the annotations' values in force (by annotation), which a
     /// restart keeps where an annotation is bad.
     RecordSettings(Annotations),
@@ -342,8 +342,8 @@ pub(crate) enum LogLine {
         sha: String,
     },
     /// A settings problem (a bad or unknown annotation) appeared.
-    Problem(String),
-    ProblemCleared(String),
+    Problem(super::problems::SettingsProblem),
+    ProblemCleared(super::problems::SettingsProblem),
     /// An annotation no longer overrides a setting: the flag's value is back.
     AnnotationGone {
         setting: &'static str,
@@ -401,11 +401,11 @@ pub(crate) enum LogLine {
     /// The component refused `sha`, and no config it applied is known to roll back to.
     NoBase {
         sha: ContentHash,
-        reason: String,
+        refusal: Refusal,
     },
     RolledBack {
         sha: ContentHash,
-        reason: String,
+        refusal: Refusal,
         to: ContentHash,
         version: Option<String>,
     },
@@ -422,7 +422,7 @@ pub(crate) enum LogLine {
     BaseNotAccepted {
         sha: ContentHash,
         base: ContentHash,
-        why: String,
+        why: super::problems::BaseRefused,
     },
     /// The component answered a reload of later content: it is up, and ran the first config
     /// (`sha`), which is the rollback base now.

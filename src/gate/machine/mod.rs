@@ -7,6 +7,8 @@
 //! - `messages`: what the gate is told and answers: [`Event`], [`Now`], [`Action`] and what an
 //!   action carries ([`ReloadRequest`], [`Count`], [`LogLine`]).
 //! - `decision`: what a decision on a snapshot leads to, and what the component is told of it.
+//! - `problems`: a settings problem, and why a refused content stays in place, as values, and
+//!   their words.
 //! - `small`: what is small enough to be read, judged and switched on the loop ([`is_small`]).
 //! - `decide`: the verdict state: what each snapshot leads to, what is active, on disk, applied
 //!   and refused.
@@ -28,6 +30,7 @@ mod fallback;
 mod grace;
 mod handle;
 mod messages;
+mod problems;
 mod reloads;
 mod small;
 mod spread;

@@ -16,11 +16,14 @@ use tokio::time::Instant;
 use super::decision::Tell;
 use super::grace::Grace;
 use super::messages::{JudgedLine, Seen};
+use super::problems::{SettingsProblem, Stuck};
 use super::reloads::Reloads;
+use crate::reload::Refusal;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::{HeldCandidate, Rollout, SourceView};
+use crate::validate::Checked;
 use crate::values::SchemeVersion;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -36,7 +39,8 @@ pub(crate) const REJECTED_KEPT: usize = 8;
 pub(crate) struct Gate {
     pub(super) base: Settings,
     pub(super) settings: Settings,
-    pub(super) problems: Vec<String>,
+    /// What is wrong with the annotations (the values in force before each are kept).
+    pub(super) problems: Vec<SettingsProblem>,
     pub(super) gate_only: bool,
     /// What the promoted dir holds (promote mode only), with the key modes: a mode-only change has the
     /// same content hash but must still be promoted.
@@ -47,9 +51,10 @@ pub(crate) struct Gate {
     pub(super) annotations_note: Option<String>,
     pub(super) active: Option<Active>,
     pub(super) newest: Option<Newest>,
-    pub(super) promote_error: Option<String>,
+    /// Why the last promotion failed (the previous config is kept).
+    pub(super) promote_error: Option<crate::promote::Failure>,
     /// Why the refused content stays in place (a rollback failed, or its base does not pass).
-    pub(super) rollback_error: Option<String>,
+    pub(super) rollback_error: Option<Stuck>,
     /// A rollback that failed, tried again at `retry_at`.
     pub(super) rollback_owed: Option<Rollback>,
     pub(super) started: bool,
@@ -60,7 +65,7 @@ pub(crate) struct Gate {
     pub(super) first: Option<Active>,
     pub(super) first_kept: bool,
     /// Contents the component refused, newest last, with its reason.
-    pub(super) rejected: Vec<(ContentHash, String)>,
+    pub(super) rejected: Vec<(ContentHash, Refusal)>,
     /// The annotations file's presence, and its grace period.
     pub(super) grace: Grace,
     /// The reload owed, and the reload worker's reports.
@@ -325,24 +330,23 @@ pub(super) struct Checking {
     pub(super) since: jiff::Timestamp,
 }
 
-/// What the component's checker last said: of which content, under which setting, and why it
-/// refused (`None`: it passed).
+/// What the component's checker last said: of which content, under which setting, and its answer.
+/// An answer that is no verdict (it timed out or could not run) says nothing of the content, so it
+/// is run again at [`Gate::check_retry`] (`retry_in` from the answer), never kept as a refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct CheckedBy {
     pub(super) sha: ContentHash,
     pub(super) check: Validate,
-    pub(super) refused: Option<String>,
-    /// The checker timed out or could not run: that says nothing of the content, so it is run
-    /// again at [`Gate::check_retry`], never kept as a refusal.
-    pub(super) again: bool,
+    pub(super) answer: Checked,
+    pub(super) retry_in: Option<std::time::Duration>,
 }
 
-/// A rollback asked for and not yet answered.
+/// A rollback asked for and not yet answered: of the content refused, to `base`, for `refusal`.
 #[derive(Debug, Clone)]
 pub(super) struct Rollback {
     pub(super) refused: ContentHash,
     pub(super) base: ContentHash,
-    pub(super) reason: String,
+    pub(super) refusal: Refusal,
 }
 
 /// A change waiting for this pod's share of the spread (`spread.rs` decides on it).

@@ -31,7 +31,12 @@ impl Gate {
             message: match (self.problems.is_empty(), &self.annotations_note) {
                 (true, None) => "annotations valid".into(),
                 (true, Some(note)) => note.clone(),
-                (false, _) => self.problems.join("; "),
+                (false, _) => self
+                    .problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
             },
         });
         let newest_text = |n: &Newest| {
@@ -201,7 +206,7 @@ impl Gate {
             checks.push(Check {
                 name: CheckKind::Promote,
                 ok: false,
-                message: e.clone(),
+                message: e.to_string(),
             });
         }
         if let Some((owed, failures)) = reload_failing {

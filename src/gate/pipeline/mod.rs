@@ -35,7 +35,7 @@ use super::machine::{
 use crate::annotations;
 use crate::known_good::{ComponentRead, Entry, Line, Recorded};
 use crate::promote::{self, Promoter, Switched};
-use crate::reload::{self, BootTicks};
+use crate::reload::{self, BootTicks, Refusal};
 use crate::rollout::{self, Bucket};
 use crate::settings::Settings;
 use crate::snapshot::ContentHash;
@@ -477,7 +477,7 @@ impl Pipeline {
             }
             Action::RecordRejected(entries) => {
                 let (sha, _) = *entries.last()?;
-                let target = self.gate.settings().reload.to_string();
+                let target = self.gate.settings().reload.clone();
                 if let Err(e) = self
                     .on_dir(move |p| p.record_rejected(&target, &entries))
                     .await?
@@ -639,7 +639,7 @@ impl Pipeline {
             warn!(problem = %why, "the record of contents the component refused is damaged; ignoring what cannot be read");
         }
         let recorded = refused.entries.len();
-        let entries = held_refusals(refused.target.as_deref(), refused.entries, &reload);
+        let entries = held_refusals(&refused.target, refused.entries, &reload);
         if entries.len() < recorded {
             info!(
                 count = recorded - entries.len(),
@@ -683,9 +683,14 @@ impl Pipeline {
         settings: Settings,
         unless: Option<Seen>,
         bucket: Option<Bucket>,
-        refused: Vec<(ContentHash, String)>,
+        refused: Vec<(ContentHash, Refusal)>,
         on_loop: bool,
     ) -> Option<Event> {
+        // The rollout shows a refused candidate's reason: the refusals, worded.
+        let refused: Vec<(ContentHash, String)> = refused
+            .into_iter()
+            .map(|(h, r)| (h, r.to_string()))
+            .collect();
         // One look at `..data` tells the kind of source, and whether the settling check applies.
         let kind = source_kind(&self.feed, &self.cfg.watch);
         let fed = match &self.feed {

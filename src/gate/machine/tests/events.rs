@@ -113,7 +113,7 @@ pub(super) fn refuse(g: &mut Gate, sha: ContentHash, base: &Observed, now: Now) 
     let mut a = g.handle(
         Event::Reload(Outcome::Rejected {
             sha256: sha,
-            reason: "500: bad rule".into(),
+            refusal: refusal("500: bad rule"),
         }),
         now,
     );
@@ -300,7 +300,7 @@ fn refused_content_is_recorded_rolled_back_and_its_base_owed_again() {
     let refused = g.handle(
         Event::Reload(Outcome::Rejected {
             sha256: hash(&b),
-            reason: "500: bad rule".into(),
+            refusal: refusal("500: bad rule"),
         }),
         c.at(40),
     );
@@ -315,7 +315,7 @@ fn refused_content_is_recorded_rolled_back_and_its_base_owed_again() {
             Action::RecordRejected(record),
             Action::ClearReloadOwed { sha, refused: true },
             Action::JudgeBase { .. },
-        ] if record[..] == [(hash(&b), "500: bad rule".to_owned())] && *sha == hash(&b)),
+        ] if record[..] == [(hash(&b), refusal("500: bad rule"))] && *sha == hash(&b)),
         "{steps:?}"
     );
     assert_eq!(g.reloads.owed(), None);
@@ -360,7 +360,7 @@ fn a_refusal_with_nothing_applied_rolls_nothing_back_and_a_failed_rollback_is_re
     let refused = g.handle(
         Event::Reload(Outcome::Rejected {
             sha256: hash(&a),
-            reason: "no".into(),
+            refusal: refusal("no"),
         }),
         c.at(20),
     );
@@ -389,7 +389,8 @@ fn a_refusal_with_nothing_applied_rolls_nothing_back_and_a_failed_rollback_is_re
 fn a_restart_requests_the_reload_owed_unless_the_content_was_refused() {
     let c = Clock::new();
     let (a, b) = (cfg("2.0.0"), cfg("2.1.0"));
-    let restart = |refused: Vec<(ContentHash, String)>, applied: Option<&Observed>| {
+    let restart = |refused: Vec<(ContentHash, crate::reload::Refusal)>,
+                   applied: Option<&Observed>| {
         let base = base(">=2", |r| r.reload = Some(TARGET.into()));
         let mut g = Gate::new(base, false);
         g.handle(Event::Start(Ok(None)), c.at(0));
@@ -420,14 +421,14 @@ fn a_restart_requests_the_reload_owed_unless_the_content_was_refused() {
         Some("2.1.0")
     );
     // Refused after the marker was written: not sent, the marker cleared.
-    let (_, actions) = restart(vec![(hash(&b), "no".into())], None);
+    let (_, actions) = restart(vec![(hash(&b), refusal("no"))], None);
     assert!(requests(&actions).is_empty(), "{actions:?}");
     assert!(has(&actions, |x| matches!(
         x,
         Action::ClearReloadOwed { refused: true, .. }
     )));
     // Refused and in place, with an applied config: the rollback is finished now.
-    let (mut g, actions) = restart(vec![(hash(&b), "no".into())], Some(&a));
+    let (mut g, actions) = restart(vec![(hash(&b), refusal("no"))], Some(&a));
     assert!(
         matches!(actions.last(), Some(Action::JudgeBase { .. })),
         "{actions:?}"
@@ -1087,8 +1088,9 @@ fn a_refused_rollout_candidate_is_judged_again_by_the_gate_and_held() {
         ("version.next".to_owned(), b"2.1.0".to_vec()),
         ("confgate.rollout".to_owned(), b"100%".to_vec()),
     ])));
-    let judge = |g: &Gate, refused: &[(ContentHash, String)]| {
-        let (choice, rollout) = crate::rollout::choose(mid.clone(), g.settings(), bucket, refused);
+    let judge = |g: &Gate, refused: &[(ContentHash, crate::reload::Refusal)]| {
+        let refused: Vec<_> = refused.iter().map(|(h, r)| (*h, r.to_string())).collect();
+        let (choice, rollout) = crate::rollout::choose(mid.clone(), g.settings(), bucket, &refused);
         Event::Judged {
             seen: Seen::of(&mid),
             choice: Some(Box::new(choice)),
