@@ -1,5 +1,5 @@
-//! The Events and pod conditions a change of the published [`Status`] calls for, and the patch that
-//! writes the conditions: pure, so the reporter only carries them out.
+//! The Event each of the gate's [`Notice`]s is, the pod conditions the published [`Status`] calls
+//! for, and the patch that writes the conditions: pure, so the reporter only carries them out.
 //!
 //! `confgate.io/config-compatible`'s status is `Status::ready`, what `/readyz` answers, so a
 //! readiness gate cannot disagree with it. `confgate.io/config-current` says the newest config is
@@ -15,7 +15,9 @@ use crate::api::condition::{
 };
 use crate::api::note::Note;
 use crate::snapshot::PrintedHash;
-use crate::state::{CheckKind, Holding, ReloadResult, Status};
+use crate::state::{
+    ActiveView, AppliedView, CandidateView, CheckKind, Holding, Notice, ReloadResult, Status,
+};
 use crate::verdict::Verdict;
 
 /// The API server's limit on an Event note.
@@ -47,28 +49,17 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
-/// Whether `s` holds back a newest config that a Warning Event reported (held, missing, refused).
-fn holding_back(s: &Status) -> bool {
-    s.candidate
-        .as_ref()
-        .is_some_and(|c| c.verdict != Verdict::Accepted)
-}
-
-/// The Events a change of status calls for.
+/// The Event a notice of the gate is.
 ///
-/// A routine accepted promotion makes none: the conditions and the facts annotation already say
-/// what is active, and an Event per pod per healthy change is a write per pod the API server
-/// stores and serves for nothing (at 1,000 pods, 1,000 Events for one edit). Events are for what
-/// an operator acts on: a config held, missing or refused by the component, a reload failing, a
-/// config active in observe mode although rejected, and the promotion that ends a hold one of
+/// The gate sends none for a routine accepted promotion: the conditions and the facts annotation
+/// already say what is active, and an Event per pod per healthy change is a write per pod the API
+/// server stores and serves for nothing (at 1,000 pods, 1,000 Events for one edit). Events are for
+/// what an operator acts on: a config held, missing or refused by the component, a reload failing,
+/// a config active in observe mode although rejected, and the promotion that ends a hold one of
 /// those Events reported (so a Warning is followed by its resolution).
-pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
-    let mut out = Vec::new();
-    let kg_sha = |s: &Status| s.known_good.as_ref().map(|k| k.sha256);
-    if let Some(k) = &next.known_good
-        && kg_sha(prev) != kg_sha(next)
-    {
-        out.push(Note {
+pub fn note(notice: &Notice) -> Note {
+    let mut n = match notice {
+        Notice::KnownGood(k) => Note {
             warning: true,
             reason: "KnownGood",
             action: "Promote",
@@ -78,119 +69,100 @@ pub fn notes(prev: &Status, next: &Status) -> Vec<Note> {
                 k.record,
                 k.because
             ),
-        });
-    }
-    let active_sha = |s: &Status| s.active.as_ref().map(|a| a.sha256);
-    if let Some(a) = &next.active
-        && active_sha(prev) != active_sha(next)
-        && (a.verdict != Verdict::Accepted || holding_back(prev))
-    {
-        let accepted = a.verdict == Verdict::Accepted;
-        out.push(Note {
-            warning: !accepted,
-            reason: if accepted { "Accepted" } else { "Observed" },
-            action: "Promote",
-            note: if accepted {
-                format!(
-                    "{} is active",
-                    described(a.version.as_deref(), Some(&a.sha256))
-                )
-            } else {
-                format!(
-                    "observe mode: {} is active although {}",
-                    described(a.version.as_deref(), Some(&a.sha256)),
-                    a.verdict
-                )
-            },
-        });
-    }
-    let cand_id = |s: &Status| {
-        s.candidate
-            .as_ref()
-            .map(|c| (c.sha256, c.verdict, c.reason.clone()))
-    };
-    if let Some(c) = &next.candidate
-        && c.verdict != Verdict::Accepted
-        && cand_id(prev) != cand_id(next)
-    {
-        let named = described(c.version.as_deref(), c.sha256.as_ref());
-        let held = |reason: String| match &next.active {
-            Some(a) => Holding {
-                held: Some(described(a.version.as_deref(), Some(&a.sha256)).to_string()),
-                newest: (named != Described::default()).then(|| named.to_string()),
-                verdict: c.verdict,
-                reason: None,
-                in_place: c.sha256.as_ref() == Some(&a.sha256),
-            }
-            .because(reason)
-            .to_string(),
-            None if c.verdict == Verdict::Missing => format!("{reason}; no config accepted yet"),
-            None => format!("{named} is {}: {reason}; no config accepted yet", c.verdict),
-        };
-        out.push(if c.verdict == Verdict::RejectedByComponent {
+        },
+        Notice::Active(a) => {
+            let accepted = a.verdict == Verdict::Accepted;
             Note {
-                warning: true,
-                reason: "RejectedByComponent",
-                action: "Rollback",
-                note: format!(
-                    "{named} was refused by the component ({}){}",
-                    c.reason,
-                    match &next.applied {
-                        Some(a) => format!(
-                            "; rolled back to {}",
-                            described(a.version.as_deref(), Some(&a.sha256))
-                        ),
-                        None => "; no applied config to roll back to".into(),
-                    }
-                ),
+                warning: !accepted,
+                reason: if accepted { "Accepted" } else { "Observed" },
+                action: "Promote",
+                note: if accepted {
+                    format!(
+                        "{} is active",
+                        described(a.version.as_deref(), Some(&a.sha256))
+                    )
+                } else {
+                    format!(
+                        "observe mode: {} is active although {}",
+                        described(a.version.as_deref(), Some(&a.sha256)),
+                        a.verdict
+                    )
+                },
             }
-        } else if c.verdict == Verdict::Missing {
-            Note {
-                warning: true,
-                reason: "Missing",
-                action: "Hold",
-                note: held(c.reason.clone()),
-            }
-        } else {
-            Note {
-                warning: true,
-                reason: "Rejected",
-                action: "Hold",
-                note: held(c.reason.clone()),
-            }
-        });
-    }
-    if next.reload.last_result == ReloadResult::Failure
-        && prev.reload.last_result != ReloadResult::Failure
-    {
-        out.push(Note {
+        }
+        Notice::Held {
+            candidate: c,
+            active,
+            applied,
+        } => held(c, active.as_ref(), applied.as_ref()),
+        Notice::ReloadFailed { target, error } => Note {
             warning: true,
             reason: "ReloadFailed",
             action: "Reload",
             note: format!(
-                "reload via {} failed: {}",
-                next.reload.target,
-                next.reload.last_error.as_deref().unwrap_or("unknown error")
+                "reload via {target} failed: {}",
+                error.as_deref().unwrap_or("unknown error")
             ),
-        });
-    }
-    // A bad or unknown annotation, once per problem: the values in force before it are kept and
-    // readiness stays with the config, so this Event and the conditions' message are where it shows.
-    let settings = |s: &Status| s.failing(CheckKind::Settings).map(|c| c.message.clone());
-    if let Some(problem) = settings(next)
-        && settings(prev) != Some(problem.clone())
-    {
-        out.push(Note {
+        },
+        // A bad or unknown annotation: the values in force before it are kept and readiness
+        // stays with the config, so this Event and the conditions' message are where it shows.
+        Notice::SettingsProblem(problem) => Note {
             warning: true,
             reason: "SettingsProblem",
             action: "Configure",
             note: format!("{problem}; the values in force before it are kept"),
-        });
+        },
+    };
+    n.note = truncate(std::mem::take(&mut n.note), NOTE_MAX);
+    n
+}
+
+/// The Event of a held newest config `c`: refused by the component, missing, or rejected.
+fn held(c: &CandidateView, active: Option<&ActiveView>, applied: Option<&AppliedView>) -> Note {
+    let named = described(c.version.as_deref(), c.sha256.as_ref());
+    let holding = |reason: String| match active {
+        Some(a) => Holding {
+            held: Some(described(a.version.as_deref(), Some(&a.sha256)).to_string()),
+            newest: (named != Described::default()).then(|| named.to_string()),
+            verdict: c.verdict,
+            reason: None,
+            in_place: c.sha256.as_ref() == Some(&a.sha256),
+        }
+        .because(reason)
+        .to_string(),
+        None if c.verdict == Verdict::Missing => format!("{reason}; no config accepted yet"),
+        None => format!("{named} is {}: {reason}; no config accepted yet", c.verdict),
+    };
+    match c.verdict {
+        Verdict::RejectedByComponent => Note {
+            warning: true,
+            reason: "RejectedByComponent",
+            action: "Rollback",
+            note: format!(
+                "{named} was refused by the component ({}){}",
+                c.reason,
+                match applied {
+                    Some(a) => format!(
+                        "; rolled back to {}",
+                        described(a.version.as_deref(), Some(&a.sha256))
+                    ),
+                    None => "; no applied config to roll back to".into(),
+                }
+            ),
+        },
+        Verdict::Missing => Note {
+            warning: true,
+            reason: "Missing",
+            action: "Hold",
+            note: holding(c.reason.clone()),
+        },
+        _ => Note {
+            warning: true,
+            reason: "Rejected",
+            action: "Hold",
+            note: holding(c.reason.clone()),
+        },
     }
-    for n in &mut out {
-        n.note = truncate(std::mem::take(&mut n.note), NOTE_MAX);
-    }
-    out
 }
 
 /// Failed reload attempts in a row after which `config-current` says the reload is failing: one
@@ -457,15 +429,14 @@ mod tests {
             ok: false,
             message: "invalid confgate.io/version-from \"yaml:config.yaml#v\"".into(),
         });
-        let n = notes(&ok, &bad);
-        assert_eq!(n.len(), 1, "{n:?}");
-        assert_eq!((n[0].warning, n[0].reason), (true, "SettingsProblem"));
-        assert!(
-            n[0].note.contains("confgate.io/version-from"),
-            "{}",
-            n[0].note
+        let n = note(&Notice::SettingsProblem(
+            bad.failing(CheckKind::Settings).unwrap().message.clone(),
+        ));
+        assert_eq!((n.warning, n.reason), (true, "SettingsProblem"));
+        assert_eq!(
+            n.note,
+            "invalid confgate.io/version-from \"yaml:config.yaml#v\"; the values in force before it are kept"
         );
-        assert!(notes(&bad, &bad).is_empty(), "said once");
         assert_eq!(compatible(&bad), (true, "Accepted".into()));
         let c = condition(&bad).unwrap();
         assert!(c.status, "{c:?}");
@@ -594,30 +565,33 @@ mod tests {
         s
     }
 
+    /// When each is sent is the gate's (`gate::machine::tests::notices`); here, what it says.
     #[test]
-    fn a_healthy_change_makes_no_event_and_the_end_of_a_hold_does() {
-        // The first config at start, and every accepted change after it: no Event.
-        assert!(notes(&Status::default(), &reloading("2.4.1", None)).is_empty());
-        assert!(
-            notes(
-                &reloading("2.4.1", Some("2.4.1")),
-                &reloading("2.4.2", Some("2.4.1"))
-            )
-            .is_empty()
-        );
-        // A hold reported by a Warning, then a config accepted: the Event says the hold is over.
-        let mut held = reloading("2.4.1", Some("2.4.1"));
-        held.candidate = candidate("3.0.0", Verdict::TooNew, "too new");
-        let n = notes(&held, &reloading("2.4.2", Some("2.4.1")));
-        assert_eq!(n.len(), 1, "{n:?}");
-        assert_eq!((n[0].reason, n[0].warning), ("Accepted", false));
-        // Observe mode: a rejected config active is a Warning, each time.
+    fn the_end_of_a_hold_is_a_normal_event_and_observe_mode_a_warning() {
+        let active = reloading("2.4.2", Some("2.4.1")).active.unwrap();
+        let n = note(&Notice::Active(active.clone()));
+        assert_eq!((n.reason, n.warning), ("Accepted", false));
+        assert_eq!(n.note, format!("version 2.4.2 {} is active", active.sha256));
         let mut observed = reloading("3.0.0", Some("2.4.1"));
         if let Some(a) = observed.active.as_mut() {
             a.verdict = Verdict::TooNew;
         }
-        let n = notes(&reloading("2.4.1", Some("2.4.1")), &observed);
-        assert_eq!((n[0].reason, n[0].warning), ("Observed", true));
+        let n = note(&Notice::Active(observed.active.unwrap()));
+        assert_eq!((n.reason, n.warning), ("Observed", true));
+        assert!(
+            n.note.starts_with("observe mode: version 3.0.0"),
+            "{}",
+            n.note
+        );
+        let n = note(&Notice::ReloadFailed {
+            target: "http://127.0.0.1:8080/-/reload".into(),
+            error: Some("HTTP 500".into()),
+        });
+        assert_eq!((n.warning, n.reason), (true, "ReloadFailed"));
+        assert_eq!(
+            n.note,
+            "reload via http://127.0.0.1:8080/-/reload failed: HTTP 500"
+        );
     }
 
     #[test]
@@ -675,8 +649,11 @@ mod tests {
             }),
             ..prev.clone()
         };
-        let n = notes(&prev, &next);
-        assert_eq!(n.len(), 1, "{n:?}");
+        let n = [note(&Notice::Held {
+            candidate: next.candidate.clone().unwrap(),
+            active: next.active.clone(),
+            applied: next.applied.clone(),
+        })];
         assert_eq!(
             (n[0].reason, n[0].action, n[0].warning),
             ("RejectedByComponent", "Rollback", true)
@@ -754,16 +731,14 @@ mod tests {
         assert_eq!(compatible(&s), (true, "Accepted".into()));
         let c = condition(&s).unwrap();
         assert_eq!((c.status, c.reason.as_str()), (false, "KnownGood"));
-        let ev = notes(&Status::default(), &s);
-        let kg: Vec<&Note> = ev.iter().filter(|n| n.reason == "KnownGood").collect();
-        assert_eq!(kg.len(), 1, "{ev:?}");
+        let kg = note(&Notice::KnownGood(s.known_good.clone().unwrap()));
         assert!(
-            kg[0].warning
-                && kg[0].note.contains("app.confgate-known-good")
-                && kg[0].note.contains("too-new"),
-            "{ev:?}"
+            kg.warning
+                && kg.reason == "KnownGood"
+                && kg.note.contains("app.confgate-known-good")
+                && kg.note.contains("too-new"),
+            "{kg:?}"
         );
-        assert!(notes(&s, &s).is_empty(), "said once");
         // Unready (`unready`): readiness gives what is wrong with the source.
         s.ready = false;
         assert_eq!(compatible(&s), (false, "TooNew".into()));
@@ -788,13 +763,6 @@ mod tests {
         let c = condition(&s).unwrap();
         assert_eq!((c.status, c.reason.as_str()), (false, "Spreading"));
         assert_eq!("Spreading".parse::<Reason>(), Ok(Reason::Spreading));
-        // No Event: nothing was refused.
-        let prev = Status {
-            candidate: None,
-            spread: None,
-            ..s.clone()
-        };
-        assert!(notes(&prev, &s).is_empty());
         // Not ready for its settings meanwhile: readiness does not blame the wait.
         s.ready = false;
         assert_eq!(compatible(&s), (false, "NotReady".into()));

@@ -27,6 +27,7 @@ impl Gate {
     /// Handles `event` at `now`; returns what to carry out, in order.
     pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
         let mut out = Vec::new();
+        let before = self.shown();
         match event {
             Event::Start(read) => self.start(read, &mut out),
             Event::Adopted(found) => self.adopted(*found, now, &mut out),
@@ -137,6 +138,10 @@ impl Gate {
                 }
             }
         }
+        // What this event changed of what an operator acts on, told now: the next published
+        // status may already show something else.
+        let notices = self.notices(&before, &self.shown());
+        out.extend(notices.into_iter().map(Action::Notice));
         out
     }
 

@@ -10,7 +10,7 @@ use crate::reload::{BootTicks, Kind, Outcome, Refusal};
 use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::{Rollout, RolloutView, SourceView};
+use crate::state::{Notice, Rollout, RolloutView, SourceView};
 use crate::validate::Checked;
 use crate::values::SchemeVersion;
 use crate::variants::Choice;
@@ -269,6 +269,8 @@ pub(crate) enum Action {
         settings: Box<Settings>,
         configs: Vec<Snapshot>,
     },
+    /// Tell the pod reporter what an operator acts on ([`Notice`]).
+    Notice(Notice),
     /// Count in the metrics.
     Count(Count),
     /// Log one line.

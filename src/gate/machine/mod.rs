@@ -7,6 +7,7 @@
 //! - `messages`: what the gate is told and answers: [`Event`], [`Now`], [`Action`] and what an
 //!   action carries ([`ReloadRequest`], [`Count`], [`LogLine`]).
 //! - `decision`: what a decision on a snapshot leads to, and what the component is told of it.
+//! - `notices`: what an operator acts on, told at the event it happens at ([`crate::state::Notice`]).
 //! - `problems`: a settings problem, and why a refused content stays in place, as values, and
 //!   their words.
 //! - `small`: what is small enough to be read, judged and switched on the loop ([`is_small`]).
@@ -30,6 +31,7 @@ mod fallback;
 mod grace;
 mod handle;
 mod messages;
+mod notices;
 mod problems;
 mod reloads;
 mod small;

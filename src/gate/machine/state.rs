@@ -123,6 +123,9 @@ pub(crate) struct Gate {
     pub(super) recorded: Option<ContentHash>,
     /// The component cannot be read (no API client): no trial starts.
     pub(super) trial_unavailable: bool,
+    /// A notice said the newest config is held, and no config became active since: the one that
+    /// does is told as the end of the hold.
+    pub(super) hold_told: bool,
     /// The settings the known-good record was last asked for under: asked again only under others.
     pub(super) known_good_asked: Option<Settings>,
     /// The record's name, as the edge said it.
@@ -192,6 +195,7 @@ impl Gate {
             trial: None,
             recorded: None,
             trial_unavailable: false,
+            hold_told: false,
             known_good_asked: None,
             known_good_record: String::new(),
             known_good_checking: None,

@@ -566,6 +566,7 @@ impl Pipeline {
                     }
                 }
             }
+            Action::Notice(n) => self.publisher.notice(n),
             Action::Log(note) => logs::log(
                 &note,
                 &Places {

@@ -307,7 +307,7 @@ fn refused_content_is_recorded_rolled_back_and_its_base_owed_again() {
     // Recorded before the rollback, its debt dropped (here and on disk), then rolled back.
     let steps: Vec<_> = refused
         .iter()
-        .filter(|x| !matches!(x, Action::Log(_) | Action::Count(_)))
+        .filter(|x| !matches!(x, Action::Log(_) | Action::Count(_) | Action::Notice(_)))
         .cloned()
         .collect();
     assert!(

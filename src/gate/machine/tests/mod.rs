@@ -3,6 +3,7 @@
 
 mod events;
 mod fallback;
+mod notices;
 mod spread;
 mod trial;
 
