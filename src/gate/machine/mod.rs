@@ -18,13 +18,17 @@
 //! - `grace`: the annotations file's grace period.
 //! - `reloads`: the reload owed to the component, and what the reload worker reported.
 //! - `spread`: a change's promotion put off by this pod's share of the reload spread.
-//! - `handle`: [`Gate::handle`], the one entry: events in, actions out.
+//! - `handle`: [`Gate::handle`], the one entry: events in, actions out; the handlers of each phase
+//!   of the work in flight are in `checking` (a candidate under the component's checker),
+//!   `promotion` (a switch answered) and `rollback` (a refused content put back); `reported`
+//!   handles the reload worker's reports.
 //! - `status`: readiness checks, their text and the published status.
 //! - `trial`: the known-good trial of the config the component applied, and its record.
 //!
 //! This file only declares and re-exports: each file imports what it uses from the file it lives
 //! in, so no file here imports this one and none imports another in a circle.
 
+mod checking;
 mod decide;
 mod decision;
 mod fallback;
@@ -33,7 +37,10 @@ mod handle;
 mod messages;
 mod notices;
 mod problems;
+mod promotion;
 mod reloads;
+mod reported;
+mod rollback;
 mod small;
 mod spread;
 mod state;
