@@ -3,7 +3,7 @@
 //! held candidate shows for the checker's answer.
 
 use super::messages::{Action, LogLine, Now, Seen};
-use super::state::{CheckedBy, Gate, RolloutSeen};
+use super::state::{CheckedBy, Gate, RolloutSeen, Work};
 use crate::snapshot::ContentHash;
 use crate::validate::Checked;
 use crate::variants::Choice;
@@ -20,7 +20,7 @@ impl Gate {
         rollout: &RolloutSeen,
         out: &mut Vec<Action>,
     ) -> bool {
-        let Some(c) = self.checking.as_mut() else {
+        let Work::Checking(c) = &mut self.work else {
             return false;
         };
         if choice.observed.hash() == Some(c.sha) && c.check == self.settings.validate {
@@ -34,7 +34,7 @@ impl Gate {
             sha: c.sha.short(),
             version: c.choice.judgement.version.clone().unwrap_or_default(),
         }));
-        self.checking = None;
+        self.work = Work::Idle;
         false
     }
 
@@ -54,10 +54,10 @@ impl Gate {
             return;
         }
         // A late answer on content since superseded leaves the check under way alone.
-        if self.checking.as_ref().is_none_or(|c| c.sha != sha) {
+        if self.work.checking().is_none_or(|c| c.sha != sha) {
             return;
         }
-        let Some(c) = self.checking.take() else {
+        let Some(c) = self.work.take_checking() else {
             return;
         };
         let again = !checked.is_verdict();

@@ -5,11 +5,11 @@ use tokio::time::Instant;
 
 use super::decision::{Decision, Tell};
 use super::grace::Step;
-use super::messages::{Action, Count, Event, Files, Found, JudgedLine, LogLine, Now, Seen};
+use super::messages::{Action, Anew, Count, Event, Files, Found, JudgedLine, LogLine, Now, Seen};
 use super::problems::SettingsProblem;
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
-use super::state::{Checking, Gate, Promotion, RolloutSeen, modes};
+use super::state::{Checking, Gate, Last, Promotion, RolloutSeen, Work, modes};
 use crate::annotations::Annotations;
 use crate::reload::{Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
@@ -34,16 +34,12 @@ impl Gate {
                 // again now, too.
                 self.take_retry_due(now.at);
                 if self.take_spread_due(now.at) {
-                    self.last = None;
+                    self.last = Last::Anew(Anew::SpreadDue);
                 }
                 out.push(Action::Tidy);
                 // The promoted dir is compared with what was promoted before the config is read,
                 // so that a change behind confgate's back is repaired by this very read.
-                if !self.gate_only
-                    && self.on_disk.is_some()
-                    && self.promoting.is_none()
-                    && self.rolling_back.is_none()
-                {
+                if !self.gate_only && self.on_disk.is_some() && !self.work.changing_the_dir() {
                     out.push(Action::VerifyPromoted);
                 }
                 self.retry_rollback(&mut out);
@@ -58,12 +54,12 @@ impl Gate {
                     // The content is read and judged again, and its check run again.
                     self.check_retry = None;
                     self.checked = None;
-                    self.last = None;
+                    self.last = Last::Anew(Anew::CheckAgain);
                 }
                 self.take_trial_due(now.at, &mut out);
-                if spread || check {
+                if spread {
                     // The newest config is promoted now, whatever was judged while it waited.
-                    self.last = None;
+                    self.last = Last::Anew(Anew::SpreadDue);
                 }
                 if retry {
                     self.retry_rollback(&mut out);
@@ -115,7 +111,7 @@ impl Gate {
                 // A rollout's candidate refused here: the same ConfigMap now gives this pod its
                 // stable set, so it is judged again, once what the refusal leads to is done.
                 if refused && self.rollout.is_some() {
-                    self.last = None;
+                    self.last = Last::Anew(Anew::CandidateRefused);
                     self.judge(&mut out);
                 }
             }
@@ -266,7 +262,8 @@ impl Gate {
     pub(super) fn judge(&mut self, out: &mut Vec<Action>) {
         out.push(Action::Judge {
             settings: Box::new(self.settings.clone()),
-            unless: self.last.clone(),
+            unless: self.last.unless(),
+            anew: self.last.anew(),
             bucket: self.bucket,
             // A candidate the component refused is held on this pod: the rollout falls back to
             // stable.
@@ -330,7 +327,7 @@ impl Gate {
                 mode: s.mode,
                 reload: s.reload.clone(),
             }));
-            self.last = None;
+            self.last = Last::Anew(Anew::SettingsChanged);
             // The active config judged again under them, as a restart would.
             if !self.gate_only {
                 out.push(Action::RejudgeActive {
@@ -441,7 +438,7 @@ impl Gate {
                         check: self.settings.validate.clone(),
                         timeout: self.settings.validate_timeout,
                     });
-                    self.checking = Some(Box::new(Checking {
+                    self.work = Work::Checking(Box::new(Checking {
                         seen,
                         choice,
                         rollout,
@@ -481,7 +478,7 @@ impl Gate {
             sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
             reason: j.reason.to_string(),
         };
-        self.last = Some(seen);
+        self.last = Last::Judged(seen);
         if !matches!(decision, Decision::Promote { .. }) {
             self.spread_done();
         }
@@ -498,15 +495,15 @@ impl Gate {
                     && !self.first_kept
                     && self.first.as_ref().map(|f| f.hash) == self.on_disk.as_ref().map(|d| d.0);
                 let on_loop = self.small_before && is_small_snapshot(&snapshot);
-                self.promoting = Some(Promotion {
+                self.work = Work::Promoting(Box::new(Promotion {
                     judged,
                     tell,
                     keep_baseline,
                     sha: snapshot.hash(),
                     version: j.version,
                     on_loop,
-                    known_good: false,
-                });
+                    known_good: None,
+                }));
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
                 out.push(Action::Switch {
@@ -533,7 +530,7 @@ impl Gate {
         let Some((hash, m)) = &self.on_disk else {
             return;
         };
-        if self.promoting.is_some() || self.rolling_back.is_some() {
+        if self.work.changing_the_dir() {
             return;
         }
         if found.hash() == Some(*hash) && modes(found) == *m {
@@ -547,6 +544,6 @@ impl Gate {
         out.push(Action::Count(Count::Repaired));
         self.tampered = Some(found.hash());
         self.repair = true;
-        self.last = None;
+        self.last = Last::Anew(Anew::Repair);
     }
 }

@@ -60,6 +60,23 @@ impl Seen {
     }
 }
 
+/// Why the newest config is judged again even if it reads as what was judged last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Anew {
+    /// This pod's share of the reload spread is over: the change waiting for it is promoted now.
+    SpreadDue,
+    /// A check that gave no answer is run again.
+    CheckAgain,
+    /// The settings in force changed.
+    SettingsChanged,
+    /// The component refused a rollout's candidate: this pod's set is the stable one now.
+    CandidateRefused,
+    /// The promoted dir was changed behind confgate's back: the config in force is promoted again.
+    Repair,
+    /// A promotion failed: it is tried again.
+    PromotionFailed,
+}
+
 /// What a previous run left in the promoted dir, read and judged at start-up under the settings in
 /// force.
 #[derive(Debug, Clone)]
@@ -188,6 +205,8 @@ pub(crate) enum Action {
     Judge {
         settings: Box<Settings>,
         unless: Option<Seen>,
+        /// Why it is judged whatever it is, when that is for a reason (the log says it).
+        anew: Option<Anew>,
         bucket: Option<Bucket>,
         refused: Vec<(ContentHash, Refusal)>,
         on_loop: bool,

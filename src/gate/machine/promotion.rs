@@ -2,9 +2,9 @@
 //! reload or start-up check) or failed (the previous config kept, tried again after a second).
 
 use super::decision::Tell;
-use super::messages::{Action, Count, LogLine, Now};
+use super::messages::{Action, Anew, Count, LogLine, Now};
 use super::reloads::Owed;
-use super::state::{Gate, PROMOTE_RETRY};
+use super::state::{Gate, Last, PROMOTE_RETRY};
 use crate::reload::{BootTicks, Kind};
 
 impl Gate {
@@ -14,9 +14,10 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        let Some(p) = self.promoting.take() else {
+        let Some(p) = self.work.take_promotion() else {
             return;
         };
+        let p = *p;
         let promoted_at = match r {
             Ok(t) => t,
             Err(error) => {
@@ -30,12 +31,12 @@ impl Gate {
                 out.push(Action::Count(Count::PromotionFailed));
                 self.promotion_failed(error);
                 self.retry_at = Some(now.at + PROMOTE_RETRY);
-                self.last = None;
+                self.last = Last::Anew(Anew::PromotionFailed);
                 return;
             }
         };
-        if p.known_good {
-            self.known_good_activated(now.wall);
+        if let Some(k) = p.known_good {
+            self.known_good_activated(k, now.wall);
         } else {
             self.activated(now.wall);
         }

@@ -5,7 +5,7 @@
 use super::messages::{Action, Count, LogLine, Now, RollbackFailure};
 use super::problems::{BaseRefused, Stuck};
 use super::reloads::Owed;
-use super::state::{Gate, PROMOTE_RETRY, Rollback, modes};
+use super::state::{Gate, PROMOTE_RETRY, Rollback, Work, modes};
 use crate::reload::{BootTicks, Kind, Refusal};
 use crate::settings::Reload;
 use crate::snapshot::{ContentHash, Observed};
@@ -45,11 +45,16 @@ impl Gate {
         out: &mut Vec<Action>,
     ) {
         self.rollback_owed = None;
-        self.rolling_back = Some(Rollback {
-            refused,
-            base,
-            refusal,
-        });
+        // A check under way goes on once the rollback is made.
+        let then = self.work.take_checking();
+        self.work = Work::RollingBack {
+            rollback: Rollback {
+                refused,
+                base,
+                refusal,
+            },
+            then,
+        };
         out.push(Action::JudgeBase {
             settings: Box::new(self.settings.clone()),
         });
@@ -76,14 +81,15 @@ impl Gate {
         j: &crate::verdict::Judgement,
         out: &mut Vec<Action>,
     ) {
-        let Some(rb) = self.rolling_back.take() else {
+        let Some(rb) = self.work.take_rollback() else {
             return;
         };
         match obs.hash() {
             // Its kept dir is gone: there is nothing to roll back to.
             None => self.lost_base(rb.refused, rb.refusal, out),
             Some(h) if h == rb.base && self.passes(obs, j) => {
-                self.rolling_back = Some(rb);
+                let then = self.work.take_checking();
+                self.work = Work::RollingBack { rollback: rb, then };
                 out.push(Action::RollBack);
             }
             Some(h) => {
@@ -131,7 +137,7 @@ impl Gate {
             refused,
             base,
             refusal,
-        }) = self.rolling_back.take()
+        }) = self.work.take_rollback()
         else {
             return;
         };

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::decision::Tell;
 use super::grace::Grace;
-use super::messages::{JudgedLine, Seen};
+use super::messages::{Anew, JudgedLine, Seen};
 use super::problems::{SettingsProblem, Stuck};
 use super::reloads::Reloads;
 use crate::reload::Refusal;
@@ -70,14 +70,14 @@ pub(crate) struct Gate {
     pub(super) grace: Grace,
     /// The reload owed, and the reload worker's reports.
     pub(super) reloads: Reloads,
-    /// What was last judged; `None` makes the next read judged whatever it is.
-    pub(super) last: Option<Seen>,
+    /// What was last judged, or why the next read is judged whatever it is.
+    pub(super) last: Last,
     /// When a failed promotion is to be tried again.
     pub(super) retry_at: Option<Instant>,
     /// The config is to be looked at once the annotations file asked for is read.
     pub(super) config_wanted: bool,
-    pub(super) promoting: Option<Promotion>,
-    pub(super) rolling_back: Option<Rollback>,
+    /// The work in flight: one phase at a time ([`Work`]).
+    pub(super) work: Work,
     /// The API source's view, as last reported.
     pub(super) source: Option<SourceView>,
     /// Why the config dir is not watched, if it is not.
@@ -86,8 +86,6 @@ pub(crate) struct Gate {
     pub(super) bucket: Option<Bucket>,
     /// A change waiting for this pod's share of the reload spread.
     pub(super) spread: Option<Spread>,
-    /// A promotion waiting for the component's checker.
-    pub(super) checking: Option<Box<Checking>>,
     /// What the checker last said.
     pub(super) checked: Option<CheckedBy>,
     /// The promoted dir was found changed behind confgate's back (what it held instead): the next
@@ -132,8 +130,6 @@ pub(crate) struct Gate {
     pub(super) known_good_record: String,
     /// The known-good waiting for the component's checker.
     pub(super) known_good_checking: Option<(Snapshot, Judgement)>,
-    /// The known-good being promoted, until its switch is made.
-    pub(super) known_good_pending: Option<KnownGoodUse>,
     /// The known-good promoted last (in force while it is the active config).
     pub(super) known_good: Option<KnownGoodUse>,
     /// The config in the promoted dir that the settings in force no longer accept (the component may
@@ -169,16 +165,14 @@ impl Gate {
             rejected: Vec::new(),
             grace: Grace::default(),
             reloads: Reloads::default(),
-            last: None,
+            last: Last::Nothing,
             retry_at: None,
             config_wanted: false,
-            promoting: None,
-            rolling_back: None,
+            work: Work::Idle,
             source: None,
             watch_error: None,
             bucket: None,
             spread: None,
-            checking: None,
             checked: None,
             check_retry: None,
             check_backoff: CHECK_BACKOFF,
@@ -199,7 +193,6 @@ impl Gate {
             known_good_asked: None,
             known_good_record: String::new(),
             known_good_checking: None,
-            known_good_pending: None,
             known_good: None,
             outside: None,
             given: Default::default(),
@@ -299,6 +292,112 @@ impl RolloutSeen {
     }
 }
 
+/// What was last judged, so that identical input is not judged again; or why the next read is
+/// judged whatever it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Last {
+    /// Nothing judged yet.
+    Nothing,
+    Judged(Seen),
+    Anew(Anew),
+}
+
+impl Last {
+    /// What a read identical to is not judged again.
+    pub(super) fn unless(&self) -> Option<Seen> {
+        match self {
+            Last::Judged(seen) => Some(seen.clone()),
+            Last::Nothing | Last::Anew(_) => None,
+        }
+    }
+
+    /// Why the next read is judged again, if it is for a reason.
+    pub(super) fn anew(&self) -> Option<Anew> {
+        match self {
+            Last::Anew(why) => Some(*why),
+            _ => None,
+        }
+    }
+}
+
+/// The gate's work in flight, one phase at a time: nothing, a candidate waiting for the component's
+/// checker, a switch asked for, or a rollback asked for. A switch and a rollback are answered before
+/// the next input (the pipeline carries actions out depth first); a check is answered later, and a
+/// refusal that comes meanwhile rolls back first, the check going on after it.
+#[derive(Debug, Clone, Default)]
+pub(super) enum Work {
+    #[default]
+    Idle,
+    Checking(Box<Checking>),
+    Promoting(Box<Promotion>),
+    RollingBack {
+        rollback: Rollback,
+        /// The check the refusal came in the middle of.
+        then: Option<Box<Checking>>,
+    },
+}
+
+impl Work {
+    /// The candidate waiting for the checker, also while a rollback comes first.
+    pub(super) fn checking(&self) -> Option<&Checking> {
+        match self {
+            Work::Checking(c) | Work::RollingBack { then: Some(c), .. } => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The check under way, taken: the work is then what is left of it.
+    pub(super) fn take_checking(&mut self) -> Option<Box<Checking>> {
+        match std::mem::take(self) {
+            Work::Checking(c) => Some(c),
+            Work::RollingBack {
+                rollback,
+                then: Some(c),
+            } => {
+                *self = Work::RollingBack {
+                    rollback,
+                    then: None,
+                };
+                Some(c)
+            }
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// The switch asked for, taken: the work is then idle.
+    pub(super) fn take_promotion(&mut self) -> Option<Box<Promotion>> {
+        match std::mem::take(self) {
+            Work::Promoting(p) => Some(p),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// The rollback asked for, taken: a check it came in the middle of goes on.
+    pub(super) fn take_rollback(&mut self) -> Option<Rollback> {
+        match std::mem::take(self) {
+            Work::RollingBack { rollback, then } => {
+                *self = then.map_or(Work::Idle, Work::Checking);
+                Some(rollback)
+            }
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// Whether a switch or a rollback is under way (the promoted dir is being changed).
+    pub(super) fn changing_the_dir(&self) -> bool {
+        matches!(self, Work::Promoting(_) | Work::RollingBack { .. })
+    }
+}
+
 /// A promotion whose switch was asked for and not yet answered.
 #[derive(Debug, Clone)]
 pub(super) struct Promotion {
@@ -311,7 +410,7 @@ pub(super) struct Promotion {
     /// Switched on the loop: finished there too.
     pub(super) on_loop: bool,
     /// The known-good from the record, not the source's newest config.
-    pub(super) known_good: bool,
+    pub(super) known_good: Option<KnownGoodUse>,
 }
 
 /// How long a check that timed out or could not run waits before it is run again: doubling from a

@@ -226,7 +226,7 @@ impl Gate {
                 ),
             });
         }
-        let checking = self.checking.as_ref().map(|c| CheckingView {
+        let checking = self.work.checking().map(|c| CheckingView {
             version: c.choice.judgement.version.clone(),
             sha256: c.sha.printed(),
             checker: c.check.name().to_owned(),

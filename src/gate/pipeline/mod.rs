@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::config::Config;
 use super::error::Error;
@@ -288,10 +288,14 @@ impl Pipeline {
             Action::Judge {
                 settings,
                 unless,
+                anew,
                 bucket,
                 refused,
                 on_loop,
             } => {
+                if let Some(why) = anew {
+                    debug!(why = ?why, "the newest config is judged again, whatever it reads as");
+                }
                 return self
                     .judge(*settings, unless, bucket, refused, on_loop)
                     .await;

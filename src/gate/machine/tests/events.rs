@@ -1244,3 +1244,62 @@ fn an_unconfirmed_signal_is_kept_as_delivered_not_confirmed() {
         assert_eq!(by, Some(want), "{done:?}");
     }
 }
+
+/// One phase at a time: a refusal that comes while a newer candidate waits for the checker is rolled
+/// back first; the check goes on (shown all along), and its pass promotes the candidate.
+#[test]
+fn a_refusal_during_a_check_rolls_back_first_and_the_check_goes_on() {
+    let c = Clock::new();
+    let mut g = checking(&c, CHECK, false);
+    let (a, b, d) = (cfg("2.0.0"), cfg("2.1.0"), cfg("2.2.0"));
+    for (obs, at) in [(&a, 1), (&b, 3)] {
+        g.handle(judged(&g, obs), c.at(at));
+        g.handle(
+            Event::Validated {
+                sha: hash(obs),
+                checked: Checked::Passed,
+            },
+            c.at(at),
+        );
+        g.handle(Event::Switched(Ok(Some(BootTicks(at)))), c.at(at));
+        if obs == &a {
+            g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(2));
+        }
+    }
+    let started = g.handle(judged(&g, &d), c.at(5));
+    assert!(
+        matches!(&started[..], [Action::Validate { .. }]),
+        "{started:?}"
+    );
+    // 2.1.0 refused while 2.2.0 is under check: rolled back to 2.0.0 at once.
+    let refused = refuse(&mut g, hash(&b), &a, c.at(6));
+    assert!(
+        has(&refused, |x| matches!(x, Action::RollBack)),
+        "{refused:?}"
+    );
+    assert!(
+        g.published(0).checking.is_some(),
+        "the check goes on meanwhile"
+    );
+    g.handle(
+        Event::RolledBack(Ok((a.clone(), Some(BootTicks(6))))),
+        c.at(6),
+    );
+    let s = g.published(0);
+    assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
+    assert_eq!(
+        s.checking.map(|k| k.version),
+        Some(Some("2.2.0".to_owned()))
+    );
+    let passed = g.handle(
+        Event::Validated {
+            sha: hash(&d),
+            checked: Checked::Passed,
+        },
+        c.at(7),
+    );
+    assert!(
+        has(&passed, |x| matches!(x, Action::Switch { .. })),
+        "{passed:?}"
+    );
+}
