@@ -35,7 +35,7 @@
 //! replaced before its start-up check concluded, is kept as `..confgate_baseline` until the
 //! component is known to run it (`adopt_baseline`) or a later one is applied. For the `validate`
 //! checker, `stage` writes a candidate into `..confgate_candidate`, which `..data` never names, and
-//! `unstage` removes it; both run on the loop's thread, the checker itself on the blocking pool.
+//! `unstage` removes it; both run on the blocking pool, in the check's task, with the checker.
 
 mod error;
 mod link;

@@ -15,8 +15,8 @@
 //! `validate` checker runs there in the background: its answer is an input, and
 //! `Action::CancelCheck` ends it when a newer snapshot supersedes its candidate. A small config after a small one (the gate remembers, `is_small`, and says so in
 //! `Action::Judge` and `Action::Switch`) is read, judged when no content rule is in force, switched
-//! and tidied on the loop itself: two thread hand-offs fewer per reaction. Staging the checker's
-//! candidate (`Promoter::stage`, `unstage`) also runs on the loop.
+//! and tidied on the loop itself: two thread hand-offs fewer per reaction. The checker's candidate
+//! is staged and unstaged (`Promoter::stage`, `unstage`) on the blocking pool, in the check's task.
 
 use std::sync::Arc;
 
@@ -347,43 +347,35 @@ impl Pipeline {
                 timeout,
             } => {
                 let sha = snapshot.hash();
-                let promoter = self.promoter.as_ref()?;
-                match promoter.stage(&snapshot) {
-                    // The checker runs on the blocking pool while the loop goes on: its answer
-                    // comes back as an input (`Pipeline::input`), and a newer snapshot can end it
-                    // meanwhile (`Action::CancelCheck`).
-                    Ok(dir) => {
-                        let (cancel, inbox) = crate::validate::cancellable();
-                        let task = tokio::task::spawn_blocking(move || {
-                            crate::validate::run(&check, &dir, timeout, inbox)
-                        });
-                        self.check = Some(Running { sha, cancel, task });
-                    }
-                    Err(e) => {
-                        promoter.unstage();
-                        return Some(Event::Validated {
-                            sha,
-                            checked: crate::validate::Checked::NotRun(format!(
-                                "staging the candidate: {e}"
-                            )),
-                        });
-                    }
-                }
+                let promoter = self.promoter.clone()?;
+                // Staged, checked and unstaged on the blocking pool while the loop goes on (writing
+                // up to 1 MiB and removing the staged dir never hold the thread that answers
+                // probes): the answer comes back as an input (`Pipeline::input`), and a newer
+                // snapshot can end it meanwhile (`Action::CancelCheck`).
+                let (cancel, inbox) = crate::validate::cancellable();
+                let task = tokio::task::spawn_blocking(move || {
+                    let checked = match promoter.stage(&snapshot) {
+                        Ok(dir) => crate::validate::run(&check, &dir, timeout, inbox),
+                        Err(e) => {
+                            crate::validate::Checked::NotRun(format!("staging the candidate: {e}"))
+                        }
+                    };
+                    promoter.unstage();
+                    checked
+                });
+                self.check = Some(Running { sha, cancel, task });
             }
             Action::CancelCheck => {
                 if let Some(running) = self.check.take() {
                     running.cancel.cancel();
-                    // Ended before the next candidate is staged in its place; the loop answers
-                    // pings meanwhile.
+                    // Ended (and unstaged, by the task) before the next candidate is staged in its
+                    // place; the loop answers pings meanwhile.
                     let mut task = running.task;
                     loop {
                         tokio::select! {
                             _ = &mut task => break,
                             () = self.shared.pinged() => self.shared.pong(),
                         }
-                    }
-                    if let Some(p) = &self.promoter {
-                        p.unstage();
                     }
                 }
             }
@@ -783,7 +775,6 @@ impl Pipeline {
             reloads,
             shared,
             check,
-            promoter,
             known_good,
             ..
         } = self;
@@ -795,12 +786,7 @@ impl Pipeline {
             () = snapshot_changed(snapshots) => Some(Event::Files(Files::CONFIG)),
             view = source_changed(source) => Some(Event::Source(view)),
             Some(o) = reloads.outcome() => Some(Event::Reload(o)),
-            (sha, checked) = check_answered(check) => {
-                if let Some(p) = promoter {
-                    p.unstage();
-                }
-                Some(Event::Validated { sha, checked })
-            }
+            (sha, checked) = check_answered(check) => Some(Event::Validated { sha, checked }),
             Some(a) = known_good_answer(known_good.as_mut()) => Some(match a {
                 Answer::Component(c) => Event::Component(c),
                 Answer::Recorded(r) => Event::Recorded(r),
