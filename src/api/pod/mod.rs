@@ -7,7 +7,7 @@
 //! so none is lost between two published statuses); the conditions follow the published
 //! [`Status`]. The loop knows nothing of the API. An API failure is logged and never stops the gate.
 //!
-//! This file is the reporter (the API calls and their retries); `derive.rs` is what it reports,
+//! This file is the reporter (the API calls and their retries); `derive/` is what it reports,
 //! worded without I/O.
 
 use std::future::Future;

@@ -1,9 +1,11 @@
 //! The verdict state's decisions, one call at a time; `events` drives the whole gate through
 //! [`Gate::handle`].
 
+mod checking;
 mod events;
 mod fallback;
 mod notices;
+mod rollback;
 mod spread;
 mod trial;
 
