@@ -26,7 +26,7 @@ pub enum RefusedBy {
 }
 
 impl Refusal {
-    /// Whether it says the content is bad: an answer only under [`refuses`] (a 404 or a 403 an
+    /// Whether it says the content is bad: an answer only under `refuses` (a 404 or a 403 an
     /// earlier version recorded said the target was wrong, not the config); the metrics' word
     /// always; an earlier version's record as it was read.
     pub fn holds(&self) -> bool {
