@@ -192,6 +192,9 @@ pub(crate) async fn spawn_pod_reporter(
         info!("--pod-report off: no Events and no pod conditions");
         return;
     }
+    // Before anything else: what the loop tells from its start on is published once the reporter
+    // runs.
+    let notices = shared.notices();
     let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
     let (Some(name), Some(namespace)) = (env(ENV_POD_NAME), env(ENV_POD_NAMESPACE)) else {
         info!(
@@ -215,6 +218,7 @@ pub(crate) async fn spawn_pod_reporter(
             uid: env(ENV_POD_UID),
         },
         rx,
+        notices,
         shutdown,
     ));
 }

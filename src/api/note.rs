@@ -1,4 +1,4 @@
-//! [`Note`], one Event as the reporter decides it (`pod/derive.rs`) and the sink publishes it
+//! [`Note`], one Event as the reporter decides it (`pod/derive/`) and the sink publishes it
 //! (`events.rs`): below both, so neither imports the other for it.
 
 /// One Event to publish, before it meets the Recorder.

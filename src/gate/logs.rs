@@ -120,16 +120,16 @@ pub(super) fn log(note: &LogLine, at: &Places<'_>) {
         LogLine::RefusedInPlace { sha } => {
             warn!(sha = %sha.short(), "the promoted dir holds content the component refused before the restart; rolling back")
         }
-        LogLine::NoBase { sha, reason } => {
-            warn!(sha = %sha.short(), reason, "rejected by the component; no applied config to roll back to")
+        LogLine::NoBase { sha, refusal } => {
+            warn!(sha = %sha.short(), reason = %refusal, "rejected by the component; no applied config to roll back to")
         }
         LogLine::RolledBack {
             sha,
-            reason,
+            refusal,
             to,
             version,
         } => {
-            warn!(sha = %sha.short(), reason, rolled_back_to = %to.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back")
+            warn!(sha = %sha.short(), reason = %refusal, rolled_back_to = %to.short(), version = version.as_deref().unwrap_or(""), "rejected by the component; rolled back")
         }
         LogLine::RollbackOther { sha } => {
             error!(sha = %sha.short(), "rollback left other content in the promoted dir")

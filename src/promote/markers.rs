@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use super::error::{Error, io_err};
 use super::link::link_replacing;
 use super::remove::remove_file;
+use crate::reload::{Refusal, RefusedBy};
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed};
+use crate::values::Reload;
 
 /// The "reload owed" marker in the promoted dir; `..` keeps it out of every kubelet-layout reader.
 pub(crate) const RELOAD_OWED: &str = "..confgate_reload_owed";
@@ -29,9 +31,12 @@ const APPLIED_TMP: &str = "..confgate_applied_tmp";
 /// reload says it did, and this becomes [`APPLIED`].
 pub(crate) const BASELINE: &str = "..confgate_baseline";
 const BASELINE_TMP: &str = "..confgate_baseline_tmp";
-/// The contents the component refused, newest last: one `sha256:HEX REASON` line each, after a
+/// The contents the component refused, newest last. Format 2: a `confgate-rejected 2` line, a
 /// `target TARGET` line naming the reload target they were refused under (as shown, credentials
-/// removed; a record without it is an earlier version's).
+/// removed), then one `sha256:HEX KIND SAID` line each: `answer STATUS`, `metrics` or `recorded
+/// HOLDS` (1 or 0), and the component's words. An earlier version's record has no first line, a
+/// `sha256:HEX REASON` line each (its error's text), and, before the target line was added, no
+/// target: it still reads, each reason kept as it was worded.
 pub(crate) const REJECTED: &str = "..confgate_rejected";
 pub(super) const REJECTED_TMP: &str = "..confgate_rejected_tmp";
 /// Bound on what is read of [`REJECTED`]: the gate keeps a handful of lines; anything past this is not
@@ -48,13 +53,29 @@ const SETTINGS_IN_FORCE_TMP: &str = "..confgate_settings_tmp";
 /// The record of contents the component refused, as read at start-up.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Rejected {
-    /// Each refused content with the component's reason, oldest first.
-    pub(crate) entries: Vec<(ContentHash, String)>,
+    /// Each refused content with the component's refusal, oldest first.
+    pub(crate) entries: Vec<(ContentHash, Refusal)>,
     /// Why part or all of the record was ignored (a damaged or unreadable file), if it was.
     pub(crate) ignored: Option<String>,
-    /// The reload target the contents were refused under; `None` in an earlier version's record.
-    pub(crate) target: Option<String>,
+    /// The reload target the contents were refused under.
+    pub(crate) target: RecordTarget,
 }
+
+/// The reload target a record of refusals names.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) enum RecordTarget {
+    /// An earlier version's record, which names none.
+    #[default]
+    Unnamed,
+    /// The target, read back as the setting's value (with credentials removed as shown, which
+    /// [`Reload::same_target`] does not compare).
+    Named(Reload),
+    /// A target line that is no reload target (not one confgate wrote).
+    Unreadable,
+}
+
+/// The first line of a record of refusals in format 2.
+const REJECTED_V2: &str = "confgate-rejected 2";
 
 /// The hash of a promoted config whose reload is still owed in `dir` (recorded by
 /// [`mark_reload_owed`] and not yet cleared), as found at start-up.
@@ -127,17 +148,29 @@ pub(super) fn rejected(dir: &Path) -> Rejected {
 }
 
 /// Replaces the record of refused contents with `entries` (oldest first), refused under the
-/// reload target `target` (as shown), with one `rename`.
+/// reload target `target`, with one `rename`, in format 2.
 pub(super) fn record_rejected(
     dir: &Path,
-    target: &str,
-    entries: &[(ContentHash, String)],
+    target: &Reload,
+    entries: &[(ContentHash, Refusal)],
 ) -> Result<(), Error> {
-    let mut text = format!("{TARGET_LINE}{}\n", reason_line(target));
-    for (h, why) in entries {
+    let mut text = format!(
+        "{REJECTED_V2}\n{TARGET_LINE}{}\n",
+        reason_line(&target.to_string())
+    );
+    for (h, refusal) in entries {
+        let kind = match &refusal.by {
+            RefusedBy::Answer { status, .. } => format!("answer {status}"),
+            RefusedBy::Metrics => "metrics".to_owned(),
+            RefusedBy::Recorded { holds } => format!("recorded {}", u8::from(*holds)),
+        };
         // The plain form: a sealed one (a Secret's) is keyed per process and would not be
         // recognised after a restart; this file sits beside the content itself anyway.
-        text.push_str(&format!("{} {}\n", h.plain(), reason_line(why)));
+        text.push_str(&format!(
+            "{} {kind} {}\n",
+            h.plain(),
+            reason_line(&refusal.said)
+        ));
     }
     let tmp = dir.join(REJECTED_TMP);
     std::fs::write(&tmp, text).map_err(io_err("write", &tmp))?;
@@ -308,24 +341,38 @@ fn parse_hash(text: &str) -> Option<ContentHash> {
 /// How the line naming the reload target of a record of refusals starts.
 const TARGET_LINE: &str = "target ";
 
-/// Reads a record of refused contents: `sha256:HEX REASON` lines. Lines that are not one are skipped
-/// and counted in the answer's `ignored`.
+/// Reads a record of refused contents, in format 2 or an earlier version's (see [`REJECTED`]).
+/// Lines that are not one are skipped and counted in the answer's `ignored`.
 fn parse_rejected(bytes: &[u8]) -> Rejected {
     let text = String::from_utf8_lossy(bytes);
     let mut r = Rejected::default();
     let mut bad = 0;
+    let mut v2 = false;
+    let mut shown_target = String::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        if let Some(target) = line.strip_prefix(TARGET_LINE) {
-            r.target = Some(target.trim().to_owned());
+        if line.trim() == REJECTED_V2 {
+            v2 = true;
             continue;
         }
-        let (hash, why) = line.split_once(' ').unwrap_or((line, ""));
-        match parse_hash(hash) {
-            Some(h) => {
+        if let Some(target) = line.strip_prefix(TARGET_LINE) {
+            shown_target = target.trim().to_owned();
+            r.target = shown_target
+                .parse()
+                .map_or(RecordTarget::Unreadable, RecordTarget::Named);
+            continue;
+        }
+        let (hash, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let refusal = if v2 {
+            refusal_v2(rest, &shown_target)
+        } else {
+            Some(refusal_v1(reason_line(rest)))
+        };
+        match (parse_hash(hash), refusal) {
+            (Some(h), Some(refusal)) => {
                 r.entries.retain(|(seen, _)| *seen != h);
-                r.entries.push((h, reason_line(why)));
+                r.entries.push((h, refusal));
             }
-            None => bad += 1,
+            _ => bad += 1,
         }
     }
     if bad > 0 {
@@ -334,6 +381,77 @@ fn parse_rejected(bytes: &[u8]) -> Rejected {
         ));
     }
     r
+}
+
+/// A refusal of a format 2 record: `answer STATUS SAID`, `metrics SAID` or `recorded HOLDS SAID`
+/// (`target`: the record's, as shown).
+fn refusal_v2(rest: &str, target: &str) -> Option<Refusal> {
+    let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    let word = |rest: &str| {
+        let (w, said) = rest.split_once(' ').unwrap_or((rest, ""));
+        (w.to_owned(), reason_line(said))
+    };
+    Some(match kind {
+        "answer" => {
+            let (status, said) = word(rest);
+            Refusal {
+                by: RefusedBy::Answer {
+                    target: target.to_owned(),
+                    status: status.parse().ok()?,
+                },
+                said,
+            }
+        }
+        "metrics" => Refusal {
+            by: RefusedBy::Metrics,
+            said: reason_line(rest),
+        },
+        "recorded" => {
+            let (holds, said) = word(rest);
+            Refusal {
+                by: RefusedBy::Recorded {
+                    holds: match holds.as_str() {
+                        "1" => true,
+                        "0" => false,
+                        _ => return None,
+                    },
+                },
+                said,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// A refusal of an earlier version's record: its reason is its error's text, kept as worded; it
+/// holds unless it is an HTTP answer that [`crate::reload`] does not count as a refusal (a 404 or a
+/// 403 said the target was wrong, not the config). The record's format is read here, once, so the
+/// gate decides on the kind, never on the words.
+fn refusal_v1(reason: String) -> Refusal {
+    let answer = reason
+        .strip_prefix("POST ")
+        .and_then(|r| r.split_once(" answered "))
+        .map(|(_, rest)| rest);
+    let holds = match answer {
+        None => true,
+        Some(answer) => {
+            let (code, line) = answer.split_once(": ").unwrap_or((answer, ""));
+            code.parse().is_ok_and(|code| {
+                Refusal {
+                    by: RefusedBy::Answer {
+                        target: String::new(),
+                        status: code,
+                    },
+                    said: line.to_owned(),
+                }
+                .holds()
+            })
+        }
+    };
+    Refusal {
+        by: RefusedBy::Recorded { holds },
+        said: reason,
+    }
 }
 
 /// A reason as one bounded line: control characters (a newline would start a record) become spaces.

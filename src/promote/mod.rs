@@ -35,7 +35,7 @@
 //! replaced before its start-up check concluded, is kept as `..confgate_baseline` until the
 //! component is known to run it (`adopt_baseline`) or a later one is applied. For the `validate`
 //! checker, `stage` writes a candidate into `..confgate_candidate`, which `..data` never names, and
-//! `unstage` removes it; both run on the loop's thread, the checker itself on the blocking pool.
+//! `unstage` removes it; both run on the blocking pool, in the check's task, with the checker.
 
 mod error;
 mod link;
@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
 use error::io_err;
 use link::link_replacing;
-use markers::Rejected;
+pub(crate) use markers::{RecordTarget, Rejected};
 use remove::{remove_dir_all, remove_file};
 
 pub use error::Error;
@@ -476,8 +476,8 @@ impl Promoter {
     /// under the reload target `target` (as shown).
     pub(crate) fn record_rejected(
         &self,
-        target: &str,
-        entries: &[(ContentHash, String)],
+        target: &crate::values::Reload,
+        entries: &[(ContentHash, crate::reload::Refusal)],
     ) -> Result<(), Error> {
         markers::record_rejected(&self.dir, target, entries)
     }

@@ -5,6 +5,7 @@ use super::markers::{
     REJECTED_READ_MAX, REJECTED_REASON_MAX, REJECTED_TMP, Rejected, baseline_dir,
 };
 use super::*;
+use crate::reload::{Refusal, RefusedBy};
 use std::collections::BTreeMap;
 
 fn snap(pairs: &[(&str, &str)]) -> Snapshot {
@@ -74,12 +75,27 @@ fn what_the_component_did_is_read_back_after_a_restart() {
     p.promote(&a).unwrap();
     p.mark_applied().unwrap();
     p.promote(&b).unwrap();
+    let target: crate::values::Reload = "http://127.0.0.1:9/reload".parse().unwrap();
     let refused = vec![
-        (b.hash(), "POST u answered 500: bad\nrule\tx".to_owned()),
-        (snap(&[("v", "9")]).hash(), String::new()),
+        (
+            b.hash(),
+            Refusal {
+                by: RefusedBy::Answer {
+                    target: target.to_string(),
+                    status: 500,
+                },
+                said: "bad\nrule\tx".to_owned(),
+            },
+        ),
+        (
+            snap(&[("v", "9")]).hash(),
+            Refusal {
+                by: RefusedBy::Metrics,
+                said: String::new(),
+            },
+        ),
     ];
-    p.record_rejected("http://127.0.0.1:9/reload", &refused)
-        .unwrap();
+    p.record_rejected(&target, &refused).unwrap();
     // A crash while recording leaves a temporary file; a restart removes it and keeps the record.
     std::fs::write(dir.join(REJECTED_TMP), "sha256:half").unwrap();
     let (p, now) = Promoter::open(&dir).unwrap();
@@ -90,15 +106,11 @@ fn what_the_component_did_is_read_back_after_a_restart() {
     assert!(since.is_some());
     let back = p.rejected();
     assert_eq!(back.ignored, None);
-    assert_eq!(back.target.as_deref(), Some("http://127.0.0.1:9/reload"));
-    // The reason is one line: a newline in it would have started a record.
-    assert_eq!(
-        back.entries,
-        [
-            (b.hash(), "POST u answered 500: bad rule x".to_owned()),
-            (refused[1].0, String::new())
-        ]
-    );
+    assert_eq!(back.target, RecordTarget::Named(target));
+    // Each refusal's kind and words; the words are one line: a newline would have started a record.
+    let mut one_line = refused.clone();
+    one_line[0].1.said = "bad rule x".into();
+    assert_eq!(back.entries, one_line);
     // The markers are not keys.
     assert_eq!(snapshot::read(&dir), Observed::Config(b));
 }
@@ -113,8 +125,12 @@ fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
     text.extend_from_slice(format!("{good} it said no\nsha256:{}\n", "g".repeat(64)).as_bytes());
     std::fs::write(dir.join(REJECTED), &text).unwrap();
     let r = p.rejected();
-    assert_eq!(r.entries, [(good, "it said no".to_owned())]);
-    assert_eq!(r.target, None, "an earlier version's record");
+    assert_eq!(r.entries, [(good, recorded("it said no", true))]);
+    assert_eq!(
+        r.target,
+        RecordTarget::Unnamed,
+        "an earlier version's record"
+    );
     let why = r.ignored.unwrap();
     assert!(why.contains("4 line(s)"), "{why}");
     // Too big to be ours: read up to the bound, said so.
@@ -122,7 +138,7 @@ fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
     big.resize(REJECTED_READ_MAX as usize * 4, b'x');
     std::fs::write(dir.join(REJECTED), &big).unwrap();
     let r = p.rejected();
-    assert_eq!(r.entries, [(good, "first".to_owned())]);
+    assert_eq!(r.entries, [(good, recorded("first", true))]);
     assert!(r.ignored.unwrap().contains("over"));
     // Not a file at all.
     std::fs::remove_file(dir.join(REJECTED)).unwrap();
@@ -133,9 +149,13 @@ fn a_damaged_record_of_refusals_is_read_as_far_as_it_makes_sense() {
     assert!(!dir.join(REJECTED).exists());
     assert!(dir.join(format!("{REJECTED}.bad")).is_dir());
     // A long reason is cut.
-    p.record_rejected("none", &[(good, "é".repeat(1000))])
-        .unwrap();
+    p.record_rejected(
+        &crate::values::Reload::None,
+        &[(good, recorded(&"é".repeat(1000), true))],
+    )
+    .unwrap();
     let (_, why) = &p.rejected().entries[0];
+    let why = &why.said;
     assert!(why.len() <= REJECTED_REASON_MAX + '…'.len_utf8() && why.ends_with('…'));
 }
 
@@ -507,4 +527,89 @@ fn the_settings_record_reads_back_and_a_hostile_one_is_set_aside() {
     }
     p.record_settings(&values).unwrap();
     assert_eq!(p.settings_in_force(), Ok(values));
+}
+
+fn recorded(said: &str, holds: bool) -> Refusal {
+    Refusal {
+        by: RefusedBy::Recorded { holds },
+        said: said.into(),
+    }
+}
+
+/// A record an earlier version wrote (each reason its error's text, with or without the target
+/// line) reads back: every reason as it was worded, and whether it refused the content told from
+/// it once, here, so the gate decides on that and never on the words. Written again, it is format 2
+/// and reads back the same.
+#[test]
+fn an_earlier_versions_record_of_refusals_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let h = |v: &str| snap(&[("version", v)]).hash();
+    let lines = [
+        (
+            "1",
+            "POST http://127.0.0.1:9090/-/reload answered 500: failed to reload config: x",
+            true,
+        ),
+        (
+            "2",
+            "POST http://127.0.0.1:9090/-/relaod answered 404: 404 page not found",
+            false,
+        ),
+        (
+            "3",
+            "POST http://127.0.0.1:9090/-/reload answered 403: Lifecycle API is not enabled.",
+            false,
+        ),
+        (
+            "4",
+            "POST http://127.0.0.1:9090/-/reload answered 404; not reached: the reload target is misconfigured (a wrong path or method, missing credentials, or an endpoint that is off)",
+            false,
+        ),
+        (
+            "5",
+            "the component's metrics: up is 0 after the reload",
+            true,
+        ),
+        ("6", "POST answered 500: bad rule", true),
+    ];
+    let mut text = String::new();
+    for (v, why, _) in lines {
+        text.push_str(&format!("{} {why}\n", h(v)));
+    }
+    std::fs::write(dir.join(REJECTED), &text).unwrap();
+    let r = p.rejected();
+    assert_eq!(r.target, RecordTarget::Unnamed);
+    let want: Vec<_> = lines
+        .iter()
+        .map(|(v, why, holds)| (h(v), recorded(why, *holds)))
+        .collect();
+    assert_eq!(r.entries, want);
+    // Shown as it was worded.
+    assert_eq!(r.entries[0].1.to_string(), lines[0].1);
+    // With the target line of the version before this format.
+    std::fs::write(
+        dir.join(REJECTED),
+        format!("target signal:HUP:prometheus\n{text}"),
+    )
+    .unwrap();
+    let r = p.rejected();
+    assert_eq!(
+        r.target,
+        RecordTarget::Named("signal:HUP:prometheus".parse().unwrap())
+    );
+    assert_eq!(r.entries, want);
+    // Written again: format 2, the same refusals.
+    let target: crate::values::Reload = "http://u:p@127.0.0.1:9090/-/reload".parse().unwrap();
+    p.record_rejected(&target, &r.entries).unwrap();
+    let again = p.rejected();
+    assert_eq!(again.entries, want);
+    assert!(
+        matches!(&again.target, RecordTarget::Named(t) if t.same_target(&target)),
+        "{again:?}"
+    );
+    let written = std::fs::read_to_string(dir.join(REJECTED)).unwrap();
+    assert!(written.starts_with("confgate-rejected 2\n"), "{written}");
+    assert!(!written.contains("u:p"), "no credential on disk: {written}");
 }

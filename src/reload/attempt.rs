@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::refusal::{Refusal, RefusedBy, refuses};
 use crate::values::Url;
 
 /// Why one reload attempt failed.
@@ -96,23 +97,33 @@ pub enum Error {
 
 impl Error {
     /// Whether the component answered and refused (not retried), as opposed to not being reached.
+    #[cfg(test)]
     pub(crate) fn is_rejection(&self) -> bool {
+        self.refusal().is_some()
+    }
+
+    /// The component's refusal this error is, kept typed: what kind of answer, and what it said.
+    pub(crate) fn refusal(&self) -> Option<Refusal> {
         match self {
             // Busy, or a proxy that did not reach it: the component has not judged the config.
             Error::Status {
-                status, first_line, ..
-            } => refuses(*status, first_line),
-            Error::Confirmed(_) => true,
-            _ => false,
+                url,
+                status,
+                first_line,
+            } if refuses(*status, first_line) => Some(Refusal {
+                by: RefusedBy::Answer {
+                    target: url.to_string(),
+                    status: *status,
+                },
+                said: first_line.clone(),
+            }),
+            Error::Confirmed(said) => Some(Refusal {
+                by: RefusedBy::Metrics,
+                said: said.clone(),
+            }),
+            _ => None,
         }
     }
-}
-
-/// Whether an answer to the reload POST is the component refusing the config: 400, 422 or 500 with
-/// the component's words about it (Prometheus answers a bad config with 500 and `failed to reload
-/// config: ...`). Any other answer says nothing about the config.
-pub(crate) fn refuses(status: u16, first_line: &str) -> bool {
-    matches!(status, 400 | 422 | 500) && !first_line.is_empty()
 }
 
 /// What an attempt did when it did not fail.

@@ -35,10 +35,12 @@ use crate::state::Shared;
 use crate::values::{Confirm, Reload, Url};
 
 mod attempt;
+mod refusal;
 mod signal;
 
-use attempt::refuses;
 pub use attempt::{BootTicks, Error, Sent};
+use refusal::refuses;
+pub use refusal::{Refusal, RefusedBy};
 pub use signal::{Reached, signal_by_name, signal_once};
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
@@ -54,22 +56,6 @@ pub(crate) const STARTUP_POLL_MAX: Duration = Duration::from_secs(2);
 pub(crate) const ON_ITS_WAY_MAX: Duration = Duration::from_millis(250);
 /// Bound on one attempt (connect, request, response).
 pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Whether a refusal recorded with `reason` (an [`Error`]'s text, as kept in the promoted dir) is one
-/// under [`refuses`]: a record an earlier version made of an answer that said the target was wrong
-/// (a 404, a 403) is no verdict on the config. Reasons that are not an HTTP answer (the metrics said
-/// so) are refusals.
-pub(crate) fn reason_refuses(reason: &str) -> bool {
-    let answer = reason
-        .strip_prefix("POST ")
-        .and_then(|r| r.split_once(" answered "))
-        .map(|(_, rest)| rest);
-    let Some(answer) = answer else {
-        return true;
-    };
-    let (code, line) = answer.split_once(": ").unwrap_or((answer, ""));
-    code.parse().is_ok_and(|code| refuses(code, line.trim()))
-}
 
 /// Bound on the component's text kept with a rejection.
 pub(crate) const REASON_MAX: usize = 200;
@@ -131,8 +117,11 @@ pub enum Outcome {
     /// metrics never confirmed); the worker retries with backoff.
     Failed(Failure),
     /// The component answered that it refused this content (an HTTP 4xx/5xx, or its metrics said the
-    /// reload failed), with its reason. Not retried.
-    Rejected { sha256: ContentHash, reason: String },
+    /// reload failed), and how. Not retried.
+    Rejected {
+        sha256: ContentHash,
+        refusal: Refusal,
+    },
     /// Nothing to tell the component about this content, and why: every process started after its
     /// promotion and read it at start-up (with confirmation, its metrics say that load succeeded), or,
     /// for a reload, no process runs.
@@ -392,28 +381,29 @@ async fn worker(
                     let _ = report.send(Outcome::Reloaded(req.sha256));
                     break;
                 }
-                Err(e) if e.is_rejection() => {
-                    shared.metrics.reload(false, took.as_secs_f64());
-                    let reason = e.to_string();
-                    warn!(reload_target = %req.target, version, sha, reason = %reason, "reload rejected by the component; not retried");
-                    let _ = report.send(Outcome::Rejected {
-                        sha256: req.sha256,
-                        reason,
-                    });
-                    break;
-                }
-                Err(e) if startup => e.to_string(),
-                Err(e) => {
-                    shared.metrics.reload(false, took.as_secs_f64());
-                    let wait = jitter(delay.failed());
-                    warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
-                    let _ = report.send(Outcome::Failed(Failure::new(e)));
-                    busy(false);
-                    if superseded(&mut rx, wait).await {
+                Err(e) => match e.refusal() {
+                    Some(refusal) => {
+                        shared.metrics.reload(false, took.as_secs_f64());
+                        warn!(reload_target = %req.target, version, sha, reason = %refusal, "reload rejected by the component; not retried");
+                        let _ = report.send(Outcome::Rejected {
+                            sha256: req.sha256,
+                            refusal,
+                        });
                         break;
                     }
-                    continue;
-                }
+                    None if startup => e.to_string(),
+                    None => {
+                        shared.metrics.reload(false, took.as_secs_f64());
+                        let wait = jitter(delay.failed());
+                        warn!(reload_target = %req.target, error = %e, retry_in_ms = wait.as_millis() as u64, "reload failed");
+                        let _ = report.send(Outcome::Failed(Failure::new(e)));
+                        busy(false);
+                        if superseded(&mut rx, wait).await {
+                            break;
+                        }
+                        continue;
+                    }
+                },
             };
             // A start-up check that did not reach the component: it is still starting. Not a
             // failure and not counted as a reload; looked at again.

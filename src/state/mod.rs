@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
 use crate::metrics::{self, Metrics};
@@ -223,6 +223,8 @@ impl<'a> From<&'a Status> for metrics::View<'a> {
 #[derive(Debug)]
 pub struct Shared {
     status: watch::Sender<Status>,
+    /// What the decision loop saw happen, for the pod's Events ([`Notice`]).
+    notices: broadcast::Sender<Notice>,
     /// The one [`Publisher`] has been handed out.
     published: AtomicBool,
     pub metrics: Metrics,
@@ -231,11 +233,48 @@ pub struct Shared {
     pong: watch::Sender<u64>,
 }
 
-/// The only way to write the published status; [`Shared::publisher`] hands out one per [`Shared`].
+/// What an operator acts on, as the decision loop saw it happen, at the event it happened at: each
+/// becomes a pod Event (none for a routine accepted promotion). Sent through [`Publisher::notice`]
+/// and received through [`Shared::notices`], every one in order, so a change that lasts less than
+/// the time between two published statuses is reported all the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// Started on the known-good from the record: the source holds nothing accepted.
+    KnownGood(KnownGoodView),
+    /// A config became active that is not accepted (observe mode), or one that ends a hold a notice
+    /// reported.
+    Active(ActiveView),
+    /// The newest config is held: missing, rejected, or refused by the component (then rolled back
+    /// to `applied`, if any), while `active` is in force.
+    Held {
+        candidate: CandidateView,
+        active: Option<ActiveView>,
+        applied: Option<AppliedView>,
+    },
+    /// The reload of the promoted config failed, after it had not: via `target` (as shown), with the
+    /// error.
+    ReloadFailed {
+        target: String,
+        error: Option<String>,
+    },
+    /// A settings problem appeared: what the `settings` check says of it.
+    SettingsProblem(String),
+}
+
+/// How many notices wait for a slow reader before the oldest are dropped (the reader says so).
+pub const NOTICES_KEPT: usize = 256;
+
+/// The only way to write the published status and send notices; [`Shared::publisher`] hands out
+/// one per [`Shared`].
 #[derive(Debug)]
-pub struct Publisher(watch::Sender<Status>);
+pub struct Publisher(watch::Sender<Status>, broadcast::Sender<Notice>);
 
 impl Publisher {
+    /// Sends `notice` to every reader of [`Shared::notices`] (none: it goes nowhere).
+    pub fn notice(&self, notice: Notice) {
+        let _ = self.1.send(notice);
+    }
+
     /// Publishes `next`, waking readers only when it differs from what they saw.
     pub fn publish(&self, next: Status) {
         self.0.send_if_modified(|s| {
@@ -253,6 +292,7 @@ impl Shared {
     pub fn new() -> Arc<Shared> {
         Arc::new(Shared {
             status: watch::Sender::new(Status::default()),
+            notices: broadcast::Sender::new(NOTICES_KEPT),
             published: AtomicBool::new(false),
             metrics: Metrics::default(),
             ping: Notify::new(),
@@ -262,7 +302,8 @@ impl Shared {
 
     /// The status writer, once: `None` when it was already taken, so two loops cannot both publish.
     pub fn publisher(&self) -> Option<Publisher> {
-        (!self.published.swap(true, Ordering::AcqRel)).then(|| Publisher(self.status.clone()))
+        (!self.published.swap(true, Ordering::AcqRel))
+            .then(|| Publisher(self.status.clone(), self.notices.clone()))
     }
 
     /// The status as last published.
@@ -273,6 +314,11 @@ impl Shared {
     /// A receiver of every published status.
     pub fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
+    }
+
+    /// A receiver of every notice sent from now on.
+    pub fn notices(&self) -> broadcast::Receiver<Notice> {
+        self.notices.subscribe()
     }
 
     /// Waits for a liveness ping (the decision loop selects on this).

@@ -13,7 +13,7 @@ use confgate::api::source;
 use confgate::api::status_cmd::{self, Query as StatusArgs};
 use confgate::api::{CONDITION_TYPE, CURRENT_TYPE, Target};
 use confgate::snapshot::{ContentHash, Observed, PrintedHash};
-use confgate::state::{ActiveView, CandidateView, ReloadResult, Shared, SourceView, Status};
+use confgate::state::{ActiveView, CandidateView, Notice, Shared, SourceView, Status};
 use confgate::verdict::Verdict;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
@@ -803,8 +803,7 @@ async fn api_mode_chooses_the_variant_and_reports_it() {
         h
     };
     let (mut r, mut h) = tokio::join!(pod::reporter(client, pod), server);
-    let none = Status::default();
-    let reporting = r.report(&none, &status);
+    let reporting = r.report(&[], &status);
     let server = async {
         let (cond, send) = next_condition(&mut h).await;
         assert_eq!(cond["status"], "True");
@@ -903,8 +902,8 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     let (mut r, mut h) = tokio::join!(pod::reporter(client, pod), server);
 
     // First accepted config: no Event (a routine promotion makes none), the condition True.
-    let (none, first) = (Status::default(), accepted("2.4.1"));
-    let reporting = r.report(&none, &first);
+    let first = accepted("2.4.1");
+    let reporting = r.report(&[], &first);
     let server = async {
         let (req, send) = expect(
             &mut h,
@@ -964,11 +963,8 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     assert!(ok);
 
     // Nothing changed: no request at all (a request here would wait for an answer forever).
-    let same = tokio::time::timeout(
-        Duration::from_secs(2),
-        r.report(&accepted("2.4.1"), &accepted("2.4.1")),
-    )
-    .await;
+    let same =
+        tokio::time::timeout(Duration::from_secs(2), r.report(&[], &accepted("2.4.1"))).await;
     assert_eq!(
         same.ok(),
         Some(true),
@@ -977,7 +973,8 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
 
     // A too-new config is held: a Warning Rejected event, the condition False/TooNew.
     let held = holding("2.4.1", "3.0.0");
-    let reporting = r.report(&first, &held);
+    let told = [held_notice(&held)];
+    let reporting = r.report(&told, &held);
     let server = async {
         let (ev, send) = next_event(&mut h).await;
         assert_eq!(
@@ -1039,8 +1036,13 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
         variant: None,
     });
     let reporting = async {
-        let a = r.report(&holding("2.4.1", "3.0.0"), &gone).await;
-        let b = r.report(&gone, &holding("2.4.1", "3.0.0")).await;
+        let a = r.report(&[held_notice(&gone)], &gone).await;
+        let b = r
+            .report(
+                &[held_notice(&holding("2.4.1", "3.0.0"))],
+                &holding("2.4.1", "3.0.0"),
+            )
+            .await;
         a && b
     };
     let server = async {
@@ -1082,25 +1084,62 @@ async fn events_and_condition_requests_are_exactly_as_expected() {
     assert!(ok);
 }
 
-/// A reload failure is a Warning event with the target and the error.
-#[test]
-fn reload_failure_is_an_event() {
-    let prev = accepted("2.4.1");
-    let mut next = prev.clone();
-    next.reload.target = "http://127.0.0.1:8080/-/reload".into();
-    next.reload.last_result = ReloadResult::Failure;
-    next.reload.last_error = Some("HTTP 500".into());
-    let notes = pod::notes(&prev, &next);
-    assert_eq!(notes.len(), 1);
-    assert_eq!((notes[0].warning, notes[0].reason), (true, "ReloadFailed"));
+/// The gate's notice that `s`'s newest config is held.
+fn held_notice(s: &Status) -> Notice {
+    Notice::Held {
+        candidate: s.candidate.clone().unwrap(),
+        active: s.active.clone(),
+        applied: s.applied.clone(),
+    }
+}
+
+/// A config held for less than the reporter takes to see a status: the statuses before and after
+/// show a healthy config, so comparing them would say nothing; the gate's notice of the hold is
+/// published all the same, then the end of the hold, then the conditions of the status in force.
+#[tokio::test]
+async fn a_hold_shorter_than_a_status_still_makes_its_event() {
+    let (client, mut h) = mock(SIDECAR_ROLE);
+    let pod = PodRef {
+        namespace: "prod".into(),
+        name: "web-0".into(),
+        uid: Some("uid-web-0".into()),
+    };
+    let shared = Shared::new();
+    let publisher = shared.publisher().unwrap();
+    let (rx, notices) = (shared.subscribe(), shared.notices());
+    publisher.publish(accepted("2.4.1"));
+    let held = holding("2.4.1", "3.0.0");
+    publisher.notice(held_notice(&held));
+    publisher.notice(Notice::Active(accepted("2.4.2").active.unwrap()));
+    publisher.publish(accepted("2.4.2"));
+    let reporter = tokio::spawn(pod::run(client, pod, rx, notices, std::future::pending()));
+    let (ev, send) = next_event(&mut h).await;
     assert_eq!(
-        notes[0].note,
-        "reload via http://127.0.0.1:8080/-/reload failed: HTTP 500"
+        (ev["type"].as_str(), ev["reason"].as_str()),
+        (Some("Warning"), Some("Rejected"))
     );
     assert!(
-        pod::notes(&next, &next).is_empty(),
-        "a failure is reported once, not per status change"
+        ev["note"].as_str().unwrap().contains("version 3.0.0"),
+        "{ev}"
     );
+    respond(send, StatusCode::CREATED, &ev);
+    let (ev, send) = next_event(&mut h).await;
+    assert_eq!(
+        (ev["type"].as_str(), ev["reason"].as_str()),
+        (Some("Normal"), Some("Accepted"))
+    );
+    assert_eq!(
+        ev["note"],
+        format!("version 2.4.2 {} is active", hash("2.4.2"))
+    );
+    respond(send, StatusCode::CREATED, &ev);
+    let (c, send) = next_condition(&mut h).await;
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("True"), Some("Accepted"))
+    );
+    respond(send, StatusCode::OK, &pod_json("web-0", true, None));
+    reporter.abort();
 }
 
 /// `confgate status` reads the fleet from a real-shaped pod list and compares with the ConfigMap.
@@ -1381,7 +1420,8 @@ async fn a_refused_condition_patch_is_retried_twice_as_late_each_time() {
         uid: None,
     };
     let (_tx, rx) = watch::channel(accepted("2.4.1"));
-    let reporter = tokio::spawn(pod::run(client, pod, rx, std::future::pending()));
+    let (_notices, notices) = tokio::sync::broadcast::channel(1);
+    let reporter = tokio::spawn(pod::run(client, pod, rx, notices, std::future::pending()));
     let (_, send) = expect(
         &mut h,
         Method::GET,

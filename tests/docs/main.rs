@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod decisions;
 mod docs;
 mod layers;
 mod names;

@@ -68,7 +68,7 @@ impl Keys {
 /// be read stays the error the source typed, inside the snapshot's `Observed`.
 pub fn observe<E>(keys: Result<Keys, E>) -> Observed
 where
-    E: std::error::Error + Send + Sync + 'static,
+    E: crate::snapshot::SourceError,
 {
     match keys {
         Ok(k) if k.0.is_empty() => Observed::Missing(Missing::NoObjectKeys),

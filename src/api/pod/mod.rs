@@ -3,11 +3,12 @@
 //! `confgate.io/config-compatible` and `confgate.io/config-current` on pods/status by strategic
 //! merge patch.
 //!
-//! Both are derived from changes of the published [`Status`], so the decision loop knows nothing of
-//! the API. An API failure is logged and never stops the gate.
+//! The Events are the decision loop's notices ([`Notice`], each sent at the event it happened at,
+//! so none is lost between two published statuses); the conditions follow the published
+//! [`Status`]. The loop knows nothing of the API. An API failure is logged and never stops the gate.
 //!
-//! This file is the reporter (the API calls and their retries); `derive.rs` is what it reports,
-//! derived from two statuses without I/O.
+//! This file is the reporter (the API calls and their retries); `derive/` is what it reports,
+//! worded without I/O.
 
 use std::future::Future;
 use std::time::Duration;
@@ -15,20 +16,20 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tracing::{debug, warn};
 
 use super::events::EventSink;
 use super::explain::explain;
 use super::pod_view::PodView;
 use crate::backoff::Doubling;
-use crate::state::Status;
+use crate::state::{Notice, Status};
 
 pub(crate) mod derive;
 
 pub use super::note::Note;
 pub use derive::{
-    Condition, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, may_wait, notes,
+    Condition, RELOAD_FAILING_AFTER, condition_patch, conditions, facts, may_wait, note,
 };
 
 /// After a failed condition patch, when to try again; doubled after each failure up to
@@ -109,28 +110,34 @@ pub async fn reporter(client: Client, pod: PodRef) -> PodReporter {
 }
 
 impl PodReporter {
-    /// Reports the change from `prev` to `next`. Returns false when the condition could not be patched.
-    pub async fn report(&mut self, prev: &Status, next: &Status) -> bool {
-        self.report_or_wait(prev, next, false).await != Patched::Failed
+    /// Publishes the Event of each of `notices`, then patches the conditions for `next`. Returns
+    /// false when the condition could not be patched.
+    pub async fn report(&mut self, notices: &[Notice], next: &Status) -> bool {
+        self.report_or_wait(notices, next, false).await != Patched::Failed
     }
 
     /// As [`PodReporter::report`]; with `may_defer`, a patch that [`may_wait`] for the reload in
     /// flight is not made yet (`Waiting`), while the Events are published at once.
     pub async fn report_or_wait(
         &mut self,
-        prev: &Status,
+        notices: &[Notice],
         next: &Status,
         may_defer: bool,
     ) -> Patched {
-        for n in notes(prev, next) {
-            if let Err(e) = self.events.publish(&n).await {
+        self.publish(notices).await;
+        self.patch(next, may_defer).await
+    }
+
+    /// Publishes the Event of each of `notices`, in order.
+    pub async fn publish(&mut self, notices: &[Notice]) {
+        for n in notices {
+            if let Err(e) = self.events.publish(&note(n)).await {
                 self.failed(explain(
                     &e,
                     "create and patch on events (apiGroups [\"events.k8s.io\"])",
                 ));
             }
         }
-        self.patch(next, may_defer).await
     }
 
     async fn patch(&mut self, s: &Status, may_defer: bool) -> Patched {
@@ -199,11 +206,13 @@ impl PodReporter {
     }
 }
 
-/// Reports every published status change on `pod` until `shutdown`.
+/// Reports every notice (as an Event) and every published status change (as the conditions) on
+/// `pod` until `shutdown`.
 pub async fn run(
     client: Client,
     pod: PodRef,
     mut rx: watch::Receiver<Status>,
+    mut notices: broadcast::Receiver<Notice>,
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
@@ -211,7 +220,7 @@ pub async fn run(
         r = reporter(client, pod) => r,
         () = &mut shutdown => return,
     };
-    let mut prev = Status::default();
+    let mut open = true;
     let mut retry = Doubling::new(PATCH_RETRY, PATCH_RETRY_MAX);
     // While a patch waits for a reload: until when it may (fixed when the wait began, so a stream
     // of statuses cannot put the patch off for longer).
@@ -219,10 +228,10 @@ pub async fn run(
     loop {
         let next = rx.borrow_and_update().clone();
         let may_defer = settle_by.is_none_or(|t| tokio::time::Instant::now() < t);
-        // With `prev == next` (a retry, or the wait over) no Event repeats; only the condition
-        // patch is tried again.
-        let done = r.report_or_wait(&prev, &next, may_defer).await;
-        prev = next;
+        // The notices sent before this status come first; a retry, or the wait over, repeats no
+        // Event: only the condition patch is tried again.
+        let pending = waiting(&mut notices, &mut open);
+        let done = r.report_or_wait(&pending, &next, may_defer).await;
         match done {
             Patched::Waiting => {
                 settle_by.get_or_insert_with(|| tokio::time::Instant::now() + SETTLE_MAX);
@@ -236,11 +245,49 @@ pub async fn run(
         let settled = settle_by.unwrap_or_else(tokio::time::Instant::now);
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
+            n = notices.recv(), if open => match n {
+                Ok(n) => {
+                    let mut all = vec![n];
+                    all.extend(waiting(&mut notices, &mut open));
+                    r.publish(&all).await;
+                }
+                Err(e) => said_lost(&e, &mut open),
+            },
             () = tokio::time::sleep(retry.next()), if done == Patched::Failed => {
                 retry.failed();
             }
             () = tokio::time::sleep_until(settled), if done == Patched::Waiting => {}
             () = &mut shutdown => return,
         }
+    }
+}
+
+/// The notices already sent and not yet read.
+fn waiting(notices: &mut broadcast::Receiver<Notice>, open: &mut bool) -> Vec<Notice> {
+    let mut out = Vec::new();
+    while *open {
+        match notices.try_recv() {
+            Ok(n) => out.push(n),
+            Err(broadcast::error::TryRecvError::Empty) => break,
+            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                said_lost(&broadcast::error::RecvError::Lagged(n), open)
+            }
+            Err(broadcast::error::TryRecvError::Closed) => *open = false,
+        }
+    }
+    out
+}
+
+/// Says that notices were dropped before they were read (the API server was slower than the loop
+/// for [`crate::state::NOTICES_KEPT`] of them), or that no more will come.
+fn said_lost(e: &broadcast::error::RecvError, open: &mut bool) {
+    match e {
+        broadcast::error::RecvError::Lagged(n) => {
+            warn!(
+                dropped = n,
+                "pod Events fell behind the decision loop; the oldest were not published"
+            )
+        }
+        broadcast::error::RecvError::Closed => *open = false,
     }
 }

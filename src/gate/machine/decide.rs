@@ -2,8 +2,11 @@
 //! is active, on disk and applied, and the contents the component refused.
 
 use super::decision::{Decision, Tell};
+use super::problems::SettingsProblem;
 use super::state::{Active, Gate, Modes, Newest, REJECTED_KEPT, modes};
 use crate::annotations::Annotations;
+use crate::promote::RecordTarget;
+use crate::reload::Refusal;
 use crate::settings::{Mode, Reload, Settings};
 use crate::snapshot::{ContentHash, Observed};
 use crate::variants::Choice;
@@ -41,11 +44,15 @@ impl Gate {
                 }
                 self.given = given;
                 self.settings = r.settings;
-                self.problems = r.problems;
+                self.problems = r
+                    .found
+                    .into_iter()
+                    .map(SettingsProblem::Annotation)
+                    .collect();
                 changed
             }
             Err(e) => {
-                self.problems = vec![e.to_string()];
+                self.problems = vec![SettingsProblem::Unreadable(e)];
                 false
             }
         }
@@ -215,11 +222,15 @@ impl Gate {
         self.outside = None;
     }
 
+    /// The reason shown for content the component refused: its refusal, worded.
     fn rejection(&self, h: ContentHash) -> Option<String> {
-        self.rejected
-            .iter()
-            .find(|(r, _)| *r == h)
-            .map(|(_, why)| format!("the component rejected it: {why}"))
+        self.refusal_of(h)
+            .map(|why| format!("the component rejected it: {why}"))
+    }
+
+    /// How the component refused `h`, if it did.
+    pub(super) fn refusal_of(&self, h: ContentHash) -> Option<&Refusal> {
+        self.rejected.iter().find(|(r, _)| *r == h).map(|(_, r)| r)
     }
 
     /// The component confirmed it runs `hash` (a reload of it succeeded, or it started on it). Returns
@@ -267,7 +278,7 @@ impl Gate {
 
     /// At start-up, the contents the component refused, as recorded by a previous run (oldest first):
     /// they are not offered to it again.
-    pub(super) fn adopt_rejected(&mut self, refused: Vec<(ContentHash, String)>) {
+    pub(super) fn adopt_rejected(&mut self, refused: Vec<(ContentHash, Refusal)>) {
         for (h, why) in refused {
             self.remember_rejected(h, why);
         }
@@ -284,7 +295,7 @@ impl Gate {
     }
 
     /// The contents the component refused that are remembered, oldest first: what a restart must know.
-    pub(crate) fn rejected_record(&self) -> &[(ContentHash, String)] {
+    pub(crate) fn rejected_record(&self) -> &[(ContentHash, Refusal)] {
         &self.rejected
     }
 
@@ -297,13 +308,14 @@ impl Gate {
     /// At start-up: when the promoted dir holds content the component refused (a previous run stopped
     /// between recording the refusal and rolling back) and an applied config is known, the refused
     /// content and the applied config to roll back to.
-    pub(super) fn refused_in_place(&self) -> Option<(ContentHash, ContentHash)> {
+    pub(super) fn refused_in_place(&self) -> Option<(ContentHash, ContentHash, Refusal)> {
         let (on_disk, _) = self.on_disk.as_ref().filter(|_| !self.gate_only)?;
         let base = self.applied.as_ref().map(|a| a.hash)?;
-        (self.is_rejected(*on_disk) && base != *on_disk).then_some((*on_disk, base))
+        let refusal = self.refusal_of(*on_disk)?;
+        (base != *on_disk).then(|| (*on_disk, base, refusal.clone()))
     }
 
-    fn remember_rejected(&mut self, hash: ContentHash, why: String) {
+    fn remember_rejected(&mut self, hash: ContentHash, why: Refusal) {
         self.rejected.retain(|(h, _)| *h != hash);
         if self.rejected.len() >= REJECTED_KEPT {
             self.rejected.remove(0);
@@ -316,13 +328,13 @@ impl Gate {
     pub(super) fn rejected_by_component(
         &mut self,
         hash: ContentHash,
-        why: &str,
+        why: &Refusal,
     ) -> Option<ContentHash> {
-        self.remember_rejected(hash, why.to_owned());
+        self.remember_rejected(hash, why.clone());
         // A rollout candidate is refused for its own keys too: an edit of a stable key beside it
         // makes another set, not another candidate.
         if let Some((_, own)) = self.candidate.filter(|(set, _)| *set == hash) {
-            self.remember_rejected(own, why.to_owned());
+            self.remember_rejected(own, why.clone());
         }
         let reason = self.rejection(hash).unwrap_or_default();
         if let Some(n) = self.newest.as_mut().filter(|n| n.hash == Some(hash)) {
@@ -352,26 +364,23 @@ impl Gate {
         self.applied.as_ref().and_then(|a| a.version.clone())
     }
 
-    pub(super) fn promotion_failed(&mut self, why: String) {
+    pub(super) fn promotion_failed(&mut self, why: crate::promote::Failure) {
         self.promote_error = Some(why);
     }
 }
 
 /// At start-up, the refusals of a previous run's record that still hold under the reload target in
-/// force: none when it was made under another target, and of an earlier version's record (which names
-/// no target) only those that are refusals under today's rule (`reload::reason_refuses`: a 404 or a
-/// 403 it recorded said the target was wrong, not the config).
+/// force: none when it was made under another target (or names none that reads), and of an earlier
+/// version's record (which names no target) only those that are refusals under today's rule
+/// ([`Refusal::holds`]: a 404 or a 403 it recorded said the target was wrong, not the config).
 pub(crate) fn held_refusals(
-    record_target: Option<&str>,
-    entries: Vec<(ContentHash, String)>,
+    record_target: &RecordTarget,
+    entries: Vec<(ContentHash, Refusal)>,
     target: &Reload,
-) -> Vec<(ContentHash, String)> {
+) -> Vec<(ContentHash, Refusal)> {
     match record_target {
-        Some(t) if t != target.to_string() => Vec::new(),
-        Some(_) => entries,
-        None => entries
-            .into_iter()
-            .filter(|(_, why)| crate::reload::reason_refuses(why))
-            .collect(),
+        RecordTarget::Named(t) if t.same_target(target) => entries,
+        RecordTarget::Named(_) | RecordTarget::Unreadable => Vec::new(),
+        RecordTarget::Unnamed => entries.into_iter().filter(|(_, r)| r.holds()).collect(),
     }
 }

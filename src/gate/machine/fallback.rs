@@ -9,7 +9,7 @@
 
 use super::decision::Tell;
 use super::messages::{Action, JudgedLine, LogLine};
-use super::state::{Gate, KnownGoodUse, Promotion, modes};
+use super::state::{Gate, KnownGoodUse, Promotion, Work, modes};
 use crate::settings::{Mode, Reload, Validate};
 use crate::snapshot::ContentHash;
 use crate::snapshot::{Observed, Snapshot};
@@ -21,8 +21,7 @@ impl Gate {
     pub(super) fn want_known_good(&mut self, out: &mut Vec<Action>) {
         if self.gate_only
             || self.active.is_some()
-            || self.promoting.is_some()
-            || self.checking.is_some()
+            || !matches!(self.work, Work::Idle)
             || self.known_good_checking.is_some()
             || self.settings.mode == Mode::Observe
             || self.settings.accepts.is_none()
@@ -90,7 +89,7 @@ impl Gate {
             }));
             return;
         };
-        if self.active.is_some() || self.promoting.is_some() || self.checking.is_some() {
+        if self.active.is_some() || !matches!(self.work, Work::Idle) {
             return;
         }
         // The component's checker passes it first, as any candidate.
@@ -118,7 +117,7 @@ impl Gate {
         };
         match checked {
             Checked::Passed => {
-                if self.active.is_none() && self.promoting.is_none() && self.checking.is_none() {
+                if self.active.is_none() && matches!(self.work, Work::Idle) {
                     self.promote_known_good(snapshot, j, out);
                 }
             }
@@ -164,15 +163,15 @@ impl Gate {
             because: because.verdict,
             reason: because.reason.clone(),
         }));
-        self.known_good_pending = Some(KnownGoodUse {
+        let known_good = KnownGoodUse {
             hash: sha,
             modes: modes(&Observed::Config(snapshot.clone())),
             judgement: j.clone(),
             record,
             because: because.verdict,
             reason: because.reason,
-        });
-        self.promoting = Some(Promotion {
+        };
+        self.work = Work::Promoting(Box::new(Promotion {
             judged: JudgedLine {
                 accepted: true,
                 verdict: j.verdict,
@@ -186,8 +185,8 @@ impl Gate {
             sha,
             version: j.version,
             on_loop: false,
-            known_good: true,
-        });
+            known_good: Some(known_good),
+        }));
         out.push(Action::Switch {
             snapshot,
             owe_reload: self.settings.reload != Reload::None,
@@ -198,10 +197,7 @@ impl Gate {
     }
 
     /// The known-good is in the promoted dir: it is the active config, marked as the known-good.
-    pub(super) fn known_good_activated(&mut self, now: jiff::Timestamp) {
-        let Some(k) = self.known_good_pending.take() else {
-            return;
-        };
+    pub(super) fn known_good_activated(&mut self, k: KnownGoodUse, now: jiff::Timestamp) {
         self.activate(Some(k.hash), k.modes.clone(), &k.judgement, None, now);
         self.known_good = Some(k);
     }

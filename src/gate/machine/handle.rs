@@ -5,27 +5,25 @@ use tokio::time::Instant;
 
 use super::decision::{Decision, Tell};
 use super::grace::Step;
-use super::messages::{
-    Action, AppliedBy, Count, Event, Files, Found, JudgedLine, LogLine, Now, RollbackFailure, Seen,
-};
+use super::messages::{Action, Anew, Count, Event, Files, Found, JudgedLine, LogLine, Now, Seen};
+use super::problems::SettingsProblem;
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
-use super::state::{
-    Active, CheckedBy, Checking, Gate, PROMOTE_RETRY, Promotion, Rollback, RolloutSeen, modes,
-};
+use super::state::{Checking, Gate, Last, Promotion, RolloutSeen, Work, modes};
 use crate::annotations::Annotations;
-use crate::reload::{BootTicks, Kind, Outcome};
+use crate::reload::{Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
-use crate::snapshot::{ContentHash, Observed};
+use crate::snapshot::Observed;
 use crate::state::{ReloadView, Rollout, Status};
 use crate::validate::Checked;
 use crate::variants::Choice;
-use crate::verdict::{Judgement, Verdict};
+use crate::verdict::Verdict;
 
 impl Gate {
     /// Handles `event` at `now`; returns what to carry out, in order.
     pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
         let mut out = Vec::new();
+        let before = self.shown();
         match event {
             Event::Start(read) => self.start(read, &mut out),
             Event::Adopted(found) => self.adopted(*found, now, &mut out),
@@ -36,16 +34,12 @@ impl Gate {
                 // again now, too.
                 self.take_retry_due(now.at);
                 if self.take_spread_due(now.at) {
-                    self.last = None;
+                    self.last = Last::Anew(Anew::SpreadDue);
                 }
                 out.push(Action::Tidy);
                 // The promoted dir is compared with what was promoted before the config is read,
                 // so that a change behind confgate's back is repaired by this very read.
-                if !self.gate_only
-                    && self.on_disk.is_some()
-                    && self.promoting.is_none()
-                    && self.rolling_back.is_none()
-                {
+                if !self.gate_only && self.on_disk.is_some() && !self.work.changing_the_dir() {
                     out.push(Action::VerifyPromoted);
                 }
                 self.retry_rollback(&mut out);
@@ -60,12 +54,12 @@ impl Gate {
                     // The content is read and judged again, and its check run again.
                     self.check_retry = None;
                     self.checked = None;
-                    self.last = None;
+                    self.last = Last::Anew(Anew::CheckAgain);
                 }
                 self.take_trial_due(now.at, &mut out);
-                if spread || check {
+                if spread {
                     // The newest config is promoted now, whatever was judged while it waited.
-                    self.last = None;
+                    self.last = Last::Anew(Anew::SpreadDue);
                 }
                 if retry {
                     self.retry_rollback(&mut out);
@@ -117,7 +111,7 @@ impl Gate {
                 // A rollout's candidate refused here: the same ConfigMap now gives this pod its
                 // stable set, so it is judged again, once what the refusal leads to is done.
                 if refused && self.rollout.is_some() {
-                    self.last = None;
+                    self.last = Last::Anew(Anew::CandidateRefused);
                     self.judge(&mut out);
                 }
             }
@@ -136,6 +130,10 @@ impl Gate {
                 }
             }
         }
+        // What this event changed of what an operator acts on, told now: the next published
+        // status may already show something else.
+        let notices = self.notices(&before, &self.shown());
+        out.extend(notices.into_iter().map(Action::Notice));
         out
     }
 
@@ -244,9 +242,9 @@ impl Gate {
         }
         // Stopped between recording a refusal and rolling back: the rollback is finished now (and
         // its reload requested).
-        if let Some((refused, base)) = self.refused_in_place() {
+        if let Some((refused, base, refusal)) = self.refused_in_place() {
             out.push(Action::Log(LogLine::RefusedInPlace { sha: refused }));
-            self.roll_back(refused, base, "refused before the restart".into(), out);
+            self.roll_back(refused, base, refusal, out);
         } else {
             self.send_owed(out);
         }
@@ -261,10 +259,11 @@ impl Gate {
         }
     }
 
-    fn judge(&mut self, out: &mut Vec<Action>) {
+    pub(super) fn judge(&mut self, out: &mut Vec<Action>) {
         out.push(Action::Judge {
             settings: Box::new(self.settings.clone()),
-            unless: self.last.clone(),
+            unless: self.last.unless(),
+            anew: self.last.anew(),
             bucket: self.bucket,
             // A candidate the component refused is held on this pod: the rollout falls back to
             // stable.
@@ -328,7 +327,7 @@ impl Gate {
                 mode: s.mode,
                 reload: s.reload.clone(),
             }));
-            self.last = None;
+            self.last = Last::Anew(Anew::SettingsChanged);
             // The active config judged again under them, as a restart would.
             if !self.gate_only {
                 out.push(Action::RejudgeActive {
@@ -357,7 +356,12 @@ impl Gate {
 
     /// One line per settings problem that appeared or cleared, and per setting an annotation now
     /// overrides (or, removed, gives back to the flag), so a typo'd annotation is never silent.
-    fn settings_notes(&self, before: &Settings, before_problems: &[String], out: &mut Vec<Action>) {
+    fn settings_notes(
+        &self,
+        before: &Settings,
+        before_problems: &[SettingsProblem],
+        out: &mut Vec<Action>,
+    ) {
         for p in &self.problems {
             if !before_problems.contains(p) {
                 out.push(Action::Log(LogLine::Problem(p.clone())));
@@ -397,7 +401,7 @@ impl Gate {
         }
     }
 
-    fn judged(
+    pub(super) fn judged(
         &mut self,
         seen: Seen,
         choice: Choice,
@@ -434,7 +438,7 @@ impl Gate {
                         check: self.settings.validate.clone(),
                         timeout: self.settings.validate_timeout,
                     });
-                    self.checking = Some(Box::new(Checking {
+                    self.work = Work::Checking(Box::new(Checking {
                         seen,
                         choice,
                         rollout,
@@ -444,13 +448,9 @@ impl Gate {
                     }));
                     return;
                 }
-                Some(CheckedBy {
-                    refused: Some(why),
-                    again,
-                    ..
-                }) => {
-                    let (why, again) = (why.clone(), *again);
-                    choice.judgement = self.refused_by_checker(choice.judgement, &why, again);
+                Some(by) if by.answer != Checked::Passed => {
+                    let by = by.clone();
+                    choice.judgement = self.refused_by_checker(choice.judgement, &by);
                     (choice, decision) = self.decide(choice);
                 }
                 Some(_) => {}
@@ -478,7 +478,7 @@ impl Gate {
             sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
             reason: j.reason.to_string(),
         };
-        self.last = Some(seen);
+        self.last = Last::Judged(seen);
         if !matches!(decision, Decision::Promote { .. }) {
             self.spread_done();
         }
@@ -495,15 +495,15 @@ impl Gate {
                     && !self.first_kept
                     && self.first.as_ref().map(|f| f.hash) == self.on_disk.as_ref().map(|d| d.0);
                 let on_loop = self.small_before && is_small_snapshot(&snapshot);
-                self.promoting = Some(Promotion {
+                self.work = Work::Promoting(Box::new(Promotion {
                     judged,
                     tell,
                     keep_baseline,
                     sha: snapshot.hash(),
                     version: j.version,
                     on_loop,
-                    known_good: false,
-                });
+                    known_good: None,
+                }));
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
                 out.push(Action::Switch {
@@ -530,7 +530,7 @@ impl Gate {
         let Some((hash, m)) = &self.on_disk else {
             return;
         };
-        if self.promoting.is_some() || self.rolling_back.is_some() {
+        if self.work.changing_the_dir() {
             return;
         }
         if found.hash() == Some(*hash) && modes(found) == *m {
@@ -544,472 +544,6 @@ impl Gate {
         out.push(Action::Count(Count::Repaired));
         self.tampered = Some(found.hash());
         self.repair = true;
-        self.last = None;
-    }
-
-    /// Whether a check under way covers this read: the same content under the same checker goes
-    /// on (the newer read is kept for when it answers, and `true`); anything else supersedes it,
-    /// and it is cancelled, so the newer snapshot does not wait for an answer no longer wanted.
-    fn superseded(
-        &mut self,
-        seen: &Seen,
-        choice: &Choice,
-        rollout: &RolloutSeen,
-        out: &mut Vec<Action>,
-    ) -> bool {
-        let Some(c) = self.checking.as_mut() else {
-            return false;
-        };
-        if choice.observed.hash() == Some(c.sha) && c.check == self.settings.validate {
-            c.seen = seen.clone();
-            c.choice = choice.clone();
-            c.rollout = rollout.clone();
-            return true;
-        }
-        out.push(Action::CancelCheck);
-        out.push(Action::Log(LogLine::CheckSuperseded {
-            sha: c.sha.short(),
-            version: c.choice.judgement.version.clone().unwrap_or_default(),
-        }));
-        self.checking = None;
-        false
-    }
-
-    /// The checker's answer on the candidate waiting for it: remembered for that content under
-    /// the setting in force (a snapshot read again is not checked again), then the candidate is
-    /// decided on as it would have been, promoted or held. A time-out or a checker that could not
-    /// run says nothing of the content: the candidate is held meanwhile, and checked again after a
-    /// backoff.
-    fn validated(&mut self, sha: ContentHash, checked: Checked, now: Now, out: &mut Vec<Action>) {
-        if checked == Checked::Cancelled {
-            return;
-        }
-        // A late answer on content since superseded leaves the check under way alone.
-        if self.checking.as_ref().is_none_or(|c| c.sha != sha) {
-            return;
-        }
-        let Some(c) = self.checking.take() else {
-            return;
-        };
-        let again = !checked.is_verdict();
-        let retry_in = if again {
-            let wait = self.check_backoff.failed();
-            self.check_retry = Some(now.at + wait);
-            Some(wait)
-        } else {
-            self.check_backoff.succeeded();
-            self.check_retry = None;
-            None
-        };
-        let checker = self.settings.validate.name().to_owned();
-        let refused = match checked {
-            Checked::Passed => None,
-            Checked::Failed { status, lines } if self.secret || lines.is_empty() => Some(format!(
-                "{checker} refused it ({status}{})",
-                if self.secret {
-                    "; its output is not shown: the content is a Secret's"
-                } else {
-                    ""
-                }
-            )),
-            Checked::Failed { status, lines } => Some(format!(
-                "{checker} refused it ({status}): {}",
-                lines.join(" / ")
-            )),
-            Checked::TimedOut(d) => Some(format!(
-                "{checker} did not finish within {} (killed)",
-                crate::values::duration_text(d)
-            )),
-            Checked::NotRun(why) => Some(format!("the checker could not be run: {why}")),
-            Checked::Cancelled => None,
-        }
-        .map(|why| match retry_in {
-            Some(wait) => format!(
-                "{why}; it is run again in {}",
-                crate::values::duration_text(wait)
-            ),
-            None => why,
-        });
-        let version = c.choice.judgement.version.clone().unwrap_or_default();
-        out.push(Action::Log(match (&refused, again) {
-            (Some(reason), true) => LogLine::CheckNotAnswered {
-                version,
-                sha: sha.short(),
-                checker,
-                reason: reason.clone(),
-            },
-            _ => LogLine::Validated {
-                version,
-                sha: sha.short(),
-                checker,
-                reason: refused.clone(),
-            },
-        }));
-        self.checked = Some(CheckedBy {
-            sha,
-            check: self.settings.validate.clone(),
-            refused,
-            again,
-        });
-        self.judged(c.seen, c.choice, c.rollout, now, out);
-    }
-
-    /// `j`, accepted by the range and rules, held by the component's checker: invalid, with the
-    /// checker's words and the fix.
-    fn refused_by_checker(&self, j: Judgement, why: &str, again: bool) -> Judgement {
-        let fix = if why.starts_with("the checker could not be run") {
-            crate::verdict::fix::checker_missing()
-        } else if again {
-            crate::verdict::fix::checker_timed_out()
-        } else {
-            crate::verdict::fix::checker_refused(self.source_kind)
-        };
-        Judgement {
-            verdict: Verdict::Invalid,
-            reason: format!("{}, but {why}; {fix}", j.reason),
-            ..j
-        }
-    }
-
-    fn switched(
-        &mut self,
-        r: Result<Option<BootTicks>, crate::promote::Failure>,
-        now: Now,
-        out: &mut Vec<Action>,
-    ) {
-        let Some(p) = self.promoting.take() else {
-            return;
-        };
-        let promoted_at = match r {
-            Ok(t) => t,
-            Err(error) => {
-                let (version, sha) = (p.judged.version.clone(), p.judged.sha.clone());
-                out.push(Action::Log(LogLine::Judged(p.judged)));
-                out.push(Action::Log(LogLine::PromotionFailed {
-                    error: error.clone(),
-                    version,
-                    sha,
-                }));
-                out.push(Action::Count(Count::PromotionFailed));
-                self.promotion_failed(error.to_string());
-                self.retry_at = Some(now.at + PROMOTE_RETRY);
-                self.last = None;
-                return;
-            }
-        };
-        if p.known_good {
-            self.known_good_activated(now.wall);
-        } else {
-            self.activated(now.wall);
-        }
-        self.repair = false;
-        // The refused content a rollback owed was for is replaced; a share of the spread waited
-        // out is used.
-        self.spread_served = false;
-        self.rollback_owed = None;
-        self.rollback_error = None;
-        match p.tell {
-            Tell::StartupCheck => {
-                self.first = self.active.clone();
-                self.first_kept = false;
-            }
-            _ if p.keep_baseline => self.first_kept = true,
-            _ => {}
-        }
-        // The one thing the component waits for comes first; the rest is bookkeeping.
-        if p.tell != Tell::Silent {
-            self.reloads.owe(Owed {
-                kind: match p.tell {
-                    // `now` is after the switch: a load reported at or after it read this.
-                    Tell::StartupCheck => Kind::Startup { promoted: now.wall },
-                    _ => Kind::Reload,
-                },
-                sha: p.sha,
-                version: p.version,
-                promoted_at,
-            });
-            self.send_owed(out);
-            out.push(Action::Yield);
-        }
-        let (version, variant, sha) = (
-            p.judged.version.clone(),
-            p.judged.variant.clone(),
-            p.judged.sha.clone(),
-        );
-        out.push(Action::Log(LogLine::Judged(p.judged)));
-        if !self.gate_only {
-            out.push(Action::Log(LogLine::Promoted {
-                version,
-                variant,
-                sha,
-            }));
-        }
-        out.push(Action::Count(Count::Promoted(now.wall)));
-        if !self.gate_only {
-            out.push(Action::FinishSwitch { on_loop: p.on_loop });
-        }
-    }
-
-    /// Sends the owed reload (or start-up check), if any, to the target in force.
-    fn send_owed(&self, out: &mut Vec<Action>) {
-        if let Some(r) = self.reloads.request(&self.settings) {
-            out.push(Action::Reload(r));
-        }
-    }
-
-    fn reload_outcome(&mut self, o: Outcome, now: Now, out: &mut Vec<Action>) {
-        self.reloads.report(&o);
-        match &o {
-            Outcome::Reloaded(sha) => self.component_answered(*sha, false, now, out),
-            Outcome::Rejected { sha256, .. } => self.component_answered(*sha256, true, now, out),
-            // Every process read it itself at start-up.
-            Outcome::NothingToReload { sha256, .. } => {
-                self.component_answered(*sha256, false, now, out)
-            }
-            _ => {}
-        }
-        let by = match (&o, &self.settings.confirm, &self.settings.reload) {
-            (Outcome::NothingToReload { .. }, _, _) => AppliedBy::Start,
-            (_, Some(_), _) => AppliedBy::Metrics,
-            (_, None, Reload::Signal { .. }) => AppliedBy::SignalSent,
-            _ => AppliedBy::Answer,
-        };
-        match o {
-            Outcome::Reloaded(sha) | Outcome::NothingToReload { sha256: sha, .. } => {
-                // Done: no longer owed, here or on disk.
-                self.reloads.drop(sha);
-                if !self.gate_only {
-                    out.push(Action::ClearReloadOwed {
-                        sha,
-                        refused: false,
-                    });
-                }
-                // The component runs it (with nothing to reload, whichever process runs or comes
-                // read it at start-up): its promoted dir is kept as the rollback base.
-                if self.reloaded(sha, now.wall) {
-                    let version = self.applied_version();
-                    out.push(Action::MarkApplied {
-                        sha,
-                        version: version.clone(),
-                        by,
-                    });
-                    self.start_trial(sha, version.as_deref(), now, out);
-                }
-            }
-            Outcome::Rejected { sha256, reason } => self.refused(sha256, reason, out),
-            Outcome::Attempting | Outcome::Failed(_) | Outcome::Waiting(_) => {}
-        }
-    }
-
-    /// The component answered about `sha`. While the first config's start-up check has not
-    /// concluded, an answer to the reload of later content is evidence too: the component is up,
-    /// and ran what was promoted before it, the first config, whose kept dir is then the rollback
-    /// base.
-    fn component_answered(
-        &mut self,
-        sha: ContentHash,
-        refused: bool,
-        now: Now,
-        out: &mut Vec<Action>,
-    ) {
-        let Some(first) = self.first.take() else {
-            return;
-        };
-        let kept = std::mem::take(&mut self.first_kept);
-        if !kept || self.applied.is_some() || self.gate_only {
-            return;
-        }
-        // The first config itself, run: the base. Later content refused: the component ran the
-        // first until then, the base. Later content run: that is applied instead (its mark drops
-        // the kept dir).
-        if (sha == first.hash) == refused {
-            return;
-        }
-        out.push(Action::AdoptBaseline);
-        out.push(Action::Log(LogLine::BaselineApplied {
-            sha: first.hash,
-            version: first.version.clone(),
-        }));
-        self.applied = Some(Active {
-            since: now.wall,
-            ..first
-        });
-    }
-
-    /// The component refused `sha`: remember that on disk (a restart must not offer it again), drop
-    /// its owed reload, put back what it applied last, and tell it to load that again.
-    fn refused(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
-        self.end_trial_refused(sha);
-        let base = self.rejected_by_component(sha, &reason);
-        out.push(Action::Count(Count::Candidate(
-            Verdict::RejectedByComponent,
-        )));
-        // Recorded before the rollback: stopped in between, the next start finds the refused
-        // content in place and finishes the rollback, rather than offering it again.
-        if !self.gate_only {
-            out.push(Action::RecordRejected(self.rejected_record().to_vec()));
-        }
-        self.reloads.drop(sha);
-        if !self.gate_only {
-            out.push(Action::ClearReloadOwed { sha, refused: true });
-        }
-        match base.filter(|_| !self.gate_only) {
-            Some(base) => self.roll_back(sha, base, reason, out),
-            None => self.no_base(sha, reason, out),
-        }
-    }
-
-    /// Asks to put `base`, the config the component applied last, back in place of `refused`,
-    /// once it is judged again under the settings in force, like any candidate.
-    pub(super) fn roll_back(
-        &mut self,
-        refused: ContentHash,
-        base: ContentHash,
-        reason: String,
-        out: &mut Vec<Action>,
-    ) {
-        self.rollback_owed = None;
-        self.rolling_back = Some(Rollback {
-            refused,
-            base,
-            reason,
-        });
-        out.push(Action::JudgeBase {
-            settings: Box::new(self.settings.clone()),
-        });
-    }
-
-    /// A rollback that failed, tried again (its retry is due, or the safety re-read came).
-    fn retry_rollback(&mut self, out: &mut Vec<Action>) {
-        if let Some(Rollback {
-            refused,
-            base,
-            reason,
-        }) = self.rollback_owed.take()
-        {
-            self.retry_at = None;
-            self.roll_back(refused, base, reason, out);
-        }
-    }
-
-    /// The rollback base judged under the settings in force: rolled back to when it passes;
-    /// otherwise the refused content stays, and the pod says why, not ready.
-    fn base_judged(
-        &mut self,
-        obs: &Observed,
-        j: &crate::verdict::Judgement,
-        out: &mut Vec<Action>,
-    ) {
-        let Some(rb) = self.rolling_back.take() else {
-            return;
-        };
-        match obs.hash() {
-            // Its kept dir is gone: there is nothing to roll back to.
-            None => self.lost_base(rb.refused, rb.reason, out),
-            Some(h) if h == rb.base && self.passes(obs, j) => {
-                self.rolling_back = Some(rb);
-                out.push(Action::RollBack);
-            }
-            Some(h) => {
-                let why = if h == rb.base {
-                    format!(
-                        "{} is {}: {}",
-                        j.version.as_deref().unwrap_or("it"),
-                        j.verdict,
-                        j.reason
-                    )
-                } else {
-                    "its kept dir holds other content".to_owned()
-                };
-                self.rollback_error = Some(format!(
-                    "the refused config stays in place, not rolled back: the config the component applied last is not accepted under the settings in force: {why}"
-                ));
-                out.push(Action::Log(LogLine::BaseNotAccepted {
-                    sha: rb.refused,
-                    base: rb.base,
-                    why,
-                }));
-            }
-        }
-    }
-
-    /// The component refused `sha` and no config it applied is kept to roll back to: said so, and
-    /// held (ready under `hold`), the refused content in place.
-    fn no_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
-        out.push(Action::Log(LogLine::NoBase { sha, reason }));
-    }
-
-    /// What the gate took for the rollback base is not kept on disk (its record was damaged or
-    /// never written): there is none, and the refusal of `sha` is held as one without a base.
-    fn lost_base(&mut self, sha: ContentHash, reason: String, out: &mut Vec<Action>) {
-        self.applied = None;
-        self.no_base(sha, reason, out);
-    }
-
-    /// The rollback's result: the applied config back in place, its reload owed like a
-    /// promotion's, until done.
-    fn rolled_back_to(
-        &mut self,
-        r: Result<(Observed, Option<BootTicks>), RollbackFailure>,
-        now: Now,
-        out: &mut Vec<Action>,
-    ) {
-        let Some(Rollback {
-            refused,
-            base,
-            reason,
-        }) = self.rolling_back.take()
-        else {
-            return;
-        };
-        match r {
-            Ok((holds, promoted_at)) if holds.hash() == Some(base) => {
-                // The modes of what is in place now are what a later snapshot is compared with.
-                self.rolled_back(modes(&holds));
-                let version = self.applied_version();
-                out.push(Action::Log(LogLine::RolledBack {
-                    sha: refused,
-                    reason,
-                    to: base,
-                    version: version.clone(),
-                }));
-                if self.settings.reload != Reload::None {
-                    out.push(Action::MarkReloadOwed(base));
-                }
-                self.reloads.owe(Owed {
-                    kind: Kind::Reload,
-                    sha: base,
-                    version,
-                    promoted_at,
-                });
-                self.send_owed(out);
-            }
-            Ok(_) => {
-                out.push(Action::Log(LogLine::RollbackOther { sha: refused }));
-                self.rollback_error = Some(
-                    "the refused config is not rolled back: the rollback left other content in place"
-                        .into(),
-                );
-            }
-            Err(RollbackFailure::NoBase(_)) => self.lost_base(refused, reason, out),
-            // Owed work, like a failed promotion: tried again until the dir holds what the
-            // component accepted.
-            Err(RollbackFailure::Failed(error)) => {
-                self.rollback_error = Some(format!(
-                    "rollback failed, the refused config stays in place (retrying): {error}"
-                ));
-                out.push(Action::Log(LogLine::RollbackFailed {
-                    sha: refused,
-                    error,
-                    retry_in: PROMOTE_RETRY,
-                }));
-                self.rollback_owed = Some(Rollback {
-                    refused,
-                    base,
-                    reason,
-                });
-                self.retry_at = Some(now.at + PROMOTE_RETRY);
-            }
-        }
+        self.last = Last::Anew(Anew::Repair);
     }
 }

@@ -6,11 +6,11 @@ use tokio::time::Instant;
 
 use crate::annotations::Annotations;
 use crate::known_good::{ComponentRead, Recorded};
-use crate::reload::{BootTicks, Kind, Outcome};
+use crate::reload::{BootTicks, Kind, Outcome, Refusal};
 use crate::rollout::Bucket;
 use crate::settings::{Confirm, Mode, Reload, Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::{Rollout, RolloutView, SourceView};
+use crate::state::{Notice, Rollout, RolloutView, SourceView};
 use crate::validate::Checked;
 use crate::values::SchemeVersion;
 use crate::variants::Choice;
@@ -60,6 +60,23 @@ impl Seen {
     }
 }
 
+/// Why the newest config is judged again even if it reads as what was judged last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Anew {
+    /// This pod's share of the reload spread is over: the change waiting for it is promoted now.
+    SpreadDue,
+    /// A check that gave no answer is run again.
+    CheckAgain,
+    /// The settings in force changed.
+    SettingsChanged,
+    /// The component refused a rollout's candidate: this pod's set is the stable one now.
+    CandidateRefused,
+    /// The promoted dir was changed behind confgate's back: the config in force is promoted again.
+    Repair,
+    /// A promotion failed: it is tried again.
+    PromotionFailed,
+}
+
 /// What a previous run left in the promoted dir, read and judged at start-up under the settings in
 /// force.
 #[derive(Debug, Clone)]
@@ -67,7 +84,7 @@ pub(crate) struct Found {
     pub(crate) on_disk: Observed,
     pub(crate) judgement: Judgement,
     /// The contents the component refused, oldest first.
-    pub(crate) refused: Vec<(ContentHash, String)>,
+    pub(crate) refused: Vec<(ContentHash, Refusal)>,
     /// The config the component applied last, its judgement, and since when.
     pub(crate) applied: Option<(Observed, Judgement, Option<jiff::Timestamp>)>,
     /// The reload-owed marker.
@@ -188,8 +205,10 @@ pub(crate) enum Action {
     Judge {
         settings: Box<Settings>,
         unless: Option<Seen>,
+        /// Why it is judged whatever it is, when that is for a reason (the log says it).
+        anew: Option<Anew>,
         bucket: Option<Bucket>,
-        refused: Vec<(ContentHash, String)>,
+        refused: Vec<(ContentHash, Refusal)>,
         on_loop: bool,
     },
     /// Read the promoted dir back, to compare it with what was promoted: answer [`Event::Verified`].
@@ -239,7 +258,7 @@ pub(crate) enum Action {
     /// `settings`: answer [`Event::BaseJudged`].
     JudgeBase { settings: Box<Settings> },
     /// Replace the promoted dir's record of refused contents.
-    RecordRejected(Vec<(ContentHash, String)>),
+    RecordRejected(Vec<(ContentHash, Refusal)>),
     /// Replace the promoted dir's record of the annotations' values in force (by annotation), which a
     /// restart keeps where an annotation is bad.
     RecordSettings(Annotations),
@@ -269,6 +288,8 @@ pub(crate) enum Action {
         settings: Box<Settings>,
         configs: Vec<Snapshot>,
     },
+    /// Tell the pod reporter what an operator acts on ([`Notice`]).
+    Notice(Notice),
     /// Count in the metrics.
     Count(Count),
     /// Log one line.
@@ -342,8 +363,8 @@ pub(crate) enum LogLine {
         sha: String,
     },
     /// A settings problem (a bad or unknown annotation) appeared.
-    Problem(String),
-    ProblemCleared(String),
+    Problem(super::problems::SettingsProblem),
+    ProblemCleared(super::problems::SettingsProblem),
     /// An annotation no longer overrides a setting: the flag's value is back.
     AnnotationGone {
         setting: &'static str,
@@ -401,11 +422,11 @@ pub(crate) enum LogLine {
     /// The component refused `sha`, and no config it applied is known to roll back to.
     NoBase {
         sha: ContentHash,
-        reason: String,
+        refusal: Refusal,
     },
     RolledBack {
         sha: ContentHash,
-        reason: String,
+        refusal: Refusal,
         to: ContentHash,
         version: Option<String>,
     },
@@ -422,7 +443,7 @@ pub(crate) enum LogLine {
     BaseNotAccepted {
         sha: ContentHash,
         base: ContentHash,
-        why: String,
+        why: super::problems::BaseRefused,
     },
     /// The component answered a reload of later content: it is up, and ran the first config
     /// (`sha`), which is the rollback base now.

@@ -7,6 +7,9 @@
 //! - `messages`: what the gate is told and answers: [`Event`], [`Now`], [`Action`] and what an
 //!   action carries ([`ReloadRequest`], [`Count`], [`LogLine`]).
 //! - `decision`: what a decision on a snapshot leads to, and what the component is told of it.
+//! - `notices`: what an operator acts on, told at the event it happens at ([`crate::state::Notice`]).
+//! - `problems`: a settings problem, and why a refused content stays in place, as values, and
+//!   their words.
 //! - `small`: what is small enough to be read, judged and switched on the loop ([`is_small`]).
 //! - `decide`: the verdict state: what each snapshot leads to, what is active, on disk, applied
 //!   and refused.
@@ -15,20 +18,29 @@
 //! - `grace`: the annotations file's grace period.
 //! - `reloads`: the reload owed to the component, and what the reload worker reported.
 //! - `spread`: a change's promotion put off by this pod's share of the reload spread.
-//! - `handle`: [`Gate::handle`], the one entry: events in, actions out.
+//! - `handle`: [`Gate::handle`], the one entry: events in, actions out; the handlers of each phase
+//!   of the work in flight are in `checking` (a candidate under the component's checker),
+//!   `promotion` (a switch answered) and `rollback` (a refused content put back); `reported`
+//!   handles the reload worker's reports.
 //! - `status`: readiness checks, their text and the published status.
 //! - `trial`: the known-good trial of the config the component applied, and its record.
 //!
 //! This file only declares and re-exports: each file imports what it uses from the file it lives
 //! in, so no file here imports this one and none imports another in a circle.
 
+mod checking;
 mod decide;
 mod decision;
 mod fallback;
 mod grace;
 mod handle;
 mod messages;
+mod notices;
+mod problems;
+mod promotion;
 mod reloads;
+mod reported;
+mod rollback;
 mod small;
 mod spread;
 mod state;

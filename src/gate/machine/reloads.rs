@@ -95,11 +95,11 @@ impl Reloads {
                 r.last_result = ReloadResult::NothingToReload;
                 r.last_error = Some(why.clone());
             }
-            Outcome::Rejected { reason, .. } => {
+            Outcome::Rejected { refusal, .. } => {
                 r.consecutive_failures = 0;
                 r.last_reload_successful = Some(false);
                 r.last_result = ReloadResult::Rejected;
-                r.last_error = Some(reason.clone());
+                r.last_error = Some(refusal.to_string());
             }
         }
     }
@@ -153,7 +153,10 @@ mod tests {
         ))));
         r.report(&Outcome::Rejected {
             sha256: h,
-            reason: "bad rule".into(),
+            refusal: crate::reload::Refusal {
+                by: crate::reload::RefusedBy::Metrics,
+                said: "bad rule".into(),
+            },
         });
         assert_eq!(r.view().consecutive_failures, 0, "a refusal reached it");
         r.report(&Outcome::Failed(Failure::new(Error::Timeout(

@@ -15,12 +15,15 @@ use tokio::time::Instant;
 
 use super::decision::Tell;
 use super::grace::Grace;
-use super::messages::{JudgedLine, Seen};
+use super::messages::{Anew, JudgedLine, Seen};
+use super::problems::{SettingsProblem, Stuck};
 use super::reloads::Reloads;
+use crate::reload::Refusal;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::{HeldCandidate, Rollout, SourceView};
+use crate::validate::Checked;
 use crate::values::SchemeVersion;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
@@ -36,7 +39,8 @@ pub(crate) const REJECTED_KEPT: usize = 8;
 pub(crate) struct Gate {
     pub(super) base: Settings,
     pub(super) settings: Settings,
-    pub(super) problems: Vec<String>,
+    /// What is wrong with the annotations (the values in force before each are kept).
+    pub(super) problems: Vec<SettingsProblem>,
     pub(super) gate_only: bool,
     /// What the promoted dir holds (promote mode only), with the key modes: a mode-only change has the
     /// same content hash but must still be promoted.
@@ -47,9 +51,10 @@ pub(crate) struct Gate {
     pub(super) annotations_note: Option<String>,
     pub(super) active: Option<Active>,
     pub(super) newest: Option<Newest>,
-    pub(super) promote_error: Option<String>,
+    /// Why the last promotion failed (the previous config is kept).
+    pub(super) promote_error: Option<crate::promote::Failure>,
     /// Why the refused content stays in place (a rollback failed, or its base does not pass).
-    pub(super) rollback_error: Option<String>,
+    pub(super) rollback_error: Option<Stuck>,
     /// A rollback that failed, tried again at `retry_at`.
     pub(super) rollback_owed: Option<Rollback>,
     pub(super) started: bool,
@@ -60,19 +65,19 @@ pub(crate) struct Gate {
     pub(super) first: Option<Active>,
     pub(super) first_kept: bool,
     /// Contents the component refused, newest last, with its reason.
-    pub(super) rejected: Vec<(ContentHash, String)>,
+    pub(super) rejected: Vec<(ContentHash, Refusal)>,
     /// The annotations file's presence, and its grace period.
     pub(super) grace: Grace,
     /// The reload owed, and the reload worker's reports.
     pub(super) reloads: Reloads,
-    /// What was last judged; `None` makes the next read judged whatever it is.
-    pub(super) last: Option<Seen>,
+    /// What was last judged, or why the next read is judged whatever it is.
+    pub(super) last: Last,
     /// When a failed promotion is to be tried again.
     pub(super) retry_at: Option<Instant>,
     /// The config is to be looked at once the annotations file asked for is read.
     pub(super) config_wanted: bool,
-    pub(super) promoting: Option<Promotion>,
-    pub(super) rolling_back: Option<Rollback>,
+    /// The work in flight: one phase at a time ([`Work`]).
+    pub(super) work: Work,
     /// The API source's view, as last reported.
     pub(super) source: Option<SourceView>,
     /// Why the config dir is not watched, if it is not.
@@ -81,8 +86,6 @@ pub(crate) struct Gate {
     pub(super) bucket: Option<Bucket>,
     /// A change waiting for this pod's share of the reload spread.
     pub(super) spread: Option<Spread>,
-    /// A promotion waiting for the component's checker.
-    pub(super) checking: Option<Box<Checking>>,
     /// What the checker last said.
     pub(super) checked: Option<CheckedBy>,
     /// The promoted dir was found changed behind confgate's back (what it held instead): the next
@@ -118,14 +121,15 @@ pub(crate) struct Gate {
     pub(super) recorded: Option<ContentHash>,
     /// The component cannot be read (no API client): no trial starts.
     pub(super) trial_unavailable: bool,
+    /// A notice said the newest config is held, and no config became active since: the one that
+    /// does is told as the end of the hold.
+    pub(super) hold_told: bool,
     /// The settings the known-good record was last asked for under: asked again only under others.
     pub(super) known_good_asked: Option<Settings>,
     /// The record's name, as the edge said it.
     pub(super) known_good_record: String,
     /// The known-good waiting for the component's checker.
     pub(super) known_good_checking: Option<(Snapshot, Judgement)>,
-    /// The known-good being promoted, until its switch is made.
-    pub(super) known_good_pending: Option<KnownGoodUse>,
     /// The known-good promoted last (in force while it is the active config).
     pub(super) known_good: Option<KnownGoodUse>,
     /// The config in the promoted dir that the settings in force no longer accept (the component may
@@ -161,16 +165,14 @@ impl Gate {
             rejected: Vec::new(),
             grace: Grace::default(),
             reloads: Reloads::default(),
-            last: None,
+            last: Last::Nothing,
             retry_at: None,
             config_wanted: false,
-            promoting: None,
-            rolling_back: None,
+            work: Work::Idle,
             source: None,
             watch_error: None,
             bucket: None,
             spread: None,
-            checking: None,
             checked: None,
             check_retry: None,
             check_backoff: CHECK_BACKOFF,
@@ -187,10 +189,10 @@ impl Gate {
             trial: None,
             recorded: None,
             trial_unavailable: false,
+            hold_told: false,
             known_good_asked: None,
             known_good_record: String::new(),
             known_good_checking: None,
-            known_good_pending: None,
             known_good: None,
             outside: None,
             given: Default::default(),
@@ -290,6 +292,112 @@ impl RolloutSeen {
     }
 }
 
+/// What was last judged, so that identical input is not judged again; or why the next read is
+/// judged whatever it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Last {
+    /// Nothing judged yet.
+    Nothing,
+    Judged(Seen),
+    Anew(Anew),
+}
+
+impl Last {
+    /// What a read identical to is not judged again.
+    pub(super) fn unless(&self) -> Option<Seen> {
+        match self {
+            Last::Judged(seen) => Some(seen.clone()),
+            Last::Nothing | Last::Anew(_) => None,
+        }
+    }
+
+    /// Why the next read is judged again, if it is for a reason.
+    pub(super) fn anew(&self) -> Option<Anew> {
+        match self {
+            Last::Anew(why) => Some(*why),
+            _ => None,
+        }
+    }
+}
+
+/// The gate's work in flight, one phase at a time: nothing, a candidate waiting for the component's
+/// checker, a switch asked for, or a rollback asked for. A switch and a rollback are answered before
+/// the next input (the pipeline carries actions out depth first); a check is answered later, and a
+/// refusal that comes meanwhile rolls back first, the check going on after it.
+#[derive(Debug, Clone, Default)]
+pub(super) enum Work {
+    #[default]
+    Idle,
+    Checking(Box<Checking>),
+    Promoting(Box<Promotion>),
+    RollingBack {
+        rollback: Rollback,
+        /// The check the refusal came in the middle of.
+        then: Option<Box<Checking>>,
+    },
+}
+
+impl Work {
+    /// The candidate waiting for the checker, also while a rollback comes first.
+    pub(super) fn checking(&self) -> Option<&Checking> {
+        match self {
+            Work::Checking(c) | Work::RollingBack { then: Some(c), .. } => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The check under way, taken: the work is then what is left of it.
+    pub(super) fn take_checking(&mut self) -> Option<Box<Checking>> {
+        match std::mem::take(self) {
+            Work::Checking(c) => Some(c),
+            Work::RollingBack {
+                rollback,
+                then: Some(c),
+            } => {
+                *self = Work::RollingBack {
+                    rollback,
+                    then: None,
+                };
+                Some(c)
+            }
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// The switch asked for, taken: the work is then idle.
+    pub(super) fn take_promotion(&mut self) -> Option<Box<Promotion>> {
+        match std::mem::take(self) {
+            Work::Promoting(p) => Some(p),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// The rollback asked for, taken: a check it came in the middle of goes on.
+    pub(super) fn take_rollback(&mut self) -> Option<Rollback> {
+        match std::mem::take(self) {
+            Work::RollingBack { rollback, then } => {
+                *self = then.map_or(Work::Idle, Work::Checking);
+                Some(rollback)
+            }
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// Whether a switch or a rollback is under way (the promoted dir is being changed).
+    pub(super) fn changing_the_dir(&self) -> bool {
+        matches!(self, Work::Promoting(_) | Work::RollingBack { .. })
+    }
+}
+
 /// A promotion whose switch was asked for and not yet answered.
 #[derive(Debug, Clone)]
 pub(super) struct Promotion {
@@ -302,7 +410,7 @@ pub(super) struct Promotion {
     /// Switched on the loop: finished there too.
     pub(super) on_loop: bool,
     /// The known-good from the record, not the source's newest config.
-    pub(super) known_good: bool,
+    pub(super) known_good: Option<KnownGoodUse>,
 }
 
 /// How long a check that timed out or could not run waits before it is run again: doubling from a
@@ -325,24 +433,23 @@ pub(super) struct Checking {
     pub(super) since: jiff::Timestamp,
 }
 
-/// What the component's checker last said: of which content, under which setting, and why it
-/// refused (`None`: it passed).
+/// What the component's checker last said: of which content, under which setting, and its answer.
+/// An answer that is no verdict (it timed out or could not run) says nothing of the content, so it
+/// is run again at [`Gate::check_retry`] (`retry_in` from the answer), never kept as a refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct CheckedBy {
     pub(super) sha: ContentHash,
     pub(super) check: Validate,
-    pub(super) refused: Option<String>,
-    /// The checker timed out or could not run: that says nothing of the content, so it is run
-    /// again at [`Gate::check_retry`], never kept as a refusal.
-    pub(super) again: bool,
+    pub(super) answer: Checked,
+    pub(super) retry_in: Option<std::time::Duration>,
 }
 
-/// A rollback asked for and not yet answered.
+/// A rollback asked for and not yet answered: of the content refused, to `base`, for `refusal`.
 #[derive(Debug, Clone)]
 pub(super) struct Rollback {
     pub(super) refused: ContentHash,
     pub(super) base: ContentHash,
-    pub(super) reason: String,
+    pub(super) refusal: Refusal,
 }
 
 /// A change waiting for this pod's share of the spread (`spread.rs` decides on it).

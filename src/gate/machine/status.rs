@@ -31,7 +31,12 @@ impl Gate {
             message: match (self.problems.is_empty(), &self.annotations_note) {
                 (true, None) => "annotations valid".into(),
                 (true, Some(note)) => note.clone(),
-                (false, _) => self.problems.join("; "),
+                (false, _) => self
+                    .problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
             },
         });
         let newest_text = |n: &Newest| {
@@ -201,7 +206,7 @@ impl Gate {
             checks.push(Check {
                 name: CheckKind::Promote,
                 ok: false,
-                message: e.clone(),
+                message: e.to_string(),
             });
         }
         if let Some((owed, failures)) = reload_failing {
@@ -221,7 +226,7 @@ impl Gate {
                 ),
             });
         }
-        let checking = self.checking.as_ref().map(|c| CheckingView {
+        let checking = self.work.checking().map(|c| CheckingView {
             version: c.choice.judgement.version.clone(),
             sha256: c.sha.printed(),
             checker: c.check.name().to_owned(),
@@ -254,7 +259,80 @@ impl Gate {
                 .unwrap_or_default(),
             (None, _) => "ok".into(),
         };
-        let candidate = match (&self.newest, current) {
+        let candidate = self.candidate_view();
+        Status {
+            ready,
+            reason,
+            accepts: self.settings.accepts_text().map(str::to_owned),
+            stale,
+            active: self.active_view(),
+            candidate,
+            desired: self.newest.as_ref().map(|n| DesiredView {
+                version: n.judgement.version.clone(),
+                sha256: n.hash.map(|h| h.printed()),
+                verdict: n.judgement.verdict,
+            }),
+            applied: self.applied_view(),
+            reload,
+            mode: self.settings.mode,
+            on_incompatible: self.settings.on_incompatible,
+            started: self.started,
+            checks,
+            watch_error: None,
+            rollout: self.rollout.as_ref().map(Rollout::view),
+            spread,
+            checking,
+            known_good: self.known_good_view(),
+            source: None,
+        }
+    }
+
+    /// The config in force, as the status shows it.
+    pub(super) fn active_view(&self) -> Option<ActiveView> {
+        self.active.as_ref().map(|a| ActiveView {
+            version: a.version.clone(),
+            sha256: a.hash.printed(),
+            since: a.since,
+            verdict: a.verdict,
+            variant: a.variant.clone(),
+        })
+    }
+
+    /// The config the component applied last, as the status shows it.
+    pub(super) fn applied_view(&self) -> Option<AppliedView> {
+        self.applied.as_ref().map(|a| AppliedView {
+            version: a.version.clone(),
+            sha256: a.hash.printed(),
+            since: a.since,
+        })
+    }
+
+    /// The known-good in force, as the status shows it.
+    pub(super) fn known_good_view(&self) -> Option<KnownGoodView> {
+        self.known_good_in_force().map(|k| KnownGoodView {
+            version: k.judgement.version.clone(),
+            sha256: k.hash.printed(),
+            record: k.record.clone(),
+            because: self
+                .newest
+                .as_ref()
+                .map_or(k.because, |n| n.judgement.verdict),
+            reason: self
+                .newest
+                .as_ref()
+                .map_or_else(|| k.reason.clone(), |n| n.judgement.reason.clone()),
+        })
+    }
+
+    /// The newest config when it is not the one in force (or the rollout candidate held on this
+    /// pod), as the status shows it.
+    pub(super) fn candidate_view(&self) -> Option<CandidateView> {
+        let current = self.newest_is_active();
+        let held = self
+            .held
+            .as_ref()
+            .filter(|_| current && self.active.is_some());
+        match (&self.newest, current) {
             _ if held.is_some() => held.map(|h| CandidateView {
                 version: h.version.clone(),
                 sha256: h.hash.map(|h| h.printed()),
@@ -270,53 +348,6 @@ impl Gate {
                 variant: n.variant.clone(),
             }),
             _ => None,
-        };
-        Status {
-            ready,
-            reason,
-            accepts: self.settings.accepts_text().map(str::to_owned),
-            stale,
-            active: self.active.as_ref().map(|a| ActiveView {
-                version: a.version.clone(),
-                sha256: a.hash.printed(),
-                since: a.since,
-                verdict: a.verdict,
-                variant: a.variant.clone(),
-            }),
-            candidate,
-            desired: self.newest.as_ref().map(|n| DesiredView {
-                version: n.judgement.version.clone(),
-                sha256: n.hash.map(|h| h.printed()),
-                verdict: n.judgement.verdict,
-            }),
-            applied: self.applied.as_ref().map(|a| AppliedView {
-                version: a.version.clone(),
-                sha256: a.hash.printed(),
-                since: a.since,
-            }),
-            reload,
-            mode: self.settings.mode,
-            on_incompatible: self.settings.on_incompatible,
-            started: self.started,
-            checks,
-            watch_error: None,
-            rollout: self.rollout.as_ref().map(Rollout::view),
-            spread,
-            checking,
-            known_good: self.known_good_in_force().map(|k| KnownGoodView {
-                version: k.judgement.version.clone(),
-                sha256: k.hash.printed(),
-                record: k.record.clone(),
-                because: self
-                    .newest
-                    .as_ref()
-                    .map_or(k.because, |n| n.judgement.verdict),
-                reason: self
-                    .newest
-                    .as_ref()
-                    .map_or_else(|| k.reason.clone(), |n| n.judgement.reason.clone()),
-            }),
-            source: None,
         }
     }
 }

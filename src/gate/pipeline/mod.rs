@@ -1,6 +1,6 @@
 //! [`Pipeline`]: the I/O around the pure [`Gate`]. It hands each event to [`Gate::handle`] and
-//! carries out the actions that come back: reads, promotions, reload requests, markers, metrics and
-//! logs. The only writer of the published status.
+//! carries out the actions that come back (`execute.rs`): reads (`reads.rs`), promotions, reload
+//! requests, markers, metrics and logs. The only writer of the published status.
 //!
 //! It gets its `Feed` (the volume, or the API source's channels) when opened, takes the status's
 //! one `Publisher`, and holds a switch's `Switched` token until the gate says to finish it. After a
@@ -15,8 +15,8 @@
 //! `validate` checker runs there in the background: its answer is an input, and
 //! `Action::CancelCheck` ends it when a newer snapshot supersedes its candidate. A small config after a small one (the gate remembers, `is_small`, and says so in
 //! `Action::Judge` and `Action::Switch`) is read, judged when no content rule is in force, switched
-//! and tidied on the loop itself: two thread hand-offs fewer per reaction. Staging the checker's
-//! candidate (`Promoter::stage`, `unstage`) also runs on the loop.
+//! and tidied on the loop itself: two thread hand-offs fewer per reaction. The checker's candidate
+//! is staged and unstaged (`Promoter::stage`, `unstage`) on the blocking pool, in the check's task.
 
 use std::sync::Arc;
 
@@ -26,17 +26,11 @@ use tracing::{info, warn};
 use super::config::Config;
 use super::error::Error;
 use super::feed::{Feed, off_loop, snapshot_changed, source_changed};
-use super::known_good::{Answer, Ask, Link};
-use super::logs::{self, Places};
-use super::machine::{
-    Action, AppliedBy, Count, Event, Files, Found, Gate, Now, ReloadRequest, RollbackFailure,
-    SMALL_BYTES, SMALL_KEYS, Seen, held_refusals, is_small,
-};
+use super::known_good::{Answer, Link};
+use super::machine::{Action, Event, Files, Gate, Now};
 use crate::annotations;
-use crate::known_good::{ComponentRead, Entry, Line, Recorded};
-use crate::promote::{self, Promoter, Switched};
-use crate::reload::{self, BootTicks};
-use crate::rollout::{self, Bucket};
+use crate::promote::{Promoter, Switched};
+use crate::reload::{self};
 use crate::settings::Settings;
 use crate::snapshot::ContentHash;
 use crate::snapshot::{self, Observed};
@@ -276,392 +270,6 @@ impl Pipeline {
         }
     }
 
-    /// Carries out one action; an action that reads or writes returns what it found or did.
-    async fn execute(&mut self, action: Action) -> Option<Event> {
-        match action {
-            Action::Adopt { settings } => return self.adopt(*settings).await,
-            Action::ReadAnnotations => {
-                let file = self.cfg.annotations.clone();
-                let read = off_loop(&self.shared, move || annotations::read(&file)).await;
-                return Some(Event::Annotations(read));
-            }
-            Action::Judge {
-                settings,
-                unless,
-                bucket,
-                refused,
-                on_loop,
-            } => {
-                return self
-                    .judge(*settings, unless, bucket, refused, on_loop)
-                    .await;
-            }
-            Action::VerifyPromoted => {
-                let dir = self.promoter.as_ref()?.dir().to_path_buf();
-                let found = off_loop(&self.shared, move || snapshot::read(&dir)).await;
-                return Some(Event::Verified(found));
-            }
-            Action::RejudgeActive { settings } => {
-                let kind = source_kind(&self.feed, &self.cfg.watch);
-                let dir = self.promoter.as_ref()?.dir().to_path_buf();
-                let (on_disk, j) = off_loop(&self.shared, move || {
-                    let on_disk = snapshot::read(&dir);
-                    let j = verdict::judge_as(&on_disk, &settings, kind);
-                    (on_disk, j)
-                })
-                .await;
-                return Some(Event::Rejudged(on_disk, j));
-            }
-            Action::Switch {
-                snapshot,
-                owe_reload,
-                variant,
-                keep_baseline,
-                on_loop,
-            } => {
-                let Some(p) = self.promoter.clone() else {
-                    return Some(Event::Switched(Ok(BootTicks::now())));
-                };
-                // Anything but a small config after a small one is written on the blocking pool
-                // while the loop answers pings.
-                let r = if on_loop {
-                    p.switch_variant(&snapshot, owe_reload, variant.as_deref(), keep_baseline)
-                } else {
-                    off_loop(&self.shared, move || {
-                        p.switch_variant(&snapshot, owe_reload, variant.as_deref(), keep_baseline)
-                    })
-                    .await
-                };
-                let r = r.map(|s| self.switched = Some(s));
-                return Some(Event::Switched(
-                    r.map(|()| BootTicks::now()).map_err(promote::Failure::new),
-                ));
-            }
-            Action::Validate {
-                snapshot,
-                check,
-                timeout,
-            } => {
-                let sha = snapshot.hash();
-                let promoter = self.promoter.as_ref()?;
-                match promoter.stage(&snapshot) {
-                    // The checker runs on the blocking pool while the loop goes on: its answer
-                    // comes back as an input (`Pipeline::input`), and a newer snapshot can end it
-                    // meanwhile (`Action::CancelCheck`).
-                    Ok(dir) => {
-                        let (cancel, inbox) = crate::validate::cancellable();
-                        let task = tokio::task::spawn_blocking(move || {
-                            crate::validate::run(&check, &dir, timeout, inbox)
-                        });
-                        self.check = Some(Running { sha, cancel, task });
-                    }
-                    Err(e) => {
-                        promoter.unstage();
-                        return Some(Event::Validated {
-                            sha,
-                            checked: crate::validate::Checked::NotRun(format!(
-                                "staging the candidate: {e}"
-                            )),
-                        });
-                    }
-                }
-            }
-            Action::CancelCheck => {
-                if let Some(running) = self.check.take() {
-                    running.cancel.cancel();
-                    // Ended before the next candidate is staged in its place; the loop answers
-                    // pings meanwhile.
-                    let mut task = running.task;
-                    loop {
-                        tokio::select! {
-                            _ = &mut task => break,
-                            () = self.shared.pinged() => self.shared.pong(),
-                        }
-                    }
-                    if let Some(p) = &self.promoter {
-                        p.unstage();
-                    }
-                }
-            }
-            Action::JudgeBase { settings } => {
-                let kind = source_kind(&self.feed, &self.cfg.watch);
-                // The applied config is read back and judged off the loop, like any candidate.
-                let (base, j) = self
-                    .on_dir(move |p| {
-                        let base = p.applied().map(|(obs, _)| obs).unwrap_or_else(|| {
-                            Observed::Missing(crate::snapshot::Missing::NoApplied)
-                        });
-                        let j = verdict::judge_as(&base, &settings, kind);
-                        (base, j)
-                    })
-                    .await?;
-                return Some(Event::BaseJudged(base, j));
-            }
-            Action::RollBack => {
-                let r = self.on_dir(Promoter::roll_back).await?;
-                return Some(Event::RolledBack(match r {
-                    Ok(now) => Ok((now, BootTicks::now())),
-                    Err(e @ promote::Error::NoApplied { .. }) => {
-                        Err(RollbackFailure::NoBase(promote::Failure::new(e)))
-                    }
-                    Err(e) => Err(RollbackFailure::Failed(promote::Failure::new(e))),
-                }));
-            }
-            Action::AdoptBaseline => {
-                if let Some(Err(e)) = self.on_dir(|p| p.adopt_baseline()).await {
-                    warn!(error = %e, "the first config's dir could not be kept as the rollback base");
-                }
-            }
-            // Any reload (a promotion's, a rollback's, one owed) is on its way before the loop goes
-            // on to publish a status that says it was made, and to its logs and tidying: the worker
-            // and the HTTP client's connection task run on this thread.
-            Action::Reload(r) => {
-                let ReloadRequest {
-                    kind,
-                    target,
-                    confirm,
-                    sha,
-                    version,
-                    promoted_at,
-                } = r;
-                self.reloads.set_confirm(confirm);
-                self.reloads
-                    .request_promoted_at(kind, &target, sha, version, promoted_at);
-                self.on_its_way().await;
-                // The log line after the request is on the wire: the worker runs on this thread,
-                // so a line written first (formatting, a write to stderr that a slow log pipe can
-                // block) would come between the promotion and the component's reload.
-                match kind {
-                    reload::Kind::Reload => {
-                        info!(reload_target = %target, sha = sha.short(), "reload requested")
-                    }
-                    reload::Kind::Startup { .. } => {
-                        info!(reload_target = %target, sha = sha.short(), "start-up check requested: does the component run the first config?")
-                    }
-                }
-            }
-            // The reload just requested is on its way already (`Action::Reload`).
-            Action::Yield => {}
-            Action::FinishSwitch { on_loop } => {
-                if let (Some(p), Some(s)) = (self.promoter.clone(), self.switched.take()) {
-                    if on_loop {
-                        p.finish(s);
-                    } else {
-                        off_loop(&self.shared, move || p.finish(s)).await;
-                    }
-                }
-            }
-            Action::MarkApplied { sha, version, by } => {
-                match self.on_dir(Promoter::mark_applied).await? {
-                    Ok(()) => {
-                        let (sha, version) = (sha.short(), version.as_deref().unwrap_or(""));
-                        match by {
-                            AppliedBy::Answer => {
-                                info!(sha = %sha, version, "applied by the component: its reload endpoint answered success")
-                            }
-                            AppliedBy::Metrics => {
-                                info!(sha = %sha, version, "applied by the component: its metrics confirmed the reload")
-                            }
-                            AppliedBy::SignalSent => {
-                                info!(sha = %sha, version, "signal delivered; taken as applied, unconfirmed (set confgate.io/confirm to check the component's metrics)")
-                            }
-                            AppliedBy::Start => {
-                                info!(sha = %sha, version, "taken as applied: the component read it at start, nothing to reload")
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        warn!(error = %e, sha = %sha.short(), "applied, but keeping it for a rollback failed")
-                    }
-                }
-            }
-            Action::RecordRejected(entries) => {
-                let (sha, _) = *entries.last()?;
-                let target = self.gate.settings().reload.to_string();
-                if let Err(e) = self
-                    .on_dir(move |p| p.record_rejected(&target, &entries))
-                    .await?
-                {
-                    warn!(error = %e, sha = %sha.short(), "cannot record the refusals in the promoted dir; a restart would not know them");
-                }
-            }
-            Action::RecordSettings(values) => {
-                if let Err(e) = self.on_dir(move |p| p.record_settings(&values)).await? {
-                    warn!(error = %e, "cannot record the settings in force in the promoted dir; after a restart a bad annotation would fall back to the flag's value");
-                }
-            }
-            Action::MarkReloadOwed(sha) => {
-                if let Err(e) = self.on_dir(move |p| p.mark_reload_owed(sha)).await? {
-                    warn!(error = %e, sha = %sha.short(), "cannot record the rollback's reload as owed; a restart would not send it");
-                }
-            }
-            Action::ClearReloadOwed { sha, refused } => {
-                if let Err(e) = self.on_dir(move |p| p.clear_reload_owed(sha)).await? {
-                    if refused {
-                        warn!(error = %e, sha = %sha.short(), "cannot clear the reload-owed marker of refused content");
-                    } else {
-                        warn!(error = %e, sha = %sha.short(), "cannot clear the reload-owed marker; a restart will reload again");
-                    }
-                }
-            }
-            Action::Tidy => {
-                let tidied = self
-                    .on_dir(|p| p.needs_tidy().then(|| p.tidy()).transpose())
-                    .await?;
-                if let (Err(e), Some(p)) = (tidied, &self.promoter) {
-                    warn!(error = %e, dir = %p.dir().display(), "tidying the promoted dir failed; will retry");
-                }
-            }
-            Action::ReadComponent => {
-                let Some(link) = &self.known_good else {
-                    return Some(Event::Component(ComponentRead::Unavailable(
-                        "no Kubernetes client for the pod (no credentials, no POD_NAME/POD_NAMESPACE, or --pod-report off)".into(),
-                    )));
-                };
-                if link.asks.send(Ask::Component).is_err() {
-                    return Some(Event::Component(ComponentRead::Unavailable(
-                        "the known-good task has stopped".into(),
-                    )));
-                }
-            }
-            Action::ReadKnownGood => {
-                let sent = self
-                    .known_good
-                    .as_ref()
-                    .is_some_and(|l| l.asks.send(Ask::Read).is_ok());
-                if !sent {
-                    return Some(Event::KnownGoodRead(Err(
-                        "no Kubernetes client for the record (no credentials, no POD_NAME/POD_NAMESPACE, or --pod-report off)".into(),
-                    )));
-                }
-            }
-            Action::JudgeKnownGood { settings, configs } => {
-                // Judged off the loop, like any candidate: content rules may cost.
-                let judged = off_loop(&self.shared, move || {
-                    configs
-                        .into_iter()
-                        .map(|s| {
-                            let j = verdict::judge(&Observed::Config(s.clone()), &settings);
-                            (s, j)
-                        })
-                        .collect()
-                })
-                .await;
-                return Some(Event::KnownGoodJudged(judged));
-            }
-            Action::RecordKnownGood {
-                sha,
-                version,
-                parsed,
-            } => return self.record_known_good(sha, version, parsed).await,
-            Action::Count(c) => {
-                let m = &self.shared.metrics;
-                match c {
-                    Count::Candidate(v) => m.candidate(v),
-                    Count::Promoted(at) => m.promoted(at.as_millisecond() as f64 / 1000.0),
-                    Count::PromotionFailed => m.promotion_failed(),
-                    Count::Repaired => m.repaired(),
-                    Count::WatchErrors(n) => {
-                        (0..n).for_each(|_| m.watch_error(crate::metrics::WatchSource::Files))
-                    }
-                }
-            }
-            Action::Log(note) => logs::log(
-                &note,
-                &Places {
-                    annotations: &self.cfg.annotations,
-                    watch: &self.cfg.watch,
-                    promoted: self.promoter.as_deref().map(Promoter::dir),
-                },
-            ),
-        }
-        None
-    }
-
-    /// Reads the applied config back from its kept dir and hands it to the known-good edge to record;
-    /// answers at once only when it cannot be sent.
-    async fn record_known_good(
-        &mut self,
-        sha: ContentHash,
-        version: String,
-        parsed: crate::values::SchemeVersion,
-    ) -> Option<Event> {
-        let failed = |why: String| Some(Event::Recorded(Recorded::Failed(why)));
-        let applied = self
-            .on_dir(|p| p.applied().map(|(obs, _)| obs))
-            .await
-            .flatten();
-        let snap = match applied {
-            Some(Observed::Config(s)) if s.hash() == sha => s,
-            _ => return failed("the applied config's kept dir no longer holds it".into()),
-        };
-        let Some(link) = &self.known_good else {
-            return failed("no Kubernetes client".into());
-        };
-        let Some(line) = Line::of(&parsed) else {
-            return failed("a config of several files has no one version line to record".into());
-        };
-        let ask = Ask::Record {
-            line,
-            parsed,
-            entry: Entry::of(&snap, &version),
-        };
-        if link.asks.send(ask).is_err() {
-            return failed("the known-good task has stopped".into());
-        }
-        None
-    }
-
-    /// What a previous run left in the promoted dir, read and judged off the loop.
-    async fn adopt(&mut self, settings: Settings) -> Option<Event> {
-        let on_disk = self.found.take()?;
-        let p = self.promoter.clone()?;
-        let reload = settings.reload.clone();
-        let kind = source_kind(&self.feed, &self.cfg.watch);
-        let (on_disk, judgement, (refused, owed, variants), applied) =
-            off_loop(&self.shared, move || {
-                let judgement = verdict::judge_as(&on_disk, &settings, kind);
-                // What the component did before the restart: what it refused is not offered again, and
-                // what it applied is the rollback base again.
-                let applied = p.applied().map(|(applied, since)| {
-                    let j = verdict::judge_as(&applied, &settings, kind);
-                    (applied, j, since)
-                });
-                let record = (p.rejected(), p.reload_owed(), p.variants());
-                (on_disk, judgement, record, applied)
-            })
-            .await;
-        let dir = self.promoter.as_ref()?.dir();
-        if let Some(h) = on_disk.hash() {
-            info!(dir = %dir.display(), sha = %h.short(), "promoted dir already holds a config");
-        }
-        if let Some(why) = &refused.ignored {
-            warn!(problem = %why, "the record of contents the component refused is damaged; ignoring what cannot be read");
-        }
-        let recorded = refused.entries.len();
-        let entries = held_refusals(refused.target.as_deref(), refused.entries, &reload);
-        if entries.len() < recorded {
-            info!(
-                count = recorded - entries.len(),
-                "refusals recorded under another reload target, or answers that said the target was wrong, are not held against those contents"
-            );
-        }
-        if !entries.is_empty() {
-            info!(
-                count = entries.len(),
-                "contents the component refused before the restart are not offered again"
-            );
-        }
-        Some(Event::Adopted(Box::new(Found {
-            on_disk,
-            judgement,
-            refused: entries,
-            applied,
-            owed,
-            variants,
-        })))
-    }
-
     /// Runs `work` on the promoted dir on the blocking pool, answering liveness pings meanwhile
     /// (`None` without a promoted dir). The loop waits for it: the dir's writes stay in order.
     async fn on_dir<T: Send + 'static>(
@@ -670,85 +278,6 @@ impl Pipeline {
     ) -> Option<T> {
         let p = self.promoter.clone()?;
         Some(off_loop(&self.shared, move || work(&p)).await)
-    }
-
-    /// Reads the newest snapshot (the volume, or the feed's) and judges it, unless it is what was last
-    /// judged. With `on_loop` (the last config was small, [`is_small`]) the next is read, and when
-    /// small again judged, on the loop itself: two thread hand-offs fewer between the `..data` swap
-    /// and the reload, which is most of the reaction time on a busy node. Otherwise, and whenever
-    /// content rules are in force, the work runs off the loop ([`off_loop`]), so that a large config
-    /// cannot hold up `/livez`.
-    async fn judge(
-        &mut self,
-        settings: Settings,
-        unless: Option<Seen>,
-        bucket: Option<Bucket>,
-        refused: Vec<(ContentHash, String)>,
-        on_loop: bool,
-    ) -> Option<Event> {
-        // One look at `..data` tells the kind of source, and whether the settling check applies.
-        let kind = source_kind(&self.feed, &self.cfg.watch);
-        let fed = match &self.feed {
-            // Half-written, maybe: the read waits for the close.
-            Feed::Volume if self.writing => return None,
-            Feed::Volume if kind == verdict::fix::Source::PlainDir => {
-                if let Some(wait) = snapshot::settling(&self.cfg.watch, SETTLE) {
-                    self.settling = Some(Instant::now() + wait);
-                    return None;
-                }
-                None
-            }
-            Feed::Volume => None,
-            Feed::Channel { snapshots, .. } => Some(snapshots.borrow().clone()?),
-        };
-        let watch = self.cfg.watch.clone();
-        // After a small config the next is read on the loop when it is small too: the read stops
-        // at the first entry or byte past the bounds, and a 1 MiB config after a small one is then
-        // read off the loop, like any large one.
-        let (here, fed) = match fed {
-            Some(obs) if on_loop => (Some(obs), None),
-            None if on_loop => (
-                snapshot::read_small(&watch, SMALL_KEYS, SMALL_BYTES as u64),
-                None,
-            ),
-            fed => (None, fed),
-        };
-        let read = move || fed.unwrap_or_else(|| snapshot::read(&watch));
-        let rules = !settings.rules.is_empty();
-        let (seen, small, choice) = if let Some(obs) = here {
-            let (seen, small) = (Seen::of(&obs), is_small(&obs));
-            if unless.as_ref() == Some(&seen) {
-                (seen, small, None)
-            } else if small && !rules {
-                let choice = rollout::choose_as(obs, &settings, bucket, &refused, kind);
-                (seen, small, Some(choice))
-            } else {
-                let choice = off_loop(&self.shared, move || {
-                    rollout::choose_as(obs, &settings, bucket, &refused, kind)
-                })
-                .await;
-                (seen, small, Some(choice))
-            }
-        } else {
-            off_loop(&self.shared, move || {
-                let obs = read();
-                let (seen, small) = (Seen::of(&obs), is_small(&obs));
-                // Identical input under unchanged settings: nothing to judge.
-                if unless.as_ref() == Some(&seen) {
-                    return (seen, small, None);
-                }
-                let choice = rollout::choose_as(obs, &settings, bucket, &refused, kind);
-                (seen, small, Some(choice))
-            })
-            .await
-        };
-        let (choice, rollout) = choice.unzip();
-        Some(Event::Judged {
-            seen,
-            choice: choice.map(Box::new),
-            rollout: rollout.flatten(),
-            small,
-        })
     }
 
     /// Waits for the reload worker to have the request just made on its way
@@ -773,7 +302,6 @@ impl Pipeline {
             reloads,
             shared,
             check,
-            promoter,
             known_good,
             ..
         } = self;
@@ -785,12 +313,7 @@ impl Pipeline {
             () = snapshot_changed(snapshots) => Some(Event::Files(Files::CONFIG)),
             view = source_changed(source) => Some(Event::Source(view)),
             Some(o) = reloads.outcome() => Some(Event::Reload(o)),
-            (sha, checked) = check_answered(check) => {
-                if let Some(p) = promoter {
-                    p.unstage();
-                }
-                Some(Event::Validated { sha, checked })
-            }
+            (sha, checked) = check_answered(check) => Some(Event::Validated { sha, checked }),
             Some(a) = known_good_answer(known_good.as_mut()) => Some(match a {
                 Answer::Component(c) => Event::Component(c),
                 Answer::Recorded(r) => Event::Recorded(r),
@@ -858,5 +381,7 @@ fn now() -> Now {
     }
 }
 
+mod execute;
+mod reads;
 #[cfg(test)]
 mod tests;

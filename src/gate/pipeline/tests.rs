@@ -1,6 +1,7 @@
 //! The pipeline against real files and a real reload sink: small configs judged on the loop, the
 //! reload request on the wire before the loop goes on.
 
+use super::super::machine::is_small;
 use super::*;
 use crate::settings::Raw;
 use std::collections::BTreeMap;

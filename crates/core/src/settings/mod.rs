@@ -26,6 +26,7 @@ pub mod container;
 mod describe;
 mod error;
 mod gate;
+mod problem;
 mod raw;
 
 pub use container::ANN_SOURCE;
@@ -37,6 +38,7 @@ pub use describe::Given;
 pub use describe::{known_annotations, readme_table};
 pub use error::{Error, Invalid, Problem};
 pub use gate::{Raw, Repeat, SETTINGS, Setting, Settings};
+pub use problem::AnnotationProblem;
 pub use raw::RawValue;
 
 const ANN_PREFIX: &str = "confgate.io/";
@@ -48,6 +50,8 @@ pub struct Resolved {
     /// Bad or unknown annotations; each one fails the `settings` check, which is reported and does not
     /// take readiness (the value in force before it is kept).
     pub problems: Vec<String>,
+    /// The same problems as values, in the same order: what the decision loop keeps and compares.
+    pub found: Vec<AnnotationProblem>,
     /// The annotations whose valid value is in force, by annotation, as given.
     pub given: Annotations,
 }
@@ -180,27 +184,29 @@ impl Settings {
                 Some((setting.annotation.to_owned(), v.clone()))
             })
             .collect();
-        let mut problems: Vec<String> = errors.iter().map(|(_, e)| e.to_string()).collect();
+        let mut found: Vec<AnnotationProblem> = errors
+            .into_iter()
+            .map(|(_, e)| AnnotationProblem::Invalid(e))
+            .collect();
         for key in ann.keys() {
             if key.starts_with(ANN_PREFIX) && !known_annotations().any(|k| k == key) {
                 // As a mistyped flag gets clap's suggestion, under the same rule of nearness.
                 // Compared after the prefix, which every one shares.
                 let short = |k: &'static str| k.strip_prefix(ANN_PREFIX).unwrap_or(k);
-                let near = crate::listing::nearest(
+                let nearest = crate::listing::nearest(
                     key.strip_prefix(ANN_PREFIX).unwrap_or(key),
                     known_annotations().map(short),
-                )
-                .map(|k| format!(" did you mean {ANN_PREFIX}{k}?"))
-                .unwrap_or_default();
-                problems.push(format!(
-                    "unknown annotation {key};{near} known: {}",
-                    known_annotations().collect::<Vec<_>>().join(", ")
-                ));
+                );
+                found.push(AnnotationProblem::Unknown {
+                    key: key.clone(),
+                    nearest,
+                });
             }
         }
         Resolved {
             settings: s,
-            problems,
+            problems: found.iter().map(ToString::to_string).collect(),
+            found,
             given,
         }
     }

@@ -22,4 +22,4 @@ pub use hash::{ContentHash, HashTextError, PrintedHash, sealed};
 pub use limits::{DATA_LINK, DEFAULT_MODE, is_editor_leftover};
 pub use limits::{MAX_BYTES, MAX_KEYS};
 pub use observed::Observed;
-pub use problem::{Broken, Cause, IoError, MAX_DEPTH, Missing, SWAP_RETRIES};
+pub use problem::{Broken, Cause, IoError, MAX_DEPTH, Missing, SWAP_RETRIES, SourceError};

@@ -143,7 +143,8 @@ fn shown(path: &Path) -> String {
 }
 
 /// An I/O error of a read, kept typed (its [`io::ErrorKind`] and the OS's code) and shared, so a
-/// [`Broken`] stays `Clone`; two are the same when they say the same.
+/// [`Broken`] stays `Clone`; two are the same when their kind and OS code are (the same `errno`
+/// says the same; its words are made from it).
 #[derive(Debug, Clone)]
 pub struct IoError(Arc<io::Error>);
 
@@ -169,18 +170,37 @@ impl std::error::Error for IoError {}
 
 impl PartialEq for IoError {
     fn eq(&self, other: &IoError) -> bool {
-        self.kind() == other.kind() && self.to_string() == other.to_string()
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.kind() == other.kind() && self.0.raw_os_error() == other.0.raw_os_error())
     }
 }
 
 impl Eq for IoError {}
 
-/// A source's own error, kept as it was typed and shared; two are the same when they say the same.
+/// A source's own error, kept as it was typed and shared; two are the same when they are of the same
+/// type and equal as values of it (never by their words).
 #[derive(Debug, Clone)]
-pub struct Cause(Arc<dyn std::error::Error + Send + Sync>);
+pub struct Cause(Arc<dyn SourceError>);
+
+/// An error a source may keep in a [`Cause`]: comparable as a value of its own type.
+pub trait SourceError: std::error::Error + Send + Sync + 'static {
+    /// Whether `other` is an error of the same type, equal to this one.
+    fn same(&self, other: &dyn SourceError) -> bool;
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<E: std::error::Error + PartialEq + Send + Sync + 'static> SourceError for E {
+    fn same(&self, other: &dyn SourceError) -> bool {
+        other.as_any().downcast_ref::<E>() == Some(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
 
 impl Cause {
-    pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> Cause {
+    pub fn new(e: impl SourceError) -> Cause {
         Cause(Arc::new(e))
     }
 
@@ -204,7 +224,7 @@ impl std::error::Error for Cause {
 
 impl PartialEq for Cause {
     fn eq(&self, other: &Cause) -> bool {
-        self.to_string() == other.to_string()
+        self.0.same(&*other.0)
     }
 }
 
@@ -274,14 +294,29 @@ mod tests {
     }
 
     #[test]
-    fn causes_are_the_same_when_they_say_the_same() {
+    fn causes_are_the_same_when_they_are_equal_values() {
         let e = |code| Broken::Unreadable {
             path: "/k".into(),
             error: io::Error::from_raw_os_error(code).into(),
         };
         assert_eq!(e(13), e(13));
         assert_ne!(e(13), e(5));
-        let c = || Broken::Source(Cause::new(io::Error::other("bad key")));
-        assert_eq!(c(), c());
+        #[derive(Debug, PartialEq, thiserror::Error)]
+        enum Own {
+            #[error("bad key {0}")]
+            BadKey(String),
+        }
+        #[derive(Debug, PartialEq, thiserror::Error)]
+        #[error("bad key a")]
+        struct Other;
+        let c = |k: &str| Broken::Source(Cause::new(Own::BadKey(k.into())));
+        assert_eq!(c("a"), c("a"));
+        assert_ne!(c("a"), c("b"));
+        // The same words from another type are another cause.
+        assert_eq!(
+            c("a").to_string(),
+            Broken::Source(Cause::new(Other)).to_string()
+        );
+        assert_ne!(c("a"), Broken::Source(Cause::new(Other)));
     }
 }

@@ -65,6 +65,17 @@ pub enum Reload {
     },
 }
 
+impl Reload {
+    /// Whether `other` is the same target as shown (an URL's credentials are not compared: a
+    /// record of the target, read back, holds none).
+    pub fn same_target(&self, other: &Reload) -> bool {
+        match (self, other) {
+            (Reload::Http(a), Reload::Http(b)) => a.same_as_shown(b),
+            _ => self == other,
+        }
+    }
+}
+
 impl FromStr for Reload {
     type Err = ActingError;
     fn from_str(s: &str) -> Result<Self, ActingError> {

@@ -59,6 +59,12 @@ impl Url {
                 .is_ok_and(|ip| ip.is_loopback())
     }
 
+    /// Whether `other` is the same URL as shown: the same URI, and credentials or none alike (which
+    /// ones is not compared: they are shown nowhere, and a record of the URL holds none).
+    pub fn same_as_shown(&self, other: &Url) -> bool {
+        self.0.uri == other.0.uri && self.0.credentials.is_some() == other.0.credentials.is_some()
+    }
+
     /// Whether `other` is sent to the same place: scheme, host and port.
     pub(crate) fn same_origin(&self, other: &Url) -> bool {
         let (a, b) = (&self.0.uri, &other.0.uri);

@@ -151,7 +151,7 @@ fn nothing_accepted_or_only_refused_content_in_the_record_promotes_nothing() {
 
     let mut g = gate2(&c, &[]);
     let refused = cfg("2.4.1");
-    g.adopt_rejected(vec![(hash(&refused), "500: bad rule".into())]);
+    g.adopt_rejected(vec![(hash(&refused), refusal("500: bad rule"))]);
     g.handle(judged(&g, &cfg("3.0.0")), c.at(10));
     let a = from_record(&mut g, &c, &[&refused], 20);
     assert_eq!(

@@ -1,8 +1,11 @@
 //! The verdict state's decisions, one call at a time; `events` drives the whole gate through
 //! [`Gate::handle`].
 
+mod checking;
 mod events;
 mod fallback;
+mod notices;
+mod rollback;
 mod spread;
 mod trial;
 
@@ -13,6 +16,8 @@ use super::messages::{
 };
 use super::state::{Gate, Modes, PROMOTE_RETRY, REJECTED_KEPT};
 use crate::annotations::Annotations;
+use crate::promote::RecordTarget;
+use crate::reload::{Refusal, RefusedBy};
 use crate::settings::{Raw, Reload, Settings};
 use crate::snapshot::{ContentHash, Observed, Snapshot};
 use crate::state::{CheckKind, Status};
@@ -259,7 +264,7 @@ fn rejected_content_is_rolled_back_held_and_not_offered_again() {
         assert!(g.reloaded(good.hash().unwrap(), now()));
         let bad = cfg("2.1.0");
         assert_eq!(step(&mut g, &bad), Decision::Promote { tell: Tell::Reload });
-        let base = g.rejected_by_component(bad.hash().unwrap(), "500: bad rule");
+        let base = g.rejected_by_component(bad.hash().unwrap(), &refusal("500: bad rule"));
         assert_eq!(base, good.hash());
         g.rolled_back(Modes::new());
         let s = g.status(reload_view());
@@ -312,7 +317,7 @@ fn the_first_config_is_checked_at_start_up_and_is_then_the_rollback_base() {
     assert!(g.reloaded(a.hash().unwrap(), now()));
     assert_eq!(step(&mut g, &b), Decision::Promote { tell: Tell::Reload });
     assert_eq!(
-        g.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
+        g.rejected_by_component(b.hash().unwrap(), &refusal("500: bad rule")),
         a.hash()
     );
     g.rolled_back(Modes::new());
@@ -329,12 +334,12 @@ fn a_restart_knows_what_was_applied_and_what_was_refused() {
     first.reloaded(a.hash().unwrap(), now());
     step(&mut first, &b);
     assert_eq!(
-        first.rejected_by_component(b.hash().unwrap(), "500: bad rule"),
+        first.rejected_by_component(b.hash().unwrap(), &refusal("500: bad rule")),
         a.hash()
     );
     first.rolled_back(Modes::new());
     let record = first.rejected_record().to_vec();
-    assert_eq!(record, [(b.hash().unwrap(), "500: bad rule".to_owned())]);
+    assert_eq!(record, [(b.hash().unwrap(), refusal("500: bad rule"))]);
 
     let mut g = gate("^2");
     adopt(&mut g, &a);
@@ -363,11 +368,11 @@ fn a_restart_that_finds_refused_content_in_place_rolls_back_to_the_applied_confi
     let (a, b) = (cfg("2.1.0"), cfg("2.2.0"));
     let mut g = gate("^2");
     adopt(&mut g, &b);
-    g.adopt_rejected(vec![(b.hash().unwrap(), "no".into())]);
+    g.adopt_rejected(vec![(b.hash().unwrap(), refusal("no"))]);
     adopt_applied(&mut g, &a);
     assert_eq!(
         g.refused_in_place(),
-        Some((b.hash().unwrap(), a.hash().unwrap()))
+        Some((b.hash().unwrap(), a.hash().unwrap(), refusal("no")))
     );
     g.rolled_back(Modes::new());
     assert_eq!(g.refused_in_place(), None);
@@ -378,12 +383,12 @@ fn a_restart_that_finds_refused_content_in_place_rolls_back_to_the_applied_confi
     // Without an applied config the refused content stays, reported.
     let mut g = gate("^2");
     adopt(&mut g, &b);
-    g.adopt_rejected(vec![(b.hash().unwrap(), "no".into())]);
+    g.adopt_rejected(vec![(b.hash().unwrap(), refusal("no"))]);
     assert_eq!(g.refused_in_place(), None);
     // An applied config the component refused later is no base.
     let mut g = gate("^2");
     adopt(&mut g, &b);
-    g.adopt_rejected(vec![(a.hash().unwrap(), "no".into())]);
+    g.adopt_rejected(vec![(a.hash().unwrap(), refusal("no"))]);
     adopt_applied(&mut g, &a);
     assert!(g.status(reload_view()).applied.is_none());
 }
@@ -392,7 +397,12 @@ fn a_restart_that_finds_refused_content_in_place_rolls_back_to_the_applied_confi
 fn the_refusals_remembered_are_bounded_newest_kept() {
     let mut g = gate("^2");
     let many: Vec<_> = (0..20)
-        .map(|i| (cfg(&format!("2.0.{i}")).hash().unwrap(), format!("no {i}")))
+        .map(|i| {
+            (
+                cfg(&format!("2.0.{i}")).hash().unwrap(),
+                refusal(&format!("no {i}")),
+            )
+        })
         .collect();
     g.adopt_rejected(many[..12].to_vec());
     for (h, why) in &many[12..] {
@@ -400,10 +410,10 @@ fn the_refusals_remembered_are_bounded_newest_kept() {
     }
     assert_eq!(g.rejected_record(), &many[20 - REJECTED_KEPT..]);
     // Refused again, it moves to the newest place rather than being kept twice.
-    g.rejected_by_component(many[15].0, "again");
+    g.rejected_by_component(many[15].0, &refusal("again"));
     let record = g.rejected_record();
     assert_eq!(record.len(), REJECTED_KEPT);
-    assert_eq!(record.last().unwrap(), &(many[15].0, "again".to_owned()));
+    assert_eq!(record.last().unwrap(), &(many[15].0, refusal("again")));
 }
 
 #[test]
@@ -411,7 +421,10 @@ fn rejection_without_an_applied_config_has_nothing_to_roll_back_to() {
     let mut g = gate("^2");
     let first = cfg("2.0.0");
     step(&mut g, &first);
-    assert_eq!(g.rejected_by_component(first.hash().unwrap(), "no"), None);
+    assert_eq!(
+        g.rejected_by_component(first.hash().unwrap(), &refusal("no")),
+        None
+    );
     assert!(g.status(reload_view()).applied.is_none());
 }
 
@@ -491,7 +504,11 @@ fn failed_promotion_is_reported_and_not_active() {
     let mut g = running("^2", "2.0.0");
     let (_, a) = decide(&mut g, &cfg("2.1.0"));
     assert_eq!(a, Decision::Promote { tell: Tell::Reload });
-    g.promotion_failed("disk full".into());
+    g.promotion_failed(crate::promote::Failure::new(crate::promote::Error::Io {
+        action: "write",
+        path: "/promoted/..data_tmp".into(),
+        source: std::io::Error::other("disk full"),
+    }));
     let s = g.status(reload_view());
     assert!(!s.ready && s.reason.contains("disk full"), "{s:?}");
     assert_eq!(s.active.unwrap().version.as_deref(), Some("2.0.0"));
@@ -504,31 +521,54 @@ fn failed_promotion_is_reported_and_not_active() {
 fn refusals_are_held_only_under_the_target_they_were_made_under() {
     let target = |u: &str| u.parse::<Reload>().unwrap();
     let (a, b) = (cfg("2.1.0").hash().unwrap(), cfg("2.2.0").hash().unwrap());
-    let refused = vec![(a, "POST http://x/r answered 500: bad rule".to_owned())];
+    let answer = |status, said: &str| Refusal {
+        by: RefusedBy::Answer {
+            target: "http://x/r".into(),
+            status,
+        },
+        said: said.into(),
+    };
+    let refused = vec![(a, answer(500, "bad rule"))];
     let x = target("http://x/r");
+    let named = |t: &str| RecordTarget::Named(target(t));
     assert_eq!(
-        held_refusals(Some("http://x/r"), refused.clone(), &x),
+        held_refusals(&named("http://x/r"), refused.clone(), &x),
         refused
     );
-    assert!(held_refusals(Some("http://x/r"), refused.clone(), &target("http://y/r")).is_empty());
+    assert!(held_refusals(&named("http://x/r"), refused.clone(), &target("http://y/r")).is_empty());
+    assert!(held_refusals(&RecordTarget::Unreadable, refused.clone(), &x).is_empty());
+    // Credentials are shown nowhere, and a record holds the target as shown: compared as shown.
+    let with = target("http://u:p@x/r");
+    assert_eq!(
+        held_refusals(&named(&with.to_string()), refused.clone(), &with),
+        refused
+    );
+    assert!(held_refusals(&named("http://x/r"), refused.clone(), &with).is_empty());
+    // An earlier version's record names no target: an answer that said the target was wrong is
+    // not held.
     let legacy = vec![
-        (
-            a,
-            "POST http://x/-/relaod answered 404: 404 page not found".to_owned(),
-        ),
-        (
-            b,
-            "POST http://x/-/reload answered 500: bad rule".to_owned(),
-        ),
+        (a, answer(404, "404 page not found")),
+        (b, answer(500, "bad rule")),
     ];
-    assert_eq!(held_refusals(None, legacy.clone(), &x), legacy[1..]);
+    assert_eq!(
+        held_refusals(&RecordTarget::Unnamed, legacy.clone(), &x),
+        legacy[1..]
+    );
 
     let mut g = gate("^2");
     g.settings.reload = x.clone();
-    g.rejected_by_component(a, "POST http://x/r answered 500: bad rule");
+    g.rejected_by_component(a, &answer(500, "bad rule"));
     assert_eq!(g.forget_refusals_of(&x), 0, "the same target keeps it");
     assert!(g.is_rejected(a));
     g.settings.reload = target("http://y/r");
     assert_eq!(g.forget_refusals_of(&x), 1);
     assert!(!g.is_rejected(a) && g.rejected_record().is_empty());
+}
+
+/// A refusal of the component, worded as `said` (as an earlier version's record keeps it).
+pub(super) fn refusal(said: &str) -> Refusal {
+    Refusal {
+        by: RefusedBy::Recorded { holds: true },
+        said: said.into(),
+    }
 }
