@@ -68,7 +68,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                     Err(Problem::Bad(why)) => return Ok(Observed::Broken(why)),
                     Err(Problem::Large) => return Err(Large),
                 };
-                let tree = read_tree(&base, &base, small);
+                let tree = read_tree(&base, &base, small, true);
                 if tree.is_ok()
                     && std::fs::read_link(dir.join(DATA_LINK)).ok().as_deref()
                         != Some(target.as_path())
@@ -84,7 +84,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                         dir: dir.to_path_buf(),
                     }));
                 }
-                match read_tree(dir, dir, small) {
+                match read_tree(dir, dir, small, false) {
                     // A kubelet writing its first payload: the plain read may hold half of it.
                     Ok(_) if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() => continue,
                     // An editor's leftovers beside a plain dir's files are no keys.
@@ -220,7 +220,14 @@ impl From<(&Path, io::Error)> for Problem {
 
 /// Reads every regular file under `root`, keyed by its path relative to `root`. Names starting with
 /// `..` are the writer's own and are skipped. Within `small`, when given, or [`Problem::Large`].
-fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Problem> {
+/// `published`: `root` is the timestamped dir `..data` named, whose files were complete before the
+/// swap published them and are never written again (see [`read_limited`]).
+fn read_tree(
+    root: &Path,
+    top: &Path,
+    small: Option<Small>,
+    published: bool,
+) -> Result<Tree, Problem> {
     use std::os::unix::fs::PermissionsExt;
     let mut files = BTreeMap::new();
     let mut modes = BTreeMap::new();
@@ -259,10 +266,11 @@ fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Prob
             // or a dir swapped in since the listing, or a device or FIFO mounted over the file,
             // which its entry never shows) the entry is looked at as one of another type is.
             let regular = entry.file_type().is_ok_and(|t| t.is_file());
-            let opened = match regular.then(|| read_limited(&path, None, budget, small_budget)) {
-                Some(Err(Problem::Gone)) | None => None,
-                Some(opened) => Some(opened?),
-            };
+            let opened =
+                match regular.then(|| read_limited(&path, None, budget, small_budget, published)) {
+                    Some(Err(Problem::Gone)) | None => None,
+                    Some(opened) => Some(opened?),
+                };
             let (bytes, meta) = match opened {
                 Some(opened) => opened,
                 None => {
@@ -290,7 +298,7 @@ fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Prob
                     if !meta.is_file() {
                         return Err(Problem::Bad(Broken::NotRegular { key }));
                     }
-                    read_limited(&real, Some(meta.len()), budget, small_budget)?
+                    read_limited(&real, Some(meta.len()), budget, small_budget, published)?
                 }
             };
             total += bytes.len() as u64;
@@ -353,11 +361,18 @@ fn changed(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool {
 /// [`Problem::Gone`], never read: an entry listed as a regular file is then stated, and that type
 /// check names what is there; one stated as a regular file was swapped since, and the read starts
 /// again.
+///
+/// `published`: the file is in the timestamped dir a kubelet's `..data` named, written whole before
+/// the swap and never in place after it (the next version is a new dir; `..data` is read again
+/// after the read to prove it did not move). Its `stat` then says how much there is: exactly that
+/// is read, without the read that finds the end or the second `stat`, two system calls per key on
+/// the way to the reload.
 fn read_limited(
     path: &Path,
     len: Option<u64>,
     budget: u64,
     small: Option<u64>,
+    published: bool,
 ) -> Result<(Vec<u8>, std::fs::Metadata), Problem> {
     use std::os::unix::fs::OpenOptionsExt;
     let failed = |e: io::Error| Problem::from((path, e));
@@ -382,6 +397,26 @@ fn read_limited(
     let len = len.unwrap_or(meta.len());
     // A file grown since its stat is read no further than the small bound either.
     let budget = small.map_or(budget, |b| b.min(budget));
+    if published {
+        // One byte past the budget, when the file holds more, so the caller sees it is too large.
+        let want = meta.len().min(budget + 1) as usize;
+        let mut buf = vec![0u8; want];
+        let mut f = f;
+        let mut got = 0;
+        while got < want {
+            match f.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        if got != want {
+            tracing::debug!(path = %path.display(), "shorter than its stat; reading again");
+            return Err(Problem::Gone);
+        }
+        return Ok((buf, meta));
+    }
     // One byte more than the stat said, so the read that finds the end needs no second allocation.
     let mut buf = Vec::with_capacity(len.saturating_add(1).min(budget + 1) as usize);
     let mut f = f.take(budget + 1);
@@ -562,7 +597,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let k = tmp.path().join("k");
         std::fs::write(&k, "0123456789").unwrap();
-        let read = |stated, budget, small| read_limited(&k, stated, budget, small).map(|(b, _)| b);
+        let read =
+            |stated, budget, small| read_limited(&k, stated, budget, small, false).map(|(b, _)| b);
         for stated in [None, Some(0), Some(3), Some(10), Some(4096)] {
             assert_eq!(read(stated, MAX_BYTES, None).unwrap(), b"0123456789");
         }
@@ -578,6 +614,31 @@ mod tests {
             read(Some(3), MAX_BYTES, Some(9)),
             Err(Problem::Large)
         ));
+    }
+
+    /// A published key (in the dir `..data` named) is read as its own stat says, within the same
+    /// budget and small bound as any key, and a FIFO swapped in is never read.
+    #[test]
+    fn a_published_key_is_read_to_its_stated_size_within_the_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = tmp.path().join("k");
+        std::fs::write(&k, "0123456789").unwrap();
+        let read =
+            |stated, budget, small| read_limited(&k, stated, budget, small, true).map(|(b, _)| b);
+        for stated in [None, Some(0), Some(4096)] {
+            assert_eq!(read(stated, MAX_BYTES, None).unwrap(), b"0123456789");
+        }
+        assert_eq!(read(None, 4, None).unwrap(), b"01234", "budget + 1 bytes");
+        assert_eq!(read(None, MAX_BYTES, Some(10)).unwrap(), b"0123456789");
+        assert!(matches!(
+            read(None, MAX_BYTES, Some(9)),
+            Err(Problem::Large)
+        ));
+        std::fs::write(&k, "").unwrap();
+        assert_eq!(read(None, MAX_BYTES, None).unwrap(), b"");
+        std::fs::remove_file(&k).unwrap();
+        nix::unistd::mkfifo(&k, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(matches!(read(None, MAX_BYTES, None), Err(Problem::Gone)));
     }
 
     /// A key swapped for a FIFO, a socket or a link after its type was checked: the open sees what
@@ -597,14 +658,16 @@ mod tests {
         std::fs::write(&outside, "secret").unwrap();
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         for path in [&fifo, &socket, &link] {
-            match read_limited(path, Some(5), MAX_BYTES, None) {
+            match read_limited(path, Some(5), MAX_BYTES, None, false) {
                 Err(Problem::Gone) => {}
                 Err(e) => panic!("{path:?}: {e:?}"),
                 Ok((bytes, _)) => panic!("{path:?} read as {} bytes", bytes.len()),
             }
         }
         assert_eq!(
-            read_limited(&outside, Some(0), MAX_BYTES, None).unwrap().0,
+            read_limited(&outside, Some(0), MAX_BYTES, None, false)
+                .unwrap()
+                .0,
             b"secret"
         );
     }
