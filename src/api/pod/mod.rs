@@ -183,6 +183,10 @@ impl PodReporter {
             return Patched::Waiting;
         }
         if defer.routine && routine(&self.sent, &cs) {
+            debug!(
+                current = %cs[1].reason,
+                "pod conditions wait for this pod's share of the report spread"
+            );
             return Patched::Spreading;
         }
         let now = jiff::Timestamp::now();
