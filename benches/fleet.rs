@@ -6,10 +6,13 @@
 //! its pod and reloading a loopback sink): propagation from the `..data` swap, writes and API-server
 //! CPU per change, RSS (the kubelet holds the watch, so they list and watch nothing). Then the same changes
 //! with a reload spread set through each pod's annotations: propagation, and the most sidecars that
-//! promote within one second, beside the same without it.
+//! promote within one second, beside the same without it. In API mode each pod's component is marked
+//! ready and the sidecars run a short known-good trial (`--trial-secs`), so every change ends in the
+//! known-good record: the bench counts the record's writes per change for the whole fleet.
 //!
 //! `ETCD_BIN=… KUBE_APISERVER_BIN=… cargo bench --bench fleet [-- --sizes 10,50,100 --idle-secs 60
-//! --changes 3 --spread-secs 10]` (`--spread-secs 0`: no run with the spread); without the two variables it says it skipped and exits 0. `CONFGATE_BIN` runs
+//! --changes 3 --spread-secs 10 --trial-secs 2 --api-only]` (`--spread-secs 0`: no run with the
+//! spread; `--trial-secs 0`: no trial; `--api-only`: no volume mode); without the two variables it says it skipped and exits 0. `CONFGATE_BIN` runs
 //! another confgate binary as the sidecars (a release build while the bench itself is a debug one).
 //! Prints a table and an ASCII chart, and writes JSON and an SVG chart to the target dir.
 
@@ -40,12 +43,15 @@ struct Opts {
     idle: Duration,
     changes: usize,
     spread: Duration,
+    /// The API-mode sidecars' known-good trial (`--trial`); zero: none.
+    trial: Duration,
+    api_only: bool,
     json: PathBuf,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: cargo bench --bench fleet -- [--sizes 10,50,100] [--idle-secs N] [--changes N] [--spread-secs N] [--json PATH]"
+        "usage: cargo bench --bench fleet -- [--sizes 10,50,100] [--idle-secs N] [--changes N] [--spread-secs N] [--trial-secs N] [--api-only] [--json PATH]"
     );
     std::process::exit(64)
 }
@@ -60,6 +66,8 @@ fn opts() -> Opts {
         idle: Duration::from_secs(60),
         changes: 3,
         spread: Duration::from_secs(10),
+        trial: Duration::from_secs(2),
+        api_only: false,
         json: target_dir.join("confgate-fleet.json"),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -81,6 +89,10 @@ fn opts() -> Opts {
             "--spread-secs" => {
                 o.spread = Duration::from_secs(val().parse().unwrap_or_else(|_| usage()))
             }
+            "--trial-secs" => {
+                o.trial = Duration::from_secs(val().parse().unwrap_or_else(|_| usage()))
+            }
+            "--api-only" => o.api_only = true,
             "--json" => o.json = PathBuf::from(val()),
             _ => usage(),
         }
@@ -200,6 +212,119 @@ fn turned_away(d: &Counts) -> f64 {
         .sum()
 }
 
+/// The known-good record's writes (created, or patched at the resourceVersion read) in `d`, less
+/// `own` writes of the source ConfigMap the bench made itself, and the writes refused for a
+/// conflict (another pod wrote first; nothing written).
+fn record_writes(d: &Counts, own: f64) -> (f64, f64) {
+    let get = |k: &str| d.get(k).copied().unwrap_or(0.0);
+    (
+        get("POST configmaps") + get("PATCH configmaps") + get("PUT configmaps") - own,
+        get("POST configmaps (409)") + get("PATCH configmaps (409)") + get("PUT configmaps (409)"),
+    )
+}
+
+/// Objects written to etcd (`etcd_requests_total`, `create` and `update`), per resource: unlike the
+/// request counts, a patch that changes nothing (the known-good trial's read of its pod, an empty
+/// patch of its status) is not among them.
+fn storage_writes(c: &server::Cluster) -> Counts {
+    let text = kubectl(c, &["get", "--raw", "/metrics"], "");
+    let mut out = Counts::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("etcd_requests_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\""))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let op = label("operation");
+        if op != "create" && op != "update" {
+            continue;
+        }
+        // `resource` since Kubernetes 1.33; `type` (`/registry/pods`) before.
+        let ty = Some(label("resource"))
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| label("type"));
+        let ty = ty.rsplit('/').next().unwrap_or(&ty).to_owned();
+        *out.entry(ty).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+/// Waits until at least `least` pods were stored since `before` (each pod's conditions and facts
+/// written, a patch turned away and tried again included), and returns how many were.
+fn pods_stored(c: &server::Cluster, before: &Counts, least: usize) -> f64 {
+    let until = std::time::Instant::now() + DEADLINE;
+    loop {
+        let stored = delta(&storage_writes(c), before)
+            .get("pods")
+            .copied()
+            .unwrap_or(0.0);
+        if stored >= least as f64 || std::time::Instant::now() > until {
+            return stored;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Waits until the known-good record `CM.confgate-known-good` holds `version` and the pods have
+/// read it once their trials passed (`GET configmaps`, less the bench's own reads, at least `least`
+/// since `before` and none more in the last second).
+fn recorded(
+    c: &server::Cluster,
+    rt: &tokio::runtime::Runtime,
+    configmaps: &kube::Api<k8s_openapi::api::core::v1::ConfigMap>,
+    before: &Counts,
+    version: &str,
+    least: usize,
+) {
+    let name = format!("{CM}.confgate-known-good");
+    let until = std::time::Instant::now() + DEADLINE;
+    let mut own = 0.0;
+    loop {
+        own += 1.0;
+        let held = rt
+            .block_on(configmaps.get_opt(&name))
+            .ok()
+            .flatten()
+            .and_then(|cm| cm.data)
+            .is_some_and(|d| {
+                d.values()
+                    .any(|e| e.contains(&format!("\"version\":\"{version}\"")))
+            });
+        if held {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the known-good record never held {version}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut last = -1.0;
+    loop {
+        let d = delta(&request_counts(c), before);
+        // A read of a record not there yet is answered 404: counted too.
+        let reads = d
+            .iter()
+            .filter(|(k, _)| *k == "GET configmaps" || k.starts_with("GET configmaps ("))
+            .map(|(_, v)| v)
+            .sum::<f64>()
+            - own;
+        if (reads >= least as f64 && reads == last) || std::time::Instant::now() > until {
+            return;
+        }
+        last = reads;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 /// The writes a sidecar's reports make: Events created or folded, and pods/status patches.
 fn writes(d: &Counts) -> (f64, f64) {
     (
@@ -269,6 +394,12 @@ struct Row {
     turned_away_per_change: f64,
     /// ConfigMap watches the API server holds for the fleet.
     watches: f64,
+    /// The known-good record's writes per change, for the whole fleet (none without a trial).
+    record_writes_per_change: Option<f64>,
+    /// Record writes refused for a conflict per change.
+    record_conflicts_per_change: f64,
+    /// Pods stored per change (etcd `update`): the status patches that wrote something.
+    pod_writes_per_change: f64,
     rss_kib: f64,
     apiserver_idle_cpu_ms_min: f64,
     apiserver_change_cpu_ms: f64,
@@ -369,6 +500,32 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
         &["apply", "-f", "-"],
         &json!({"apiVersion": "v1", "kind": "List", "items": pods}).to_string(),
     );
+    let rt = server::runtime();
+    let admin = rt.block_on(server::client(&c.admin));
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(admin.clone(), &ns);
+    if !o.trial.is_zero() {
+        // No kubelet runs: the component's container is reported ready as a kubelet would, so
+        // each trial passes and every change ends in the known-good record.
+        let pod_api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(admin.clone(), &ns);
+        let ready = json!({"status": {"phase": "Running", "containerStatuses": [{
+            "name": "webhook", "ready": true, "restartCount": 0, "image": "example/webhook:1",
+            "imageID": "", "state": {"running": {"startedAt": "2026-12-04T00:00:00Z"}}}]}});
+        for i in 0..n {
+            rt.block_on(pod_api.patch_status(
+                &format!("web-{i}"),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&ready),
+            ))
+            .expect("mark the component ready");
+        }
+    }
+    let trial = format!("{}s", o.trial.as_secs());
+    // A trial begins when the component has applied the config: with a reload target, at its
+    // answer (a loopback sink here).
+    let sink = common::Sink::start(false);
+    let url = sink.url();
     let token = kubectl(
         c,
         &["create", "token", "confgate", "-n", &ns, "--duration=2h"],
@@ -412,6 +569,10 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
                 &watch,
                 "--annotations",
                 &ann,
+                "--trial",
+                &trial,
+                "--reload",
+                &url,
             ];
             let pod = format!("web-{i}");
             let kc = kubeconfig.to_string_lossy();
@@ -426,8 +587,13 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
     for g in &gates {
         g.wait_active("2.4.0");
     }
-    // Let start-up reporting (the first conditions) finish before counting idle requests.
+    // Let start-up reporting (the first conditions, and the first config's record) finish before
+    // counting idle requests.
     reported(c, &b1, n as f64);
+    if !o.trial.is_zero() {
+        // Each pod read the record at start, and again when its trial passed.
+        recorded(c, &rt, &configmaps, &b1, "2.4.0", 2 * n);
+    }
     let watches = configmap_watches(c);
 
     eprintln!("N={n}: idle for {:?}...", o.idle);
@@ -440,26 +606,40 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
     let idle_ticks = (cpu1 - cpu0).saturating_sub(bcpu1 - bcpu0);
 
     eprintln!("N={n}: {} changes...", o.changes);
-    let rt = server::runtime();
-    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-        kube::Api::namespaced(rt.block_on(server::client(&c.admin)), &ns);
+    let t_changes = std::time::Instant::now();
+    let (mut record, mut conflicts, mut pod_writes) = (0.0, 0.0, 0.0);
     let mut times = Vec::new();
     let mut most = 0;
     let (mut events, mut patches, mut change_ticks, mut away) = (0.0, 0.0, 0, 0.0);
     for k in 0..o.changes {
         let version = format!("2.4.{}", k + 1);
         let (before, cpu_before) = (request_counts(c), common::cpu_ticks(apiserver));
+        let stored = storage_writes(c);
         let t = change(&rt, &configmaps, &gates, &version);
         most = most.max(burst(&t));
         times.extend(t);
-        // Reporting follows the promotion: wait until it has reached the API server.
-        let d = reported(c, &before, n as f64);
+        // Reporting follows the promotion: wait until it has reached the API server, and the
+        // trial has ended in the record.
+        let mut d = reported(c, &before, n as f64);
+        // Every pod's report stored, the ones turned away and tried again included.
+        pod_writes += pods_stored(c, &stored, n);
+        if !o.trial.is_zero() {
+            recorded(c, &rt, &configmaps, &before, &version, n);
+            d = delta(&request_counts(c), &before);
+            let (w, x) = record_writes(&d, 1.0);
+            record += w;
+            conflicts += x;
+        }
+        if o.trial.is_zero() {
+            d = delta(&request_counts(c), &before);
+        }
         let (e, p) = writes(&d);
         events += e;
         patches += p;
         away += turned_away(&d);
         change_ticks += common::cpu_ticks(apiserver) - cpu_before;
     }
+    eprintln!("N={n}: changes done in {:?}", t_changes.elapsed());
     let changes = o.changes.max(1) as f64;
     let rss: Vec<u64> = gates
         .iter()
@@ -474,6 +654,9 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
         patches_per_change: patches / changes,
         turned_away_per_change: away / changes,
         watches,
+        record_writes_per_change: (!o.trial.is_zero()).then(|| record / o.changes.max(1) as f64),
+        record_conflicts_per_change: conflicts / o.changes.max(1) as f64,
+        pod_writes_per_change: pod_writes / o.changes.max(1) as f64,
         rss_kib: rss.iter().sum::<u64>() as f64 / n as f64,
         apiserver_idle_cpu_ms_min: idle_ticks as f64 * 10.0 / minutes,
         apiserver_change_cpu_ms: change_ticks as f64 * 10.0 / changes,
@@ -516,7 +699,11 @@ fn fleet(c: &server::Cluster, n: usize, o: &Opts, apiserver: u32, etcd: Option<u
     });
     // No controller manager runs, so a deleted namespace would stay Terminating: it is left as it is.
     drop(gates);
-    let volume = volume_fleet(c, n, o, &ns, &kubeconfig, tmp.path(), apiserver);
+    let volume = if o.api_only {
+        Volume::default()
+    } else {
+        volume_fleet(c, n, o, &ns, &kubeconfig, tmp.path(), apiserver)
+    };
     Row {
         volume,
         spread,
@@ -652,9 +839,12 @@ fn main() {
         o.changes,
         o.idle.as_secs()
     );
-    println!("\nAPI mode (one watch each, no reload target):");
     println!(
-        "{:>4} | {:>9} | {:>9} | {:>10} | {:>7} | {:>11} | {:>8} | {:>9} | {:>9} | {:>10} | {:>11} | {:>10} | {:>9}",
+        "\nAPI mode (one watch each, a reload target each, a {} s known-good trial):",
+        o.trial.as_secs()
+    );
+    println!(
+        "{:>4} | {:>9} | {:>9} | {:>10} | {:>7} | {:>11} | {:>8} | {:>9} | {:>9} | {:>9} | {:>9} | {:>10} | {:>10} | {:>11} | {:>10} | {:>9}",
         "N",
         "p50 ms",
         "p99 ms",
@@ -664,6 +854,9 @@ fn main() {
         "away/ch",
         "events/ch",
         "patch/ch",
+        "pods st/ch",
+        "record/ch",
+        "409/ch",
         "RSS/sc",
         "api CPU/min",
         "api CPU/ch",
@@ -671,51 +864,57 @@ fn main() {
     );
     for r in &rows {
         println!(
-            "{:>4} | {:>9.0} | {:>9.0} | {:>10.2} | {:>7.0} | {:>11.2} | {:>8.1} | {:>9.1} | {:>9.1} | {:>6.1} MiB | {:>8.0} ms | {:>7.0} ms | {:>5.0} MiB",
+            "{:>4} | {:>9.0} | {:>9.0} | {:>10.2} | {:>7.0} | {:>11.2} | {:>8.1} | {:>9.1} | {:>9.1} | {:>10.1} | {:>9} | {:>6.1} | {:>6.1} MiB | {:>8.0} ms | {:>7.0} ms | {:>5.0} MiB",
             r.n,
             r.p50_ms,
             r.p99_ms,
             r.idle_per_sidecar_min,
             r.watches,
-            (r.events_per_change + r.patches_per_change) / r.n as f64,
+            (r.events_per_change + r.pod_writes_per_change) / r.n as f64,
             r.turned_away_per_change,
             r.events_per_change,
             r.patches_per_change,
+            r.pod_writes_per_change,
+            r.record_writes_per_change
+                .map_or("-".to_owned(), |w| format!("{w:.1}")),
+            r.record_conflicts_per_change,
             r.rss_kib / 1024.0,
             r.apiserver_idle_cpu_ms_min,
             r.apiserver_change_cpu_ms,
             r.apiserver_rss_kib as f64 / 1024.0
         );
     }
-    println!(
-        "\nvolume mode, reporting on its pod, a reload target each (the recommended deployment):"
-    );
-    println!(
-        "{:>4} | {:>9} | {:>9} | {:>11} | {:>8} | {:>9} | {:>9} | {:>10} | {:>10}",
-        "N",
-        "p50 ms",
-        "p99 ms",
-        "writes/pod",
-        "away/ch",
-        "events/ch",
-        "patch/ch",
-        "api CPU/ch",
-        "RSS/sc"
-    );
-    for r in &rows {
-        let v = &r.volume;
+    if !o.api_only {
         println!(
-            "{:>4} | {:>9.1} | {:>9.1} | {:>11.2} | {:>8.1} | {:>9.1} | {:>9.1} | {:>7.0} ms | {:>6.1} MiB",
-            r.n,
-            v.p50_ms,
-            v.p99_ms,
-            (v.events_per_change + v.patches_per_change) / r.n as f64,
-            v.turned_away_per_change,
-            v.events_per_change,
-            v.patches_per_change,
-            v.apiserver_change_cpu_ms,
-            v.rss_kib / 1024.0
+            "\nvolume mode, reporting on its pod, a reload target each (the recommended deployment):"
         );
+        println!(
+            "{:>4} | {:>9} | {:>9} | {:>11} | {:>8} | {:>9} | {:>9} | {:>10} | {:>10}",
+            "N",
+            "p50 ms",
+            "p99 ms",
+            "writes/pod",
+            "away/ch",
+            "events/ch",
+            "patch/ch",
+            "api CPU/ch",
+            "RSS/sc"
+        );
+        for r in &rows {
+            let v = &r.volume;
+            println!(
+                "{:>4} | {:>9.1} | {:>9.1} | {:>11.2} | {:>8.1} | {:>9.1} | {:>9.1} | {:>7.0} ms | {:>6.1} MiB",
+                r.n,
+                v.p50_ms,
+                v.p99_ms,
+                (v.events_per_change + v.patches_per_change) / r.n as f64,
+                v.turned_away_per_change,
+                v.events_per_change,
+                v.patches_per_change,
+                v.apiserver_change_cpu_ms,
+                v.rss_kib / 1024.0
+            );
+        }
     }
     println!(
         "\nreload spread {} s (through each pod's annotations), {} change(s) per size:",
@@ -774,7 +973,10 @@ fn main() {
                    "apiserver_cpu_ms_per_change": r.apiserver_change_cpu_ms,
                    "apiserver_rss_kib": r.apiserver_rss_kib, "etcd_rss_kib": r.etcd_rss_kib,
                    "configmap_watches": r.watches,
-                   "writes_per_pod_per_change": (r.events_per_change + r.patches_per_change) / r.n as f64,
+                   "writes_per_pod_per_change": (r.events_per_change + r.pod_writes_per_change) / r.n as f64,
+                   "pods_stored_per_change": r.pod_writes_per_change,
+                   "known_good_record_writes_per_change": r.record_writes_per_change,
+                   "known_good_record_conflicts_per_change": r.record_conflicts_per_change,
                    "report_requests_turned_away_per_change": r.turned_away_per_change,
                    "volume_mode": json!({
                        "propagation_p50_ms": r.volume.p50_ms, "propagation_p99_ms": r.volume.p99_ms,
@@ -792,7 +994,7 @@ fn main() {
         .collect();
     let report = json!({"apiserver": c.version, "idle_secs": o.idle.as_secs(),
                         "changes": o.changes, "apiserver_rss_kib_before": rss0,
-                        "spread_secs": o.spread.as_secs(), "rows": json_rows});
+                        "spread_secs": o.spread.as_secs(), "trial_secs": o.trial.as_secs(), "rows": json_rows});
     std::fs::write(
         &o.json,
         serde_json::to_string_pretty(&report).expect("json"),

@@ -55,6 +55,10 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    // The trial's reads of the pod come after the window the routine status patches are spread
+    // over, at this pod's offset into the next one: a fleet that applied one change together
+    // reads its pods neither together nor on top of its patches.
+    let read_after = super::pod::REPORT_SPREAD + super::pod::report_offset(&pod);
     let mut record: Option<(Kind, Target)> = match &beside {
         Beside::Source { kind, target } => Some((
             *kind,
@@ -75,6 +79,10 @@ pub(crate) async fn run(
         };
         let answer = match ask {
             Ask::Component => {
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    () = tokio::time::sleep(read_after) => {}
+                }
                 let (read, found) = read_pod(&client, &pod, &beside).await;
                 if record.is_none()
                     && let Some(found) = found

@@ -1459,3 +1459,74 @@ async fn a_refused_condition_patch_is_retried_twice_as_late_each_time() {
     assert_eq!(gaps, [30, 60, 120, 240, 300]);
     reporter.abort();
 }
+
+/// A routine patch (a healthy change: only the facts move) waits for the pod's offset into the
+/// report spread, and the statuses that come meanwhile are coalesced into it; a patch that changes
+/// a condition's status or reason goes at once. On paused time: the gaps are the reporter's waits.
+#[tokio::test(start_paused = true)]
+async fn routine_patches_wait_for_the_pods_offset_into_the_spread_and_coalesce() {
+    let (client, mut h) = mock(SIDECAR_ROLE);
+    let pod = PodRef {
+        namespace: "prod".into(),
+        name: "web-0".into(),
+        uid: Some("uid-web-0".into()),
+    };
+    let offset = pod::report_offset(&pod);
+    assert!(
+        offset > Duration::from_millis(100) && offset < pod::REPORT_SPREAD,
+        "a pod whose offset shows the wait: {offset:?}"
+    );
+    let (tx, rx) = watch::channel(accepted("2.4.1"));
+    let (_notices, notices) = tokio::sync::broadcast::channel(1);
+    let reporter = tokio::spawn(pod::run(client, pod, rx, notices, std::future::pending()));
+    let facts_of = |p: &Value| p["metadata"]["annotations"][FACTS_ANNOTATION].clone();
+
+    // The first patch is not routine: at once.
+    let t0 = tokio::time::Instant::now();
+    let (req, send) = expect(
+        &mut h,
+        Method::PATCH,
+        "/api/v1/namespaces/prod/pods/web-0/status",
+        &[],
+    )
+    .await;
+    assert_eq!(tokio::time::Instant::now(), t0, "the first patch waited");
+    let _ = body_json(req).await;
+    respond(send, StatusCode::OK, &pod_json("web-0", true, None));
+
+    // Two healthy changes in a row: one patch, with the second's facts, at the pod's offset after
+    // the first.
+    tx.send(accepted("2.4.2")).unwrap();
+    let t1 = tokio::time::Instant::now();
+    tokio::time::sleep(offset / 2).await;
+    tx.send(accepted("2.4.3")).unwrap();
+    let (req, send) = expect(
+        &mut h,
+        Method::PATCH,
+        "/api/v1/namespaces/prod/pods/web-0/status",
+        &[],
+    )
+    .await;
+    // The timer wheel's millisecond rounds the wait up.
+    let waited = tokio::time::Instant::now() - t1;
+    assert!(
+        waited >= offset && waited <= offset + Duration::from_millis(1),
+        "{waited:?} against the offset {offset:?}"
+    );
+    let patch = body_json(req).await;
+    assert!(
+        facts_of(&patch).as_str().unwrap().contains("2.4.3"),
+        "{patch}"
+    );
+    respond(send, StatusCode::OK, &pod_json("web-0", true, None));
+
+    // A hold changes `config-current`'s status and reason: at once. (Its Event comes from the
+    // gate's notice, not from the status: `notices` stays silent here.)
+    tx.send(holding("2.4.3", "3.0.0")).unwrap();
+    let t2 = tokio::time::Instant::now();
+    let (c, send) = next_condition(&mut h).await;
+    assert_eq!(c["reason"], "TooNew");
+    assert_eq!(tokio::time::Instant::now(), t2, "the hold's patch waited");
+    respond(send, StatusCode::OK, &pod_json("web-0", true, None));
+    reporter.abort();
+}

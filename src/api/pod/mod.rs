@@ -1,7 +1,8 @@
 //! What confgate reports on its own pod: Events (a config held, missing or refused, a reload failed,
 //! the end of a hold; never a routine promotion) through `EventSink` (events.k8s.io/v1, only identical repeats folded into a series), and the conditions
 //! `confgate.io/config-compatible` and `confgate.io/config-current` on pods/status by strategic
-//! merge patch.
+//! merge patch. A routine patch (only the facts move) waits for the pod's offset into
+//! [`REPORT_SPREAD`], so a fleet's patches for one change are spread, not sent at once.
 //!
 //! The Events are the decision loop's notices ([`Notice`], each sent at the event it happened at,
 //! so none is lost between two published statuses); the conditions follow the published
@@ -42,6 +43,22 @@ const PATCH_RETRY_MAX: Duration = Duration::from_secs(300);
 /// what was promoted even if the component never answers.
 pub const SETTLE_MAX: Duration = Duration::from_secs(10);
 
+/// The window over which a fleet's routine patches are spread: each pod makes a patch that changes
+/// no condition's status or reason (a healthy change: only the facts move) at its own offset into
+/// it, [`report_offset`], so a thousand pods promoting one change within half a second do not send
+/// their thousand patches in that half second, which the API server's priority and fairness turns
+/// away in part (429). A patch that flips a condition's status or reason (readiness gates read it)
+/// is never held back by it; the promotion itself never waits for any patch.
+pub const REPORT_SPREAD: Duration = Duration::from_secs(4);
+
+/// This pod's offset into [`REPORT_SPREAD`]: its rollout bucket (from its UID, else its name, as
+/// the reload spread takes it), so the fleet's routine writes are spread evenly and each pod's
+/// always comes at the same point of the window.
+pub fn report_offset(pod: &PodRef) -> Duration {
+    let id = pod.uid.as_deref().unwrap_or(&pod.name);
+    REPORT_SPREAD.mul_f64(crate::rollout::Bucket::of(id.trim()).fraction())
+}
+
 /// What a report did with the pod's conditions and facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Patched {
@@ -51,6 +68,29 @@ pub enum Patched {
     Failed,
     /// Nothing written yet: the reload in flight changes the facts again soon ([`may_wait`]).
     Waiting,
+    /// Nothing written yet: a routine patch waits for this pod's offset into [`REPORT_SPREAD`].
+    Spreading,
+}
+
+/// Which patches a report may put off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Defer {
+    /// One that [`may_wait`] for the reload in flight.
+    pub reload: bool,
+    /// A routine one (no condition's status or reason changes), for the pod's share of
+    /// [`REPORT_SPREAD`].
+    pub routine: bool,
+}
+
+/// Whether `next` changes no condition's type, status or reason from what was `sent`: a routine
+/// patch (only the message and the facts move). The first patch never is.
+fn routine(sent: &[Condition], next: &[Condition]) -> bool {
+    !sent.is_empty()
+        && sent.len() == next.len()
+        && sent
+            .iter()
+            .zip(next)
+            .all(|(a, b)| (a.type_, a.status, &a.reason) == (b.type_, b.status, &b.reason))
 }
 
 /// The sidecar's pod.
@@ -113,19 +153,20 @@ impl PodReporter {
     /// Publishes the Event of each of `notices`, then patches the conditions for `next`. Returns
     /// false when the condition could not be patched.
     pub async fn report(&mut self, notices: &[Notice], next: &Status) -> bool {
-        self.report_or_wait(notices, next, false).await != Patched::Failed
+        self.report_or_wait(notices, next, Defer::default()).await != Patched::Failed
     }
 
-    /// As [`PodReporter::report`]; with `may_defer`, a patch that [`may_wait`] for the reload in
-    /// flight is not made yet (`Waiting`), while the Events are published at once.
+    /// As [`PodReporter::report`]; a patch that [`may_wait`] for the reload in flight
+    /// (`defer.reload`: `Waiting`), or a routine one (`defer.routine`: `Spreading`), is not made yet,
+    /// while the Events are published at once.
     pub async fn report_or_wait(
         &mut self,
         notices: &[Notice],
         next: &Status,
-        may_defer: bool,
+        defer: Defer,
     ) -> Patched {
         self.publish(notices).await;
-        self.patch(next, may_defer).await
+        self.patch(next, defer).await
     }
 
     /// Publishes the Event of each of `notices`, in order.
@@ -140,18 +181,25 @@ impl PodReporter {
         }
     }
 
-    async fn patch(&mut self, s: &Status, may_defer: bool) -> Patched {
+    async fn patch(&mut self, s: &Status, defer: Defer) -> Patched {
         let cs = conditions(s);
         let facts = facts(s).map(|f| f.to_json()).unwrap_or_default();
         if cs.is_empty() || (&self.sent, &self.sent_facts) == (&cs, &facts) {
             return Patched::Done;
         }
-        if may_defer && may_wait(&self.sent, &cs, s) {
+        if defer.reload && may_wait(&self.sent, &cs, s) {
             debug!(
                 current = %cs[1].reason,
                 "pod conditions wait for the reload of the promoted config"
             );
             return Patched::Waiting;
+        }
+        if defer.routine && routine(&self.sent, &cs) {
+            debug!(
+                current = %cs[1].reason,
+                "pod conditions wait for this pod's share of the report spread"
+            );
+            return Patched::Spreading;
         }
         let now = jiff::Timestamp::now();
         let timed: Vec<(Condition, jiff::Timestamp)> = cs
@@ -220,29 +268,39 @@ pub async fn run(
         r = reporter(client, pod) => r,
         () = &mut shutdown => return,
     };
+    let offset = report_offset(&r.pod);
     let mut open = true;
     let mut retry = Doubling::new(PATCH_RETRY, PATCH_RETRY_MAX);
     // While a patch waits for a reload: until when it may (fixed when the wait began, so a stream
     // of statuses cannot put the patch off for longer).
     let mut settle_by: Option<tokio::time::Instant> = None;
+    // While a routine patch waits for this pod's offset: until when (fixed at the first status it
+    // waits with, so the statuses that come meanwhile are coalesced into one patch, not put off).
+    let mut spread_by: Option<tokio::time::Instant> = None;
     loop {
         let next = rx.borrow_and_update().clone();
-        let may_defer = settle_by.is_none_or(|t| tokio::time::Instant::now() < t);
+        let now = tokio::time::Instant::now();
+        let defer = Defer {
+            reload: settle_by.is_none_or(|t| now < t),
+            routine: spread_by.is_none_or(|t| now < t),
+        };
         // The notices sent before this status come first; a retry, or the wait over, repeats no
         // Event: only the condition patch is tried again.
         let pending = waiting(&mut notices, &mut open);
-        let done = r.report_or_wait(&pending, &next, may_defer).await;
-        match done {
-            Patched::Waiting => {
-                settle_by.get_or_insert_with(|| tokio::time::Instant::now() + SETTLE_MAX);
-            }
+        let done = r.report_or_wait(&pending, &next, defer).await;
+        let wake = match done {
+            Patched::Waiting => Some(*settle_by.get_or_insert(now + SETTLE_MAX)),
+            Patched::Spreading => Some(*spread_by.get_or_insert(now + offset)),
             Patched::Done => {
                 retry.succeeded();
-                settle_by = None;
+                (settle_by, spread_by) = (None, None);
+                None
             }
-            Patched::Failed => settle_by = None,
-        }
-        let settled = settle_by.unwrap_or_else(tokio::time::Instant::now);
+            Patched::Failed => {
+                (settle_by, spread_by) = (None, None);
+                None
+            }
+        };
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
             n = notices.recv(), if open => match n {
@@ -256,7 +314,7 @@ pub async fn run(
             () = tokio::time::sleep(retry.next()), if done == Patched::Failed => {
                 retry.failed();
             }
-            () = tokio::time::sleep_until(settled), if done == Patched::Waiting => {}
+            () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
             () = &mut shutdown => return,
         }
     }

@@ -74,7 +74,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                     Err(Problem::Bad(why)) => return Ok(Observed::Broken(why)),
                     Err(Problem::Large) => return Err(Large),
                 };
-                let tree = read_tree(&base, &base, small);
+                let tree = read_tree(&base, &base, small, true);
                 if tree.is_ok()
                     && std::fs::read_link(dir.join(DATA_LINK)).ok().as_deref()
                         != Some(target.as_path())
@@ -90,7 +90,7 @@ fn read_within(dir: &Path, small: Option<Small>) -> Result<Observed, Large> {
                         dir: dir.to_path_buf(),
                     }));
                 }
-                match read_tree(dir, dir, small) {
+                match read_tree(dir, dir, small, false) {
                     // A kubelet writing its first payload: the plain read may hold half of it.
                     Ok(_) if std::fs::symlink_metadata(dir.join(DATA_LINK)).is_ok() => continue,
                     // An editor's leftovers beside a plain dir's files are no keys.

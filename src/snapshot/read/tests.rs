@@ -159,7 +159,8 @@ fn a_key_that_changed_size_since_its_stat_is_read_whole_within_the_budget() {
     let tmp = tempfile::tempdir().unwrap();
     let k = tmp.path().join("k");
     std::fs::write(&k, "0123456789").unwrap();
-    let read = |stated, budget, small| read_limited(&k, stated, budget, small).map(|(b, _)| b);
+    let read =
+        |stated, budget, small| read_limited(&k, stated, budget, small, false).map(|(b, _)| b);
     for stated in [None, Some(0), Some(3), Some(10), Some(4096)] {
         assert_eq!(read(stated, MAX_BYTES, None).unwrap(), b"0123456789");
     }
@@ -175,6 +176,31 @@ fn a_key_that_changed_size_since_its_stat_is_read_whole_within_the_budget() {
         read(Some(3), MAX_BYTES, Some(9)),
         Err(Problem::Large)
     ));
+}
+
+/// A published key (in the dir `..data` named) is read as its own stat says, within the same
+/// budget and small bound as any key, and a FIFO swapped in is never read.
+#[test]
+fn a_published_key_is_read_to_its_stated_size_within_the_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let k = tmp.path().join("k");
+    std::fs::write(&k, "0123456789").unwrap();
+    let read =
+        |stated, budget, small| read_limited(&k, stated, budget, small, true).map(|(b, _)| b);
+    for stated in [None, Some(0), Some(4096)] {
+        assert_eq!(read(stated, MAX_BYTES, None).unwrap(), b"0123456789");
+    }
+    assert_eq!(read(None, 4, None).unwrap(), b"01234", "budget + 1 bytes");
+    assert_eq!(read(None, MAX_BYTES, Some(10)).unwrap(), b"0123456789");
+    assert!(matches!(
+        read(None, MAX_BYTES, Some(9)),
+        Err(Problem::Large)
+    ));
+    std::fs::write(&k, "").unwrap();
+    assert_eq!(read(None, MAX_BYTES, None).unwrap(), b"");
+    std::fs::remove_file(&k).unwrap();
+    nix::unistd::mkfifo(&k, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    assert!(matches!(read(None, MAX_BYTES, None), Err(Problem::Gone)));
 }
 
 /// A key swapped for a FIFO, a socket or a link after its type was checked: the open sees what
@@ -194,14 +220,16 @@ fn a_key_swapped_after_its_stat_is_read_again() {
     std::fs::write(&outside, "secret").unwrap();
     std::os::unix::fs::symlink(&outside, &link).unwrap();
     for path in [&fifo, &socket, &link] {
-        match read_limited(path, Some(5), MAX_BYTES, None) {
+        match read_limited(path, Some(5), MAX_BYTES, None, false) {
             Err(Problem::Gone) => {}
             Err(e) => panic!("{path:?}: {e:?}"),
             Ok((bytes, _)) => panic!("{path:?} read as {} bytes", bytes.len()),
         }
     }
     assert_eq!(
-        read_limited(&outside, Some(0), MAX_BYTES, None).unwrap().0,
+        read_limited(&outside, Some(0), MAX_BYTES, None, false)
+            .unwrap()
+            .0,
         b"secret"
     );
 }

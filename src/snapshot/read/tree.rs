@@ -5,7 +5,14 @@ use super::*;
 
 /// Reads every regular file under `root`, keyed by its path relative to `root`. Names starting with
 /// `..` are the writer's own and are skipped. Within `small`, when given, or [`Problem::Large`].
-pub(super) fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result<Tree, Problem> {
+/// `published`: `root` is the timestamped dir `..data` named, whose files were complete before the
+/// swap published them and are never written again (see [`read_limited`]).
+pub(super) fn read_tree(
+    root: &Path,
+    top: &Path,
+    small: Option<Small>,
+    published: bool,
+) -> Result<Tree, Problem> {
     use std::os::unix::fs::PermissionsExt;
     let mut files = BTreeMap::new();
     let mut modes = BTreeMap::new();
@@ -44,10 +51,11 @@ pub(super) fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result
             // or a dir swapped in since the listing, or a device or FIFO mounted over the file,
             // which its entry never shows) the entry is looked at as one of another type is.
             let regular = entry.file_type().is_ok_and(|t| t.is_file());
-            let opened = match regular.then(|| read_limited(&path, None, budget, small_budget)) {
-                Some(Err(Problem::Gone)) | None => None,
-                Some(opened) => Some(opened?),
-            };
+            let opened =
+                match regular.then(|| read_limited(&path, None, budget, small_budget, published)) {
+                    Some(Err(Problem::Gone)) | None => None,
+                    Some(opened) => Some(opened?),
+                };
             let (bytes, meta) = match opened {
                 Some(opened) => opened,
                 None => {
@@ -75,7 +83,7 @@ pub(super) fn read_tree(root: &Path, top: &Path, small: Option<Small>) -> Result
                     if !meta.is_file() {
                         return Err(Problem::Bad(Broken::NotRegular { key }));
                     }
-                    read_limited(&real, Some(meta.len()), budget, small_budget)?
+                    read_limited(&real, Some(meta.len()), budget, small_budget, published)?
                 }
             };
             total += bytes.len() as u64;
@@ -138,11 +146,18 @@ fn changed(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool {
 /// [`Problem::Gone`], never read: an entry listed as a regular file is then stated, and that type
 /// check names what is there; one stated as a regular file was swapped since, and the read starts
 /// again.
+///
+/// `published`: the file is in the timestamped dir a kubelet's `..data` named, written whole before
+/// the swap and never in place after it (the next version is a new dir; `..data` is read again
+/// after the read to prove it did not move). Its `stat` then says how much there is: exactly that
+/// is read, without the read that finds the end or the second `stat`, two system calls per key on
+/// the way to the reload.
 pub(super) fn read_limited(
     path: &Path,
     len: Option<u64>,
     budget: u64,
     small: Option<u64>,
+    published: bool,
 ) -> Result<(Vec<u8>, std::fs::Metadata), Problem> {
     use std::os::unix::fs::OpenOptionsExt;
     let failed = |e: io::Error| Problem::from((path, e));
@@ -167,6 +182,26 @@ pub(super) fn read_limited(
     let len = len.unwrap_or(meta.len());
     // A file grown since its stat is read no further than the small bound either.
     let budget = small.map_or(budget, |b| b.min(budget));
+    if published {
+        // One byte past the budget, when the file holds more, so the caller sees it is too large.
+        let want = meta.len().min(budget + 1) as usize;
+        let mut buf = vec![0u8; want];
+        let mut f = f;
+        let mut got = 0;
+        while got < want {
+            match f.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        if got != want {
+            tracing::debug!(path = %path.display(), "shorter than its stat; reading again");
+            return Err(Problem::Gone);
+        }
+        return Ok((buf, meta));
+    }
     // One byte more than the stat said, so the read that finds the end needs no second allocation.
     let mut buf = Vec::with_capacity(len.saturating_add(1).min(budget + 1) as usize);
     let mut f = f.take(budget + 1);
