@@ -20,8 +20,9 @@ use crate::chart::{documents, helm_template, scoped};
 use crate::common::poll;
 
 const NS: &str = "node-chart";
-/// How long the API server may take to load a new policy binding.
-const LOADED: Duration = Duration::from_secs(30);
+/// How long the API server may take to load a new policy binding (longer under a loaded machine's
+/// full suite than alone).
+const LOADED: Duration = Duration::from_secs(60);
 
 /// The node's adaptation of an injected pod: on the node's network, confgate on a loopback port of
 /// its own (its declared port left out: a hostNetwork pod's ports must be host ports) and told the API
@@ -89,12 +90,19 @@ fn a_labelled_deployment_gets_the_sidecar_from_the_charts_policy_and_its_pod_run
     let gate_port = n.port();
     let mut items: Vec<Value> = documents(&rendered)
         .into_iter()
-        .map(|d| {
-            if d["kind"]
-                .as_str()
-                .is_some_and(|k| k.ends_with("AdmissionPolicyBinding"))
-            {
+        .map(|mut d| {
+            // Policies and bindings are cluster-wide and named as the chart names them; other tests
+            // on this API server apply the same names with their own images and scopes. This one's
+            // are its own: named after its namespace, the bindings scoped to it.
+            let kind = d["kind"].as_str().unwrap_or_default().to_owned();
+            if kind.ends_with("AdmissionPolicyBinding") {
+                let policy = format!("{}-{NS}", d["spec"]["policyName"].as_str().unwrap());
+                d["spec"]["policyName"] = json!(policy);
                 scoped(d, NS)
+            } else if kind.ends_with("AdmissionPolicy") {
+                let name = format!("{}-{NS}", d["metadata"]["name"].as_str().unwrap());
+                d["metadata"]["name"] = json!(name);
+                d
             } else {
                 d
             }
