@@ -263,3 +263,28 @@ fn secret_records_directories_and_unmatched_records() {
     let out = run(&["--accepts", ACCEPTS, "-"], &source("web", "3.0.0"));
     assert!(starts(&out).is_empty(), "{:?}", lines(&out));
 }
+
+/// A forged entry whose key leads out of the promoted dir (`../x`) is never started on: the pod
+/// skips it as unreadable, and check says so, naming the line, not the content.
+#[test]
+fn an_entry_whose_key_leads_out_of_the_promoted_dir_is_skipped() {
+    let forged = format!(
+        r#"{{"version":"2.4.1","keys":{{"version":{{"data":"{}"}},"../../escaped":{{"data":"{}"}}}}}}"#,
+        b64("2.4.1"),
+        b64("secret-looking-text")
+    );
+    let out = run(
+        &["--accepts", ACCEPTS, "-"],
+        &[source("web", "3.0.0"), record("web", &[("v2", forged)])].join("---\n"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(out.stderr.clone()));
+    let s = starts(&out);
+    assert_eq!((s[0].0.as_str(), s[0].1.as_str()), ("-", "-"), "{s:?}");
+    assert!(
+        s[0].2.contains(
+            "v2: unreadable, skipped (key \"../../escaped\" is not a path inside the promoted dir"
+        ),
+        "{s:?}"
+    );
+    assert!(!s[0].2.contains("secret-looking-text"), "{s:?}");
+}
