@@ -212,8 +212,10 @@ fn a_workload_judges_the_record_with_its_annotations() {
 }
 
 /// A Secret record (base64 values, as the sidecar writes a Secret source's) is read as a ConfigMap
-/// one is; a directory takes the input's one record; a record of a source not in the input is
-/// named in a warning, and without a record the report has no `starts-on` line.
+/// one is, by a directory (a mounted Secret), which takes the input's one record; a ConfigMap of the
+/// same name never takes it, as a pod gated on a ConfigMap reads only the ConfigMap record; a record
+/// of a source not in the input is named in a warning, and without a record the report has no
+/// `starts-on` line.
 #[test]
 fn secret_records_directories_and_unmatched_records() {
     let secret = format!(
@@ -223,6 +225,19 @@ fn secret_records_directories_and_unmatched_records() {
     let out = run(
         &["--accepts", ACCEPTS, "-"],
         &[source("web", "3.0.0"), secret.clone()].join("---\n"),
+    );
+    assert!(starts(&out).is_empty(), "{:?}", lines(&out));
+    let err = text(out.stderr);
+    assert!(
+        err.contains("prod/web.confgate-known-good (- document 2): a Secret, the known-good record of Secret web, which check does not read"),
+        "{err}"
+    );
+    let as_configmap = secret
+        .replace("kind: Secret", "kind: ConfigMap")
+        .replace(&b64(&entry("2.4.1")), &format!("'{}'", entry("2.4.1")));
+    let out = run(
+        &["--accepts", ACCEPTS, "-"],
+        &[source("web", "3.0.0"), as_configmap].join("---\n"),
     );
     let s = starts(&out);
     assert_eq!(s[0].0, "2.4.1", "{s:?}");
@@ -256,7 +271,7 @@ fn secret_records_directories_and_unmatched_records() {
     );
     let err = text(out.stderr);
     assert!(
-        err.contains("prod/web.confgate-known-good (- document 2): a known-good record of ConfigMap web, which is not in the input"),
+        err.contains("prod/web.confgate-known-good (- document 2): a Secret, the known-good record of Secret web"),
         "{err}"
     );
 
