@@ -205,13 +205,18 @@ pub enum Write {
 /// Whether `version` (the applied config's, parsed) replaces what the record holds for its line
 /// (`recorded`: the entry's version as written, `None` when there is none or it cannot be read). A
 /// lagging or older pod never replaces a newer known-good, and an equal one is another pod's write
-/// of the same change: the first write stands, so the fleet writes once per change.
+/// of the same change: the first write stands, so the fleet writes once per change. A recorded
+/// version of another line (`99.0.0` in line `v2`) is no pod's write: it is replaced, so a forged
+/// entry cannot keep the line from ever being written again.
 pub fn decide(recorded: Option<&str>, version: &SchemeVersion) -> Write {
     let Some(text) = recorded else {
         return Write::Create;
     };
     match parse_like(version, text) {
         None => Write::Replace {
+            older: text.to_owned(),
+        },
+        Some(r) if Line::of(&r) != Line::of(version) => Write::Replace {
             older: text.to_owned(),
         },
         Some(r) => match version.cmp_precedence(&r) {

@@ -121,3 +121,32 @@ fn an_entry_whose_key_leads_out_of_the_promoted_dir_is_unreadable() {
         assert!(entry(key).is_ok(), "{key:?}");
     }
 }
+
+/// An entry claiming a version of another line than its key (a forged `99.0.0` in line `v2`, an API
+/// version of another group) is replaced by the line's next known-good, rather than kept as newer
+/// for ever.
+#[test]
+fn a_recorded_version_of_another_line_is_replaced() {
+    assert_eq!(
+        decide(Some("99.0.0"), &semver("2.4.1")),
+        Write::Replace {
+            older: "99.0.0".into()
+        }
+    );
+    assert_eq!(
+        decide(
+            Some("other.example/v2"),
+            &api("kubescheduler.config.k8s.io/v1")
+        ),
+        Write::Replace {
+            older: "other.example/v2".into()
+        }
+    );
+    assert_eq!(
+        decide(Some("2.9.0"), &semver("2.4.1")),
+        Write::Keep {
+            recorded: "2.9.0".into(),
+            newer: true
+        }
+    );
+}
