@@ -403,14 +403,7 @@ pub async fn write(
     parsed: &SchemeVersion,
     entry: &Entry,
 ) -> Recorded {
-    let rule = format!(
-        "get, update and create on {} (resourceNames [\"{}\"] for get and update)",
-        match kind {
-            Kind::ConfigMap => "configmaps",
-            Kind::Secret => "secrets",
-        },
-        target.name
-    );
+    let rule = write_rule(kind, &target.name);
     let key = line.key();
     let value = encode(kind, &entry.to_json());
     for _ in 0..CONFLICT_TRIES {
@@ -455,6 +448,18 @@ pub async fn write(
         "{} conflicting writes of {} in a row",
         CONFLICT_TRIES, target.name
     ))
+}
+
+/// The Role rule a write needs, as a 403 names it: the verbs `read`, `create` and `replace` send
+/// (a replace is a merge patch, so `patch`, not `update`), as the shipped Roles grant them.
+fn write_rule(kind: Kind, record: &str) -> String {
+    format!(
+        "get, patch and create on {} (resourceNames [\"{record}\"] for get and patch)",
+        match kind {
+            Kind::ConfigMap => "configmaps",
+            Kind::Secret => "secrets",
+        },
+    )
 }
 
 async fn create(
@@ -540,6 +545,19 @@ mod tests {
         );
         assert_eq!(pod.source_at("/podinfo".as_ref()), None);
         assert!(!PodFacts::default().component().ready, "no container yet");
+    }
+
+    /// A 403 on a write names the verbs the write sends: a replace is a PATCH, so a Role granting
+    /// `update` instead of `patch` would still be refused.
+    #[test]
+    fn a_refused_write_names_patch_the_verb_a_replace_sends() {
+        let rule = write_rule(Kind::ConfigMap, "web.confgate-known-good");
+        assert_eq!(
+            rule,
+            "get, patch and create on configmaps (resourceNames [\"web.confgate-known-good\"] for get and patch)"
+        );
+        assert!(!rule.contains("update"), "{rule}");
+        assert!(write_rule(Kind::Secret, "s").contains("on secrets"));
     }
 
     #[test]

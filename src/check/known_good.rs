@@ -18,6 +18,9 @@ pub(super) struct Record {
     pub(super) namespace: Option<String>,
     /// The source's name: the record's without the suffix.
     pub(super) source: String,
+    /// A Secret: the record of a Secret source. A pod gated on a ConfigMap reads only the ConfigMap
+    /// of the record's name, so a ConfigMap in the input never takes a Secret's record.
+    pub(super) secret: bool,
     /// `namespace/name`.
     id: String,
     /// `namespace/name (place)`, as a warning names it.
@@ -58,6 +61,7 @@ impl Record {
         Record {
             namespace,
             source: source.to_owned(),
+            secret,
             what: format!("{id} ({place})"),
             id,
             entries,

@@ -183,7 +183,7 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
     let record_of = |input: &Input| match &input.object {
         Some((ns, name)) => records
             .iter()
-            .find(|r| &r.namespace == ns && &r.source == name),
+            .find(|r| !r.secret && &r.namespace == ns && &r.source == name),
         None => match records.as_slice() {
             [only] => Some(only),
             _ => None,
@@ -194,11 +194,20 @@ pub fn check_ranges(paths: &[impl AsRef<Path>], ranges: &[Settings]) -> Result<R
             .iter()
             .any(|i| record_of(i).is_some_and(|m| std::ptr::eq(m, r)))
         {
-            report.warnings.push(format!(
-                "{}: a known-good record of ConfigMap {}, which is not in the input (a directory takes \
-                 the record only when the input holds one); not used",
-                r.what, r.source
-            ));
+            report.warnings.push(if r.secret {
+                format!(
+                    "{}: a Secret, the known-good record of Secret {}, which check does not read (a \
+                     pod gated on a ConfigMap reads the ConfigMap of that name; a directory takes the \
+                     record only when the input holds one); not used",
+                    r.what, r.source
+                )
+            } else {
+                format!(
+                    "{}: a known-good record of ConfigMap {}, which is not in the input (a directory \
+                     takes the record only when the input holds one); not used",
+                    r.what, r.source
+                )
+            });
         }
     }
     for input in &inputs {

@@ -111,10 +111,23 @@ pub fn inject_all(docs: &mut Vec<Value>, opts: &Options) -> Result<Summary, Erro
                 continue;
             }
             said.push(if kind == "Role" {
+                // The record's rules are said too: their `create` is on every ConfigMap of the
+                // namespace, which the own-pod policy does not narrow.
+                let record_rules = if records.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<&str> = records.iter().map(String::as_str).collect();
+                    format!(
+                        "; get and patch ConfigMap(s) {} (the known-good record), and create \
+                         ConfigMaps, any name in the namespace (a create cannot be narrowed by name: \
+                         drop that rule and create the record yourself, docs/known-good.md#rbac)",
+                        names.join(", ")
+                    )
+                };
                 format!(
                     "Role {at}/{ROLE}: create and patch Events, patch pods/status (which can also \
                      change a pod's labels and annotations; {OWN_POD_POLICY} keeps it to the pod's own \
-                     object and its labels as they are)"
+                     object and its labels as they are){record_rules}"
                 )
             } else {
                 format!(

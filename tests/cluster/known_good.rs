@@ -273,3 +273,44 @@ fn a_pod_whose_configmap_holds_only_a_too_new_version_starts_on_the_known_good()
 fn a_pod_whose_configmap_is_deleted_starts_on_the_known_good() {
     starts_on_the_known_good("confgate-known-good-deleted", None, "missing");
 }
+
+/// A forged record whose entry has a key leading out of the promoted dir (`../../escaped`, written by
+/// anyone holding the record's Role) is skipped as unreadable: the pod does not start on it, nothing is
+/// written beside the promoted dir, and the log names the key, not the content.
+#[test]
+#[ignore = "needs ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
+fn a_forged_entry_whose_key_leads_out_of_the_promoted_dir_is_never_started_on() {
+    let ns = "confgate-known-good-forged";
+    let c = cluster();
+    let sink = Sink::start(false);
+    let mut record = record_object(ns, "2.4.1");
+    let mut entry: serde_json::Value =
+        serde_json::from_str(record["data"]["v2"].as_str().unwrap()).unwrap();
+    entry["keys"]["../../escaped"] = json!({"data": "c2VjcmV0LWxvb2tpbmctdGV4dA=="});
+    record["data"]["v2"] = entry.to_string().into();
+    let s = Sidecar::start(
+        c,
+        ns,
+        &["manifests/rbac/sidecar.yaml"],
+        &[record, configmap(ns, "3.0.0")],
+        &format!("configmap:{ns}/webhook-config"),
+        &["--reload", &sink.url()],
+    );
+    let log = poll("the forged line skipped", DEADLINE, || {
+        let log = s.gate.log_text();
+        log.contains("no known-good to start on").then_some(log)
+    });
+    assert!(
+        log.contains("a known-good line cannot be read back; skipped")
+            && log.contains("../../escaped"),
+        "{log}"
+    );
+    assert!(!log.contains("secret-looking-text"), "{log}");
+    let status = s.gate.status();
+    assert!(status["known_good"].is_null(), "{status}");
+    assert!(status["active"].is_null(), "{status}");
+    assert_eq!(s.promoted("version"), None);
+    let beside = s.tmp.path().join("escaped");
+    assert!(!beside.exists(), "written outside the promoted dir");
+    assert!(!s.tmp.path().join("promoted").join("escaped").exists());
+}

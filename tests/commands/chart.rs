@@ -505,3 +505,82 @@ fn inject_is_a_helm_post_renderer() {
         json!(image)
     );
 }
+
+/// Whether any mapping in `v` has the key `key`.
+fn has_key(v: &Value, key: &str) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key(key) || m.values().any(|v| has_key(v, key)),
+        Value::Array(a) => a.iter().any(|v| has_key(v, key)),
+        _ => false,
+    }
+}
+
+/// A value is written as one YAML scalar, never as YAML: a value holding a newline and a key
+/// (`prod\n  pwned: yes`) is a string the API server refuses, not a key added to the object (a
+/// label on the Role, a field of the PodMonitor's endpoint or of an alert rule, the sidecar's
+/// container); the injection policy's own namespace must be a namespace's name, as it is written
+/// into the binding's selector.
+#[test]
+fn a_value_never_adds_yaml_to_what_the_chart_renders() {
+    let home = tempfile::tempdir().unwrap();
+    let values = home.path().join("hostile.yaml");
+    std::fs::write(
+        &values,
+        r#"
+statusReader:
+  enabled: true
+  configMap: webhook-config
+  namespace: "prod\n  pwned: yes"
+podMonitor:
+  enabled: true
+  interval: "30s\n      pwned: yes"
+alertRules:
+  enabled: true
+  heldFor: "15m\n          pwned: yes"
+  reloadFailingFor: "5m\n          pwned: yes"
+"#,
+    )
+    .unwrap();
+    let rendered = template(
+        home.path(),
+        &chart(),
+        "confgate-system",
+        &["-f", values.to_str().unwrap()],
+    );
+    let all = docs(&rendered);
+    assert!(
+        all.iter().any(|d| d["kind"] == "PrometheusRule"),
+        "{rendered}"
+    );
+    for d in &all {
+        assert!(!has_key(d, "pwned"), "a value added a key:\n{rendered}");
+    }
+    let role = find(&all, "Role", "confgate-status-reader");
+    assert_eq!(role["metadata"]["namespace"], "prod\n  pwned: yes");
+
+    let chart = component_chart(home.path());
+    let rendered = template(
+        home.path(),
+        &chart,
+        "apps",
+        &[
+            "--set-json",
+            r#"confgate.image.pullPolicy="IfNotPresent\n  pwned: yes""#,
+        ],
+    );
+    let pod = find(&docs(&rendered), "Deployment", "confgate");
+    assert!(!has_key(&pod, "pwned"), "a value added a key:\n{rendered}");
+
+    let mut cmd = helm_in(home.path());
+    cmd.args(["template", "confgate"]).arg(self::chart()).args([
+        "--set-json",
+        r#"injectionPolicy.ownNamespace="confgate-system\n        - default""#,
+    ]);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("is not a namespace's name"),
+        "{err}{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

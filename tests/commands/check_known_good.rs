@@ -212,8 +212,10 @@ fn a_workload_judges_the_record_with_its_annotations() {
 }
 
 /// A Secret record (base64 values, as the sidecar writes a Secret source's) is read as a ConfigMap
-/// one is; a directory takes the input's one record; a record of a source not in the input is
-/// named in a warning, and without a record the report has no `starts-on` line.
+/// one is, by a directory (a mounted Secret), which takes the input's one record; a ConfigMap of the
+/// same name never takes it, as a pod gated on a ConfigMap reads only the ConfigMap record; a record
+/// of a source not in the input is named in a warning, and without a record the report has no
+/// `starts-on` line.
 #[test]
 fn secret_records_directories_and_unmatched_records() {
     let secret = format!(
@@ -223,6 +225,19 @@ fn secret_records_directories_and_unmatched_records() {
     let out = run(
         &["--accepts", ACCEPTS, "-"],
         &[source("web", "3.0.0"), secret.clone()].join("---\n"),
+    );
+    assert!(starts(&out).is_empty(), "{:?}", lines(&out));
+    let err = text(out.stderr);
+    assert!(
+        err.contains("prod/web.confgate-known-good (- document 2): a Secret, the known-good record of Secret web, which check does not read"),
+        "{err}"
+    );
+    let as_configmap = secret
+        .replace("kind: Secret", "kind: ConfigMap")
+        .replace(&b64(&entry("2.4.1")), &format!("'{}'", entry("2.4.1")));
+    let out = run(
+        &["--accepts", ACCEPTS, "-"],
+        &[source("web", "3.0.0"), as_configmap].join("---\n"),
     );
     let s = starts(&out);
     assert_eq!(s[0].0, "2.4.1", "{s:?}");
@@ -256,10 +271,35 @@ fn secret_records_directories_and_unmatched_records() {
     );
     let err = text(out.stderr);
     assert!(
-        err.contains("prod/web.confgate-known-good (- document 2): a known-good record of ConfigMap web, which is not in the input"),
+        err.contains("prod/web.confgate-known-good (- document 2): a Secret, the known-good record of Secret web"),
         "{err}"
     );
 
     let out = run(&["--accepts", ACCEPTS, "-"], &source("web", "3.0.0"));
     assert!(starts(&out).is_empty(), "{:?}", lines(&out));
+}
+
+/// A forged entry whose key leads out of the promoted dir (`../x`) is never started on: the pod
+/// skips it as unreadable, and check says so, naming the line, not the content.
+#[test]
+fn an_entry_whose_key_leads_out_of_the_promoted_dir_is_skipped() {
+    let forged = format!(
+        r#"{{"version":"2.4.1","keys":{{"version":{{"data":"{}"}},"../../escaped":{{"data":"{}"}}}}}}"#,
+        b64("2.4.1"),
+        b64("secret-looking-text")
+    );
+    let out = run(
+        &["--accepts", ACCEPTS, "-"],
+        &[source("web", "3.0.0"), record("web", &[("v2", forged)])].join("---\n"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(out.stderr.clone()));
+    let s = starts(&out);
+    assert_eq!((s[0].0.as_str(), s[0].1.as_str()), ("-", "-"), "{s:?}");
+    assert!(
+        s[0].2.contains(
+            "v2: unreadable, skipped (key \"../../escaped\" is not a path inside the promoted dir"
+        ),
+        "{s:?}"
+    );
+    assert!(!s[0].2.contains("secret-looking-text"), "{s:?}");
 }

@@ -868,6 +868,8 @@ fn inject_makes_the_sidecar_report_to_its_pod() {
         "added ValidatingAdmissionPolicy confgate-own-pod",
         "added ValidatingAdmissionPolicyBinding confgate-own-pod",
         "added Role (the namespace applied to)/confgate-reporter",
+        "; get and patch ConfigMap(s) web-config.confgate-known-good (the known-good record), and \
+         create ConfigMaps, any name in the namespace (a create cannot be narrowed by name",
         "added RoleBinding (the namespace applied to)/confgate-reporter: Role confgate-reporter for \
          the pods' own ServiceAccount(s) default, unchanged",
     ] {

@@ -18,8 +18,13 @@ else fails the render, naming the values.
 
 {{/*
 The namespace the injection policy leaves alone besides kube-system: injectionPolicy.ownNamespace, or
-the release's.
+the release's. It is written into the binding's selector as it is (the template is the CLI's output), so
+only a namespace's name is allowed; anything else fails the render.
 */}}
 {{- define "confgate.ownNamespace" -}}
-{{- .Values.injectionPolicy.ownNamespace | default .Release.Namespace -}}
+{{- $ns := .Values.injectionPolicy.ownNamespace | default .Release.Namespace -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" $ns) -}}
+{{- fail (printf "namespace %q (value injectionPolicy.ownNamespace, or the release's namespace) is not a namespace's name: set it to confgate's own namespace" $ns) -}}
+{{- end -}}
+{{- $ns -}}
 {{- end -}}

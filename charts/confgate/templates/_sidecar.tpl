@@ -37,7 +37,7 @@ initContainers. Arguments: "volume", the ConfigMap volume it gates; "values", th
 {{- if not .volume }}{{ fail "confgate.sidecar: pass the ConfigMap volume to gate as \"volume\"" }}{{ end -}}
 - name: confgate
   image: {{ include "confgate.image" $v.image }}
-  imagePullPolicy: {{ $v.image.pullPolicy }}
+  imagePullPolicy: {{ $v.image.pullPolicy | quote }}
   restartPolicy: Always
   args:
     - run
@@ -105,7 +105,7 @@ initContainers. Arguments: "volume", the ConfigMap volume it gates; "values", th
     seccompProfile:
       type: RuntimeDefault
   volumeMounts:
-    - name: {{ .volume }}
+    - name: {{ .volume | quote }}
       mountPath: /etc/confgate/incoming
       readOnly: true
     - name: confgate-active
@@ -165,7 +165,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: confgate-reporter
-  namespace: {{ .namespace }}
+  namespace: {{ .namespace | quote }}
 rules:
   - apiGroups: [events.k8s.io]
     resources: [events]
@@ -195,13 +195,13 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
   name: confgate-reporter
-  namespace: {{ .namespace }}
+  namespace: {{ .namespace | quote }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
   name: confgate-reporter
 subjects:
   - kind: ServiceAccount
-    name: {{ .serviceAccount | default "default" }}
-    namespace: {{ .namespace }}
+    name: {{ .serviceAccount | default "default" | quote }}
+    namespace: {{ .namespace | quote }}
 {{- end -}}

@@ -101,6 +101,26 @@ pub enum EntryError {
     Json(String),
     #[error("key {0:?} is not base64; the next known-good written replaces the entry")]
     Base64(String),
+    #[error(
+        "key {0:?} is not a path inside the promoted dir (absolute, empty, a `.` or `..` part, or a \
+         name starting with `..`, which the dir's own links and markers use); the next known-good \
+         written replaces the entry"
+    )]
+    Key(String),
+}
+
+/// Whether `key` names a file inside the promoted dir, as a ConfigMap volume's keys and item paths
+/// do: relative, each part a name (not empty, `.` or `..`), the first not starting with `..` (the
+/// kubelet's `..data` and timestamped dirs, confgate's markers). A record is written by any holder of
+/// its Role: its keys are joined to the promoted dir, so one like `../x` or `/x` would be written
+/// outside the config's own dir.
+fn is_inside(key: &str) -> bool {
+    !key.is_empty()
+        && !key.starts_with('/')
+        && !key.starts_with("..")
+        && key
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
 }
 
 impl Entry {
@@ -132,6 +152,9 @@ impl Entry {
         let mut files = BTreeMap::new();
         let mut modes = BTreeMap::new();
         for (k, e) in &self.keys {
+            if !is_inside(k) {
+                return Err(EntryError::Key(k.clone()));
+            }
             let bytes = b64
                 .decode(&e.data)
                 .map_err(|_| EntryError::Base64(k.clone()))?;
@@ -182,13 +205,18 @@ pub enum Write {
 /// Whether `version` (the applied config's, parsed) replaces what the record holds for its line
 /// (`recorded`: the entry's version as written, `None` when there is none or it cannot be read). A
 /// lagging or older pod never replaces a newer known-good, and an equal one is another pod's write
-/// of the same change: the first write stands, so the fleet writes once per change.
+/// of the same change: the first write stands, so the fleet writes once per change. A recorded
+/// version of another line (`99.0.0` in line `v2`) is no pod's write: it is replaced, so a forged
+/// entry cannot keep the line from ever being written again.
 pub fn decide(recorded: Option<&str>, version: &SchemeVersion) -> Write {
     let Some(text) = recorded else {
         return Write::Create;
     };
     match parse_like(version, text) {
         None => Write::Replace {
+            older: text.to_owned(),
+        },
+        Some(r) if Line::of(&r) != Line::of(version) => Write::Replace {
             older: text.to_owned(),
         },
         Some(r) => match version.cmp_precedence(&r) {

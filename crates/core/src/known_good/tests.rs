@@ -87,3 +87,66 @@ fn an_entry_gives_back_the_same_config_and_shows_no_content() {
     let e = Entry::from_json("schemaVersion: hunter2").unwrap_err();
     assert!(!e.to_string().contains("hunter2"), "{e}");
 }
+
+/// A record is written by whoever holds its Role, and its keys are joined to the promoted dir: a key
+/// that leads out of the config's own dir (or onto the dir's links and markers) makes the entry
+/// unreadable, so it is skipped, never promoted; nested keys, as a volume's item paths make, pass.
+#[test]
+fn an_entry_whose_key_leads_out_of_the_promoted_dir_is_unreadable() {
+    let entry = |key: &str| {
+        Entry::from_json(&format!(
+            "{{\"version\": \"2.4.1\", \"keys\": {{\"config.yaml\": {{\"data\": \"eA==\"}}, {key:?}: {{\"data\": \"eA==\"}}}}}}"
+        ))
+        .unwrap()
+        .snapshot()
+    };
+    for key in [
+        "../escaped",
+        "../../../tmp/escaped",
+        "/etc/confgate/active/escaped",
+        "a/../../escaped",
+        "..data",
+        "..confgate_applied",
+        "",
+        "a//b",
+        "./a",
+    ] {
+        assert_eq!(
+            entry(key).unwrap_err(),
+            EntryError::Key(key.into()),
+            "{key:?}"
+        );
+    }
+    for key in ["app.yaml", "conf.d/extra.yaml", ".hidden", "a..b"] {
+        assert!(entry(key).is_ok(), "{key:?}");
+    }
+}
+
+/// An entry claiming a version of another line than its key (a forged `99.0.0` in line `v2`, an API
+/// version of another group) is replaced by the line's next known-good, rather than kept as newer
+/// for ever.
+#[test]
+fn a_recorded_version_of_another_line_is_replaced() {
+    assert_eq!(
+        decide(Some("99.0.0"), &semver("2.4.1")),
+        Write::Replace {
+            older: "99.0.0".into()
+        }
+    );
+    assert_eq!(
+        decide(
+            Some("other.example/v2"),
+            &api("kubescheduler.config.k8s.io/v1")
+        ),
+        Write::Replace {
+            older: "other.example/v2".into()
+        }
+    );
+    assert_eq!(
+        decide(Some("2.9.0"), &semver("2.4.1")),
+        Write::Keep {
+            recorded: "2.9.0".into(),
+            newer: true
+        }
+    );
+}
