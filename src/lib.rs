@@ -54,13 +54,12 @@ pub mod annotations;
 #[cfg(feature = "api")]
 pub mod api;
 pub mod app;
-pub(crate) mod backoff;
+pub(crate) use confgate_core::backoff;
 pub mod check;
 pub mod cli;
 pub(crate) use confgate_core::configmap;
 pub(crate) mod confirm;
 pub(crate) use confgate_core::extract;
-pub(crate) use confgate_core::failure;
 pub mod gate;
 pub(crate) mod http;
 pub mod inject;

@@ -21,7 +21,7 @@ type Floors = &'static [(&'static str, &'static [&'static str])];
 const FLOORS: Floors = &[
     (
         "values and formats",
-        &["backoff", "snapshot", "annotations", "manifest"],
+        &["snapshot", "annotations", "manifest"],
     ),
     ("settings and status", &["metrics", "state"]),
     ("the pure core", &["workloads"]),
@@ -51,6 +51,10 @@ const CORE_FLOORS: Floors = &[
             "extract",
             "listing",
             "rules",
+            "backoff",
+            "reload",
+            "promote",
+            "validate",
         ],
     ),
     ("settings", &["settings"]),

@@ -14,6 +14,9 @@
 //!    - [`extract`]: the value at a JSON/YAML pointer, streamed without a document tree.
 //!    - [`listing`]: bounded lists of names in reasons ("a, b, c and 995 more").
 //!    - [`rules`]: content rules, CEL over `data`/`binaryData` (feature `policy`).
+//!    - [`backoff`]: the one rule of a retry's wait.
+//!    - [`reload`], [`promote`], [`validate`]: what the reload worker, the promoter and the
+//!      component's checker tell the decision core, as values (their I/O is the edge's).
 //! 2. Settings: [`settings`], flags, environment and pod annotations resolved into
 //!    [`settings::Settings`].
 //! 3. The judgement.
@@ -23,15 +26,19 @@
 //!    - [`known_good`]: the known-good record's lines, entries and `decide`.
 
 pub mod annotations;
+pub mod backoff;
 pub mod configmap;
 pub mod extract;
 pub mod failure;
 pub mod known_good;
 pub mod listing;
+pub mod promote;
+pub mod reload;
 pub mod rollout;
 pub mod rules;
 pub mod settings;
 pub mod snapshot;
+pub mod validate;
 pub mod values;
 pub mod variants;
 pub mod verdict;
