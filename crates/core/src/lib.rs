@@ -24,6 +24,7 @@
 //!    - [`variants`]: the one choice among several versions of the config file in one ConfigMap.
 //!    - [`rollout`]: a config rolled out to a share of the fleet, each pod's track from its bucket.
 //!    - [`known_good`]: the known-good record's lines, entries and `decide`.
+//!    - [`state`]: the published status, its views and the notices, as values.
 
 pub mod annotations;
 pub mod backoff;
@@ -38,6 +39,7 @@ pub mod rollout;
 pub mod rules;
 pub mod settings;
 pub mod snapshot;
+pub mod state;
 pub mod validate;
 pub mod values;
 pub mod variants;
