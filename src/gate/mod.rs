@@ -23,7 +23,8 @@ mod error;
 mod feed;
 pub(crate) mod known_good;
 mod logs;
-mod machine;
+// The Gate is the core's (`confgate_core::gate`), named here as before.
+use confgate_core::gate as machine;
 mod pipeline;
 
 pub use config::Config;

@@ -25,12 +25,14 @@
 //!    - [`rollout`]: a config rolled out to a share of the fleet, each pod's track from its bucket.
 //!    - [`known_good`]: the known-good record's lines, entries and `decide`.
 //!    - [`state`]: the published status, its views and the notices, as values.
+//! 4. The decision: [`gate`], the `Gate`: events in, actions out, time passed in.
 
 pub mod annotations;
 pub mod backoff;
 pub mod configmap;
 pub mod extract;
 pub mod failure;
+pub mod gate;
 pub mod known_good;
 pub mod listing;
 pub mod promote;
