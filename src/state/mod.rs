@@ -2,17 +2,10 @@
 //! Written by the decision loop only, through the one [`Publisher`] a [`Shared`] hands out; the reload
 //! worker and the API source report to the loop as messages instead.
 //!
-//! Verdicts, mode, policy, reload result and check kinds are enums serialised kebab-case; hashes
-//! are `snapshot::PrintedHash`, times `jiff::Timestamp`; the setting and verdict values come from
-//! `values`. `Status` derives `Deserialize` so `probe` and the tests read `/status` back typed.
-//! `Holding` is the one wording of a newer config held back (`holding 2.4.1; 3.0.0 is too-new[:
-//! REASON]`) for `/readyz`, the probe, the pod's Events and `confgate status`; `Rollout` is a
-//! rollout as a pod sees it, typed, whose `view` is the one place its `RolloutView` and words are
-//! made. `metrics` does not import this module: the status becomes a `metrics::View` here.
-//!
-//! `CheckKind::gates_readiness` says which checks take readiness: a bad annotation and a failing
-//! reload are reported (`[!]` in `/readyz?verbose` and on the probe's line) without gating, since
-//! neither changes what the component runs.
+//! The status's values (`Status`, its views, `Holding`, `Notice`, a rollout as a pod sees it) are
+//! the core's (`confgate_core::state`), re-exported here; this module publishes them, and reads the
+//! API source's view on the loop's clock ([`SourceClock`]). `metrics` does not import this module:
+//! the status becomes a `metrics::View` here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

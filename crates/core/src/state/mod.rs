@@ -59,8 +59,8 @@ pub struct Status {
     /// The known-good config in force while the source holds nothing accepted (none otherwise).
     #[serde(default)]
     pub known_good: Option<KnownGoodView>,
-    /// The API source's view in API mode; `/status` renders it as `source` ([`SourceView::rendered`]),
-    /// since its health depends on the time it is read at.
+    /// The API source's view in API mode; `/status` renders it as `source` (the edge's
+    /// `SourceClock::rendered`), since its health depends on the time it is read at.
     #[serde(skip)]
     pub source: Option<SourceView>,
 }
