@@ -16,15 +16,6 @@ pub(crate) fn read_file(path: &Path) -> Result<Annotations, ReadError> {
     read_typed(path).map(Option::unwrap_or_default)
 }
 
-/// A read that failed with `why`, for tests of what the loop does with one.
-#[cfg(test)]
-pub(crate) fn unreadable(why: &str) -> ReadFailure {
-    ReadFailure::new(ReadError::Io {
-        path: "/etc/podinfo/annotations".into(),
-        source: std::io::Error::other(why.to_owned()),
-    })
-}
-
 /// [`read_typed`] with its error shared, as the decision loop's `Event::Annotations` carries it.
 pub fn read(path: &Path) -> Result<Option<Annotations>, ReadFailure> {
     read_typed(path).map_err(ReadFailure::new)

@@ -9,13 +9,14 @@
 //! import cycle"; `tests/docs/layers.rs` checks this crate's). Bottom to top:
 //!
 //! 1. Values and formats: the core's `values`, `failure`, `configmap`, `extract`, `listing`,
-//!    [`rules`]; `backoff`, the one rule of a retry's wait; [`snapshot`], the core's values and the
+//!    [`rules`] and `backoff`, the one rule of a retry's wait; [`snapshot`], the core's values and the
 //!    read through `..data`; [`annotations`], the core's format and the file's one read;
 //!    `manifest`, how `check` and `inject` read a manifest stream.
 //! 2. Settings and status.
 //!    - [`settings`] (the core's): flags, environment and pod annotations resolved into
 //!      [`settings::Settings`].
-//!    - [`state`]: the one published [`state::Status`]; `metrics` renders it for Prometheus.
+//!    - [`state`]: publishes the one [`state::Status`] (the core's); `metrics` renders it for
+//!      Prometheus.
 //! 3. The pure core: the core's [`verdict`], [`variants`], [`rollout`] and [`known_good`];
 //!    `workloads`: the ConfigMaps the annotated workloads in a manifest stream read, so `check`
 //!    judges each with its workload's settings.
@@ -28,7 +29,7 @@
 //!      through the component's own metrics.
 //!    - [`server`]: `/readyz`, `/livez`, `/startupz`, `/status`, `/metrics`.
 //! 5. The loop and the commands.
-//!    - [`gate`]: the decision loop tying the above together.
+//!    - [`gate`]: the decision loop tying the above together; its `Gate` is the core's.
 //!    - [`check`]: offline verdicts for directories and manifests.
 //!    - `policy` (cargo feature `policy`, off by default): the admission policy for `confgate policy`.
 //!    - [`inject`]: adds the sidecar to workload manifests.
@@ -54,13 +55,12 @@ pub mod annotations;
 #[cfg(feature = "api")]
 pub mod api;
 pub mod app;
-pub(crate) mod backoff;
+pub(crate) use confgate_core::backoff;
 pub mod check;
 pub mod cli;
 pub(crate) use confgate_core::configmap;
 pub(crate) mod confirm;
 pub(crate) use confgate_core::extract;
-pub(crate) use confgate_core::failure;
 pub mod gate;
 pub(crate) mod http;
 pub mod inject;

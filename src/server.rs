@@ -203,7 +203,9 @@ async fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes
             readyz(&s, asks("verbose"))
         }
         "/livez" => {
-            let stuck = shared.snapshot().source_stuck();
+            let stuck = shared
+                .snapshot()
+                .source_stuck_at(tokio::time::Instant::now().into_std());
             if let Some(why) = stuck {
                 text(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -19,8 +19,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use crate::reload::BootTicks;
 use crate::settings::Validate;
+
+pub(crate) use confgate_core::validate::Checked;
 
 /// The most output read into memory; the rest is read and dropped.
 const MAX_OUTPUT: usize = 16 * 1024;
@@ -33,30 +34,6 @@ const REAP_GRACE: Duration = Duration::from_secs(2);
 /// The most passes over `/proc` to end what a checker left: each pass kills every descendant it
 /// finds, so only a tree that forks faster than it is killed needs more than a few.
 const MAX_PASSES: usize = 64;
-
-/// What the checker said of a candidate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Checked {
-    /// It exited 0.
-    Passed,
-    /// It exited non-zero or was killed by a signal (`status` as the system words it), with the first
-    /// lines of what it wrote.
-    Failed { status: String, lines: Vec<String> },
-    /// It ran past the bound, and was killed.
-    TimedOut(Duration),
-    /// It could not be started (absent, not executable).
-    NotRun(String),
-    /// A newer snapshot superseded the candidate: the check was ended before its answer.
-    Cancelled,
-}
-
-impl Checked {
-    /// Whether the answer says something of the content (an exit status), rather than of the
-    /// checker's run (a time-out, a checker not there yet), which is tried again.
-    pub(crate) fn is_verdict(&self) -> bool {
-        matches!(self, Checked::Passed | Checked::Failed { .. })
-    }
-}
 
 /// What the thread waiting for the checker, or the loop, tells [`run`].
 enum Message {
@@ -116,7 +93,7 @@ pub(crate) fn run(check: &Validate, dir: &Path, timeout: Duration, inbox: Inbox)
     // Its own process group, so one kill reaches what it started while they stay in it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     // One tick early: start times are counted in whole ticks.
-    let started = BootTicks::now().map_or(0, |t| t.0.saturating_sub(1));
+    let started = crate::reload::boot_ticks().map_or(0, |t| t.0.saturating_sub(1));
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return Checked::NotRun(format!("{program}: {e}")),

@@ -144,7 +144,8 @@ impl Tracker {
         }
         let why = self.describe(e);
         warn!(source = %self.target, kind = self.kind.as_str(), error = %why, "{} watch failed; retrying with backoff", self.kind.title());
-        let now = Instant::now();
+        // The status holds the loop's clock's instants as values (`state::SourceClock` reads them).
+        let now = Instant::now().into_std();
         let ended = self
             .view
             .last_error_at
@@ -278,6 +279,7 @@ async fn drive(
 mod tests {
     use super::*;
     use crate::api::object;
+    use crate::state::SourceClock;
 
     fn read(kind: Kind, v: serde_json::Value) -> Object {
         object::object(kind, serde_json::to_vec(&v).unwrap().as_slice()).unwrap()

@@ -7,7 +7,8 @@
 //! events can promote a snapshot under settings other than those it was judged by.
 //!
 //! - `machine`: `Gate`, pure: every decision and every piece of the loop's state (the verdict
-//!   state, the annotations grace period, the reload owed), `Event` in, `Action`s out.
+//!   state, the annotations grace period, the reload owed), `Event` in, `Action`s out. It is the
+//!   core's (`confgate_core::gate`), named `machine` here.
 //! - `pipeline`: [`Pipeline`]: carries out the actions (read, judge, promote, request a reload,
 //!   write markers, log, count) and publishes.
 //! - `feed`: [`Feed`], the inputs other than file events, and `off_loop`.
@@ -23,7 +24,8 @@ mod error;
 mod feed;
 pub(crate) mod known_good;
 mod logs;
-mod machine;
+// The Gate is the core's (`confgate_core::gate`), named here as before.
+use confgate_core::gate as machine;
 mod pipeline;
 
 pub use config::Config;

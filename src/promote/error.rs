@@ -1,24 +1,10 @@
-//! `Error`: why a promotion, a rollback or a marker's write could not be made, and `io_err`, which
-//! names the action and the path an I/O error came from.
+//! `io_err`, which names the action and the path an I/O error came from in an `Error` (the core's:
+//! why a promotion, a rollback or a marker's write could not be made).
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Why a promotion could not be made. The previous config is still whole in every case.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} exists and is not a directory")]
-    NotADir { path: PathBuf },
-    #[error("no config the component applied is kept in {path}")]
-    NoApplied { path: PathBuf },
-}
+use confgate_core::promote::Error;
 
 pub(super) fn io_err<'a>(
     action: &'static str,

@@ -3,7 +3,8 @@
 use std::io;
 use std::path::Path;
 
-use super::error::{Error, io_err};
+use super::Error;
+use super::error::io_err;
 use super::remove::remove_file;
 
 /// Links `at` to `target`. A link already there is a leftover of a crash between a link and its

@@ -13,9 +13,10 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::error::{Error, io_err};
+use super::error::io_err;
 use super::link::link_replacing;
 use super::remove::remove_file;
+use super::{Error, RecordTarget};
 use crate::reload::{Refusal, RefusedBy};
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed};
 use crate::values::Reload;
@@ -59,19 +60,6 @@ pub(crate) struct Rejected {
     pub(crate) ignored: Option<String>,
     /// The reload target the contents were refused under.
     pub(crate) target: RecordTarget,
-}
-
-/// The reload target a record of refusals names.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) enum RecordTarget {
-    /// An earlier version's record, which names none.
-    #[default]
-    Unnamed,
-    /// The target, read back as the setting's value (with credentials removed as shown, which
-    /// [`Reload::same_target`] does not compare).
-    Named(Reload),
-    /// A target line that is no reload target (not one confgate wrote).
-    Unreadable,
 }
 
 /// The first line of a record of refusals in format 2.

@@ -53,10 +53,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
 use error::io_err;
 use link::link_replacing;
-pub(crate) use markers::{RecordTarget, Rejected};
+pub(crate) use markers::Rejected;
 use remove::{remove_dir_all, remove_file};
 
-pub use error::Error;
+// The values the decision core keeps are the core's, under their old names here.
+pub use confgate_core::promote::{Error, Failure, RecordTarget};
 pub(crate) use markers::{APPLIED, BASELINE, REJECTED, RELOAD_OWED};
 
 const DATA_TMP: &str = "..data_tmp";
@@ -68,9 +69,6 @@ const VARIANT: &str = "..confgate_variant";
 /// `..` name, which no reader of the kubelet's layout takes for a key and `..data` never names, so
 /// the component never reads it; removed after each check, and by [`Promoter::open`]'s cleanup.
 pub(crate) const CANDIDATE: &str = "..confgate_candidate";
-
-/// A promotion's or rollback's error, as the loop hands it to the gate.
-pub type Failure = crate::failure::Failure<Error>;
 
 /// A promotion that went live through [`Promoter::switch`]; what [`Promoter::finish`] tidies.
 #[derive(Debug)]

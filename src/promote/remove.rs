@@ -4,7 +4,8 @@
 use std::io;
 use std::path::Path;
 
-use super::error::{Error, io_err};
+use super::Error;
+use super::error::io_err;
 
 pub(super) fn remove_file(path: &Path) -> Result<(), Error> {
     match std::fs::remove_file(path) {

@@ -35,12 +35,13 @@ use crate::state::Shared;
 use crate::values::{Confirm, Reload, Url};
 
 mod attempt;
-mod refusal;
 mod signal;
 
-pub use attempt::{BootTicks, Error, Sent};
-use refusal::refuses;
-pub use refusal::{Refusal, RefusedBy};
+pub use attempt::{Sent, boot_ticks};
+// The values the decision core keeps are the core's, under their old names here.
+pub use confgate_core::reload::{
+    BootTicks, Error, Failure, Kind, Outcome, Refusal, RefusedBy, refuses,
+};
 pub use signal::{Reached, signal_by_name, signal_once};
 
 /// First retry delay; doubles up to [`BACKOFF_MAX`], each delay jittered by ±20 %.
@@ -80,17 +81,6 @@ pub(crate) fn first_line(body: &[u8]) -> String {
     out
 }
 
-/// What a request asks of the worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Tell the component to load what is promoted.
-    Reload,
-    /// The first config promoted into an empty dir, at `promoted`: find out whether the component
-    /// started on it (so that it is the rollback baseline), telling it only when it may have read
-    /// something else. A component not there yet is looked for again, quietly, until it is.
-    Startup { promoted: jiff::Timestamp },
-}
-
 /// One reload to perform: the target in force when the promotion happened, and what was promoted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -105,35 +95,6 @@ pub struct Request {
     /// The component's metrics to confirm the reload with (the setting in force at the promotion).
     pub confirm: Option<Confirm>,
 }
-
-/// What the worker tells the decision loop about an attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// An attempt started.
-    Attempting,
-    /// The target took the reload of this content.
-    Reloaded(ContentHash),
-    /// The attempt did not reach the component (connection error, timeout, no handler yet, or its
-    /// metrics never confirmed); the worker retries with backoff.
-    Failed(Failure),
-    /// The component answered that it refused this content (an HTTP 4xx/5xx, or its metrics said the
-    /// reload failed), and how. Not retried.
-    Rejected {
-        sha256: ContentHash,
-        refusal: Refusal,
-    },
-    /// Nothing to tell the component about this content, and why: every process started after its
-    /// promotion and read it at start-up (with confirmation, its metrics say that load succeeded), or,
-    /// for a reload, no process runs.
-    NothingToReload { sha256: ContentHash, why: String },
-    /// A start-up check did not reach the component yet (it is still starting), and why; it looks
-    /// again.
-    Waiting(String),
-}
-
-/// A failed attempt's error, shared: the loop keeps it (the status's `last_error` shows it) while
-/// the worker goes on.
-pub type Failure = crate::failure::Failure<Error>;
 
 /// What the worker is doing, for [`Handle::on_its_way`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -162,7 +123,7 @@ pub struct Handle {
 impl Handle {
     /// Posts a reload of the newest promotion, made just now; an unsent older one is replaced.
     pub fn request(&mut self, target: &Reload, sha256: ContentHash, version: Option<String>) {
-        self.request_promoted_at(Kind::Reload, target, sha256, version, BootTicks::now());
+        self.request_promoted_at(Kind::Reload, target, sha256, version, boot_ticks());
     }
 
     /// [`Handle::request`] of this kind, for a promotion made at `promoted_at` (e.g. one found owed
@@ -477,11 +438,11 @@ async fn attempt(
                 .body(Empty::<Bytes>::new())
                 .map_err(|source| Error::Build {
                     url: url.clone(),
-                    source,
+                    why: source.to_string(),
                 })?;
             let resp = client.send(req).await.map_err(|source| Error::Request {
                 url: url.clone(),
-                source,
+                why: attempt::chain(&source),
             })?;
             let status = resp.status();
             // Only the start of the answer is kept: at most a line's worth, whatever it sends.
@@ -513,7 +474,7 @@ async fn attempt(
                     *reached = seen;
                     r
                 }
-                Err(e) => Err(Error::Scan(e)),
+                Err(e) => Err(Error::Scan(e.to_string())),
             }
         }
     }

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use super::attempt::{BootTicks, Error, Sent};
+use super::attempt::Sent;
+use super::{BootTicks, Error};
 
 /// The processes one request's signal reached, each by pid and start time (a pid reused by a new
 /// process is another process): the attempts after the first skip them.

@@ -1,54 +1,37 @@
-//! The API source's view of the object it watches, and the `/status` body that shows it with the
-//! status as it stands when read.
+//! The API source's view of the object it watches read on the loop's clock ([`SourceClock`]), and
+//! the `/status` body that shows it with the status as it stands when read.
+
+use serde::Serialize;
 
 use super::*;
+use std::time::Duration;
 
-/// The API source's view of the object it watches (API mode only). Never holds content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceView {
-    /// `configmap` or `secret`.
-    pub kind: &'static str,
-    pub namespace: String,
-    pub name: String,
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-    /// The object was deleted and created again (a new UID) since confgate first saw it.
-    pub recreated: bool,
-    pub previous_uid: Option<String>,
-    /// The watch runs from a list made since the last error: only then is what it shows current.
-    pub watching: bool,
-    pub last_error: Option<String>,
-    /// First error of the current run of failures, with its wall-clock time.
-    pub failing_since: Option<(Instant, jiff::Timestamp)>,
-    pub last_error_at: Option<Instant>,
-    /// How long failures may go on before `/livez` reports the watch as stuck; a run of failures ends
-    /// after this long without an error (the watch backs off at most 30 s between attempts).
-    pub stuck_after: Duration,
+/// A [`SourceView`] read at the time it is read: its times are the loop's clock's
+/// (`tokio::time::Instant`, so a test with paused time reads the same clock).
+pub trait SourceClock {
+    /// How long the watch has been failing, when it is.
+    fn failing_for(&self) -> Option<Duration>;
+    /// The `/livez` reason when the watch has been failing for longer than `stuck_after`.
+    fn stuck(&self) -> Option<String>;
+    /// The `/status` `source` object, as it stands when read.
+    fn rendered(&self) -> SourceJson<'_>;
 }
 
-impl SourceView {
-    /// How long the watch has been failing, when it is.
-    pub fn failing_for(&self) -> Option<Duration> {
-        let (since, _) = self.failing_since?;
-        let last = self.last_error_at?;
-        (last.elapsed() < self.stuck_after).then(|| since.elapsed())
+/// Now, on the clock a [`SourceView`]'s times are read on.
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+impl SourceClock for SourceView {
+    fn failing_for(&self) -> Option<Duration> {
+        self.failing_for_at(now())
     }
 
-    /// The `/livez` reason when the watch has been failing for longer than `stuck_after`.
-    pub fn stuck(&self) -> Option<String> {
-        let d = self.failing_for().filter(|d| *d >= self.stuck_after)?;
-        Some(format!(
-            "the {} {}/{} watch has been failing for {} s: {}",
-            self.kind,
-            self.namespace,
-            self.name,
-            d.as_secs(),
-            self.last_error.as_deref().unwrap_or("unknown error")
-        ))
+    fn stuck(&self) -> Option<String> {
+        self.stuck_at(now())
     }
 
-    /// The `/status` `source` object, as it stands when read.
-    pub fn rendered(&self) -> SourceJson<'_> {
+    fn rendered(&self) -> SourceJson<'_> {
         let failing = self.failing_for();
         SourceJson {
             kind: self.kind,

@@ -1,7 +1,9 @@
 //! The status as written, read back and worded.
 
 use super::*;
-use crate::values::{Bucket, Percent};
+use crate::snapshot::PrintedHash;
+use crate::values::{Bucket, Percent, Verdict};
+use std::time::Instant;
 
 fn holding_status(stale: bool, newest: Option<&str>, verdict: Verdict) -> Status {
     Status {

@@ -13,7 +13,7 @@ use confgate::api::source;
 use confgate::api::status_cmd::{self, Query as StatusArgs};
 use confgate::api::{CONDITION_TYPE, CURRENT_TYPE, Target};
 use confgate::snapshot::{ContentHash, Observed, PrintedHash};
-use confgate::state::{ActiveView, CandidateView, Notice, Shared, SourceView, Status};
+use confgate::state::{ActiveView, CandidateView, Notice, Shared, SourceClock, SourceView, Status};
 use confgate::verdict::Verdict;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
@@ -1279,7 +1279,7 @@ async fn stuck_watch_fails_livez_and_shows_in_status() {
             .await
             .unwrap()
     };
-    let now = tokio::time::Instant::now();
+    let now = tokio::time::Instant::now().into_std();
     let mut view = source::Tracker::new(
         Target {
             namespace: "prod".into(),

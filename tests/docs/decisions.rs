@@ -1,5 +1,5 @@
 //! No decision reads a formatted message (ARCHITECTURE.md, "Decisions on typed facts"): the Gate's
-//! code (`src/gate/machine/`, tests aside) inspects no text at all, and the judgement (`verdict`,
+//! code (`crates/core/src/gate/`, tests aside) inspects no text at all, and the judgement (`verdict`,
 //! `variants`, `rollout`, `known_good`) inspects no message, only the config's own content.
 //!
 //! What it catches, in code (comments and string literals are not code; `#[cfg(test)]` items and
@@ -185,9 +185,9 @@ fn readings(code: &str, gate: bool) -> Vec<(usize, String)> {
 #[test]
 fn no_decision_reads_a_formatted_message() {
     let mut bad = Vec::new();
-    // The judgement lives in the core crate; the Gate's machine in the binary's crate.
+    // The judgement and the Gate live in the core crate.
     for (dir, gate) in [
-        ("src/gate/machine", true),
+        ("crates/core/src/gate", true),
         ("crates/core/src/verdict", false),
         ("crates/core/src/variants", false),
         ("crates/core/src/rollout", false),

@@ -179,9 +179,9 @@ fn only_processes_started_before_the_promotion_are_signalled() {
     let tmp = tempfile::tempdir().unwrap();
     let old = shell_named(tmp.path(), "gen-target", "old");
     // The promotion, then a restart of the component a tick later.
-    let promoted_at = BootTicks::now().unwrap();
+    let promoted_at = confgate::reload::boot_ticks().unwrap();
     wait_for("the next clock tick", || {
-        (BootTicks::now().unwrap() > promoted_at).then_some(())
+        (confgate::reload::boot_ticks().unwrap() > promoted_at).then_some(())
     });
     let new = shell_named(tmp.path(), "gen-target", "new");
     assert_eq!(

@@ -242,6 +242,15 @@ pub fn format(annotations: &Annotations) -> String {
         .join("\n")
 }
 
+/// A read that failed with `why`, for tests of what the loop does with one.
+#[cfg(test)]
+pub(crate) fn unreadable(why: &str) -> ReadFailure {
+    ReadFailure::new(ReadError::Io {
+        path: "/etc/podinfo/annotations".into(),
+        source: std::io::Error::other(why.to_owned()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

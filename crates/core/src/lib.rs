@@ -14,6 +14,9 @@
 //!    - [`extract`]: the value at a JSON/YAML pointer, streamed without a document tree.
 //!    - [`listing`]: bounded lists of names in reasons ("a, b, c and 995 more").
 //!    - [`rules`]: content rules, CEL over `data`/`binaryData` (feature `policy`).
+//!    - [`backoff`]: the one rule of a retry's wait.
+//!    - [`reload`], [`promote`], [`validate`]: what the reload worker, the promoter and the
+//!      component's checker tell the decision core, as values (their I/O is the edge's).
 //! 2. Settings: [`settings`], flags, environment and pod annotations resolved into
 //!    [`settings::Settings`].
 //! 3. The judgement.
@@ -21,17 +24,25 @@
 //!    - [`variants`]: the one choice among several versions of the config file in one ConfigMap.
 //!    - [`rollout`]: a config rolled out to a share of the fleet, each pod's track from its bucket.
 //!    - [`known_good`]: the known-good record's lines, entries and `decide`.
+//!    - [`state`]: the published status, its views and the notices, as values.
+//! 4. The decision: [`gate`], the `Gate`: events in, actions out, time passed in.
 
 pub mod annotations;
+pub mod backoff;
 pub mod configmap;
 pub mod extract;
 pub mod failure;
+pub mod gate;
 pub mod known_good;
 pub mod listing;
+pub mod promote;
+pub mod reload;
 pub mod rollout;
 pub mod rules;
 pub mod settings;
 pub mod snapshot;
+pub mod state;
+pub mod validate;
 pub mod values;
 pub mod variants;
 pub mod verdict;

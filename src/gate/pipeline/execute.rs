@@ -11,7 +11,7 @@ use super::{Pipeline, Running, source_kind};
 use crate::annotations;
 use crate::known_good::{ComponentRead, Entry, Line, Recorded};
 use crate::promote::{self, Promoter};
-use crate::reload::{self, BootTicks};
+use crate::reload;
 use crate::snapshot::ContentHash;
 use crate::snapshot::{self, Observed};
 use crate::verdict;
@@ -65,7 +65,7 @@ impl Pipeline {
                 on_loop,
             } => {
                 let Some(p) = self.promoter.clone() else {
-                    return Some(Event::Switched(Ok(BootTicks::now())));
+                    return Some(Event::Switched(Ok(crate::reload::boot_ticks())));
                 };
                 // Anything but a small config after a small one is written on the blocking pool
                 // while the loop answers pings.
@@ -79,7 +79,8 @@ impl Pipeline {
                 };
                 let r = r.map(|s| self.switched = Some(s));
                 return Some(Event::Switched(
-                    r.map(|()| BootTicks::now()).map_err(promote::Failure::new),
+                    r.map(|()| crate::reload::boot_ticks())
+                        .map_err(promote::Failure::new),
                 ));
             }
             Action::Validate {
@@ -137,7 +138,7 @@ impl Pipeline {
             Action::RollBack => {
                 let r = self.on_dir(Promoter::roll_back).await?;
                 return Some(Event::RolledBack(match r {
-                    Ok(now) => Ok((now, BootTicks::now())),
+                    Ok(now) => Ok((now, crate::reload::boot_ticks())),
                     Err(e @ promote::Error::NoApplied { .. }) => {
                         Err(RollbackFailure::NoBase(promote::Failure::new(e)))
                     }

@@ -348,7 +348,7 @@ impl Pipeline {
 
     /// When the gate waits for a deadline of its own ([`Event::Timer`]).
     pub(crate) fn wake_at(&self) -> Option<Instant> {
-        self.gate.wake_at()
+        self.gate.wake_at().map(Instant::from_std)
     }
 
     /// Publishes the status for the server, `wait`, metrics and the pod reporter, when the gate
@@ -374,9 +374,11 @@ async fn known_good_answer(link: Option<&mut Link>) -> Option<Answer> {
     }
 }
 
+/// Now, for the gate: the loop's clock (tokio's, so a test with paused time moves it), handed in
+/// as a value.
 fn now() -> Now {
     Now {
-        at: Instant::now(),
+        at: Instant::now().into_std(),
         wall: jiff::Timestamp::now(),
     }
 }

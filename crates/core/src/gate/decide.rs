@@ -295,7 +295,7 @@ impl Gate {
     }
 
     /// The contents the component refused that are remembered, oldest first: what a restart must know.
-    pub(crate) fn rejected_record(&self) -> &[(ContentHash, Refusal)] {
+    pub fn rejected_record(&self) -> &[(ContentHash, Refusal)] {
         &self.rejected
     }
 
@@ -373,7 +373,7 @@ impl Gate {
 /// force: none when it was made under another target (or names none that reads), and of an earlier
 /// version's record (which names no target) only those that are refusals under today's rule
 /// ([`Refusal::holds`]: a 404 or a 403 it recorded said the target was wrong, not the config).
-pub(crate) fn held_refusals(
+pub fn held_refusals(
     record_target: &RecordTarget,
     entries: Vec<(ContentHash, Refusal)>,
     target: &Reload,

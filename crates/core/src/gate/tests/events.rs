@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use super::*;
 use crate::reload::{BootTicks, Kind, Outcome};

@@ -2,7 +2,7 @@
 //! the time it is handled at ([`Now`]), and the answer is the [`Action`]s the pipeline carries out,
 //! with the requests, counts and log lines they carry. Plain data: no decision is made here.
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use crate::annotations::Annotations;
 use crate::known_good::{ComponentRead, Recorded};
@@ -19,26 +19,26 @@ use crate::verdict::{Judgement, Verdict};
 /// The time an event is handled at: the loop's monotonic clock for deadlines, the wall clock for
 /// what the status shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Now {
-    pub(crate) at: Instant,
-    pub(crate) wall: jiff::Timestamp,
+pub struct Now {
+    pub at: Instant,
+    pub wall: jiff::Timestamp,
 }
 
 /// What to look at again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Files {
+pub struct Files {
     /// The annotations file.
-    pub(crate) annotations: bool,
+    pub annotations: bool,
     /// The config (the volume, or the feed's newest snapshot).
-    pub(crate) config: bool,
+    pub config: bool,
 }
 
 impl Files {
-    pub(crate) const CONFIG: Files = Files {
+    pub const CONFIG: Files = Files {
         annotations: false,
         config: true,
     };
-    pub(crate) const ALL: Files = Files {
+    pub const ALL: Files = Files {
         annotations: true,
         config: true,
     };
@@ -46,13 +46,13 @@ impl Files {
 
 /// What was last judged, to skip re-judging identical input. Holds no content.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Seen {
+pub enum Seen {
     Hash(ContentHash),
     Other(Observed),
 }
 
 impl Seen {
-    pub(crate) fn of(obs: &Observed) -> Seen {
+    pub fn of(obs: &Observed) -> Seen {
         match obs {
             Observed::Config(s) => Seen::Hash(s.hash()),
             other => Seen::Other(other.clone()),
@@ -62,7 +62,7 @@ impl Seen {
 
 /// Why the newest config is judged again even if it reads as what was judged last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Anew {
+pub enum Anew {
     /// This pod's share of the reload spread is over: the change waiting for it is promoted now.
     SpreadDue,
     /// A check that gave no answer is run again.
@@ -80,22 +80,22 @@ pub(crate) enum Anew {
 /// What a previous run left in the promoted dir, read and judged at start-up under the settings in
 /// force.
 #[derive(Debug, Clone)]
-pub(crate) struct Found {
-    pub(crate) on_disk: Observed,
-    pub(crate) judgement: Judgement,
+pub struct Found {
+    pub on_disk: Observed,
+    pub judgement: Judgement,
     /// The contents the component refused, oldest first.
-    pub(crate) refused: Vec<(ContentHash, Refusal)>,
+    pub refused: Vec<(ContentHash, Refusal)>,
     /// The config the component applied last, its judgement, and since when.
-    pub(crate) applied: Option<(Observed, Judgement, Option<jiff::Timestamp>)>,
+    pub applied: Option<(Observed, Judgement, Option<jiff::Timestamp>)>,
     /// The reload-owed marker.
-    pub(crate) owed: Option<ContentHash>,
+    pub owed: Option<ContentHash>,
     /// The variant keys the config on disk and the applied one were promoted from, as recorded.
-    pub(crate) variants: (Option<String>, Option<String>),
+    pub variants: (Option<String>, Option<String>),
 }
 
 /// Everything the gate is told: what changed, and what an action read or did.
 #[derive(Debug, Clone)]
-pub(crate) enum Event {
+pub enum Event {
     /// At start-up, the annotations file as read (no grace period: nothing was in force before).
     Start(Result<Option<Annotations>, crate::annotations::ReadFailure>),
     /// Answer to [`Action::Adopt`].
@@ -156,7 +156,7 @@ pub(crate) enum Event {
 
 /// Why a rollback did not put the applied config back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RollbackFailure {
+pub enum RollbackFailure {
     /// No config the component applied is kept in the promoted dir (its record is gone or was
     /// never written): there is nothing to roll back to.
     NoBase(crate::promote::Failure),
@@ -167,7 +167,7 @@ pub(crate) enum RollbackFailure {
 /// What says the component runs a config, as the log says it: only an answer or its metrics confirm;
 /// a signal without a confirmation is only known to have been sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AppliedBy {
+pub enum AppliedBy {
     /// Its reload endpoint answered 2xx.
     Answer,
     /// Its metrics said the reload succeeded (`confirm`).
@@ -180,19 +180,19 @@ pub(crate) enum AppliedBy {
 
 /// A reload (or start-up check) to send to the reload worker: the target and confirmation in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ReloadRequest {
-    pub(crate) kind: Kind,
-    pub(crate) target: Reload,
-    pub(crate) confirm: Option<Confirm>,
-    pub(crate) sha: ContentHash,
-    pub(crate) version: Option<String>,
-    pub(crate) promoted_at: Option<BootTicks>,
+pub struct ReloadRequest {
+    pub kind: Kind,
+    pub target: Reload,
+    pub confirm: Option<Confirm>,
+    pub sha: ContentHash,
+    pub version: Option<String>,
+    pub promoted_at: Option<BootTicks>,
 }
 
 /// What the pipeline carries out, in order. An action that reads or writes answers with an event,
 /// handled before the next action (depth first), so the order of the list is the order of effects.
 #[derive(Debug, Clone)]
-pub(crate) enum Action {
+pub enum Action {
     /// Read what a previous run left in the promoted dir and judge it under `settings`: answer
     /// [`Event::Adopted`].
     Adopt { settings: Box<Settings> },
@@ -298,7 +298,7 @@ pub(crate) enum Action {
 
 /// A metric to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Count {
+pub enum Count {
     Candidate(Verdict),
     Promoted(jiff::Timestamp),
     PromotionFailed,
@@ -309,21 +309,20 @@ pub(crate) enum Count {
 
 /// The "judged" log line of one decision. Holds no content.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JudgedLine {
-    pub(crate) accepted: bool,
-    pub(crate) verdict: Verdict,
-    pub(crate) version: String,
+pub struct JudgedLine {
+    pub accepted: bool,
+    pub verdict: Verdict,
+    pub version: String,
     /// The variant key chosen, with the variants setting; empty without.
-    pub(crate) variant: String,
-    pub(crate) sha: String,
-    pub(crate) reason: String,
+    pub variant: String,
+    pub sha: String,
+    pub reason: String,
 }
 
 /// One log line the gate asks for: what it decided or learnt, with the facts the line shows.
-// `pub(crate)` like the rest of this file: `gate/logs.rs` words it, and the private `machine`
-// module keeps it within `gate` all the same.
+// `pub` like the rest of this file: the edge's `gate/logs.rs` words it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LogLine {
+pub enum LogLine {
     Judged(JudgedLine),
     /// The component's checker ran on a candidate: `reason` is `None` when it passed.
     Validated {

@@ -49,11 +49,11 @@ mod status;
 mod tests;
 mod trial;
 
-pub(crate) use decide::held_refusals;
-pub(crate) use grace::ANNOTATIONS_GRACE;
-pub(crate) use messages::{
+pub use decide::held_refusals;
+pub use grace::ANNOTATIONS_GRACE;
+pub use messages::{
     Action, AppliedBy, Count, Event, Files, Found, JudgedLine, LogLine, Now, ReloadRequest,
     RollbackFailure, Seen,
 };
-pub(crate) use small::{SMALL_BYTES, SMALL_KEYS, is_small};
-pub(crate) use state::Gate;
+pub use small::{SMALL_BYTES, SMALL_KEYS, is_small};
+pub use state::Gate;

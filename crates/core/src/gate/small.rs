@@ -5,12 +5,12 @@ use crate::snapshot::{Observed, Snapshot};
 
 /// The most bytes, and keys, of a config read and judged on the loop itself: reading and judging
 /// that much takes well under a millisecond, against up to 1 MiB in 8192 keys for a ConfigMap.
-pub(crate) const SMALL_BYTES: usize = 64 << 10;
-pub(crate) const SMALL_KEYS: usize = 64;
+pub const SMALL_BYTES: usize = 64 << 10;
+pub const SMALL_KEYS: usize = 64;
 
 /// Whether `obs` is small enough to be read and judged on the loop ([`SMALL_BYTES`], [`SMALL_KEYS`]).
 /// A missing or broken config is: nothing of it was judged.
-pub(crate) fn is_small(obs: &Observed) -> bool {
+pub fn is_small(obs: &Observed) -> bool {
     match obs {
         Observed::Config(s) => is_small_snapshot(s),
         _ => true,

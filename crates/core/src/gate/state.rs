@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use super::decision::Tell;
 use super::grace::Grace;
@@ -29,14 +29,14 @@ use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
 /// After a failed promotion, when to try again.
-pub(crate) const PROMOTE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+pub const PROMOTE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How many contents the component rejected are remembered (and not offered to it again), in memory
 /// and in the promoted dir's record.
-pub(crate) const REJECTED_KEPT: usize = 8;
+pub const REJECTED_KEPT: usize = 8;
 
 /// The pure decision state.
 #[derive(Debug, Clone)]
-pub(crate) struct Gate {
+pub struct Gate {
     pub(super) base: Settings,
     pub(super) settings: Settings,
     /// What is wrong with the annotations (the values in force before each are kept).
@@ -144,7 +144,7 @@ pub(crate) struct Gate {
 
 impl Gate {
     /// `base` is the flag/env/default settings; `gate_only` when there is no promoted dir.
-    pub(crate) fn new(base: Settings, gate_only: bool) -> Gate {
+    pub fn new(base: Settings, gate_only: bool) -> Gate {
         Gate {
             settings: base.clone(),
             base,
@@ -204,7 +204,7 @@ impl Gate {
     /// them once checked again (`settings`: [`Settings::last_in_force`] over the base; `values`: the
     /// record's entries used): a bad annotation at start keeps these, as it would have kept them
     /// before the restart, rather than the flag's value.
-    pub(crate) fn with_last_in_force(
+    pub fn with_last_in_force(
         mut self,
         settings: Settings,
         values: crate::annotations::Annotations,
@@ -216,31 +216,31 @@ impl Gate {
     }
 
     /// The content is a Secret's: a reason carries a checker's exit status only, never its output.
-    pub(crate) fn with_secret_content(mut self, secret: bool) -> Gate {
+    pub fn with_secret_content(mut self, secret: bool) -> Gate {
         self.secret = secret;
         self
     }
 
     /// The kind of the watched source, so that a reason's fix says what to change in it.
-    pub(crate) fn with_source_kind(mut self, kind: crate::verdict::fix::Source) -> Gate {
+    pub fn with_source_kind(mut self, kind: crate::verdict::fix::Source) -> Gate {
         self.source_kind = kind;
         self
     }
 
     /// Names the annotations file in what the settings check says of its absence.
-    pub(crate) fn with_annotations_file(mut self, file: &std::path::Path) -> Gate {
+    pub fn with_annotations_file(mut self, file: &std::path::Path) -> Gate {
         self.grace = Grace::new(file.display().to_string());
         self
     }
 
     /// Places this pod in the fleet: its share of the reload spread follows the bucket (`None`: no
     /// identity, no share, so a change is promoted at once).
-    pub(crate) fn with_bucket(mut self, bucket: Option<Bucket>) -> Gate {
+    pub fn with_bucket(mut self, bucket: Option<Bucket>) -> Gate {
         self.bucket = bucket;
         self
     }
 
-    pub(crate) fn settings(&self) -> &Settings {
+    pub fn settings(&self) -> &Settings {
         &self.settings
     }
 }

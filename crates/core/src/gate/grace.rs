@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use crate::annotations::Annotations;
 
 /// How long an annotations file that existed may be absent (or unreadable) before the settings it
 /// gave are dropped: the downward-API volume swaps `..data` like any AtomicWriter volume, so a read
 /// can miss the file for a moment.
-pub(crate) const ANNOTATIONS_GRACE: Duration = Duration::from_secs(2);
+pub const ANNOTATIONS_GRACE: Duration = Duration::from_secs(2);
 
 /// The annotations file's presence over time.
 #[derive(Debug, Clone, Default)]

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 /// A wait that doubles after each failure, from `first` up to `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Doubling {
+pub struct Doubling {
     first: Duration,
     max: Duration,
     next: Duration,
 }
 
 impl Doubling {
-    pub(crate) const fn new(first: Duration, max: Duration) -> Doubling {
+    pub const fn new(first: Duration, max: Duration) -> Doubling {
         Doubling {
             first,
             max,
@@ -23,7 +23,7 @@ impl Doubling {
     }
 
     /// The wait after this failure; the next failure waits twice as long, up to the most.
-    pub(crate) fn failed(&mut self) -> Duration {
+    pub fn failed(&mut self) -> Duration {
         let wait = self.next;
         self.next = self.next.saturating_mul(2).min(self.max);
         wait
@@ -32,18 +32,18 @@ impl Doubling {
     /// What the next failure waits, without counting one.
     // The pod reporter's, and `further` the API source's: built with the `api` feature only.
     #[cfg_attr(not(feature = "api"), allow(dead_code))]
-    pub(crate) fn next(&self) -> Duration {
+    pub fn next(&self) -> Duration {
         self.next
     }
 
     /// A success: the next failure waits the first wait again.
-    pub(crate) fn succeeded(&mut self) {
+    pub fn succeeded(&mut self) {
         self.next = self.first;
     }
 
     /// Whichever of the two has grown further (both count the same kind of failure).
     #[cfg_attr(not(feature = "api"), allow(dead_code))]
-    pub(crate) fn further(self, other: Doubling) -> Doubling {
+    pub fn further(self, other: Doubling) -> Doubling {
         if other.next > self.next { other } else { self }
     }
 }

@@ -1,7 +1,7 @@
 //! [`Gate::handle`]: one event in, the actions it leads to out. Every state change of the loop
 //! happens here, at the time passed in.
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use super::decision::{Decision, Tell};
 use super::grace::Step;
@@ -21,7 +21,7 @@ use crate::verdict::Verdict;
 
 impl Gate {
     /// Handles `event` at `now`; returns what to carry out, in order.
-    pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
+    pub fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
         let mut out = Vec::new();
         let before = self.shown();
         match event {
@@ -140,7 +140,7 @@ impl Gate {
     /// The earliest deadline the gate waits for (the end of the annotations grace period, a
     /// promotion's retry, a change's share of the reload spread): [`Event::Timer`] is due then. Whatever the gate is to do later, rather than
     /// now, is state with a deadline that joins this one, and is done on the timer.
-    pub(crate) fn wake_at(&self) -> Option<Instant> {
+    pub fn wake_at(&self) -> Option<Instant> {
         [
             self.grace.recheck_at(),
             self.retry_at,
@@ -163,7 +163,7 @@ impl Gate {
     }
 
     /// The status to publish; `requested` is the reload worker's count of requests.
-    pub(crate) fn published(&self, requested: u64) -> Status {
+    pub fn published(&self, requested: u64) -> Status {
         let mut reload: ReloadView = self.reloads.view().clone();
         reload.target = self.settings.reload.to_string();
         reload.requested = requested;

@@ -6,7 +6,7 @@
 
 /// What the component is told about a promotion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Tell {
+pub enum Tell {
     /// Nothing: gate-only, the first config (the component read it itself at start).
     Silent,
     /// The first config promoted into an empty dir: the component, if it runs yet, reads it itself.
@@ -18,7 +18,7 @@ pub(crate) enum Tell {
 
 /// What a decision on a snapshot leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     /// Keep what is in force: nothing to write, activate or tell.
     Keep,
     /// The content is already in place (or gate-only): mark it active, no write, no reload.

@@ -8,14 +8,14 @@ use crate::verdict::Verdict;
 /// A problem with the settings the annotations give: the file could not be read, or a value in it
 /// cannot be used (worded below).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SettingsProblem {
+pub enum SettingsProblem {
     Annotation(crate::settings::AnnotationProblem),
     Unreadable(crate::annotations::ReadFailure),
 }
 
 /// Why the refused content stays in place, not rolled back (worded below).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Stuck {
+pub enum Stuck {
     /// The config the component applied last does not pass under the settings in force.
     BaseNotAccepted(BaseRefused),
     /// The rollback left other content in place.
@@ -26,7 +26,7 @@ pub(crate) enum Stuck {
 
 /// Why the config the component applied last is not rolled back to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum BaseRefused {
+pub enum BaseRefused {
     /// It was judged again under the settings in force, and does not pass.
     Judged {
         version: Option<String>,

@@ -54,7 +54,7 @@ impl fmt::Display for Refusal {
 /// Whether an answer to the reload POST is the component refusing the config: 400, 422 or 500 with
 /// the component's words about it (Prometheus answers a bad config with 500 and `failed to reload
 /// config: ...`). Any other answer says nothing about the config.
-pub(crate) fn refuses(status: u16, first_line: &str) -> bool {
+pub fn refuses(status: u16, first_line: &str) -> bool {
     matches!(status, 400 | 422 | 500) && !first_line.is_empty()
 }
 

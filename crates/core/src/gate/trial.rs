@@ -6,7 +6,7 @@
 //! another, is never recorded. Whether the record already holds a newer one is the edge's read
 //! (`known_good::decide`), made under the API's optimistic concurrency.
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use super::messages::{Action, LogLine, Now};
 use super::state::{Gate, Phase, Trial};
