@@ -40,6 +40,8 @@
 mod error;
 mod link;
 mod markers;
+#[cfg(test)]
+mod record_tests;
 mod remove;
 #[cfg(test)]
 mod tests;
