@@ -433,6 +433,11 @@ impl Gate {
             {
                 // Not promoted before the checker says: its answer comes back as `Validated`.
                 None => {
+                    // One check at a time (both stage into the one candidate dir): an accepted
+                    // candidate makes the known-good's check moot, so it ends first.
+                    if self.known_good_checking.take().is_some() {
+                        out.push(Action::CancelCheck);
+                    }
                     out.push(Action::Validate {
                         snapshot: snapshot.clone(),
                         check: self.settings.validate.clone(),

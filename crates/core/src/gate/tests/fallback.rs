@@ -267,3 +267,36 @@ fn the_components_checker_passes_the_known_good_before_it_is_promoted() {
         assert_eq!(g.published(1).known_good.is_some(), promoted);
     }
 }
+
+/// One check at a time: a candidate accepted while the known-good is under the component's checker
+/// ends that check before its own starts (both would stage into the one candidate dir), and the
+/// known-good's late answer promotes nothing.
+#[test]
+fn an_accepted_candidate_ends_the_known_goods_check_before_its_own() {
+    use crate::validate::Checked;
+    let c = Clock::new();
+    let checker = [("confgate.io/validate", "exec:/bin/check {dir}")];
+    let mut g = gate2_spec(&c, &checker, |r| {
+        r.validate = Some("exec:/bin/check {dir}".into());
+    });
+    g.handle(judged(&g, &cfg("3.0.0")), c.at(10));
+    let good = cfg("2.4.1");
+    let a = from_record(&mut g, &c, &[&good], 20);
+    assert!(has(&a, |x| matches!(x, Action::Validate { .. })), "{a:?}");
+
+    let a = g.handle(judged(&g, &cfg("2.5.0")), c.at(30));
+    let cancel = a.iter().position(|x| matches!(x, Action::CancelCheck));
+    let validate = a.iter().position(|x| matches!(x, Action::Validate { .. }));
+    assert!(
+        matches!((cancel, validate), (Some(c), Some(v)) if c < v),
+        "the known-good's check ends before the candidate's starts: {a:?}"
+    );
+    let late = g.handle(
+        Event::Validated {
+            sha: hash(&good),
+            checked: Checked::Passed,
+        },
+        c.at(40),
+    );
+    assert!(switched_to(&late).is_none(), "{late:?}");
+}
