@@ -70,6 +70,12 @@ impl PodSpec {
         self
     }
 
+    /// More environment for confgate's container: a container-spec setting.
+    fn env(mut self, k: &str, v: &str) -> PodSpec {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
     fn annotate(mut self, k: &str, v: &str) -> PodSpec {
         self.annotations.push((k.into(), v.into()));
         self

@@ -125,6 +125,13 @@ fn beyond_spec(
                  to the pod's own loopback, or where --reload or --confirm sends; to send elsewhere, \
                  set --reload (CONFGATE_RELOAD) in confgate's container spec"
             }
+            // The record a trial writes is read by every pod of the fleet: a shorter trial than the
+            // spec's would let one pod's annotation vouch for a config sooner for all of them.
+            "trial" if !s.trial.is_zero() && s.trial < base.trial => {
+                "is shorter than the container spec's: an annotation may lengthen the known-good trial \
+                 or turn it off, not shorten it (the record it writes is read by every pod); to \
+                 shorten it, set --trial (CONFGATE_TRIAL) in confgate's container spec"
+            }
             "confirm" if s.confirm.as_ref().is_some_and(|c| !allowed_url(&c.url)) => {
                 "reads a host the container spec does not name: an annotation may read the pod's own \
                  loopback, or where --reload or --confirm sends; to read elsewhere, set --confirm \

@@ -359,6 +359,33 @@ fn an_annotation_picks_only_the_checker_the_container_spec_names() {
     }
 }
 
+/// The known-good record a trial writes is read by every pod: an annotation may lengthen the trial or
+/// turn it off, never shorten it below the spec's.
+#[test]
+fn an_annotation_may_lengthen_the_trial_or_turn_it_off_not_shorten_it() {
+    let spec = Settings::from_raw(&Raw {
+        trial: Some("2m".into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    for (pick, in_force) in [("off", 0), ("2m", 120), ("1h", 3600)] {
+        let r = Settings::with_annotations(&spec, &spec, &ann(&[("confgate.io/trial", pick)]));
+        assert!(r.problems.is_empty(), "{pick}: {:?}", r.problems);
+        assert_eq!(r.settings.trial.as_secs(), in_force, "{pick}");
+    }
+    for short in ["1ms", "119s"] {
+        let r = Settings::with_annotations(&spec, &spec, &ann(&[("confgate.io/trial", short)]));
+        assert_eq!(r.problems.len(), 1, "{short}");
+        assert!(
+            r.problems[0].contains("confgate.io/trial")
+                && r.problems[0].contains("shorter than the container spec's"),
+            "{}",
+            r.problems[0]
+        );
+        assert_eq!(r.settings.trial, spec.trial, "{short}: the spec's stays");
+    }
+}
+
 #[test]
 fn an_annotation_sends_reloads_and_confirmations_only_where_the_spec_allows() {
     let spec = Settings::from_raw(&Raw {

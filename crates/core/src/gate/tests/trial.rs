@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::events::{Clock, TARGET, has, hash, promote, refuse, started};
+use super::events::{Clock, TARGET, has, hash, promote, refuse, started, started_with};
 use super::*;
 use crate::known_good::{ComponentFacts, ComponentRead, Recorded};
 use crate::reload::{BootTicks, Outcome};
@@ -200,9 +200,9 @@ fn no_trial_when_off_unversioned_or_the_component_cannot_be_read() {
 }
 
 #[test]
-fn a_short_trial_from_the_annotation_is_the_period() {
+fn a_short_trial_from_the_spec_is_the_period() {
     let c = Clock::new();
-    let mut g = started(&c, Some(ann("confgate.io/trial", "2s")));
+    let mut g = started_with(&c, None, |r| r.trial = Some("2s".into()));
     let a = cfg("2.4.1");
     applied(&mut g, &c, &a, 10, 0);
     assert_eq!(g.wake_at(), Some(c.at(30 + 2000).at));
