@@ -730,3 +730,64 @@ fn no_test_runs_cargo() {
     }
     assert!(found.is_empty(), "tests run cargo: {found:?}");
 }
+
+/// The code map in ARCHITECTURE.md names every module once with its floor in brackets (`[3]`), under
+/// a heading line per crate (`` `crates/core/src/`: `` and `` `src/`: ``): the floors this file holds.
+#[test]
+fn the_code_map_gives_each_module_its_floor() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    for (heading, floors) in [("`crates/core/src/`:", CORE_FLOORS), ("`src/`:", FLOORS)] {
+        let listed = code_map(&map, heading);
+        let want: BTreeMap<String, usize> = floors
+            .iter()
+            .enumerate()
+            .flat_map(|(n, (_, ms))| ms.iter().map(move |m| ((*m).to_owned(), n + 1)))
+            .collect();
+        assert_eq!(
+            listed, want,
+            "ARCHITECTURE.md's code map under {heading} each module with its floor, as the floors here"
+        );
+    }
+}
+
+/// The modules a code-map section lists, each with the floor in its line's brackets; unindented
+/// items only (nested items name a module's parts), and items with no bracket (`main.rs`) left out.
+fn code_map(map: &str, heading: &str) -> BTreeMap<String, usize> {
+    let mut lines = map.lines().skip_while(|l| l.trim() != heading).skip(1);
+    let mut out = BTreeMap::new();
+    let mut item = String::new();
+    let flush = |item: &str, out: &mut BTreeMap<String, usize>| {
+        let Some(open) = item.find(" [") else { return };
+        let Some(close) = item[open..].find("]:") else {
+            return;
+        };
+        let floor: usize = item[open + 2..open + close].parse().unwrap_or_else(|_| {
+            panic!("ARCHITECTURE.md: a code-map item's floor is not a number: {item}")
+        });
+        for name in item[..open].split('`').skip(1).step_by(2) {
+            let name = name.trim_end_matches('/').trim_end_matches(".rs");
+            assert!(
+                out.insert(name.to_owned(), floor).is_none(),
+                "ARCHITECTURE.md lists {name} twice under {heading}"
+            );
+        }
+    };
+    for line in lines.by_ref() {
+        if line.starts_with("- ") {
+            flush(&item, &mut out);
+            item = line.to_owned();
+        } else if line.starts_with("  ") && !line.trim_start().starts_with("- ") && !item.is_empty()
+        {
+            item.push(' ');
+            item.push_str(line.trim());
+        } else if line.trim().is_empty() && !out.is_empty() || line.starts_with('`') {
+            break;
+        } else if line.trim_start().starts_with("- ") {
+            // A nested item: the parts of the module above it.
+            flush(&item, &mut out);
+            item.clear();
+        }
+    }
+    flush(&item, &mut out);
+    out
+}
