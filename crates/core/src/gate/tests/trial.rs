@@ -208,3 +208,20 @@ fn a_short_trial_from_the_spec_is_the_period() {
     assert_eq!(g.wake_at(), Some(c.at(30 + 2000).at));
     let _ = (TARGET, Duration::ZERO);
 }
+
+#[test]
+fn with_no_reload_target_nothing_is_ever_recorded() {
+    // Nothing tells the gate the component applied a config, so no trial starts (docs/known-good.md).
+    let c = Clock::new();
+    let mut g = started_with(&c, None, |r| r.reload = Some("none".into()));
+    let a = cfg("2.4.1");
+    let promoted = promote(&mut g, &a, c.at(10), 10);
+    assert!(
+        has(&promoted, |a| matches!(a, Action::Switch { .. })),
+        "{promoted:?}"
+    );
+    assert!(!reads(&promoted), "{promoted:?}");
+    assert_eq!(g.wake_at(), None, "no trial is due: {promoted:?}");
+    let later = g.handle(Event::Timer, c.at(10 + 2 * TRIAL_MS));
+    assert!(!reads(&later) && records(&later).is_none(), "{later:?}");
+}
