@@ -355,7 +355,7 @@ impl Gate {
             self.on_disk = Some((a.hash, modes.clone()));
             self.active_modes = modes;
             self.active = Some(a);
-            self.rollback_error = None;
+            self.rollbacks.put_back();
         }
     }
 

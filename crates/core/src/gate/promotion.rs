@@ -44,8 +44,7 @@ impl Gate {
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
         self.spread_served = false;
-        self.rollback_owed = None;
-        self.rollback_error = None;
+        self.rollbacks.replaced();
         match p.tell {
             Tell::StartupCheck => {
                 self.first = self.active.clone();

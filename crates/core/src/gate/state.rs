@@ -16,8 +16,9 @@ use std::time::Instant;
 use super::decision::Tell;
 use super::grace::Grace;
 use super::messages::{Anew, JudgedLine, Seen};
-use super::problems::{SettingsProblem, Stuck};
+use super::problems::SettingsProblem;
 use super::reloads::Reloads;
+use super::rollback::Rollbacks;
 use crate::reload::Refusal;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
@@ -53,10 +54,8 @@ pub struct Gate {
     pub(super) newest: Option<Newest>,
     /// Why the last promotion failed (the previous config is kept).
     pub(super) promote_error: Option<crate::promote::Failure>,
-    /// Why the refused content stays in place (a rollback failed, or its base does not pass).
-    pub(super) rollback_error: Option<Stuck>,
-    /// A rollback that failed, tried again at `retry_at`.
-    pub(super) rollback_owed: Option<Rollback>,
+    /// Why a refused content stays in place, and the rollback owed ([`Rollbacks`], `rollback.rs`).
+    pub(super) rollbacks: Rollbacks,
     pub(super) started: bool,
     /// The config the component confirmed it runs.
     pub(super) applied: Option<Active>,
@@ -156,8 +155,7 @@ impl Gate {
             active: None,
             newest: None,
             promote_error: None,
-            rollback_error: None,
-            rollback_owed: None,
+            rollbacks: Rollbacks::default(),
             started: false,
             applied: None,
             first: None,

@@ -202,7 +202,7 @@ impl Gate {
                 ),
             });
         }
-        if let Some(e) = &self.rollback_error {
+        if let Some(e) = self.rollbacks.stuck() {
             checks.push(Check {
                 name: CheckKind::Promote,
                 ok: false,
