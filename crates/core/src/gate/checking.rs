@@ -23,7 +23,7 @@ impl Gate {
         let Work::Checking(c) = &mut self.work else {
             return false;
         };
-        if choice.observed.hash() == Some(c.sha) && c.check == self.settings.validate {
+        if choice.observed.hash() == Some(c.sha) && c.check == self.in_force.settings().validate {
             c.seen = seen.clone();
             c.choice = choice.clone();
             c.rollout = rollout.clone();
@@ -70,7 +70,7 @@ impl Gate {
             self.check_retry = None;
             None
         };
-        let checker = self.settings.validate.name();
+        let checker = self.settings().validate.name();
         let said = self.checker_said(&checked, retry_in);
         let version = c.choice.judgement.version.clone().unwrap_or_default();
         out.push(Action::Log(match (said, again) {
@@ -89,7 +89,7 @@ impl Gate {
         }));
         self.checked = Some(CheckedBy {
             sha,
-            check: self.settings.validate.clone(),
+            check: self.settings().validate.clone(),
             answer: checked,
             retry_in,
         });
@@ -104,7 +104,7 @@ impl Gate {
         checked: &Checked,
         retry_in: Option<std::time::Duration>,
     ) -> Option<String> {
-        let checker = self.settings.validate.name();
+        let checker = self.settings().validate.name();
         let why = match checked {
             Checked::Passed | Checked::Cancelled => return None,
             Checked::Failed { status, lines } if self.secret || lines.is_empty() => format!(

@@ -2,71 +2,15 @@
 //! is active, on disk and applied, and the contents the component refused.
 
 use super::decision::{Decision, Tell};
-use super::problems::SettingsProblem;
 use super::state::{Active, Gate, Modes, Newest, REJECTED_KEPT, modes};
-use crate::annotations::Annotations;
 use crate::promote::RecordTarget;
 use crate::reload::Refusal;
-use crate::settings::{Mode, Reload, Settings};
+use crate::settings::{Mode, Reload};
 use crate::snapshot::{ContentHash, Observed};
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
 impl Gate {
-    /// Applies the annotations file as read; `Err` is a file that could not be read or parsed, which keeps
-    /// the settings in force. Returns true when the settings in force changed.
-    pub(super) fn set_annotations(
-        &mut self,
-        ann: Result<Annotations, crate::annotations::ReadFailure>,
-    ) -> bool {
-        match ann {
-            Ok(ann) => {
-                let r = Settings::with_annotations(&self.base, &self.settings, &ann);
-                self.annotated = crate::settings::SETTINGS
-                    .iter()
-                    .map(|s| s.annotated_by(&ann))
-                    .collect();
-                let changed = r.settings != self.settings;
-                // A bad annotation keeps the value in force, and so its record; a valid one is
-                // recorded unless it carries credentials; an absent one gives the flag's value.
-                let mut given = crate::annotations::Annotations::new();
-                for setting in crate::settings::SETTINGS {
-                    let key = setting.annotation;
-                    let value = match r.given.get(key) {
-                        Some(v) if crate::settings::recordable(key, v) => Some(v),
-                        Some(_) => None,
-                        None if ann.contains_key(key) => self.given.get(key),
-                        None => None,
-                    };
-                    if let Some(v) = value {
-                        given.insert(key.to_owned(), v.clone());
-                    }
-                }
-                self.given = given;
-                self.settings = r.settings;
-                self.problems = r
-                    .found
-                    .into_iter()
-                    .map(SettingsProblem::Annotation)
-                    .collect();
-                changed
-            }
-            Err(e) => {
-                self.problems = vec![SettingsProblem::Unreadable(e)];
-                false
-            }
-        }
-    }
-
-    /// Asks for the promoted dir's record of the annotations' values in force to be written, when it
-    /// no longer holds them.
-    pub(super) fn record_settings(&mut self, out: &mut Vec<super::messages::Action>) {
-        if !self.gate_only && self.given != self.settings_recorded {
-            self.settings_recorded.clone_from(&self.given);
-            out.push(super::messages::Action::RecordSettings(self.given.clone()));
-        }
-    }
-
     /// At start-up, what the promoted dir already holds (left by a previous run of this sidecar), with
     /// its judgement under [`Gate::settings`]: the promoted dir holds the promoted set, with no variant
     /// keys, so it is judged as it is ([`crate::verdict::judge`]).
@@ -102,15 +46,9 @@ impl Gate {
         }
     }
 
-    /// Notes why the settings in force differ from what the annotations file now says (`None`: they
-    /// do not); shown in the settings check without failing it.
-    pub(super) fn set_annotations_note(&mut self, note: Option<String>) {
-        self.annotations_note = note;
-    }
-
     pub(super) fn passes(&self, obs: &Observed, j: &Judgement) -> bool {
         j.verdict == Verdict::Accepted
-            || (self.settings.mode == Mode::Observe && matches!(obs, Observed::Config(_)))
+            || (self.settings().mode == Mode::Observe && matches!(obs, Observed::Config(_)))
     }
 
     /// Says what to do with the newest snapshot, given what [`crate::variants::choose`] made of it under
@@ -265,7 +203,7 @@ impl Gate {
     /// At start-up, the variant keys the active and the applied config were promoted from, as
     /// recorded beside each (shown only with the variants setting in force).
     pub(super) fn adopt_variants(&mut self, (active, applied): (Option<String>, Option<String>)) {
-        if self.settings.variants.is_none() {
+        if self.settings().variants.is_none() {
             return;
         }
         if let Some(a) = &mut self.active {
@@ -288,7 +226,7 @@ impl Gate {
     /// held (an answer of a wrong target is no verdict on a config; a right one refuses it again).
     /// The number of refusals forgotten.
     pub(super) fn forget_refusals_of(&mut self, before: &Reload) -> usize {
-        if self.settings.reload == *before {
+        if self.settings().reload == *before {
             return 0;
         }
         std::mem::take(&mut self.rejected).len()

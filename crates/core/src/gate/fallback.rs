@@ -23,17 +23,17 @@ impl Gate {
             || self.active.is_some()
             || !matches!(self.work, Work::Idle)
             || self.known_good_checking.is_some()
-            || self.settings.mode == Mode::Observe
-            || self.settings.accepts.is_none()
+            || self.settings().mode == Mode::Observe
+            || self.settings().accepts.is_none()
             || self
                 .newest
                 .as_ref()
                 .is_none_or(|n| n.judgement.verdict == Verdict::Accepted)
-            || self.known_good_asked.as_ref() == Some(&self.settings)
+            || self.known_good_asked.as_ref() == Some(self.settings())
         {
             return;
         }
-        self.known_good_asked = Some(self.settings.clone());
+        self.known_good_asked = Some(self.settings().clone());
         out.push(Action::ReadKnownGood);
     }
 
@@ -53,7 +53,7 @@ impl Gate {
             Ok((record, configs)) => {
                 self.known_good_record = record;
                 out.push(Action::JudgeKnownGood {
-                    settings: Box::new(self.settings.clone()),
+                    settings: Box::new(self.settings().clone()),
                     configs,
                 });
             }
@@ -72,7 +72,7 @@ impl Gate {
             .into_iter()
             .map(|(s, j)| {
                 let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings.version_from, self.source_kind)
+                    crate::verdict::for_a_secret(j, &self.settings().version_from, self.source_kind)
                 } else {
                     j
                 };
@@ -93,11 +93,11 @@ impl Gate {
             return;
         }
         // The component's checker passes it first, as any candidate.
-        if self.settings.validate != Validate::None {
+        if self.settings().validate != Validate::None {
             out.push(Action::Validate {
                 snapshot: snapshot.clone(),
-                check: self.settings.validate.clone(),
-                timeout: self.settings.validate_timeout,
+                check: self.settings().validate.clone(),
+                timeout: self.settings().validate_timeout,
             });
             self.known_good_checking = Some((snapshot, j));
             return;
@@ -125,7 +125,7 @@ impl Gate {
             Checked::Failed { status, .. } => out.push(Action::Log(LogLine::NoKnownGood {
                 why: format!(
                     "{} refused the known-good {} ({status})",
-                    self.settings.validate.name(),
+                    self.settings().validate.name(),
                     j.version.as_deref().unwrap_or("config")
                 ),
             })),
@@ -135,7 +135,7 @@ impl Gate {
                 out.push(Action::Log(LogLine::NoKnownGood {
                     why: format!(
                         "{} did not pass the known-good {}",
-                        self.settings.validate.name(),
+                        self.settings().validate.name(),
                         j.version.as_deref().unwrap_or("config")
                     ),
                 }))
@@ -189,7 +189,7 @@ impl Gate {
         }));
         out.push(Action::Switch {
             snapshot,
-            owe_reload: self.settings.reload != Reload::None,
+            owe_reload: self.settings().reload != Reload::None,
             variant: None,
             keep_baseline: false,
             on_loop: false,

@@ -86,7 +86,7 @@ impl Gate {
             }
             Event::Rejudged(obs, j) => {
                 let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings.version_from, self.source_kind)
+                    crate::verdict::for_a_secret(j, &self.settings().version_from, self.source_kind)
                 } else {
                     j
                 };
@@ -165,7 +165,7 @@ impl Gate {
     /// The status to publish; `requested` is the reload worker's count of requests.
     pub fn published(&self, requested: u64) -> Status {
         let mut reload: ReloadView = self.reloads.view().clone();
-        reload.target = self.settings.reload.to_string();
+        reload.target = self.settings().reload.to_string();
         reload.requested = requested;
         let mut s = self.status(reload);
         s.watch_error.clone_from(&self.watch_error);
@@ -180,14 +180,14 @@ impl Gate {
     ) {
         // Said against the flags' values, as if nothing were in force before: the values last in
         // force before a restart (`with_last_in_force`) are only what a bad annotation keeps.
-        let before = self.base.clone();
+        let before = self.in_force.base().clone();
         let ann = self.grace.first(read);
         self.set_annotations(ann);
         self.settings_notes(&before, &[], out);
         self.record_settings(out);
         if !self.gate_only {
             out.push(Action::Adopt {
-                settings: Box::new(self.settings.clone()),
+                settings: Box::new(self.settings().clone()),
             });
         }
     }
@@ -261,7 +261,7 @@ impl Gate {
 
     pub(super) fn judge(&mut self, out: &mut Vec<Action>) {
         out.push(Action::Judge {
-            settings: Box::new(self.settings.clone()),
+            settings: Box::new(self.settings().clone()),
             unless: self.last.unless(),
             anew: self.last.anew(),
             bucket: self.bucket,
@@ -313,7 +313,8 @@ impl Gate {
             }
         };
         self.set_annotations_note(note);
-        let (before, before_problems) = (self.settings.clone(), self.problems.clone());
+        let (before, before_problems) =
+            (self.settings().clone(), self.in_force.problems().to_vec());
         let changed = self.set_annotations(annotations);
         self.settings_notes(&before, &before_problems, out);
         self.record_settings(out);
@@ -321,7 +322,7 @@ impl Gate {
             out.push(Action::Log(LogLine::AnnotationsGone { changed }));
         }
         if changed {
-            let s = &self.settings;
+            let s = &self.settings();
             out.push(Action::Log(LogLine::SettingsChanged {
                 accepts: s.accepts_text().map(str::to_owned),
                 mode: s.mode,
@@ -331,7 +332,7 @@ impl Gate {
             // The active config judged again under them, as a restart would.
             if !self.gate_only {
                 out.push(Action::RejudgeActive {
-                    settings: Box::new(self.settings.clone()),
+                    settings: Box::new(self.settings().clone()),
                 });
             }
             // Refused under another target: not held against those contents now.
@@ -344,7 +345,8 @@ impl Gate {
             }
             // The owed request carries the target and the confirmation in force: a corrected one of
             // either is used at once.
-            if (&self.settings.reload, &self.settings.confirm) != (&before.reload, &before.confirm)
+            if (&self.settings().reload, &self.settings().confirm)
+                != (&before.reload, &before.confirm)
             {
                 self.send_owed(out);
             }
@@ -362,29 +364,29 @@ impl Gate {
         before_problems: &[SettingsProblem],
         out: &mut Vec<Action>,
     ) {
-        for p in &self.problems {
+        for p in self.in_force.problems() {
             if !before_problems.contains(p) {
                 out.push(Action::Log(LogLine::Problem(p.clone())));
             }
         }
         for p in before_problems {
-            if !self.problems.contains(p) {
+            if !self.in_force.problems().contains(p) {
                 out.push(Action::Log(LogLine::ProblemCleared(p.clone())));
             }
         }
-        let base = self.base.describe();
-        let new = self.settings.describe();
+        let base = self.in_force.base().describe();
+        let new = self.settings().describe();
         // Compared as values, not as text: a changed password shows as the same text.
         let settings = crate::settings::SETTINGS.iter();
         for (i, ((b, n), setting)) in base.iter().zip(new).zip(settings).enumerate() {
-            if setting.same(&self.settings, before) {
+            if setting.same(self.settings(), before) {
                 continue;
             }
             // Gone only when no annotation gives it: one that equals the flag's value (a spread of
             // "0") is still in force.
-            let annotated = self.annotated.get(i).copied().unwrap_or(false);
+            let annotated = self.in_force.annotated(i);
             out.push(Action::Log(
-                if !annotated && setting.same(&self.settings, &self.base) {
+                if !annotated && setting.same(self.settings(), self.in_force.base()) {
                     LogLine::AnnotationGone {
                         setting: n.0,
                         value: n.2,
@@ -413,7 +415,7 @@ impl Gate {
         if self.secret {
             choice.judgement = crate::verdict::for_a_secret(
                 choice.judgement,
-                &self.settings.version_from,
+                &self.settings().version_from,
                 self.source_kind,
             );
         }
@@ -422,14 +424,14 @@ impl Gate {
         }
         let (mut choice, mut decision) = self.decide(choice);
         if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
-            && self.settings.validate != Validate::None
+            && self.settings().validate != Validate::None
             && !self.gate_only
         {
             let sha = snapshot.hash();
             match self
                 .checked
                 .as_ref()
-                .filter(|c| c.sha == sha && c.check == self.settings.validate)
+                .filter(|c| c.sha == sha && c.check == self.settings().validate)
             {
                 // Not promoted before the checker says: its answer comes back as `Validated`.
                 None => {
@@ -440,15 +442,15 @@ impl Gate {
                     }
                     out.push(Action::Validate {
                         snapshot: snapshot.clone(),
-                        check: self.settings.validate.clone(),
-                        timeout: self.settings.validate_timeout,
+                        check: self.settings().validate.clone(),
+                        timeout: self.settings().validate_timeout,
                     });
                     self.work = Work::Checking(Box::new(Checking {
                         seen,
                         choice,
                         rollout,
                         sha,
-                        check: self.settings.validate.clone(),
+                        check: self.settings().validate.clone(),
                         since: now.wall,
                     }));
                     return;
@@ -491,7 +493,7 @@ impl Gate {
             (Decision::Promote { tell }, Observed::Config(_))
                 if self.spread_waits(tell, &judged, now, out) => {}
             (Decision::Promote { tell }, Observed::Config(snapshot)) => {
-                let owe_reload = tell != Tell::Silent && self.settings.reload != Reload::None;
+                let owe_reload = tell != Tell::Silent && self.settings().reload != Reload::None;
                 // The first config is replaced before anything said whether the component started
                 // on it: its dir is kept, so that an answer to this reload can make it the base.
                 let keep_baseline = tell == Tell::Reload

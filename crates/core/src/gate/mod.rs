@@ -8,6 +8,8 @@
 //!   action carries ([`ReloadRequest`], [`Count`], [`LogLine`]).
 //! - `decision`: what a decision on a snapshot leads to, and what the component is told of it.
 //! - `notices`: what an operator acts on, told at the event it happens at ([`crate::state::Notice`]).
+//! - `in_force`: the settings in force and their problems, and the record of the annotations'
+//!   values in force.
 //! - `problems`: a settings problem, and why a refused content stays in place, as values, and
 //!   their words.
 //! - `small`: what is small enough to be read, judged and switched on the loop ([`is_small`]).
@@ -34,6 +36,7 @@ mod decision;
 mod fallback;
 mod grace;
 mod handle;
+mod in_force;
 mod messages;
 mod notices;
 mod problems;

@@ -35,7 +35,7 @@ impl Gate {
             // Failing since the last attempt that reached the component: an attempt starting
             // again is no new failure.
             reload_failed: self.reloads.view().consecutive_failures > 0,
-            problems: self.problems.clone(),
+            problems: self.in_force.problems().to_vec(),
         }
     }
 
@@ -80,7 +80,7 @@ impl Gate {
         }
         if now.reload_failed && !before.reload_failed {
             out.push(Notice::ReloadFailed {
-                target: self.settings.reload.to_string(),
+                target: self.settings().reload.to_string(),
                 error: self.reloads.view().last_error.clone(),
             });
         }

@@ -11,7 +11,7 @@ use crate::snapshot::ContentHash;
 impl Gate {
     /// Sends the owed reload (or start-up check), if any, to the target in force.
     pub(super) fn send_owed(&self, out: &mut Vec<Action>) {
-        if let Some(r) = self.reloads.request(&self.settings) {
+        if let Some(r) = self.reloads.request(self.settings()) {
             out.push(Action::Reload(r));
         }
     }
@@ -27,7 +27,7 @@ impl Gate {
             }
             _ => {}
         }
-        let by = match (&o, &self.settings.confirm, &self.settings.reload) {
+        let by = match (&o, &self.settings().confirm, &self.settings().reload) {
             (Outcome::NothingToReload { .. }, _, _) => AppliedBy::Start,
             (_, Some(_), _) => AppliedBy::Metrics,
             (_, None, Reload::Signal { .. }) => AppliedBy::SignalSent,

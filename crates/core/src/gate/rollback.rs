@@ -66,7 +66,7 @@ impl Gate {
             then,
         };
         out.push(Action::JudgeBase {
-            settings: Box::new(self.settings.clone()),
+            settings: Box::new(self.settings().clone()),
         });
     }
 
@@ -162,7 +162,7 @@ impl Gate {
                     to: base,
                     version: version.clone(),
                 }));
-                if self.settings.reload != Reload::None {
+                if self.settings().reload != Reload::None {
                     out.push(Action::MarkReloadOwed(base));
                 }
                 self.reloads.owe(Owed {

@@ -19,7 +19,7 @@ impl Gate {
         let Some(bucket) = self.bucket else {
             return Duration::ZERO;
         };
-        let ms = self.settings.reload_spread.as_millis() as f64 * bucket.fraction();
+        let ms = self.settings().reload_spread.as_millis() as f64 * bucket.fraction();
         Duration::from_millis(ms as u64)
     }
 
@@ -45,7 +45,7 @@ impl Gate {
         if self.spread_served {
             return false;
         }
-        let spread = self.settings.reload_spread;
+        let spread = self.settings().reload_spread;
         let s = self.spread.get_or_insert_with(|| Spread {
             seen: now.at,
             seen_wall: now.wall,
@@ -104,7 +104,7 @@ impl Gate {
         self.spread.as_ref().map(|s| SpreadView {
             due_at: s.seen_wall + delay,
             delay_ms: delay.as_millis() as u64,
-            period_ms: self.settings.reload_spread.as_millis() as u64,
+            period_ms: self.settings().reload_spread.as_millis() as u64,
         })
     }
 }

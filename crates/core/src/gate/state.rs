@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use super::decision::Tell;
 use super::grace::Grace;
+use super::in_force::InForce;
 use super::messages::{Anew, JudgedLine, Seen};
-use super::problems::SettingsProblem;
 use super::reloads::Reloads;
 use super::rollback::Rollbacks;
 use crate::reload::Refusal;
@@ -38,18 +38,14 @@ pub const REJECTED_KEPT: usize = 8;
 /// The pure decision state.
 #[derive(Debug, Clone)]
 pub struct Gate {
-    pub(super) base: Settings,
-    pub(super) settings: Settings,
-    /// What is wrong with the annotations (the values in force before each are kept).
-    pub(super) problems: Vec<SettingsProblem>,
+    /// The settings in force and their problems ([`InForce`], `in_force.rs`).
+    pub(super) in_force: InForce,
     pub(super) gate_only: bool,
     /// What the promoted dir holds (promote mode only), with the key modes: a mode-only change has the
     /// same content hash but must still be promoted.
     pub(super) on_disk: Option<(ContentHash, Modes)>,
     /// The key modes of the active config.
     pub(super) active_modes: Modes,
-    /// Why the settings in force are not what the annotations file says now (reported, not failing).
-    pub(super) annotations_note: Option<String>,
     pub(super) active: Option<Active>,
     pub(super) newest: Option<Newest>,
     /// Why the last promotion failed (the previous config is kept).
@@ -112,8 +108,6 @@ pub struct Gate {
     /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
     /// its retry does not wait again.
     pub(super) spread_served: bool,
-    /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
-    pub(super) annotated: Vec<bool>,
     /// The known-good trial of the config the component applied last.
     pub(super) trial: Option<Trial>,
     /// The content this pod recorded as known-good, or found recorded: not tried again.
@@ -134,24 +128,16 @@ pub struct Gate {
     /// The config in the promoted dir that the settings in force no longer accept (the component may
     /// still run it), with its version, while nothing is active.
     pub(super) outside: Option<(ContentHash, Option<String>)>,
-    /// The annotations' values in force (by annotation, as given, none with credentials): kept in
-    /// the promoted dir, so that after a restart a bad annotation keeps them too.
-    pub(super) given: crate::annotations::Annotations,
-    /// What the promoted dir's record of [`Gate::given`] holds, as last read or written.
-    pub(super) settings_recorded: crate::annotations::Annotations,
 }
 
 impl Gate {
     /// `base` is the flag/env/default settings; `gate_only` when there is no promoted dir.
     pub fn new(base: Settings, gate_only: bool) -> Gate {
         Gate {
-            settings: base.clone(),
-            base,
-            problems: Vec::new(),
+            in_force: InForce::new(base),
             gate_only,
             on_disk: None,
             active_modes: Modes::new(),
-            annotations_note: None,
             active: None,
             newest: None,
             promote_error: None,
@@ -183,7 +169,6 @@ impl Gate {
             rollout: None,
             small_before: false,
             candidate: None,
-            annotated: Vec::new(),
             trial: None,
             recorded: None,
             trial_unavailable: false,
@@ -193,8 +178,6 @@ impl Gate {
             known_good_checking: None,
             known_good: None,
             outside: None,
-            given: Default::default(),
-            settings_recorded: Default::default(),
         }
     }
 
@@ -207,9 +190,7 @@ impl Gate {
         settings: Settings,
         values: crate::annotations::Annotations,
     ) -> Gate {
-        self.settings = settings;
-        self.given.clone_from(&values);
-        self.settings_recorded = values;
+        self.in_force.last_in_force(settings, values);
         self
     }
 
@@ -239,7 +220,7 @@ impl Gate {
     }
 
     pub fn settings(&self) -> &Settings {
-        &self.settings
+        self.in_force.settings()
     }
 }
 

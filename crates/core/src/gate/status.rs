@@ -15,7 +15,7 @@ impl Gate {
             (Some(n), Some(a)) => {
                 n.hash == Some(a.hash)
                     && (n.judgement.verdict == Verdict::Accepted
-                        || self.settings.mode == Mode::Observe)
+                        || self.settings().mode == Mode::Observe)
             }
             (None, Some(_)) => true,
             _ => false,
@@ -27,12 +27,16 @@ impl Gate {
         let mut checks = Vec::with_capacity(4);
         checks.push(Check {
             name: CheckKind::Settings,
-            ok: self.problems.is_empty(),
-            message: match (self.problems.is_empty(), &self.annotations_note) {
+            ok: self.in_force.problems().is_empty(),
+            message: match (
+                self.in_force.problems().is_empty(),
+                self.in_force.annotations_note(),
+            ) {
                 (true, None) => "annotations valid".into(),
-                (true, Some(note)) => note.clone(),
+                (true, Some(note)) => note.to_owned(),
                 (false, _) => self
-                    .problems
+                    .in_force
+                    .problems()
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
@@ -146,7 +150,7 @@ impl Gate {
             };
             checks.push(Check {
                 name: CheckKind::Newest,
-                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                ok: self.settings().on_incompatible == OnIncompatible::Hold,
                 message: holding
                     .because(format!(
                         "the rollout's candidate, held on this pod: {}",
@@ -160,7 +164,7 @@ impl Gate {
             // Started on the known-good: what runs, where from, and what is wrong with the source.
             checks.push(Check {
                 name: CheckKind::Newest,
-                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                ok: self.settings().on_incompatible == OnIncompatible::Hold,
                 message: format!(
                     "running the known-good {} from {}; the source's {}",
                     k.judgement.version.as_deref().unwrap_or("config"),
@@ -180,7 +184,7 @@ impl Gate {
             };
             checks.push(Check {
                 name: CheckKind::Newest,
-                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                ok: self.settings().on_incompatible == OnIncompatible::Hold,
                 message: holding.because(n.judgement.reason.clone()).to_string(),
             });
         }
@@ -216,7 +220,7 @@ impl Gate {
                 message: format!(
                     "the reload of {} via {} failed {failures} time{} in a row, retried with backoff: {}",
                     owed.version.as_deref().unwrap_or("the promoted config"),
-                    self.settings.reload,
+                    self.settings().reload,
                     if failures == 1 { "" } else { "s" },
                     self.reloads
                         .view()
@@ -246,7 +250,7 @@ impl Gate {
             });
         }
         let failing = checks.iter().find(|c| !c.ok && c.name.gates_readiness());
-        let observe = self.settings.mode == Mode::Observe;
+        let observe = self.settings().mode == Mode::Observe;
         let ready = observe || failing.is_none();
         let stale = self.active.is_some() && (!current || held.is_some()) && spread.is_none();
         let reason = match (failing, observe) {
@@ -263,7 +267,7 @@ impl Gate {
         Status {
             ready,
             reason,
-            accepts: self.settings.accepts_text().map(str::to_owned),
+            accepts: self.settings().accepts_text().map(str::to_owned),
             stale,
             active: self.active_view(),
             candidate,
@@ -274,8 +278,8 @@ impl Gate {
             }),
             applied: self.applied_view(),
             reload,
-            mode: self.settings.mode,
-            on_incompatible: self.settings.on_incompatible,
+            mode: self.settings().mode,
+            on_incompatible: self.settings().on_incompatible,
             started: self.started,
             checks,
             watch_error: None,

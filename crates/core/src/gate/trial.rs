@@ -25,7 +25,7 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        if self.settings.trial.is_zero()
+        if self.settings().trial.is_zero()
             || self.trial_unavailable
             || self.recorded == Some(sha)
             || self.trial.as_ref().is_some_and(|t| t.sha == sha)
@@ -48,14 +48,14 @@ impl Gate {
         out.push(Action::Log(LogLine::TrialStarted {
             sha,
             version: version.to_owned(),
-            trial: self.settings.trial,
+            trial: self.settings().trial,
         }));
         out.push(Action::ReadComponent);
     }
 
     /// `text` under the scheme of the range in force (semver without one).
     fn scheme_version(&self, text: &str) -> Option<SchemeVersion> {
-        match self.settings.accepts.as_ref().map(|a| a.range()) {
+        match self.settings().accepts.as_ref().map(|a| a.range()) {
             Some(Range::Api(_)) => text.parse::<ApiVersion>().ok().map(SchemeVersion::Api),
             _ => parse_like(&SchemeVersion::Semver(semver::Version::new(0, 0, 0)), text),
         }
@@ -71,7 +71,7 @@ impl Gate {
     /// When the running period ends.
     pub(super) fn trial_due_at(&self) -> Option<Instant> {
         let t = self.trial.as_ref().filter(|t| t.phase == Phase::Running)?;
-        Some(t.since + self.settings.trial)
+        Some(t.since + self.settings().trial)
     }
 
     /// On a timer: when the period is over, the component is read again.
@@ -80,7 +80,7 @@ impl Gate {
             return;
         };
         let _ = due;
-        if self.settings.trial.is_zero() {
+        if self.settings().trial.is_zero() {
             self.trial = None;
             return;
         }
