@@ -20,14 +20,14 @@ impl Gate {
     /// After a judgement: with nothing in force and nothing accepted to promote, ask for the record.
     pub(super) fn want_known_good(&mut self, out: &mut Vec<Action>) {
         if self.gate_only
-            || self.active.is_some()
+            || self.verdicts.active().is_some()
             || !matches!(self.work, Work::Idle)
             || self.known_good_checking.is_some()
             || self.settings().mode == Mode::Observe
             || self.settings().accepts.is_none()
             || self
-                .newest
-                .as_ref()
+                .verdicts
+                .newest()
                 .is_none_or(|n| n.judgement.verdict == Verdict::Accepted)
             || self.known_good_asked.as_ref() == Some(self.settings())
         {
@@ -89,7 +89,7 @@ impl Gate {
             }));
             return;
         };
-        if self.active.is_some() || !matches!(self.work, Work::Idle) {
+        if self.verdicts.active().is_some() || !matches!(self.work, Work::Idle) {
             return;
         }
         // The component's checker passes it first, as any candidate.
@@ -117,7 +117,7 @@ impl Gate {
         };
         match checked {
             Checked::Passed => {
-                if self.active.is_none() && matches!(self.work, Work::Idle) {
+                if self.verdicts.active().is_none() && matches!(self.work, Work::Idle) {
                     self.promote_known_good(snapshot, j, out);
                 }
             }
@@ -147,11 +147,11 @@ impl Gate {
     /// Promotes the known-good `snapshot`, judged `j`.
     fn promote_known_good(&mut self, snapshot: Snapshot, j: Judgement, out: &mut Vec<Action>) {
         let record = self.known_good_record.clone();
-        let Some(because) = self.newest.as_ref().map(|n| n.judgement.clone()) else {
+        let Some(because) = self.verdicts.newest().map(|n| n.judgement.clone()) else {
             return;
         };
         let sha = snapshot.hash();
-        let tell = if self.on_disk.is_some() {
+        let tell = if self.verdicts.on_disk().is_some() {
             Tell::Reload
         } else {
             Tell::StartupCheck
@@ -204,7 +204,7 @@ impl Gate {
 
     /// The known-good in force, while it is what is active.
     pub(super) fn known_good_in_force(&self) -> Option<&KnownGoodUse> {
-        let active = self.active.as_ref()?.hash;
+        let active = self.verdicts.active()?.hash;
         self.known_good.as_ref().filter(|k| k.hash == active)
     }
 }

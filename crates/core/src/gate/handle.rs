@@ -39,7 +39,10 @@ impl Gate {
                 out.push(Action::Tidy);
                 // The promoted dir is compared with what was promoted before the config is read,
                 // so that a change behind confgate's back is repaired by this very read.
-                if !self.gate_only && self.on_disk.is_some() && !self.work.changing_the_dir() {
+                if !self.gate_only
+                    && self.verdicts.on_disk().is_some()
+                    && !self.work.changing_the_dir()
+                {
                     out.push(Action::VerifyPromoted);
                 }
                 self.retry_rollback(&mut out);
@@ -267,7 +270,7 @@ impl Gate {
             bucket: self.bucket,
             // A candidate the component refused is held on this pod: the rollout falls back to
             // stable.
-            refused: self.rejected.clone(),
+            refused: self.rejected_record().to_vec(),
             on_loop: self.small_before,
         });
     }
@@ -498,9 +501,9 @@ impl Gate {
                 // on it: its dir is kept, so that an answer to this reload can make it the base.
                 let keep_baseline = tell == Tell::Reload
                     && !self.gate_only
-                    && self.applied.is_none()
+                    && self.verdicts.applied().is_none()
                     && !self.first_kept
-                    && self.first.as_ref().map(|f| f.hash) == self.on_disk.as_ref().map(|d| d.0);
+                    && self.first.as_ref().map(|f| f.hash) == self.verdicts.on_disk().map(|d| d.0);
                 let on_loop = self.small_before && is_small_snapshot(&snapshot);
                 self.work = Work::Promoting(Box::new(Promotion {
                     judged,
@@ -534,7 +537,7 @@ impl Gate {
     /// confgate's back (by the component, which shares it, or anyone who can write it), which is
     /// logged, counted and shown, and repaired: the next read of the config in force promotes it again.
     fn verified(&mut self, found: &Observed, out: &mut Vec<Action>) {
-        let Some((hash, m)) = &self.on_disk else {
+        let Some((hash, m)) = self.verdicts.on_disk() else {
             return;
         };
         if self.work.changing_the_dir() {

@@ -47,7 +47,7 @@ impl Gate {
         self.rollbacks.replaced();
         match p.tell {
             Tell::StartupCheck => {
-                self.first = self.active.clone();
+                self.first = self.verdicts.active().cloned();
                 self.first_kept = false;
             }
             _ if p.keep_baseline => self.first_kept = true,

@@ -3,7 +3,7 @@
 //! an answer about later content; and the owed reload sent to the target in force.
 
 use super::messages::{Action, AppliedBy, LogLine, Now};
-use super::state::{Active, Gate};
+use super::state::Gate;
 use crate::reload::Outcome;
 use crate::settings::Reload;
 use crate::snapshot::ContentHash;
@@ -75,7 +75,7 @@ impl Gate {
             return;
         };
         let kept = std::mem::take(&mut self.first_kept);
-        if !kept || self.applied.is_some() || self.gate_only {
+        if !kept || self.verdicts.applied().is_some() || self.gate_only {
             return;
         }
         // The first config itself, run: the base. Later content refused: the component ran the
@@ -89,9 +89,6 @@ impl Gate {
             sha: first.hash,
             version: first.version.clone(),
         }));
-        self.applied = Some(Active {
-            since: now.wall,
-            ..first
-        });
+        self.baseline_applied(first, now.wall);
     }
 }

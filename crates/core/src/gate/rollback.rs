@@ -131,7 +131,7 @@ impl Gate {
     /// What the gate took for the rollback base is not kept on disk (its record was damaged or
     /// never written): there is none, and the refusal of `sha` is held as one without a base.
     fn lost_base(&mut self, sha: ContentHash, refusal: Refusal, out: &mut Vec<Action>) {
-        self.applied = None;
+        self.base_lost();
         self.no_base(sha, refusal, out);
     }
 

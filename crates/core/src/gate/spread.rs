@@ -36,7 +36,7 @@ impl Gate {
         out: &mut Vec<Action>,
     ) -> bool {
         let delay = self.spread_delay();
-        if tell != Tell::Reload || self.active.is_none() || delay.is_zero() {
+        if tell != Tell::Reload || self.verdicts.active().is_none() || delay.is_zero() {
             self.spread = None;
             return false;
         }

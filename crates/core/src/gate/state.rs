@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use std::time::Instant;
 
+use super::decide::Verdicts;
 use super::decision::Tell;
 use super::grace::Grace;
 use super::in_force::InForce;
@@ -41,26 +42,14 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
-    /// What the promoted dir holds (promote mode only), with the key modes: a mode-only change has the
-    /// same content hash but must still be promoted.
-    pub(super) on_disk: Option<(ContentHash, Modes)>,
-    /// The key modes of the active config.
-    pub(super) active_modes: Modes,
-    pub(super) active: Option<Active>,
-    pub(super) newest: Option<Newest>,
-    /// Why the last promotion failed (the previous config is kept).
-    pub(super) promote_error: Option<crate::promote::Failure>,
+    /// What is active, on disk, newest, applied and refused ([`Verdicts`], `decide.rs`).
+    pub(super) verdicts: Verdicts,
     /// Why a refused content stays in place, and the rollback owed ([`Rollbacks`], `rollback.rs`).
     pub(super) rollbacks: Rollbacks,
-    pub(super) started: bool,
-    /// The config the component confirmed it runs.
-    pub(super) applied: Option<Active>,
     /// The first config promoted into an empty dir, while nothing says yet whether the component
     /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
     pub(super) first: Option<Active>,
     pub(super) first_kept: bool,
-    /// Contents the component refused, newest last, with its reason.
-    pub(super) rejected: Vec<(ContentHash, Refusal)>,
     /// The annotations file's presence, and its grace period.
     pub(super) grace: Grace,
     /// The reload owed, and the reload worker's reports.
@@ -125,9 +114,6 @@ pub struct Gate {
     pub(super) known_good_checking: Option<(Snapshot, Judgement)>,
     /// The known-good promoted last (in force while it is the active config).
     pub(super) known_good: Option<KnownGoodUse>,
-    /// The config in the promoted dir that the settings in force no longer accept (the component may
-    /// still run it), with its version, while nothing is active.
-    pub(super) outside: Option<(ContentHash, Option<String>)>,
 }
 
 impl Gate {
@@ -136,17 +122,10 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
-            on_disk: None,
-            active_modes: Modes::new(),
-            active: None,
-            newest: None,
-            promote_error: None,
+            verdicts: Verdicts::default(),
             rollbacks: Rollbacks::default(),
-            started: false,
-            applied: None,
             first: None,
             first_kept: false,
-            rejected: Vec::new(),
             grace: Grace::default(),
             reloads: Reloads::default(),
             last: Last::Nothing,
@@ -177,7 +156,6 @@ impl Gate {
             known_good_record: String::new(),
             known_good_checking: None,
             known_good: None,
-            outside: None,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::verdict::Verdict;
 impl Gate {
     /// Whether the newest snapshot is the one in force.
     fn newest_is_active(&self) -> bool {
-        match (&self.newest, &self.active) {
+        match (self.verdicts.newest(), self.verdicts.active()) {
             (Some(n), Some(a)) => {
                 n.hash == Some(a.hash)
                     && (n.judgement.verdict == Verdict::Accepted
@@ -59,8 +59,8 @@ impl Gate {
         let reload_failing = self
             .reloads
             .failing()
-            .filter(|(owed, _)| self.active.as_ref().is_some_and(|a| a.hash == owed.sha));
-        checks.push(match (&self.active, &self.newest) {
+            .filter(|(owed, _)| self.verdicts.active().is_some_and(|a| a.hash == owed.sha));
+        checks.push(match (self.verdicts.active(), self.verdicts.newest()) {
             (Some(a), _) => Check {
                 name: CheckKind::Config,
                 ok: true,
@@ -74,7 +74,7 @@ impl Gate {
                         "promoted {} ({}), not taken by the component: its reload keeps failing; it runs {}",
                         a.version.as_deref().unwrap_or("unversioned config"),
                         a.hash,
-                        match &self.applied {
+                        match self.verdicts.applied() {
                             Some(ap) => format!(
                                 "{} ({})",
                                 ap.version.as_deref().unwrap_or("an unversioned config"),
@@ -88,7 +88,7 @@ impl Gate {
             (None, Some(n)) => Check {
                 name: CheckKind::Config,
                 ok: false,
-                message: match &self.outside {
+                message: match self.verdicts.outside() {
                     // Said plainly: the component may well run it, and nothing accepted replaces it.
                     Some((h, v)) => format!(
                         "no accepted config yet: the promoted dir holds {} ({h}), outside the range in force; {}",
@@ -122,10 +122,14 @@ impl Gate {
         let held = self
             .held
             .as_ref()
-            .filter(|_| current && self.active.is_some());
+            .filter(|_| current && self.verdicts.active().is_some());
         let spread = self.spread_view();
-        if let (Some(a), Some(n), false, Some(sp)) = (&self.active, &self.newest, current, &spread)
-        {
+        if let (Some(a), Some(n), false, Some(sp)) = (
+            self.verdicts.active(),
+            self.verdicts.newest(),
+            current,
+            &spread,
+        ) {
             // Waiting for this pod's share of the spread is no holding back: readiness stays.
             checks.push(Check {
                 name: CheckKind::Newest,
@@ -140,7 +144,7 @@ impl Gate {
                     sp.period_ms
                 ),
             });
-        } else if let (Some(a), Some(h)) = (&self.active, held) {
+        } else if let (Some(a), Some(h)) = (self.verdicts.active(), held) {
             let holding = Holding {
                 held: a.version.clone(),
                 newest: h.version.clone(),
@@ -159,7 +163,7 @@ impl Gate {
                     .to_string(),
             });
         } else if let (Some(k), Some(n), false) =
-            (self.known_good_in_force(), &self.newest, current)
+            (self.known_good_in_force(), self.verdicts.newest(), current)
         {
             // Started on the known-good: what runs, where from, and what is wrong with the source.
             checks.push(Check {
@@ -172,7 +176,9 @@ impl Gate {
                     newest_text(n)
                 ),
             });
-        } else if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
+        } else if let (Some(a), Some(n), false) =
+            (self.verdicts.active(), self.verdicts.newest(), current)
+        {
             let holding = Holding {
                 held: a.version.clone(),
                 newest: n.judgement.version.clone(),
@@ -188,7 +194,7 @@ impl Gate {
                 message: holding.because(n.judgement.reason.clone()).to_string(),
             });
         }
-        if let Some(e) = &self.promote_error {
+        if let Some(e) = self.verdicts.promote_error() {
             checks.push(Check {
                 name: CheckKind::Promote,
                 ok: false,
@@ -252,7 +258,8 @@ impl Gate {
         let failing = checks.iter().find(|c| !c.ok && c.name.gates_readiness());
         let observe = self.settings().mode == Mode::Observe;
         let ready = observe || failing.is_none();
-        let stale = self.active.is_some() && (!current || held.is_some()) && spread.is_none();
+        let stale =
+            self.verdicts.active().is_some() && (!current || held.is_some()) && spread.is_none();
         let reason = match (failing, observe) {
             (Some(c), false) => c.message.clone(),
             (Some(c), true) => format!("observe mode (not enforced): {}", c.message),
@@ -271,7 +278,7 @@ impl Gate {
             stale,
             active: self.active_view(),
             candidate,
-            desired: self.newest.as_ref().map(|n| DesiredView {
+            desired: self.verdicts.newest().map(|n| DesiredView {
                 version: n.judgement.version.clone(),
                 sha256: n.hash.map(|h| h.printed()),
                 verdict: n.judgement.verdict,
@@ -280,7 +287,7 @@ impl Gate {
             reload,
             mode: self.settings().mode,
             on_incompatible: self.settings().on_incompatible,
-            started: self.started,
+            started: self.verdicts.started(),
             checks,
             watch_error: None,
             rollout: self.rollout.as_ref().map(Rollout::view),
@@ -293,7 +300,7 @@ impl Gate {
 
     /// The config in force, as the status shows it.
     pub(super) fn active_view(&self) -> Option<ActiveView> {
-        self.active.as_ref().map(|a| ActiveView {
+        self.verdicts.active().map(|a| ActiveView {
             version: a.version.clone(),
             sha256: a.hash.printed(),
             since: a.since,
@@ -304,7 +311,7 @@ impl Gate {
 
     /// The config the component applied last, as the status shows it.
     pub(super) fn applied_view(&self) -> Option<AppliedView> {
-        self.applied.as_ref().map(|a| AppliedView {
+        self.verdicts.applied().map(|a| AppliedView {
             version: a.version.clone(),
             sha256: a.hash.printed(),
             since: a.since,
@@ -318,12 +325,12 @@ impl Gate {
             sha256: k.hash.printed(),
             record: k.record.clone(),
             because: self
-                .newest
-                .as_ref()
+                .verdicts
+                .newest()
                 .map_or(k.because, |n| n.judgement.verdict),
             reason: self
-                .newest
-                .as_ref()
+                .verdicts
+                .newest()
                 .map_or_else(|| k.reason.clone(), |n| n.judgement.reason.clone()),
         })
     }
@@ -335,8 +342,8 @@ impl Gate {
         let held = self
             .held
             .as_ref()
-            .filter(|_| current && self.active.is_some());
-        match (&self.newest, current) {
+            .filter(|_| current && self.verdicts.active().is_some());
+        match (self.verdicts.newest(), current) {
             _ if held.is_some() => held.map(|h| CandidateView {
                 version: h.version.clone(),
                 sha256: h.hash.map(|h| h.printed()),

@@ -97,12 +97,12 @@ impl Gate {
 
     /// Answer to [`Action::ReadComponent`].
     pub(super) fn component_read(&mut self, read: ComponentRead, now: Now, out: &mut Vec<Action>) {
-        let applied = self.applied.as_ref().map(|a| a.hash);
+        let applied = self.verdicts.applied().map(|a| a.hash);
         let Some(t) = self.trial.as_mut() else {
             return;
         };
         // Applied no more (refused, rolled back, replaced): nothing of it is recorded.
-        if applied != Some(t.sha) || self.rejected.iter().any(|(h, _)| *h == t.sha) {
+        if applied != Some(t.sha) || self.verdicts.is_rejected(t.sha) {
             self.trial = None;
             return;
         }
