@@ -22,18 +22,18 @@ impl Gate {
         if self.gate_only
             || self.verdicts.active().is_some()
             || !matches!(self.work, Work::Idle)
-            || self.known_good_checking.is_some()
+            || self.known_goods.checking.is_some()
             || self.settings().mode == Mode::Observe
             || self.settings().accepts.is_none()
             || self
                 .verdicts
                 .newest()
                 .is_none_or(|n| n.judgement.verdict == Verdict::Accepted)
-            || self.known_good_asked.as_ref() == Some(self.settings())
+            || self.known_goods.asked.as_ref() == Some(self.settings())
         {
             return;
         }
-        self.known_good_asked = Some(self.settings().clone());
+        self.known_goods.asked = Some(self.settings().clone());
         out.push(Action::ReadKnownGood);
     }
 
@@ -51,7 +51,7 @@ impl Gate {
                 }))
             }
             Ok((record, configs)) => {
-                self.known_good_record = record;
+                self.known_goods.record = record;
                 out.push(Action::JudgeKnownGood {
                     settings: Box::new(self.settings().clone()),
                     configs,
@@ -67,7 +67,7 @@ impl Gate {
         judged: Vec<(Snapshot, Judgement)>,
         out: &mut Vec<Action>,
     ) {
-        let record = self.known_good_record.clone();
+        let record = self.known_goods.record.clone();
         let best = judged
             .into_iter()
             .map(|(s, j)| {
@@ -99,7 +99,7 @@ impl Gate {
                 check: self.settings().validate.clone(),
                 timeout: self.settings().validate_timeout,
             });
-            self.known_good_checking = Some((snapshot, j));
+            self.known_goods.checking = Some((snapshot, j));
             return;
         }
         self.promote_known_good(snapshot, j, out);
@@ -112,7 +112,8 @@ impl Gate {
         checked: &Checked,
         out: &mut Vec<Action>,
     ) -> bool {
-        let Some((snapshot, j)) = self.known_good_checking.take_if(|(s, _)| s.hash() == sha) else {
+        let Some((snapshot, j)) = self.known_goods.checking.take_if(|(s, _)| s.hash() == sha)
+        else {
             return false;
         };
         match checked {
@@ -146,7 +147,7 @@ impl Gate {
 
     /// Promotes the known-good `snapshot`, judged `j`.
     fn promote_known_good(&mut self, snapshot: Snapshot, j: Judgement, out: &mut Vec<Action>) {
-        let record = self.known_good_record.clone();
+        let record = self.known_goods.record.clone();
         let Some(because) = self.verdicts.newest().map(|n| n.judgement.clone()) else {
             return;
         };
@@ -199,12 +200,35 @@ impl Gate {
     /// The known-good is in the promoted dir: it is the active config, marked as the known-good.
     pub(super) fn known_good_activated(&mut self, k: KnownGoodUse, now: jiff::Timestamp) {
         self.activate(Some(k.hash), k.modes.clone(), &k.judgement, None, now);
-        self.known_good = Some(k);
+        self.known_goods.in_use = Some(k);
+    }
+
+    /// An accepted candidate goes to the component's checker: the known-good's check, if one is
+    /// under way, is moot (both stage into the one candidate dir). Whether one was.
+    pub(super) fn known_good_check_ended(&mut self) -> bool {
+        self.known_goods.checking.take().is_some()
     }
 
     /// The known-good in force, while it is what is active.
     pub(super) fn known_good_in_force(&self) -> Option<&KnownGoodUse> {
         let active = self.verdicts.active()?.hash;
-        self.known_good.as_ref().filter(|k| k.hash == active)
+        self.known_goods
+            .in_use
+            .as_ref()
+            .filter(|k| k.hash == active)
     }
+}
+
+/// The fallback part of the [`Gate`]: the known-good from the record, asked for, checked and promoted.
+/// Written only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct KnownGoods {
+    /// The settings the known-good record was last asked for under: asked again only under others.
+    asked: Option<crate::settings::Settings>,
+    /// The record's name, as the edge said it.
+    record: String,
+    /// The known-good waiting for the component's checker.
+    checking: Option<(Snapshot, Judgement)>,
+    /// The known-good promoted last (in force while it is the active config).
+    in_use: Option<KnownGoodUse>,
 }

@@ -440,7 +440,7 @@ impl Gate {
                 None => {
                     // One check at a time (both stage into the one candidate dir): an accepted
                     // candidate makes the known-good's check moot, so it ends first.
-                    if self.known_good_checking.take().is_some() {
+                    if self.known_good_check_ended() {
                         out.push(Action::CancelCheck);
                     }
                     out.push(Action::Validate {

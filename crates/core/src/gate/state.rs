@@ -15,15 +15,17 @@ use std::time::Instant;
 
 use super::decide::Verdicts;
 use super::decision::Tell;
+use super::fallback::KnownGoods;
 use super::grace::Grace;
 use super::in_force::InForce;
 use super::messages::{Anew, JudgedLine, Seen};
 use super::reloads::Reloads;
 use super::rollback::Rollbacks;
+use super::trial::Trials;
 use crate::reload::Refusal;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
-use crate::snapshot::{ContentHash, Observed, Snapshot};
+use crate::snapshot::{ContentHash, Observed};
 use crate::state::{HeldCandidate, Rollout, SourceView};
 use crate::validate::Checked;
 use crate::values::SchemeVersion;
@@ -42,6 +44,10 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
+    /// The known-good from the record, asked for, checked and in use ([`KnownGoods`], `fallback.rs`).
+    pub(super) known_goods: KnownGoods,
+    /// The known-good trial and its record ([`Trials`], `trial.rs`).
+    pub(super) trials: Trials,
     /// What is active, on disk, newest, applied and refused ([`Verdicts`], `decide.rs`).
     pub(super) verdicts: Verdicts,
     /// Why a refused content stays in place, and the rollback owed ([`Rollbacks`], `rollback.rs`).
@@ -97,23 +103,9 @@ pub struct Gate {
     /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
     /// its retry does not wait again.
     pub(super) spread_served: bool,
-    /// The known-good trial of the config the component applied last.
-    pub(super) trial: Option<Trial>,
-    /// The content this pod recorded as known-good, or found recorded: not tried again.
-    pub(super) recorded: Option<ContentHash>,
-    /// The component cannot be read (no API client): no trial starts.
-    pub(super) trial_unavailable: bool,
     /// A notice said the newest config is held, and no config became active since: the one that
     /// does is told as the end of the hold.
     pub(super) hold_told: bool,
-    /// The settings the known-good record was last asked for under: asked again only under others.
-    pub(super) known_good_asked: Option<Settings>,
-    /// The record's name, as the edge said it.
-    pub(super) known_good_record: String,
-    /// The known-good waiting for the component's checker.
-    pub(super) known_good_checking: Option<(Snapshot, Judgement)>,
-    /// The known-good promoted last (in force while it is the active config).
-    pub(super) known_good: Option<KnownGoodUse>,
 }
 
 impl Gate {
@@ -122,6 +114,8 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
+            known_goods: KnownGoods::default(),
+            trials: Trials::default(),
             verdicts: Verdicts::default(),
             rollbacks: Rollbacks::default(),
             first: None,
@@ -148,14 +142,7 @@ impl Gate {
             rollout: None,
             small_before: false,
             candidate: None,
-            trial: None,
-            recorded: None,
-            trial_unavailable: false,
             hold_told: false,
-            known_good_asked: None,
-            known_good_record: String::new(),
-            known_good_checking: None,
-            known_good: None,
         }
     }
 

@@ -26,18 +26,18 @@ impl Gate {
         out: &mut Vec<Action>,
     ) {
         if self.settings().trial.is_zero()
-            || self.trial_unavailable
-            || self.recorded == Some(sha)
-            || self.trial.as_ref().is_some_and(|t| t.sha == sha)
+            || self.trials.trial_unavailable
+            || self.trials.recorded == Some(sha)
+            || self.trials.trial.as_ref().is_some_and(|t| t.sha == sha)
         {
             return;
         }
         let Some((version, parsed)) = version.and_then(|v| Some((v, self.scheme_version(v)?)))
         else {
-            self.trial = None;
+            self.trials.trial = None;
             return;
         };
-        self.trial = Some(Trial {
+        self.trials.trial = Some(Trial {
             sha,
             version: version.to_owned(),
             parsed,
@@ -63,14 +63,18 @@ impl Gate {
 
     /// The component refused `sha`: its trial, if any, ends without a record.
     pub(super) fn end_trial_refused(&mut self, sha: ContentHash) {
-        if self.trial.as_ref().is_some_and(|t| t.sha == sha) {
-            self.trial = None;
+        if self.trials.trial.as_ref().is_some_and(|t| t.sha == sha) {
+            self.trials.trial = None;
         }
     }
 
     /// When the running period ends.
     pub(super) fn trial_due_at(&self) -> Option<Instant> {
-        let t = self.trial.as_ref().filter(|t| t.phase == Phase::Running)?;
+        let t = self
+            .trials
+            .trial
+            .as_ref()
+            .filter(|t| t.phase == Phase::Running)?;
         Some(t.since + self.settings().trial)
     }
 
@@ -81,10 +85,10 @@ impl Gate {
         };
         let _ = due;
         if self.settings().trial.is_zero() {
-            self.trial = None;
+            self.trials.trial = None;
             return;
         }
-        if let Some(t) = self.trial.as_mut() {
+        if let Some(t) = self.trials.trial.as_mut() {
             // A period whose first read failed begins with this read.
             t.phase = if t.restarts.is_some() {
                 Phase::Ending
@@ -98,19 +102,19 @@ impl Gate {
     /// Answer to [`Action::ReadComponent`].
     pub(super) fn component_read(&mut self, read: ComponentRead, now: Now, out: &mut Vec<Action>) {
         let applied = self.verdicts.applied().map(|a| a.hash);
-        let Some(t) = self.trial.as_mut() else {
+        let Some(t) = self.trials.trial.as_mut() else {
             return;
         };
         // Applied no more (refused, rolled back, replaced): nothing of it is recorded.
         if applied != Some(t.sha) || self.verdicts.is_rejected(t.sha) {
-            self.trial = None;
+            self.trials.trial = None;
             return;
         }
         match read {
             ComponentRead::Unavailable(why) => {
                 out.push(Action::Log(LogLine::TrialUnavailable { why }));
-                self.trial = None;
-                self.trial_unavailable = true;
+                self.trials.trial = None;
+                self.trials.trial_unavailable = true;
             }
             ComponentRead::Failed(why) => {
                 out.push(Action::Log(LogLine::TrialReadFailed { sha: t.sha, why }));
@@ -156,14 +160,14 @@ impl Gate {
 
     /// Answer to [`Action::RecordKnownGood`].
     pub(super) fn known_good_recorded(&mut self, r: Recorded, now: Now, out: &mut Vec<Action>) {
-        let Some(t) = self.trial.take_if(|t| t.phase == Phase::Recording) else {
+        let Some(t) = self.trials.trial.take_if(|t| t.phase == Phase::Recording) else {
             return;
         };
         match &r {
-            Recorded::Written { .. } | Recorded::Kept { .. } => self.recorded = Some(t.sha),
+            Recorded::Written { .. } | Recorded::Kept { .. } => self.trials.recorded = Some(t.sha),
             // Tried again after another period.
             Recorded::Failed(_) => {
-                self.trial = Some(Trial {
+                self.trials.trial = Some(Trial {
                     since: now.at,
                     phase: Phase::Running,
                     ..t.clone()
@@ -176,4 +180,16 @@ impl Gate {
             outcome: r,
         }));
     }
+}
+
+/// The known-good trial part of the [`Gate`]: the trial under way, what was recorded, and whether a
+/// trial can run at all. Written only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Trials {
+    /// The known-good trial of the config the component applied last.
+    trial: Option<Trial>,
+    /// The content this pod recorded as known-good, or found recorded: not tried again.
+    recorded: Option<ContentHash>,
+    /// The component cannot be read (no API client): no trial starts.
+    trial_unavailable: bool,
 }
