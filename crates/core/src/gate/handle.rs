@@ -267,7 +267,7 @@ impl Gate {
             settings: Box::new(self.settings().clone()),
             unless: self.last.unless(),
             anew: self.last.anew(),
-            bucket: self.bucket,
+            bucket: self.share.bucket(),
             // A candidate the component refused is held on this pod: the rollout falls back to
             // stable.
             refused: self.rejected_record().to_vec(),

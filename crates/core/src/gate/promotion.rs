@@ -43,7 +43,7 @@ impl Gate {
         self.repair = false;
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
-        self.spread_served = false;
+        self.spread_used();
         self.rollbacks.replaced();
         match p.tell {
             Tell::StartupCheck => {

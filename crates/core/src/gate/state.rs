@@ -21,6 +21,7 @@ use super::in_force::InForce;
 use super::messages::{Anew, JudgedLine, Seen};
 use super::reloads::Reloads;
 use super::rollback::Rollbacks;
+use super::spread::Share;
 use super::trial::Trials;
 use crate::reload::Refusal;
 use crate::rollout::Bucket;
@@ -44,6 +45,8 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
+    /// This pod's share of the reload spread, and the change waiting for it ([`Share`], `spread.rs`).
+    pub(super) share: Share,
     /// The known-good from the record, asked for, checked and in use ([`KnownGoods`], `fallback.rs`).
     pub(super) known_goods: KnownGoods,
     /// The known-good trial and its record ([`Trials`], `trial.rs`).
@@ -72,10 +75,6 @@ pub struct Gate {
     pub(super) source: Option<SourceView>,
     /// Why the config dir is not watched, if it is not.
     pub(super) watch_error: Option<String>,
-    /// This pod's place in the fleet, which sets its share of the reload spread.
-    pub(super) bucket: Option<Bucket>,
-    /// A change waiting for this pod's share of the reload spread.
-    pub(super) spread: Option<Spread>,
     /// What the checker last said.
     pub(super) checked: Option<CheckedBy>,
     /// The promoted dir was found changed behind confgate's back (what it held instead): the next
@@ -100,9 +99,6 @@ pub struct Gate {
     pub(super) small_before: bool,
     /// The last rollout candidate promoted: its set's hash and its own keys' hash.
     pub(super) candidate: Option<(ContentHash, ContentHash)>,
-    /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
-    /// its retry does not wait again.
-    pub(super) spread_served: bool,
     /// A notice said the newest config is held, and no config became active since: the one that
     /// does is told as the end of the hold.
     pub(super) hold_told: bool,
@@ -114,6 +110,7 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
+            share: Share::default(),
             known_goods: KnownGoods::default(),
             trials: Trials::default(),
             verdicts: Verdicts::default(),
@@ -128,8 +125,6 @@ impl Gate {
             work: Work::Idle,
             source: None,
             watch_error: None,
-            bucket: None,
-            spread: None,
             checked: None,
             check_retry: None,
             check_backoff: CHECK_BACKOFF,
@@ -137,7 +132,6 @@ impl Gate {
             repair: false,
             secret: false,
             source_kind: Default::default(),
-            spread_served: false,
             held: None,
             rollout: None,
             small_before: false,
@@ -180,7 +174,7 @@ impl Gate {
     /// Places this pod in the fleet: its share of the reload spread follows the bucket (`None`: no
     /// identity, no share, so a change is promoted at once).
     pub fn with_bucket(mut self, bucket: Option<Bucket>) -> Gate {
-        self.bucket = bucket;
+        self.share = Share::in_fleet(bucket);
         self
     }
 
