@@ -3,7 +3,9 @@
 //! held candidate shows for the checker's answer.
 
 use super::messages::{Action, LogLine, Now, Seen};
-use super::state::{CheckedBy, Gate, RolloutSeen, Work};
+use std::time::Instant;
+
+use super::state::{CHECK_BACKOFF, CheckedBy, Gate, RolloutSeen, Work};
 use crate::snapshot::ContentHash;
 use crate::validate::Checked;
 use crate::variants::Choice;
@@ -62,12 +64,12 @@ impl Gate {
         };
         let again = !checked.is_verdict();
         let retry_in = if again {
-            let wait = self.check_backoff.failed();
-            self.check_retry = Some(now.at + wait);
+            let wait = self.checks.backoff.failed();
+            self.checks.retry = Some(now.at + wait);
             Some(wait)
         } else {
-            self.check_backoff.succeeded();
-            self.check_retry = None;
+            self.checks.backoff.succeeded();
+            self.checks.retry = None;
             None
         };
         let checker = self.settings().validate.name();
@@ -87,7 +89,7 @@ impl Gate {
                 reason,
             },
         }));
-        self.checked = Some(CheckedBy {
+        self.checks.checked = Some(CheckedBy {
             sha,
             check: self.settings().validate.clone(),
             answer: checked,
@@ -149,5 +151,47 @@ impl Gate {
             reason: format!("{}, but {why}; {fix}", j.reason),
             ..j
         }
+    }
+}
+
+/// What the component's checker last said, and when a check that gave no verdict is run again: the
+/// [`Gate`]'s part written only by this file.
+#[derive(Debug, Clone)]
+pub(super) struct Checks {
+    /// What the checker last said.
+    checked: Option<CheckedBy>,
+    /// When a check that timed out or could not run is run again, and how long the next waits.
+    retry: Option<Instant>,
+    backoff: crate::backoff::Doubling,
+}
+
+impl Checks {
+    pub(super) fn new() -> Checks {
+        Checks {
+            checked: None,
+            retry: None,
+            backoff: CHECK_BACKOFF,
+        }
+    }
+
+    /// What the checker last said.
+    pub(super) fn checked(&self) -> Option<&CheckedBy> {
+        self.checked.as_ref()
+    }
+
+    /// When a check that gave no verdict is run again.
+    pub(super) fn retry_at(&self) -> Option<Instant> {
+        self.retry
+    }
+
+    /// Whether a check that gave no verdict is due again at `now`: then what it said is forgotten,
+    /// so the content is checked again.
+    pub(super) fn take_due(&mut self, now: Instant) -> bool {
+        let due = self.retry.is_some_and(|t| t <= now);
+        if due {
+            self.retry = None;
+            self.checked = None;
+        }
+        due
     }
 }

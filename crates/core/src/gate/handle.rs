@@ -52,11 +52,9 @@ impl Gate {
                 let recheck = self.grace.take_due(now.at);
                 let retry = self.take_retry_due(now.at);
                 let spread = self.take_spread_due(now.at);
-                let check = self.check_retry.is_some_and(|t| t <= now.at);
+                let check = self.checks.take_due(now.at);
                 if check {
                     // The content is read and judged again, and its check run again.
-                    self.check_retry = None;
-                    self.checked = None;
                     self.last = Last::Anew(Anew::CheckAgain);
                 }
                 self.take_trial_due(now.at, &mut out);
@@ -148,7 +146,7 @@ impl Gate {
             self.grace.recheck_at(),
             self.retry_at,
             self.spread_due_at(),
-            self.check_retry,
+            self.checks.retry_at(),
             self.trial_due_at(),
         ]
         .into_iter()
@@ -432,8 +430,8 @@ impl Gate {
         {
             let sha = snapshot.hash();
             match self
-                .checked
-                .as_ref()
+                .checks
+                .checked()
                 .filter(|c| c.sha == sha && c.check == self.settings().validate)
             {
                 // Not promoted before the checker says: its answer comes back as `Validated`.

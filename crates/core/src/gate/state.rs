@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use std::time::Instant;
 
+use super::checking::Checks;
 use super::decide::Verdicts;
 use super::decision::Tell;
 use super::fallback::KnownGoods;
@@ -45,6 +46,8 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
+    /// What the checker last said, and its retry ([`Checks`], `checking.rs`).
+    pub(super) checks: Checks,
     /// This pod's share of the reload spread, and the change waiting for it ([`Share`], `spread.rs`).
     pub(super) share: Share,
     /// The known-good from the record, asked for, checked and in use ([`KnownGoods`], `fallback.rs`).
@@ -75,17 +78,12 @@ pub struct Gate {
     pub(super) source: Option<SourceView>,
     /// Why the config dir is not watched, if it is not.
     pub(super) watch_error: Option<String>,
-    /// What the checker last said.
-    pub(super) checked: Option<CheckedBy>,
     /// The promoted dir was found changed behind confgate's back (what it held instead): the next
     /// promotion of the config in force repairs it, and the status says so until a re-read finds it
     /// whole.
     pub(super) tampered: Option<Option<ContentHash>>,
     /// The promoted dir is to be written again even where `on_disk` says the config is in place.
     pub(super) repair: bool,
-    /// When a check that timed out or could not run is run again, and how long the next waits.
-    pub(super) check_retry: Option<Instant>,
-    pub(super) check_backoff: crate::backoff::Doubling,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     pub(super) secret: bool,
     /// The kind of the watched source, which a reason's fix names.
@@ -110,6 +108,7 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
+            checks: Checks::new(),
             share: Share::default(),
             known_goods: KnownGoods::default(),
             trials: Trials::default(),
@@ -125,9 +124,6 @@ impl Gate {
             work: Work::Idle,
             source: None,
             watch_error: None,
-            checked: None,
-            check_retry: None,
-            check_backoff: CHECK_BACKOFF,
             tampered: None,
             repair: false,
             secret: false,
