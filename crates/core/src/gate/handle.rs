@@ -500,8 +500,9 @@ impl Gate {
                 let keep_baseline = tell == Tell::Reload
                     && !self.gate_only
                     && self.verdicts.applied().is_none()
-                    && !self.first_kept
-                    && self.first.as_ref().map(|f| f.hash) == self.verdicts.on_disk().map(|d| d.0);
+                    && !self.baseline.is_kept()
+                    && self.baseline.first().map(|f| f.hash)
+                        == self.verdicts.on_disk().map(|d| d.0);
                 let on_loop = self.small_before && is_small_snapshot(&snapshot);
                 self.work = Work::Promoting(Box::new(Promotion {
                     judged,

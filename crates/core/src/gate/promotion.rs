@@ -47,10 +47,9 @@ impl Gate {
         self.rollbacks.replaced();
         match p.tell {
             Tell::StartupCheck => {
-                self.first = self.verdicts.active().cloned();
-                self.first_kept = false;
+                self.baseline.promoted(self.verdicts.active().cloned());
             }
-            _ if p.keep_baseline => self.first_kept = true,
+            _ if p.keep_baseline => self.baseline.keep(),
             _ => {}
         }
         // The one thing the component waits for comes first; the rest is bookkeeping.

@@ -3,7 +3,7 @@
 //! an answer about later content; and the owed reload sent to the target in force.
 
 use super::messages::{Action, AppliedBy, LogLine, Now};
-use super::state::Gate;
+use super::state::{Active, Gate};
 use crate::reload::Outcome;
 use crate::settings::Reload;
 use crate::snapshot::ContentHash;
@@ -71,10 +71,10 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        let Some(first) = self.first.take() else {
+        let Some(first) = self.baseline.first.take() else {
             return;
         };
-        let kept = std::mem::take(&mut self.first_kept);
+        let kept = std::mem::take(&mut self.baseline.kept);
         if !kept || self.verdicts.applied().is_some() || self.gate_only {
             return;
         }
@@ -90,5 +90,39 @@ impl Gate {
             version: first.version.clone(),
         }));
         self.baseline_applied(first, now.wall);
+    }
+}
+
+/// The baseline: the first config promoted into an empty dir, until the component's answers say
+/// whether it started on it. The [`Gate`]'s part written only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Baseline {
+    /// The first config promoted into an empty dir, while nothing says yet whether the component
+    /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
+    first: Option<Active>,
+    kept: bool,
+}
+
+impl Baseline {
+    /// The first config promoted into an empty dir (`active` after its switch): the component's
+    /// start-up check tells whether it runs it.
+    pub(super) fn promoted(&mut self, active: Option<Active>) {
+        self.first = active;
+        self.kept = false;
+    }
+
+    /// The first config's dir is kept beside a later promotion.
+    pub(super) fn keep(&mut self) {
+        self.kept = true;
+    }
+
+    /// The first config, while nothing says yet whether the component started on it.
+    pub(super) fn first(&self) -> Option<&Active> {
+        self.first.as_ref()
+    }
+
+    /// Whether its dir is kept beside a later promotion.
+    pub(super) fn is_kept(&self) -> bool {
+        self.kept
     }
 }

@@ -20,7 +20,9 @@ use super::fallback::KnownGoods;
 use super::grace::Grace;
 use super::in_force::InForce;
 use super::messages::{Anew, JudgedLine, Seen};
+use super::notices::Told;
 use super::reloads::Reloads;
+use super::reported::Baseline;
 use super::rollback::Rollbacks;
 use super::spread::Share;
 use super::trial::Trials;
@@ -46,6 +48,10 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
+    /// What a notice already told ([`Told`], `notices.rs`).
+    pub(super) told: Told,
+    /// The first config, until the component says it ran it ([`Baseline`], `reported.rs`).
+    pub(super) baseline: Baseline,
     /// What the checker last said, and its retry ([`Checks`], `checking.rs`).
     pub(super) checks: Checks,
     /// This pod's share of the reload spread, and the change waiting for it ([`Share`], `spread.rs`).
@@ -58,10 +64,6 @@ pub struct Gate {
     pub(super) verdicts: Verdicts,
     /// Why a refused content stays in place, and the rollback owed ([`Rollbacks`], `rollback.rs`).
     pub(super) rollbacks: Rollbacks,
-    /// The first config promoted into an empty dir, while nothing says yet whether the component
-    /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
-    pub(super) first: Option<Active>,
-    pub(super) first_kept: bool,
     /// The annotations file's presence, and its grace period.
     pub(super) grace: Grace,
     /// The reload owed, and the reload worker's reports.
@@ -97,9 +99,6 @@ pub struct Gate {
     pub(super) small_before: bool,
     /// The last rollout candidate promoted: its set's hash and its own keys' hash.
     pub(super) candidate: Option<(ContentHash, ContentHash)>,
-    /// A notice said the newest config is held, and no config became active since: the one that
-    /// does is told as the end of the hold.
-    pub(super) hold_told: bool,
 }
 
 impl Gate {
@@ -108,14 +107,13 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
+            baseline: Baseline::default(),
             checks: Checks::new(),
             share: Share::default(),
             known_goods: KnownGoods::default(),
             trials: Trials::default(),
             verdicts: Verdicts::default(),
             rollbacks: Rollbacks::default(),
-            first: None,
-            first_kept: false,
             grace: Grace::default(),
             reloads: Reloads::default(),
             last: Last::Nothing,
@@ -132,7 +130,7 @@ impl Gate {
             rollout: None,
             small_before: false,
             candidate: None,
-            hold_told: false,
+            told: Told::default(),
         }
     }
 
