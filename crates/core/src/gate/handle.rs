@@ -32,7 +32,7 @@ impl Gate {
                 // What the retry would read is read now; so is a change whose spread is due, which
                 // must not wait for a timer the resync took the place of. A rollback owed is tried
                 // again now, too.
-                self.take_retry_due(now.at);
+                self.retry.take_due(now.at);
                 if self.take_spread_due(now.at) {
                     self.last = Last::Anew(Anew::SpreadDue);
                 }
@@ -50,7 +50,7 @@ impl Gate {
             }
             Event::Timer => {
                 let recheck = self.grace.take_due(now.at);
-                let retry = self.take_retry_due(now.at);
+                let retry = self.retry.take_due(now.at);
                 let spread = self.take_spread_due(now.at);
                 let check = self.checks.take_due(now.at);
                 if check {
@@ -144,7 +144,7 @@ impl Gate {
     pub fn wake_at(&self) -> Option<Instant> {
         [
             self.grace.recheck_at(),
-            self.retry_at,
+            self.retry.at(),
             self.spread_due_at(),
             self.checks.retry_at(),
             self.trial_due_at(),
@@ -152,15 +152,6 @@ impl Gate {
         .into_iter()
         .flatten()
         .min()
-    }
-
-    /// Whether a failed promotion's retry is due at `now`; it is then no longer pending.
-    fn take_retry_due(&mut self, now: Instant) -> bool {
-        let due = self.retry_at.is_some_and(|t| t <= now);
-        if due {
-            self.retry_at = None;
-        }
-        due
     }
 
     /// The status to publish; `requested` is the reload worker's count of requests.

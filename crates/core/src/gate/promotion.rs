@@ -4,6 +4,8 @@
 use super::decision::Tell;
 use super::messages::{Action, Anew, Count, LogLine, Now};
 use super::reloads::Owed;
+use std::time::Instant;
+
 use super::state::{Gate, Last, PROMOTE_RETRY};
 use crate::reload::{BootTicks, Kind};
 
@@ -30,7 +32,7 @@ impl Gate {
                 }));
                 out.push(Action::Count(Count::PromotionFailed));
                 self.promotion_failed(error);
-                self.retry_at = Some(now.at + PROMOTE_RETRY);
+                self.retry.after_failure(now.at);
                 self.last = Last::Anew(Anew::PromotionFailed);
                 return;
             }
@@ -84,5 +86,37 @@ impl Gate {
         if !self.gate_only {
             out.push(Action::FinishSwitch { on_loop: p.on_loop });
         }
+    }
+}
+
+/// When a failed promotion, or a rollback owed, is tried again: the [`Gate`]'s part written only by
+/// this file (one deadline serves both).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Retry {
+    at: Option<Instant>,
+}
+
+impl Retry {
+    /// A promotion or a rollback failed at `now`: tried again after [`PROMOTE_RETRY`].
+    pub(super) fn after_failure(&mut self, now: Instant) {
+        self.at = Some(now + PROMOTE_RETRY);
+    }
+
+    /// The retry is made now, before its deadline.
+    pub(super) fn cancel(&mut self) {
+        self.at = None;
+    }
+
+    pub(super) fn at(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// Whether the retry is due at `now`; it is then no longer pending.
+    pub(super) fn take_due(&mut self, now: Instant) -> bool {
+        let due = self.at.is_some_and(|t| t <= now);
+        if due {
+            self.at = None;
+        }
+        due
     }
 }

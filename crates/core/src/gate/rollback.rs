@@ -78,7 +78,7 @@ impl Gate {
             refusal,
         }) = self.rollbacks.take_owed()
         {
-            self.retry_at = None;
+            self.retry.cancel();
             self.roll_back(refused, base, refusal, out);
         }
     }
@@ -194,7 +194,7 @@ impl Gate {
                         refusal,
                     },
                 );
-                self.retry_at = Some(now.at + PROMOTE_RETRY);
+                self.retry.after_failure(now.at);
             }
         }
     }

@@ -21,6 +21,7 @@ use super::grace::Grace;
 use super::in_force::InForce;
 use super::messages::{Anew, JudgedLine, Seen};
 use super::notices::Told;
+use super::promotion::Retry;
 use super::reloads::Reloads;
 use super::reported::Baseline;
 use super::rollback::Rollbacks;
@@ -48,6 +49,8 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
+    /// When a failed promotion or an owed rollback is tried again ([`Retry`], `promotion.rs`).
+    pub(super) retry: Retry,
     /// What a notice already told ([`Told`], `notices.rs`).
     pub(super) told: Told,
     /// The first config, until the component says it ran it ([`Baseline`], `reported.rs`).
@@ -70,8 +73,6 @@ pub struct Gate {
     pub(super) reloads: Reloads,
     /// What was last judged, or why the next read is judged whatever it is.
     pub(super) last: Last,
-    /// When a failed promotion is to be tried again.
-    pub(super) retry_at: Option<Instant>,
     /// The config is to be looked at once the annotations file asked for is read.
     pub(super) config_wanted: bool,
     /// The work in flight: one phase at a time ([`Work`]).
@@ -107,6 +108,7 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
+            retry: Retry::default(),
             baseline: Baseline::default(),
             checks: Checks::new(),
             share: Share::default(),
@@ -117,7 +119,6 @@ impl Gate {
             grace: Grace::default(),
             reloads: Reloads::default(),
             last: Last::Nothing,
-            retry_at: None,
             config_wanted: false,
             work: Work::Idle,
             source: None,
