@@ -276,7 +276,7 @@ impl Gate {
         self.remember_rejected(hash, why.clone());
         // A rollout candidate is refused for its own keys too: an edit of a stable key beside it
         // makes another set, not another candidate.
-        if let Some((_, own)) = self.candidate.filter(|(set, _)| *set == hash) {
+        if let Some((_, own)) = self.rollouts.candidate().filter(|(set, _)| *set == hash) {
             self.remember_rejected(own, why.clone());
         }
         let reason = self.rejection(hash).unwrap_or_default();

@@ -14,7 +14,7 @@ use crate::annotations::Annotations;
 use crate::reload::{Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
 use crate::snapshot::Observed;
-use crate::state::{ReloadView, Rollout, Status};
+use crate::state::{ReloadView, Status};
 use crate::validate::Checked;
 use crate::variants::Choice;
 use crate::verdict::Verdict;
@@ -81,7 +81,7 @@ impl Gate {
                 self.small_before = small;
                 if let Some(choice) = choice {
                     self.rollout_seen(rollout, &mut out);
-                    let rollout = RolloutSeen::of(self.rollout.as_ref());
+                    let rollout = RolloutSeen::of(self.rollouts.rollout());
                     self.judged(seen, *choice, rollout, now, &mut out);
                 }
             }
@@ -111,7 +111,7 @@ impl Gate {
                 self.reload_outcome(o, now, &mut out);
                 // A rollout's candidate refused here: the same ConfigMap now gives this pod its
                 // stable set, so it is judged again, once what the refusal leads to is done.
-                if refused && self.rollout.is_some() {
+                if refused && self.rollouts.rollout().is_some() {
                     self.last = Last::Anew(Anew::CandidateRefused);
                     self.judge(&mut out);
                 }
@@ -262,17 +262,6 @@ impl Gate {
             refused: self.rejected_record().to_vec(),
             on_loop: self.small_before,
         });
-    }
-
-    /// Keeps the rollout as this pod now sees it, with a log line when that changes.
-    fn rollout_seen(&mut self, rollout: Option<Rollout>, out: &mut Vec<Action>) {
-        if rollout != self.rollout {
-            match &rollout {
-                Some(r) => out.push(Action::Log(LogLine::Rollout(Box::new(r.view())))),
-                None => out.push(Action::Log(LogLine::RolloutOver)),
-            }
-        }
-        self.rollout = rollout;
     }
 
     fn annotations(
@@ -463,11 +452,11 @@ impl Gate {
         if let Some(h) = &rollout.held {
             out.push(Action::Count(Count::Candidate(h.verdict)));
         }
-        self.held = rollout.held;
+        self.rollouts.decided(rollout.held);
         if let (Decision::Promote { .. }, Some(own), Some(set)) =
             (decision, rollout.candidate, obs.hash())
         {
-            self.candidate = Some((set, own));
+            self.rollouts.promoting(set, own);
         }
         let judged = JudgedLine {
             accepted: j.verdict == Verdict::Accepted,

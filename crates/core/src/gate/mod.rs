@@ -19,6 +19,7 @@
 //!   accepted.
 //! - `grace`: the annotations file's grace period.
 //! - `reloads`: the reload owed to the component, and what the reload worker reported.
+//! - `rollouts`: the rollout as this pod sees it, the candidate it holds and the one promoted.
 //! - `spread`: a change's promotion put off by this pod's share of the reload spread.
 //! - `handle`: [`Gate::handle`], the one entry: events in, actions out; the handlers of each phase
 //!   of the work in flight are in `checking` (a candidate under the component's checker),
@@ -44,6 +45,7 @@ mod promotion;
 mod reloads;
 mod reported;
 mod rollback;
+mod rollouts;
 mod small;
 mod spread;
 mod state;

@@ -25,6 +25,7 @@ use super::promotion::Retry;
 use super::reloads::Reloads;
 use super::reported::Baseline;
 use super::rollback::Rollbacks;
+use super::rollouts::Rollouts;
 use super::spread::Share;
 use super::trial::Trials;
 use crate::reload::Refusal;
@@ -49,6 +50,8 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
+    /// The rollout as this pod sees it ([`Rollouts`], `rollouts.rs`).
+    pub(super) rollouts: Rollouts,
     /// When a failed promotion or an owed rollback is tried again ([`Retry`], `promotion.rs`).
     pub(super) retry: Retry,
     /// What a notice already told ([`Told`], `notices.rs`).
@@ -91,15 +94,9 @@ pub struct Gate {
     pub(super) secret: bool,
     /// The kind of the watched source, which a reason's fix names.
     pub(super) source_kind: crate::verdict::fix::Source,
-    /// The rollout candidate held on this pod, as last decided on.
-    pub(super) held: Option<HeldCandidate>,
-    /// The rollout in the newest config, as this pod sees it (shown in the status).
-    pub(super) rollout: Option<Rollout>,
     /// Whether the last config read was small ([`is_small`](super::small::is_small)): the next is
     /// then read on the loop.
     pub(super) small_before: bool,
-    /// The last rollout candidate promoted: its set's hash and its own keys' hash.
-    pub(super) candidate: Option<(ContentHash, ContentHash)>,
 }
 
 impl Gate {
@@ -108,6 +105,7 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
+            rollouts: Rollouts::default(),
             retry: Retry::default(),
             baseline: Baseline::default(),
             checks: Checks::new(),
@@ -127,10 +125,7 @@ impl Gate {
             repair: false,
             secret: false,
             source_kind: Default::default(),
-            held: None,
-            rollout: None,
             small_before: false,
-            candidate: None,
             told: Told::default(),
         }
     }

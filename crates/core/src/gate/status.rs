@@ -120,8 +120,8 @@ impl Gate {
         // A rollout candidate held on this pod, while it runs the stable config it chose: a held
         // config, reported as any other.
         let held = self
-            .held
-            .as_ref()
+            .rollouts
+            .held()
             .filter(|_| current && self.verdicts.active().is_some());
         let spread = self.spread_view();
         if let (Some(a), Some(n), false, Some(sp)) = (
@@ -290,7 +290,7 @@ impl Gate {
             started: self.verdicts.started(),
             checks,
             watch_error: None,
-            rollout: self.rollout.as_ref().map(Rollout::view),
+            rollout: self.rollouts.rollout().map(Rollout::view),
             spread,
             checking,
             known_good: self.known_good_view(),
@@ -340,8 +340,8 @@ impl Gate {
     pub(super) fn candidate_view(&self) -> Option<CandidateView> {
         let current = self.newest_is_active();
         let held = self
-            .held
-            .as_ref()
+            .rollouts
+            .held()
             .filter(|_| current && self.verdicts.active().is_some());
         match (self.verdicts.newest(), current) {
             _ if held.is_some() => held.map(|h| CandidateView {
