@@ -75,7 +75,7 @@ impl Gate {
                 let in_place = if self.gate_only {
                     self.verdicts.active.as_ref().map(|a| a.hash) == Some(h)
                 } else {
-                    !self.repair
+                    !self.reads.repair()
                         && self
                             .verdicts
                             .on_disk

@@ -9,7 +9,7 @@ use super::messages::{Action, Anew, Count, Event, Files, Found, JudgedLine, LogL
 use super::problems::SettingsProblem;
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
-use super::state::{Checking, Gate, Last, Promotion, RolloutSeen, Work, modes};
+use super::state::{Checking, Gate, Promotion, RolloutSeen, Work, modes};
 use crate::annotations::Annotations;
 use crate::reload::{Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
@@ -34,7 +34,7 @@ impl Gate {
                 // again now, too.
                 self.retry.take_due(now.at);
                 if self.take_spread_due(now.at) {
-                    self.last = Last::Anew(Anew::SpreadDue);
+                    self.reads.anew(Anew::SpreadDue);
                 }
                 out.push(Action::Tidy);
                 // The promoted dir is compared with what was promoted before the config is read,
@@ -55,12 +55,12 @@ impl Gate {
                 let check = self.checks.take_due(now.at);
                 if check {
                     // The content is read and judged again, and its check run again.
-                    self.last = Last::Anew(Anew::CheckAgain);
+                    self.reads.anew(Anew::CheckAgain);
                 }
                 self.take_trial_due(now.at, &mut out);
                 if spread {
                     // The newest config is promoted now, whatever was judged while it waited.
-                    self.last = Last::Anew(Anew::SpreadDue);
+                    self.reads.anew(Anew::SpreadDue);
                 }
                 if retry {
                     self.retry_rollback(&mut out);
@@ -78,7 +78,7 @@ impl Gate {
                 rollout,
                 small,
             } => {
-                self.small_before = small;
+                self.reads.read_small(small);
                 if let Some(choice) = choice {
                     self.rollout_seen(rollout, &mut out);
                     let rollout = RolloutSeen::of(self.rollouts.rollout());
@@ -112,11 +112,11 @@ impl Gate {
                 // A rollout's candidate refused here: the same ConfigMap now gives this pod its
                 // stable set, so it is judged again, once what the refusal leads to is done.
                 if refused && self.rollouts.rollout().is_some() {
-                    self.last = Last::Anew(Anew::CandidateRefused);
+                    self.reads.anew(Anew::CandidateRefused);
                     self.judge(&mut out);
                 }
             }
-            Event::Source(view) => self.source = view,
+            Event::Source(view) => self.reads.source_seen(view),
             Event::Component(read) => self.component_read(read, now, &mut out),
             Event::Recorded(r) => self.known_good_recorded(r, now, &mut out),
             Event::KnownGoodRead(r) => self.known_good_read(r, &mut out),
@@ -125,9 +125,9 @@ impl Gate {
                 if errors > 0 {
                     out.push(Action::Count(Count::WatchErrors(errors)));
                 }
-                if problem != self.watch_error {
+                if problem != *self.reads.watch_error() {
                     out.push(Action::Log(LogLine::Watch(problem.clone())));
-                    self.watch_error = problem;
+                    self.reads.watch_problem(problem);
                 }
             }
         }
@@ -160,8 +160,8 @@ impl Gate {
         reload.target = self.settings().reload.to_string();
         reload.requested = requested;
         let mut s = self.status(reload);
-        s.watch_error.clone_from(&self.watch_error);
-        s.source.clone_from(&self.source);
+        s.watch_error.clone_from(self.reads.watch_error());
+        s.source.clone_from(self.reads.source());
         s
     }
 
@@ -244,7 +244,7 @@ impl Gate {
 
     fn files(&mut self, files: Files, out: &mut Vec<Action>) {
         if files.annotations {
-            self.config_wanted |= files.config;
+            self.reads.want_config(files.config);
             out.push(Action::ReadAnnotations);
         } else if files.config {
             self.judge(out);
@@ -254,13 +254,13 @@ impl Gate {
     pub(super) fn judge(&mut self, out: &mut Vec<Action>) {
         out.push(Action::Judge {
             settings: Box::new(self.settings().clone()),
-            unless: self.last.unless(),
-            anew: self.last.anew(),
+            unless: self.reads.last().unless(),
+            anew: self.reads.last().anew(),
             bucket: self.share.bucket(),
             // A candidate the component refused is held on this pod: the rollout falls back to
             // stable.
             refused: self.rejected_record().to_vec(),
-            on_loop: self.small_before,
+            on_loop: self.reads.small_before(),
         });
     }
 
@@ -270,7 +270,7 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        let config = std::mem::take(&mut self.config_wanted);
+        let config = self.reads.take_config_wanted();
         let (annotations, note, lasting) = match self.grace.read(read, now.at) {
             Step::Keep { began, why } => {
                 if began {
@@ -309,7 +309,7 @@ impl Gate {
                 mode: s.mode,
                 reload: s.reload.clone(),
             }));
-            self.last = Last::Anew(Anew::SettingsChanged);
+            self.reads.anew(Anew::SettingsChanged);
             // The active config judged again under them, as a restart would.
             if !self.gate_only {
                 out.push(Action::RejudgeActive {
@@ -466,7 +466,7 @@ impl Gate {
             sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
             reason: j.reason.to_string(),
         };
-        self.last = Last::Judged(seen);
+        self.reads.judged(seen);
         if !matches!(decision, Decision::Promote { .. }) {
             self.spread_done();
         }
@@ -483,7 +483,7 @@ impl Gate {
                     && !self.baseline.is_kept()
                     && self.baseline.first().map(|f| f.hash)
                         == self.verdicts.on_disk().map(|d| d.0);
-                let on_loop = self.small_before && is_small_snapshot(&snapshot);
+                let on_loop = self.reads.small_before() && is_small_snapshot(&snapshot);
                 self.work = Work::Promoting(Box::new(Promotion {
                     judged,
                     tell,
@@ -523,7 +523,7 @@ impl Gate {
             return;
         }
         if found.hash() == Some(*hash) && modes(found) == *m {
-            self.tampered = None;
+            self.reads.whole();
             return;
         }
         out.push(Action::Log(LogLine::Tampered {
@@ -531,8 +531,6 @@ impl Gate {
             found: found.hash().map(|h| h.short()),
         }));
         out.push(Action::Count(Count::Repaired));
-        self.tampered = Some(found.hash());
-        self.repair = true;
-        self.last = Last::Anew(Anew::Repair);
+        self.reads.tampered_with(found.hash());
     }
 }

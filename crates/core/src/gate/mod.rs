@@ -18,6 +18,7 @@
 //! - `fallback`: starting on the known-good from the record when the source holds nothing
 //!   accepted.
 //! - `grace`: the annotations file's grace period.
+//! - `reads`: what the loop reads and last judged, and the promoted dir found changed.
 //! - `reloads`: the reload owed to the component, and what the reload worker reported.
 //! - `rollouts`: the rollout as this pod sees it, the candidate it holds and the one promoted.
 //! - `spread`: a change's promotion put off by this pod's share of the reload spread.
@@ -42,6 +43,7 @@ mod messages;
 mod notices;
 mod problems;
 mod promotion;
+mod reads;
 mod reloads;
 mod reported;
 mod rollback;

@@ -6,7 +6,7 @@ use super::messages::{Action, Anew, Count, LogLine, Now};
 use super::reloads::Owed;
 use std::time::Instant;
 
-use super::state::{Gate, Last, PROMOTE_RETRY};
+use super::state::{Gate, PROMOTE_RETRY};
 use crate::reload::{BootTicks, Kind};
 
 impl Gate {
@@ -33,7 +33,7 @@ impl Gate {
                 out.push(Action::Count(Count::PromotionFailed));
                 self.promotion_failed(error);
                 self.retry.after_failure(now.at);
-                self.last = Last::Anew(Anew::PromotionFailed);
+                self.reads.anew(Anew::PromotionFailed);
                 return;
             }
         };
@@ -42,7 +42,7 @@ impl Gate {
         } else {
             self.activated(now.wall);
         }
-        self.repair = false;
+        self.reads.repaired();
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
         self.spread_used();

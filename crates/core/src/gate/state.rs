@@ -22,6 +22,7 @@ use super::in_force::InForce;
 use super::messages::{Anew, JudgedLine, Seen};
 use super::notices::Told;
 use super::promotion::Retry;
+use super::reads::Reads;
 use super::reloads::Reloads;
 use super::reported::Baseline;
 use super::rollback::Rollbacks;
@@ -32,7 +33,7 @@ use crate::reload::Refusal;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
 use crate::snapshot::{ContentHash, Observed};
-use crate::state::{HeldCandidate, Rollout, SourceView};
+use crate::state::{HeldCandidate, Rollout};
 use crate::validate::Checked;
 use crate::values::SchemeVersion;
 use crate::variants::Choice;
@@ -50,6 +51,8 @@ pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
     pub(super) gate_only: bool,
+    /// What the loop reads and last judged ([`Reads`], `reads.rs`).
+    pub(super) reads: Reads,
     /// The rollout as this pod sees it ([`Rollouts`], `rollouts.rs`).
     pub(super) rollouts: Rollouts,
     /// When a failed promotion or an owed rollback is tried again ([`Retry`], `promotion.rs`).
@@ -74,29 +77,12 @@ pub struct Gate {
     pub(super) grace: Grace,
     /// The reload owed, and the reload worker's reports.
     pub(super) reloads: Reloads,
-    /// What was last judged, or why the next read is judged whatever it is.
-    pub(super) last: Last,
-    /// The config is to be looked at once the annotations file asked for is read.
-    pub(super) config_wanted: bool,
     /// The work in flight: one phase at a time ([`Work`]).
     pub(super) work: Work,
-    /// The API source's view, as last reported.
-    pub(super) source: Option<SourceView>,
-    /// Why the config dir is not watched, if it is not.
-    pub(super) watch_error: Option<String>,
-    /// The promoted dir was found changed behind confgate's back (what it held instead): the next
-    /// promotion of the config in force repairs it, and the status says so until a re-read finds it
-    /// whole.
-    pub(super) tampered: Option<Option<ContentHash>>,
-    /// The promoted dir is to be written again even where `on_disk` says the config is in place.
-    pub(super) repair: bool,
     /// The content is a Secret's: a checker's output, which may quote it, is not shown.
     pub(super) secret: bool,
     /// The kind of the watched source, which a reason's fix names.
     pub(super) source_kind: crate::verdict::fix::Source,
-    /// Whether the last config read was small ([`is_small`](super::small::is_small)): the next is
-    /// then read on the loop.
-    pub(super) small_before: bool,
 }
 
 impl Gate {
@@ -105,6 +91,7 @@ impl Gate {
         Gate {
             in_force: InForce::new(base),
             gate_only,
+            reads: Reads::new(),
             rollouts: Rollouts::default(),
             retry: Retry::default(),
             baseline: Baseline::default(),
@@ -116,16 +103,9 @@ impl Gate {
             rollbacks: Rollbacks::default(),
             grace: Grace::default(),
             reloads: Reloads::default(),
-            last: Last::Nothing,
-            config_wanted: false,
             work: Work::Idle,
-            source: None,
-            watch_error: None,
-            tampered: None,
-            repair: false,
             secret: false,
             source_kind: Default::default(),
-            small_before: false,
             told: Told::default(),
         }
     }

@@ -103,7 +103,8 @@ impl Gate {
                 name: CheckKind::Config,
                 ok: false,
                 message: match self
-                    .source
+                    .reads
+                    .source()
                     .as_ref()
                     .filter(|s| !s.watching)
                     .and_then(|s| Some((s, s.last_error.as_ref()?)))
@@ -201,7 +202,7 @@ impl Gate {
                 message: format!("promotion failed, previous config kept: {e}"),
             });
         }
-        if let Some(found) = &self.tampered {
+        if let Some(found) = self.reads.tampered() {
             // Reported, not failed: the config in force is promoted again.
             checks.push(Check {
                 name: CheckKind::Promote,
