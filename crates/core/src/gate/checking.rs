@@ -109,14 +109,16 @@ impl Gate {
         let checker = self.settings().validate.name();
         let why = match checked {
             Checked::Passed | Checked::Cancelled => return None,
-            Checked::Failed { status, lines } if self.secret || lines.is_empty() => format!(
-                "{checker} refused it ({status}{})",
-                if self.secret {
-                    "; its output is not shown: the content is a Secret's"
-                } else {
-                    ""
-                }
-            ),
+            Checked::Failed { status, lines } if self.setup.secret() || lines.is_empty() => {
+                format!(
+                    "{checker} refused it ({status}{})",
+                    if self.setup.secret() {
+                        "; its output is not shown: the content is a Secret's"
+                    } else {
+                        ""
+                    }
+                )
+            }
             Checked::Failed { status, lines } => {
                 format!("{checker} refused it ({status}): {}", lines.join(" / "))
             }
@@ -141,7 +143,7 @@ impl Gate {
         let fix = match by.answer {
             Checked::NotRun(_) => crate::verdict::fix::checker_missing(),
             Checked::TimedOut(_) => crate::verdict::fix::checker_timed_out(),
-            _ => crate::verdict::fix::checker_refused(self.source_kind),
+            _ => crate::verdict::fix::checker_refused(self.setup.source_kind()),
         };
         let why = self
             .checker_said(&by.answer, by.retry_in)

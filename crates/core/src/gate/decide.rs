@@ -72,7 +72,7 @@ impl Gate {
         let action = match hash {
             Some(h) if self.passes(obs, j) => {
                 let m = modes(obs);
-                let in_place = if self.gate_only {
+                let in_place = if self.setup.gate_only() {
                     self.verdicts.active.as_ref().map(|a| a.hash) == Some(h)
                 } else {
                     !self.reads.repair()
@@ -98,13 +98,13 @@ impl Gate {
                     // Nothing older was read before (gate-only: the component read the first config
                     // itself at start; promoting: the promoted dir was empty), so the component, if
                     // it runs yet, reads this one itself.
-                    let older = if self.gate_only {
+                    let older = if self.setup.gate_only() {
                         self.verdicts.active.is_some()
                     } else {
                         self.verdicts.on_disk.is_some()
                     };
                     Decision::Promote {
-                        tell: match (older, self.gate_only) {
+                        tell: match (older, self.setup.gate_only()) {
                             (true, _) => Tell::Reload,
                             // Gate-only, the first config seen after every restart is "first": a
                             // check there would reload on every restart.
@@ -152,7 +152,7 @@ impl Gate {
             verdict: j.verdict,
             variant,
         });
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             self.verdicts.on_disk = Some((hash, modes.clone()));
         }
         self.verdicts.active_modes = modes;
@@ -187,7 +187,7 @@ impl Gate {
             _ => now,
         };
         self.verdicts.applied = Some(Active { since, ..a.clone() });
-        !self.gate_only && self.verdicts.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)
+        !self.setup.gate_only() && self.verdicts.on_disk.as_ref().map(|(h, _)| *h) == Some(hash)
     }
 
     /// At start-up, the config the component applied last, as kept in the promoted dir by a previous
@@ -252,7 +252,11 @@ impl Gate {
     /// between recording the refusal and rolling back) and an applied config is known, the refused
     /// content and the applied config to roll back to.
     pub(super) fn refused_in_place(&self) -> Option<(ContentHash, ContentHash, Refusal)> {
-        let (on_disk, _) = self.verdicts.on_disk.as_ref().filter(|_| !self.gate_only)?;
+        let (on_disk, _) = self
+            .verdicts
+            .on_disk
+            .as_ref()
+            .filter(|_| !self.setup.gate_only())?;
         let base = self.verdicts.applied.as_ref().map(|a| a.hash)?;
         let refusal = self.refusal_of(*on_disk)?;
         (base != *on_disk).then(|| (*on_disk, base, refusal.clone()))
@@ -298,7 +302,7 @@ impl Gate {
             self.verdicts.applied = None;
         }
         let base = self.verdicts.applied.as_ref().map(|a| a.hash)?;
-        (!self.gate_only && self.verdicts.on_disk.as_ref().map(|(h, _)| *h) == Some(hash))
+        (!self.setup.gate_only() && self.verdicts.on_disk.as_ref().map(|(h, _)| *h) == Some(hash))
             .then_some(base)
     }
 

@@ -19,7 +19,7 @@ use crate::verdict::{Judgement, Verdict};
 impl Gate {
     /// After a judgement: with nothing in force and nothing accepted to promote, ask for the record.
     pub(super) fn want_known_good(&mut self, out: &mut Vec<Action>) {
-        if self.gate_only
+        if self.setup.gate_only()
             || self.verdicts.active().is_some()
             || !matches!(self.work, Work::Idle)
             || self.known_goods.checking.is_some()
@@ -71,8 +71,12 @@ impl Gate {
         let best = judged
             .into_iter()
             .map(|(s, j)| {
-                let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings().version_from, self.source_kind)
+                let j = if self.setup.secret() {
+                    crate::verdict::for_a_secret(
+                        j,
+                        &self.settings().version_from,
+                        self.setup.source_kind(),
+                    )
                 } else {
                     j
                 };

@@ -39,7 +39,7 @@ impl Gate {
                 out.push(Action::Tidy);
                 // The promoted dir is compared with what was promoted before the config is read,
                 // so that a change behind confgate's back is repaired by this very read.
-                if !self.gate_only
+                if !self.setup.gate_only()
                     && self.verdicts.on_disk().is_some()
                     && !self.work.changing_the_dir()
                 {
@@ -86,8 +86,12 @@ impl Gate {
                 }
             }
             Event::Rejudged(obs, j) => {
-                let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings().version_from, self.source_kind)
+                let j = if self.setup.secret() {
+                    crate::verdict::for_a_secret(
+                        j,
+                        &self.settings().version_from,
+                        self.setup.source_kind(),
+                    )
                 } else {
                     j
                 };
@@ -177,7 +181,7 @@ impl Gate {
         self.set_annotations(ann);
         self.settings_notes(&before, &[], out);
         self.record_settings(out);
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::Adopt {
                 settings: Box::new(self.settings().clone()),
             });
@@ -311,7 +315,7 @@ impl Gate {
             }));
             self.reads.anew(Anew::SettingsChanged);
             // The active config judged again under them, as a restart would.
-            if !self.gate_only {
+            if !self.setup.gate_only() {
                 out.push(Action::RejudgeActive {
                     settings: Box::new(self.settings().clone()),
                 });
@@ -320,7 +324,7 @@ impl Gate {
             let count = self.forget_refusals_of(&before.reload);
             if count > 0 {
                 out.push(Action::Log(LogLine::RefusalsForgotten { count }));
-                if !self.gate_only {
+                if !self.setup.gate_only() {
                     out.push(Action::RecordRejected(Vec::new()));
                 }
             }
@@ -393,11 +397,11 @@ impl Gate {
         out: &mut Vec<Action>,
     ) {
         let mut choice = choice;
-        if self.secret {
+        if self.setup.secret() {
             choice.judgement = crate::verdict::for_a_secret(
                 choice.judgement,
                 &self.settings().version_from,
-                self.source_kind,
+                self.setup.source_kind(),
             );
         }
         if self.superseded(&seen, &choice, &rollout, out) {
@@ -406,7 +410,7 @@ impl Gate {
         let (mut choice, mut decision) = self.decide(choice);
         if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
             && self.settings().validate != Validate::None
-            && !self.gate_only
+            && !self.setup.gate_only()
         {
             let sha = snapshot.hash();
             match self
@@ -478,7 +482,7 @@ impl Gate {
                 // The first config is replaced before anything said whether the component started
                 // on it: its dir is kept, so that an answer to this reload can make it the base.
                 let keep_baseline = tell == Tell::Reload
-                    && !self.gate_only
+                    && !self.setup.gate_only()
                     && self.verdicts.applied().is_none()
                     && !self.baseline.is_kept()
                     && self.baseline.first().map(|f| f.hash)

@@ -121,7 +121,7 @@ impl Gate {
     /// Asks for the promoted dir's record of the annotations' values in force to be written, when it
     /// no longer holds them.
     pub(super) fn record_settings(&mut self, out: &mut Vec<super::messages::Action>) {
-        if !self.gate_only && self.in_force.given != self.in_force.settings_recorded {
+        if !self.setup.gate_only() && self.in_force.given != self.in_force.settings_recorded {
             self.in_force
                 .settings_recorded
                 .clone_from(&self.in_force.given);

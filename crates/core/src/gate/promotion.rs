@@ -75,7 +75,7 @@ impl Gate {
             p.judged.sha.clone(),
         );
         out.push(Action::Log(LogLine::Judged(p.judged)));
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::Log(LogLine::Promoted {
                 version,
                 variant,
@@ -83,7 +83,7 @@ impl Gate {
             }));
         }
         out.push(Action::Count(Count::Promoted(now.wall)));
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::FinishSwitch { on_loop: p.on_loop });
         }
     }

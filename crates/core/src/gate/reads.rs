@@ -1,14 +1,16 @@
 //! What the loop reads: what was last judged (or why the next read is judged whatever it is), a
 //! config read put off until the annotations file is read, whether the last read was small, the
 //! source's view and the watch's problem, and the promoted dir found changed behind confgate's
-//! back. [`Reads`] is the [`Gate`](super::state::Gate)'s part for them; its steps here are the only writers.
+//! back. [`Reads`] is the [`Gate`](super::state::Gate)'s part for them; its steps here are the
+//! only writers.
 
 use super::messages::{Anew, Seen};
 use super::state::Last;
 use crate::snapshot::ContentHash;
 use crate::state::SourceView;
 
-/// What the loop reads, and what it last judged: the [`Gate`](super::state::Gate)'s part written only by this file.
+/// What the loop reads, and what it last judged: the [`Gate`](super::state::Gate)'s part written
+/// only by this file.
 #[derive(Debug, Clone)]
 pub(super) struct Reads {
     /// What was last judged, or why the next read is judged whatever it is.

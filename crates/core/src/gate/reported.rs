@@ -37,7 +37,7 @@ impl Gate {
             Outcome::Reloaded(sha) | Outcome::NothingToReload { sha256: sha, .. } => {
                 // Done: no longer owed, here or on disk.
                 self.reloads.drop(sha);
-                if !self.gate_only {
+                if !self.setup.gate_only() {
                     out.push(Action::ClearReloadOwed {
                         sha,
                         refused: false,
@@ -75,7 +75,7 @@ impl Gate {
             return;
         };
         let kept = std::mem::take(&mut self.baseline.kept);
-        if !kept || self.verdicts.applied().is_some() || self.gate_only {
+        if !kept || self.verdicts.applied().is_some() || self.setup.gate_only() {
             return;
         }
         // The first config itself, run: the base. Later content refused: the component ran the

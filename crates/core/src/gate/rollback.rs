@@ -32,14 +32,14 @@ impl Gate {
         )));
         // Recorded before the rollback: stopped in between, the next start finds the refused
         // content in place and finishes the rollback, rather than offering it again.
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::RecordRejected(self.rejected_record().to_vec()));
         }
         self.reloads.drop(sha);
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::ClearReloadOwed { sha, refused: true });
         }
-        match base.filter(|_| !self.gate_only) {
+        match base.filter(|_| !self.setup.gate_only()) {
             Some(base) => self.roll_back(sha, base, refusal, out),
             None => self.no_base(sha, refusal, out),
         }

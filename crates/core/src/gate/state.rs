@@ -50,7 +50,8 @@ pub const REJECTED_KEPT: usize = 8;
 pub struct Gate {
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
-    pub(super) gate_only: bool,
+    /// What the gate is set up for, fixed once it is built ([`Setup`]).
+    pub(super) setup: Setup,
     /// What the loop reads and last judged ([`Reads`], `reads.rs`).
     pub(super) reads: Reads,
     /// The rollout as this pod sees it ([`Rollouts`], `rollouts.rs`).
@@ -79,10 +80,6 @@ pub struct Gate {
     pub(super) reloads: Reloads,
     /// The work in flight: one phase at a time ([`Work`]).
     pub(super) work: Work,
-    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
-    pub(super) secret: bool,
-    /// The kind of the watched source, which a reason's fix names.
-    pub(super) source_kind: crate::verdict::fix::Source,
 }
 
 impl Gate {
@@ -90,7 +87,11 @@ impl Gate {
     pub fn new(base: Settings, gate_only: bool) -> Gate {
         Gate {
             in_force: InForce::new(base),
-            gate_only,
+            setup: Setup {
+                gate_only,
+                secret: false,
+                source_kind: Default::default(),
+            },
             reads: Reads::new(),
             rollouts: Rollouts::default(),
             retry: Retry::default(),
@@ -104,8 +105,6 @@ impl Gate {
             grace: Grace::default(),
             reloads: Reloads::default(),
             work: Work::Idle,
-            secret: false,
-            source_kind: Default::default(),
             told: Told::default(),
         }
     }
@@ -125,13 +124,13 @@ impl Gate {
 
     /// The content is a Secret's: a reason carries a checker's exit status only, never its output.
     pub fn with_secret_content(mut self, secret: bool) -> Gate {
-        self.secret = secret;
+        self.setup.secret = secret;
         self
     }
 
     /// The kind of the watched source, so that a reason's fix says what to change in it.
     pub fn with_source_kind(mut self, kind: crate::verdict::fix::Source) -> Gate {
-        self.source_kind = kind;
+        self.setup.source_kind = kind;
         self
     }
 
@@ -150,6 +149,35 @@ impl Gate {
 
     pub fn settings(&self) -> &Settings {
         self.in_force.settings()
+    }
+}
+
+/// What the gate is set up for, fixed once it is built: written only by [`Gate::new`] and its
+/// `with_` builders in this file.
+#[derive(Debug, Clone)]
+pub(super) struct Setup {
+    /// No promoted dir: the gate only judges and tells.
+    gate_only: bool,
+    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
+    secret: bool,
+    /// The kind of the watched source, which a reason's fix names.
+    source_kind: crate::verdict::fix::Source,
+}
+
+impl Setup {
+    /// No promoted dir: the gate only judges and tells.
+    pub(super) fn gate_only(&self) -> bool {
+        self.gate_only
+    }
+
+    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
+    pub(super) fn secret(&self) -> bool {
+        self.secret
+    }
+
+    /// The kind of the watched source, which a reason's fix names.
+    pub(super) fn source_kind(&self) -> crate::verdict::fix::Source {
+        self.source_kind
     }
 }
 
