@@ -5,7 +5,7 @@
 use super::messages::{Action, LogLine, Now, Seen};
 use std::time::Instant;
 
-use super::state::{CHECK_BACKOFF, CheckedBy, Gate, RolloutSeen, Work};
+use super::state::{CHECK_BACKOFF, CheckedBy, Gate, RolloutSeen};
 use crate::snapshot::ContentHash;
 use crate::validate::Checked;
 use crate::variants::Choice;
@@ -22,7 +22,7 @@ impl Gate {
         rollout: &RolloutSeen,
         out: &mut Vec<Action>,
     ) -> bool {
-        let Work::Checking(c) = &mut self.work else {
+        let Some(c) = self.work.checking_mut() else {
             return false;
         };
         if choice.observed.hash() == Some(c.sha) && c.check == self.in_force.settings().validate {
@@ -36,7 +36,7 @@ impl Gate {
             sha: c.sha.short(),
             version: c.choice.judgement.version.clone().unwrap_or_default(),
         }));
-        self.work = Work::Idle;
+        self.work.cancel_check();
         false
     }
 

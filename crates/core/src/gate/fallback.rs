@@ -9,7 +9,7 @@
 
 use super::decision::Tell;
 use super::messages::{Action, JudgedLine, LogLine};
-use super::state::{Gate, KnownGoodUse, Promotion, Work, modes};
+use super::state::{Gate, KnownGoodUse, Promotion, modes};
 use crate::settings::{Mode, Reload, Validate};
 use crate::snapshot::ContentHash;
 use crate::snapshot::{Observed, Snapshot};
@@ -21,7 +21,7 @@ impl Gate {
     pub(super) fn want_known_good(&mut self, out: &mut Vec<Action>) {
         if self.setup.gate_only()
             || self.verdicts.active().is_some()
-            || !matches!(self.work, Work::Idle)
+            || !self.work.is_idle()
             || self.known_goods.checking.is_some()
             || self.settings().mode == Mode::Observe
             || self.settings().accepts.is_none()
@@ -93,7 +93,7 @@ impl Gate {
             }));
             return;
         };
-        if self.verdicts.active().is_some() || !matches!(self.work, Work::Idle) {
+        if self.verdicts.active().is_some() || !self.work.is_idle() {
             return;
         }
         // The component's checker passes it first, as any candidate.
@@ -122,7 +122,7 @@ impl Gate {
         };
         match checked {
             Checked::Passed => {
-                if self.verdicts.active().is_none() && matches!(self.work, Work::Idle) {
+                if self.verdicts.active().is_none() && self.work.is_idle() {
                     self.promote_known_good(snapshot, j, out);
                 }
             }
@@ -176,7 +176,7 @@ impl Gate {
             because: because.verdict,
             reason: because.reason,
         };
-        self.work = Work::Promoting(Box::new(Promotion {
+        self.work.promote(Promotion {
             judged: JudgedLine {
                 accepted: true,
                 verdict: j.verdict,
@@ -191,7 +191,7 @@ impl Gate {
             version: j.version,
             on_loop: false,
             known_good: Some(known_good),
-        }));
+        });
         out.push(Action::Switch {
             snapshot,
             owe_reload: self.settings().reload != Reload::None,

@@ -9,7 +9,7 @@ use super::messages::{Action, Anew, Count, Event, Files, Found, JudgedLine, LogL
 use super::problems::SettingsProblem;
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
-use super::state::{Checking, Gate, Promotion, RolloutSeen, Work, modes};
+use super::state::{Checking, Gate, Promotion, RolloutSeen, modes};
 use crate::annotations::Annotations;
 use crate::reload::{Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
@@ -430,14 +430,14 @@ impl Gate {
                         check: self.settings().validate.clone(),
                         timeout: self.settings().validate_timeout,
                     });
-                    self.work = Work::Checking(Box::new(Checking {
+                    self.work.check(Checking {
                         seen,
                         choice,
                         rollout,
                         sha,
                         check: self.settings().validate.clone(),
                         since: now.wall,
-                    }));
+                    });
                     return;
                 }
                 Some(by) if by.answer != Checked::Passed => {
@@ -488,7 +488,7 @@ impl Gate {
                     && self.baseline.first().map(|f| f.hash)
                         == self.verdicts.on_disk().map(|d| d.0);
                 let on_loop = self.reads.small_before() && is_small_snapshot(&snapshot);
-                self.work = Work::Promoting(Box::new(Promotion {
+                self.work.promote(Promotion {
                     judged,
                     tell,
                     keep_baseline,
@@ -496,7 +496,7 @@ impl Gate {
                     version: j.version,
                     on_loop,
                     known_good: None,
-                }));
+                });
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
                 out.push(Action::Switch {

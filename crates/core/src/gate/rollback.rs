@@ -3,19 +3,23 @@
 //! that does not pass, a failed rollback tried again), and the reload it is owed.
 //!
 //! [`Rollbacks`] is this phase's part of the state, written only here: why a refused content stays
-//! in place, and the rollback owed after a failure. The owed rollback is not a [`Work`] phase: it
-//! waits for its retry (the promotion retry's timer, or the safety re-read) while other work goes on
-//! (a check under way, a promotion that would replace the refused content). Folded into `Work` it
-//! would have to ride along with each phase; kept here, it is a value of [`Left::Owed`] only, beside
-//! the failure it is owed for, so an owed rollback without a failure shown, or one beside a base
-//! that does not pass, cannot be built. It leaves this part only by [`Rollbacks::take_owed`], to be
-//! tried again as [`Work::RollingBack`] (which keeps the check it came in the middle of), or by a
-//! promotion that replaces the refused content ([`Rollbacks::replaced`]).
+//! in place, and the rollback owed after a failure.
+//!
+//! The owed rollback is not a phase of the work in flight ([`Work`](super::state::Work)), by
+//! choice: it waits for its retry (the retry deadline, or the safety re-read) while other work goes
+//! on, a check under way or a promotion that would replace the refused content. Folded into `Work`,
+//! each of those phases would have to carry it along. Kept here, it is a value of [`Left::Owed`]
+//! only, beside the failure it is owed for, so an owed rollback with no failure shown, or beside a
+//! base that does not pass, cannot be built. It is retried from the states it can overlap: the
+//! work idle or a candidate under the checker (a switch or a rollback is answered before the next
+//! input, so neither is in flight when the retry comes); [`Rollbacks::take_owed`] then hands it to
+//! the work as a rollback in flight, which keeps the check it came in the middle of. A promotion
+//! that replaces the refused content ends it ([`Rollbacks::replaced`]).
 
 use super::messages::{Action, Count, LogLine, Now, RollbackFailure};
 use super::problems::{BaseRefused, Stuck};
 use super::reloads::Owed;
-use super::state::{Gate, PROMOTE_RETRY, Rollback, Work, modes};
+use super::state::{Gate, PROMOTE_RETRY, Rollback, modes};
 use crate::reload::{BootTicks, Kind, Refusal};
 use crate::settings::Reload;
 use crate::snapshot::{ContentHash, Observed};
@@ -56,15 +60,11 @@ impl Gate {
     ) {
         self.rollbacks.under_way();
         // A check under way goes on once the rollback is made.
-        let then = self.work.take_checking();
-        self.work = Work::RollingBack {
-            rollback: Rollback {
-                refused,
-                base,
-                refusal,
-            },
-            then,
-        };
+        self.work.roll_back(Rollback {
+            refused,
+            base,
+            refusal,
+        });
         out.push(Action::JudgeBase {
             settings: Box::new(self.settings().clone()),
         });
@@ -98,8 +98,7 @@ impl Gate {
             // Its kept dir is gone: there is nothing to roll back to.
             None => self.lost_base(rb.refused, rb.refusal, out),
             Some(h) if h == rb.base && self.passes(obs, j) => {
-                let then = self.work.take_checking();
-                self.work = Work::RollingBack { rollback: rb, then };
+                self.work.roll_back(rb);
                 out.push(Action::RollBack);
             }
             Some(h) => {

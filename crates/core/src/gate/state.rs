@@ -104,7 +104,7 @@ impl Gate {
             rollbacks: Rollbacks::default(),
             grace: Grace::default(),
             reloads: Reloads::default(),
-            work: Work::Idle,
+            work: Work::default(),
             told: Told::default(),
         }
     }
@@ -259,9 +259,16 @@ impl Last {
 /// The gate's work in flight, one phase at a time: nothing, a candidate waiting for the component's
 /// checker, a switch asked for, or a rollback asked for. A switch and a rollback are answered before
 /// the next input (the pipeline carries actions out depth first); a check is answered later, and a
-/// refusal that comes meanwhile rolls back first, the check going on after it.
+/// refusal that comes meanwhile rolls back first, the check going on after it. The phase is
+/// private: the steps below are the only way from one to the next, so a rollback always keeps the
+/// check it came in the middle of, and a switch or a rollback is taken only by its own answer.
 #[derive(Debug, Clone, Default)]
-pub(super) enum Work {
+pub(super) struct Work {
+    now: InFlight,
+}
+
+#[derive(Debug, Clone, Default)]
+enum InFlight {
     #[default]
     Idle,
     Checking(Box<Checking>),
@@ -274,30 +281,66 @@ pub(super) enum Work {
 }
 
 impl Work {
+    /// Whether nothing is under way.
+    pub(super) fn is_idle(&self) -> bool {
+        matches!(self.now, InFlight::Idle)
+    }
+
     /// The candidate waiting for the checker, also while a rollback comes first.
     pub(super) fn checking(&self) -> Option<&Checking> {
-        match self {
-            Work::Checking(c) | Work::RollingBack { then: Some(c), .. } => Some(c),
+        match &self.now {
+            InFlight::Checking(c) | InFlight::RollingBack { then: Some(c), .. } => Some(c),
             _ => None,
         }
     }
 
+    /// The candidate waiting for the checker, while nothing else comes first.
+    pub(super) fn checking_mut(&mut self) -> Option<&mut Checking> {
+        match &mut self.now {
+            InFlight::Checking(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// A candidate goes to the component's checker.
+    pub(super) fn check(&mut self, c: Checking) {
+        self.now = InFlight::Checking(Box::new(c));
+    }
+
+    /// The check under way is cancelled: nothing is.
+    pub(super) fn cancel_check(&mut self) {
+        if let InFlight::Checking(_) = self.now {
+            self.now = InFlight::Idle;
+        }
+    }
+
+    /// A switch is asked for.
+    pub(super) fn promote(&mut self, p: Promotion) {
+        self.now = InFlight::Promoting(Box::new(p));
+    }
+
+    /// A rollback is asked for: a check under way goes on once it is made.
+    pub(super) fn roll_back(&mut self, rollback: Rollback) {
+        let then = self.take_checking();
+        self.now = InFlight::RollingBack { rollback, then };
+    }
+
     /// The check under way, taken: the work is then what is left of it.
     pub(super) fn take_checking(&mut self) -> Option<Box<Checking>> {
-        match std::mem::take(self) {
-            Work::Checking(c) => Some(c),
-            Work::RollingBack {
+        match std::mem::take(&mut self.now) {
+            InFlight::Checking(c) => Some(c),
+            InFlight::RollingBack {
                 rollback,
                 then: Some(c),
             } => {
-                *self = Work::RollingBack {
+                self.now = InFlight::RollingBack {
                     rollback,
                     then: None,
                 };
                 Some(c)
             }
             other => {
-                *self = other;
+                self.now = other;
                 None
             }
         }
@@ -305,10 +348,10 @@ impl Work {
 
     /// The switch asked for, taken: the work is then idle.
     pub(super) fn take_promotion(&mut self) -> Option<Box<Promotion>> {
-        match std::mem::take(self) {
-            Work::Promoting(p) => Some(p),
+        match std::mem::take(&mut self.now) {
+            InFlight::Promoting(p) => Some(p),
             other => {
-                *self = other;
+                self.now = other;
                 None
             }
         }
@@ -316,13 +359,13 @@ impl Work {
 
     /// The rollback asked for, taken: a check it came in the middle of goes on.
     pub(super) fn take_rollback(&mut self) -> Option<Rollback> {
-        match std::mem::take(self) {
-            Work::RollingBack { rollback, then } => {
-                *self = then.map_or(Work::Idle, Work::Checking);
+        match std::mem::take(&mut self.now) {
+            InFlight::RollingBack { rollback, then } => {
+                self.now = then.map_or(InFlight::Idle, InFlight::Checking);
                 Some(rollback)
             }
             other => {
-                *self = other;
+                self.now = other;
                 None
             }
         }
@@ -330,7 +373,10 @@ impl Work {
 
     /// Whether a switch or a rollback is under way (the promoted dir is being changed).
     pub(super) fn changing_the_dir(&self) -> bool {
-        matches!(self, Work::Promoting(_) | Work::RollingBack { .. })
+        matches!(
+            self.now,
+            InFlight::Promoting(_) | InFlight::RollingBack { .. }
+        )
     }
 }
 
