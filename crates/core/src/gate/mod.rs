@@ -2,8 +2,8 @@
 //! which answers with the [`Action`]s the pipeline carries out. No I/O, no clock: the time an event
 //! is handled at comes in as [`Now`], and what an action reads or writes comes back as an event.
 //!
-//! - `state`: [`Gate`] itself and the types of what it holds (the configs active and newest, a
-//!   promotion, check or rollback under way, a change put off by the reload spread).
+//! - `state`: [`Gate`] itself, made of parts each written only by the file below that defines
+//!   it, and the types of what it holds (the configs active and newest, the work in flight).
 //! - `messages`: what the gate is told and answers: [`Event`], [`Now`], [`Action`] and what an
 //!   action carries ([`ReloadRequest`], [`Count`], [`LogLine`]).
 //! - `decision`: what a decision on a snapshot leads to, and what the component is told of it.

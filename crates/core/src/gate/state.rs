@@ -2,9 +2,13 @@
 //! newest, a promotion, a check or a rollback under way, a change put off by this pod's share of the
 //! reload spread; and the bounds on what it keeps and when it retries.
 //!
-//! The fields are `pub(super)`: the machine's other files are the `impl Gate` blocks that read and
-//! change them (`decide.rs`, `handle.rs`, `spread.rs`, `status.rs`, ...), and nothing outside the
-//! machine sees them.
+//! The [`Gate`] is made of parts, each in the file of the handlers that write it (the settings in
+//! force in `in_force.rs`, the verdicts in `decide.rs`, the rollbacks in `rollback.rs`, ...): a
+//! part's fields are private to its file, so the compiler keeps one writer per piece of state; the
+//! other files read it through accessors and change it only by the steps it names. The parts are
+//! `pub(super)` fields, set whole only by the constructors here; nothing outside the gate sees
+//! them. What the gate is set up for ([`Setup`]) and the work in flight ([`Work`]) are parts kept
+//! here.
 //!
 //! Among the bounds: `REJECTED_KEPT` (8), the most refused contents remembered, newest kept, with
 //! their reasons; they are written to the promoted dir before a rollback and read back at start-up.
@@ -45,41 +49,44 @@ pub const PROMOTE_RETRY: std::time::Duration = std::time::Duration::from_secs(1)
 /// and in the promoted dir's record.
 pub const REJECTED_KEPT: usize = 8;
 
-/// The pure decision state.
+/// The pure decision state, in parts. Each part is a struct with private fields in the file of the
+/// handlers that write it (named after the field, below), so only that file changes it: the
+/// other files call its named steps or read it through `&` accessors. [`Gate::new`] and its `with_`
+/// builders are the only code that sets a part whole.
 #[derive(Debug, Clone)]
 pub struct Gate {
+    /// What the gate is set up for, fixed once it is built ([`Setup`], here).
+    pub(super) setup: Setup,
     /// The settings in force and their problems ([`InForce`], `in_force.rs`).
     pub(super) in_force: InForce,
-    /// What the gate is set up for, fixed once it is built ([`Setup`]).
-    pub(super) setup: Setup,
-    /// What the loop reads and last judged ([`Reads`], `reads.rs`).
-    pub(super) reads: Reads,
-    /// The rollout as this pod sees it ([`Rollouts`], `rollouts.rs`).
-    pub(super) rollouts: Rollouts,
-    /// When a failed promotion or an owed rollback is tried again ([`Retry`], `promotion.rs`).
-    pub(super) retry: Retry,
-    /// What a notice already told ([`Told`], `notices.rs`).
-    pub(super) told: Told,
-    /// The first config, until the component says it ran it ([`Baseline`], `reported.rs`).
-    pub(super) baseline: Baseline,
+    /// What is active, on disk, newest, applied and refused ([`Verdicts`], `decide.rs`).
+    pub(super) verdicts: Verdicts,
+    /// The work in flight: one phase at a time, changed by its steps ([`Work`], here).
+    pub(super) work: Work,
     /// What the checker last said, and its retry ([`Checks`], `checking.rs`).
     pub(super) checks: Checks,
+    /// When a failed promotion or an owed rollback is tried again ([`Retry`], `promotion.rs`).
+    pub(super) retry: Retry,
+    /// Why a refused content stays in place, and the rollback owed ([`Rollbacks`], `rollback.rs`).
+    pub(super) rollbacks: Rollbacks,
+    /// The first config, until the component says it ran it ([`Baseline`], `reported.rs`).
+    pub(super) baseline: Baseline,
+    /// The reload owed, and the reload worker's reports ([`Reloads`], `reloads.rs`).
+    pub(super) reloads: Reloads,
+    /// What the loop reads and last judged ([`Reads`], `reads.rs`).
+    pub(super) reads: Reads,
+    /// The annotations file's presence, and its grace period ([`Grace`], `grace.rs`).
+    pub(super) grace: Grace,
     /// This pod's share of the reload spread, and the change waiting for it ([`Share`], `spread.rs`).
     pub(super) share: Share,
+    /// The rollout as this pod sees it ([`Rollouts`], `rollouts.rs`).
+    pub(super) rollouts: Rollouts,
     /// The known-good from the record, asked for, checked and in use ([`KnownGoods`], `fallback.rs`).
     pub(super) known_goods: KnownGoods,
     /// The known-good trial and its record ([`Trials`], `trial.rs`).
     pub(super) trials: Trials,
-    /// What is active, on disk, newest, applied and refused ([`Verdicts`], `decide.rs`).
-    pub(super) verdicts: Verdicts,
-    /// Why a refused content stays in place, and the rollback owed ([`Rollbacks`], `rollback.rs`).
-    pub(super) rollbacks: Rollbacks,
-    /// The annotations file's presence, and its grace period.
-    pub(super) grace: Grace,
-    /// The reload owed, and the reload worker's reports.
-    pub(super) reloads: Reloads,
-    /// The work in flight: one phase at a time ([`Work`]).
-    pub(super) work: Work,
+    /// What a notice already told ([`Told`], `notices.rs`).
+    pub(super) told: Told,
 }
 
 impl Gate {
