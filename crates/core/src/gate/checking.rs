@@ -22,13 +22,12 @@ impl Gate {
         rollout: &RolloutSeen,
         out: &mut Vec<Action>,
     ) -> bool {
-        let Some(c) = self.work.checking_mut() else {
+        let Some(c) = self.work.checking_alone() else {
             return false;
         };
-        if choice.observed.hash() == Some(c.sha) && c.check == self.in_force.settings().validate {
-            c.seen = seen.clone();
-            c.choice = choice.clone();
-            c.rollout = rollout.clone();
+        if choice.observed.hash() == Some(c.sha) && c.check == self.settings().validate {
+            self.work
+                .read_again(seen.clone(), choice.clone(), rollout.clone());
             return true;
         }
         out.push(Action::CancelCheck);

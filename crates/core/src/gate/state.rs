@@ -302,10 +302,19 @@ impl Work {
     }
 
     /// The candidate waiting for the checker, while nothing else comes first.
-    pub(super) fn checking_mut(&mut self) -> Option<&mut Checking> {
-        match &mut self.now {
+    pub(super) fn checking_alone(&self) -> Option<&Checking> {
+        match &self.now {
             InFlight::Checking(c) => Some(c),
             _ => None,
+        }
+    }
+
+    /// The content under the checker read again: the newer read is kept for when it answers.
+    pub(super) fn read_again(&mut self, seen: Seen, choice: Choice, rollout: RolloutSeen) {
+        if let InFlight::Checking(c) = &mut self.now {
+            c.seen = seen;
+            c.choice = choice;
+            c.rollout = rollout;
         }
     }
 
