@@ -98,8 +98,9 @@ impl Gate {
 #[derive(Debug, Clone, Default)]
 pub(super) struct Baseline {
     /// The first config promoted into an empty dir, while nothing says yet whether the component
-    /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
+    /// started on it.
     first: Option<Active>,
+    /// Its dir is kept beside a later promotion (the baseline).
     kept: bool,
 }
 

@@ -433,7 +433,7 @@ pub(super) struct Checking {
 
 /// What the component's checker last said: of which content, under which setting, and its answer.
 /// An answer that is no verdict (it timed out or could not run) says nothing of the content, so it
-/// is run again at [`Gate::check_retry`] (`retry_in` from the answer), never kept as a refusal.
+/// is run again at the checks' retry (`retry_in` from the answer), never kept as a refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct CheckedBy {
     pub(super) sha: ContentHash,
