@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::decision::Tell;
 use super::messages::{Action, JudgedLine, LogLine, Now};
-use super::state::{Gate, Spread};
+use super::state::Gate;
 use crate::rollout::Bucket;
 use crate::state::SpreadView;
 
@@ -141,4 +141,18 @@ impl Share {
     pub(super) fn bucket(&self) -> Option<Bucket> {
         self.bucket
     }
+}
+
+/// A change waiting for this pod's share of the spread (`spread.rs` decides on it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Spread {
+    /// When the first change of this wait was seen: newer ones during the wait do not move it. The
+    /// deadline is this plus the share of the spread *in force*, so a spread lowered (or raised)
+    /// mid-wait moves it at once, and what `/status` shows never outlasts the period.
+    seen: Instant,
+    seen_wall: jiff::Timestamp,
+    /// The change last said to wait (short hash), so a newer one gets its own log line.
+    sha: String,
+    /// The deadline has come and the newest config was asked for: no more timer for it.
+    asked: bool,
 }

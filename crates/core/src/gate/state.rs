@@ -1,6 +1,6 @@
 //! [`Gate`], the pure decision state, and the types of what it holds: the configs active and
-//! newest, a promotion, a check or a rollback under way, a change put off by this pod's share of the
-//! reload spread; and the bounds on what it keeps and when it retries.
+//! newest, a promotion, a check or a rollback under way; and the bounds on what it keeps and when
+//! it retries.
 //!
 //! The [`Gate`] is made of parts, each in the file of the handlers that write it (the settings in
 //! force in `in_force.rs`, the verdicts in `decide.rs`, the rollbacks in `rollback.rs`, ...): a
@@ -14,8 +14,6 @@
 //! their reasons; they are written to the promoted dir before a rollback and read back at start-up.
 
 use std::collections::BTreeMap;
-
-use std::time::Instant;
 
 use super::checking::Checks;
 use super::decide::Verdicts;
@@ -39,7 +37,6 @@ use crate::settings::{Settings, Validate};
 use crate::snapshot::{ContentHash, Observed};
 use crate::state::{HeldCandidate, Rollout};
 use crate::validate::Checked;
-use crate::values::SchemeVersion;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
@@ -448,45 +445,6 @@ pub(super) struct Rollback {
     pub(super) refused: ContentHash,
     pub(super) base: ContentHash,
     pub(super) refusal: Refusal,
-}
-
-/// A change waiting for this pod's share of the spread (`spread.rs` decides on it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Spread {
-    /// When the first change of this wait was seen: newer ones during the wait do not move it. The
-    /// deadline is this plus the share of the spread *in force*, so a spread lowered (or raised)
-    /// mid-wait moves it at once, and what `/status` shows never outlasts the period.
-    pub(super) seen: Instant,
-    pub(super) seen_wall: jiff::Timestamp,
-    /// The change last said to wait (short hash), so a newer one gets its own log line.
-    pub(super) sha: String,
-    /// The deadline has come and the newest config was asked for: no more timer for it.
-    pub(super) asked: bool,
-}
-
-/// A trial under way.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Trial {
-    pub(super) sha: ContentHash,
-    pub(super) version: String,
-    pub(super) parsed: SchemeVersion,
-    /// When the current period began: the config applied, or a restart seen.
-    pub(super) since: Instant,
-    /// The component's restarts when the period began (`None`: not read yet).
-    pub(super) restarts: Option<u64>,
-    pub(super) phase: Phase,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    /// The component is being read for the period's start.
-    Starting,
-    /// The period runs until `since` plus the trial setting.
-    Running,
-    /// The period is over; the component is being read.
-    Ending,
-    /// The trial passed; the record is being written.
-    Recording,
 }
 
 /// A known-good from the record, promoted because the source holds nothing accepted.

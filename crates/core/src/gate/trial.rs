@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use super::messages::{Action, LogLine, Now};
-use super::state::{Gate, Phase, Trial};
+use super::state::Gate;
 use crate::known_good::{ComponentRead, Line, Recorded, parse_like};
 use crate::snapshot::ContentHash;
 use crate::values::{ApiVersion, Range, SchemeVersion};
@@ -192,4 +192,29 @@ pub(super) struct Trials {
     recorded: Option<ContentHash>,
     /// The component cannot be read (no API client): no trial starts.
     trial_unavailable: bool,
+}
+
+/// A trial under way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Trial {
+    sha: ContentHash,
+    version: String,
+    parsed: SchemeVersion,
+    /// When the current period began: the config applied, or a restart seen.
+    since: Instant,
+    /// The component's restarts when the period began (`None`: not read yet).
+    restarts: Option<u64>,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The component is being read for the period's start.
+    Starting,
+    /// The period runs until `since` plus the trial setting.
+    Running,
+    /// The period is over; the component is being read.
+    Ending,
+    /// The trial passed; the record is being written.
+    Recording,
 }
