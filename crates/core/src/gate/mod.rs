@@ -30,7 +30,8 @@
 //! - `trial`: the known-good trial of the config the component applied, and its record.
 //!
 //! This file only declares and re-exports: each file imports what it uses from the file it lives
-//! in, so no file here imports this one and none imports another in a circle.
+//! in, so no file here imports this one. The one kind of circle is between `state`, which names
+//! each part of the [`Gate`], and the file that defines that part and the handlers that write it.
 
 mod checking;
 mod decide;
