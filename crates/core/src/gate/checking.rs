@@ -3,7 +3,9 @@
 //! held candidate shows for the checker's answer.
 
 use super::messages::{Action, LogLine, Now, Seen};
-use super::state::{CheckedBy, Gate, RolloutSeen, Work};
+use std::time::Instant;
+
+use super::state::{CHECK_BACKOFF, CheckedBy, Gate, RolloutSeen};
 use crate::snapshot::ContentHash;
 use crate::validate::Checked;
 use crate::variants::Choice;
@@ -20,13 +22,12 @@ impl Gate {
         rollout: &RolloutSeen,
         out: &mut Vec<Action>,
     ) -> bool {
-        let Work::Checking(c) = &mut self.work else {
+        let Some(c) = self.work.checking_alone() else {
             return false;
         };
-        if choice.observed.hash() == Some(c.sha) && c.check == self.settings.validate {
-            c.seen = seen.clone();
-            c.choice = choice.clone();
-            c.rollout = rollout.clone();
+        if choice.observed.hash() == Some(c.sha) && c.check == self.settings().validate {
+            self.work
+                .read_again(seen.clone(), choice.clone(), rollout.clone());
             return true;
         }
         out.push(Action::CancelCheck);
@@ -34,7 +35,7 @@ impl Gate {
             sha: c.sha.short(),
             version: c.choice.judgement.version.clone().unwrap_or_default(),
         }));
-        self.work = Work::Idle;
+        self.work.cancel_check();
         false
     }
 
@@ -62,15 +63,15 @@ impl Gate {
         };
         let again = !checked.is_verdict();
         let retry_in = if again {
-            let wait = self.check_backoff.failed();
-            self.check_retry = Some(now.at + wait);
+            let wait = self.checks.backoff.failed();
+            self.checks.retry = Some(now.at + wait);
             Some(wait)
         } else {
-            self.check_backoff.succeeded();
-            self.check_retry = None;
+            self.checks.backoff.succeeded();
+            self.checks.retry = None;
             None
         };
-        let checker = self.settings.validate.name();
+        let checker = self.settings().validate.name();
         let said = self.checker_said(&checked, retry_in);
         let version = c.choice.judgement.version.clone().unwrap_or_default();
         out.push(Action::Log(match (said, again) {
@@ -87,9 +88,9 @@ impl Gate {
                 reason,
             },
         }));
-        self.checked = Some(CheckedBy {
+        self.checks.checked = Some(CheckedBy {
             sha,
-            check: self.settings.validate.clone(),
+            check: self.settings().validate.clone(),
             answer: checked,
             retry_in,
         });
@@ -104,17 +105,19 @@ impl Gate {
         checked: &Checked,
         retry_in: Option<std::time::Duration>,
     ) -> Option<String> {
-        let checker = self.settings.validate.name();
+        let checker = self.settings().validate.name();
         let why = match checked {
             Checked::Passed | Checked::Cancelled => return None,
-            Checked::Failed { status, lines } if self.secret || lines.is_empty() => format!(
-                "{checker} refused it ({status}{})",
-                if self.secret {
-                    "; its output is not shown: the content is a Secret's"
-                } else {
-                    ""
-                }
-            ),
+            Checked::Failed { status, lines } if self.setup.secret() || lines.is_empty() => {
+                format!(
+                    "{checker} refused it ({status}{})",
+                    if self.setup.secret() {
+                        "; its output is not shown: the content is a Secret's"
+                    } else {
+                        ""
+                    }
+                )
+            }
             Checked::Failed { status, lines } => {
                 format!("{checker} refused it ({status}): {}", lines.join(" / "))
             }
@@ -139,7 +142,7 @@ impl Gate {
         let fix = match by.answer {
             Checked::NotRun(_) => crate::verdict::fix::checker_missing(),
             Checked::TimedOut(_) => crate::verdict::fix::checker_timed_out(),
-            _ => crate::verdict::fix::checker_refused(self.source_kind),
+            _ => crate::verdict::fix::checker_refused(self.setup.source_kind()),
         };
         let why = self
             .checker_said(&by.answer, by.retry_in)
@@ -149,5 +152,47 @@ impl Gate {
             reason: format!("{}, but {why}; {fix}", j.reason),
             ..j
         }
+    }
+}
+
+/// What the component's checker last said, and when a check that gave no verdict is run again: the
+/// [`Gate`]'s part written only by this file.
+#[derive(Debug, Clone)]
+pub(super) struct Checks {
+    /// What the checker last said.
+    checked: Option<CheckedBy>,
+    /// When a check that timed out or could not run is run again, and how long the next waits.
+    retry: Option<Instant>,
+    backoff: crate::backoff::Doubling,
+}
+
+impl Checks {
+    pub(super) fn new() -> Checks {
+        Checks {
+            checked: None,
+            retry: None,
+            backoff: CHECK_BACKOFF,
+        }
+    }
+
+    /// What the checker last said.
+    pub(super) fn checked(&self) -> Option<&CheckedBy> {
+        self.checked.as_ref()
+    }
+
+    /// When a check that gave no verdict is run again.
+    pub(super) fn retry_at(&self) -> Option<Instant> {
+        self.retry
+    }
+
+    /// Whether a check that gave no verdict is due again at `now`: then what it said is forgotten,
+    /// so the content is checked again.
+    pub(super) fn take_due(&mut self, now: Instant) -> bool {
+        let due = self.retry.is_some_and(|t| t <= now);
+        if due {
+            self.retry = None;
+            self.checked = None;
+        }
+        due
     }
 }

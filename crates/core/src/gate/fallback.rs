@@ -9,7 +9,7 @@
 
 use super::decision::Tell;
 use super::messages::{Action, JudgedLine, LogLine};
-use super::state::{Gate, KnownGoodUse, Promotion, Work, modes};
+use super::state::{Gate, KnownGoodUse, Promotion, modes};
 use crate::settings::{Mode, Reload, Validate};
 use crate::snapshot::ContentHash;
 use crate::snapshot::{Observed, Snapshot};
@@ -19,21 +19,21 @@ use crate::verdict::{Judgement, Verdict};
 impl Gate {
     /// After a judgement: with nothing in force and nothing accepted to promote, ask for the record.
     pub(super) fn want_known_good(&mut self, out: &mut Vec<Action>) {
-        if self.gate_only
-            || self.active.is_some()
-            || !matches!(self.work, Work::Idle)
-            || self.known_good_checking.is_some()
-            || self.settings.mode == Mode::Observe
-            || self.settings.accepts.is_none()
+        if self.setup.gate_only()
+            || self.verdicts.active().is_some()
+            || !self.work.is_idle()
+            || self.known_goods.checking.is_some()
+            || self.settings().mode == Mode::Observe
+            || self.settings().accepts.is_none()
             || self
-                .newest
-                .as_ref()
+                .verdicts
+                .newest()
                 .is_none_or(|n| n.judgement.verdict == Verdict::Accepted)
-            || self.known_good_asked.as_ref() == Some(&self.settings)
+            || self.known_goods.asked.as_ref() == Some(self.settings())
         {
             return;
         }
-        self.known_good_asked = Some(self.settings.clone());
+        self.known_goods.asked = Some(self.settings().clone());
         out.push(Action::ReadKnownGood);
     }
 
@@ -51,9 +51,9 @@ impl Gate {
                 }))
             }
             Ok((record, configs)) => {
-                self.known_good_record = record;
+                self.known_goods.record = record;
                 out.push(Action::JudgeKnownGood {
-                    settings: Box::new(self.settings.clone()),
+                    settings: Box::new(self.settings().clone()),
                     configs,
                 });
             }
@@ -67,12 +67,16 @@ impl Gate {
         judged: Vec<(Snapshot, Judgement)>,
         out: &mut Vec<Action>,
     ) {
-        let record = self.known_good_record.clone();
+        let record = self.known_goods.record.clone();
         let best = judged
             .into_iter()
             .map(|(s, j)| {
-                let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings.version_from, self.source_kind)
+                let j = if self.setup.secret() {
+                    crate::verdict::for_a_secret(
+                        j,
+                        &self.settings().version_from,
+                        self.setup.source_kind(),
+                    )
                 } else {
                     j
                 };
@@ -89,17 +93,17 @@ impl Gate {
             }));
             return;
         };
-        if self.active.is_some() || !matches!(self.work, Work::Idle) {
+        if self.verdicts.active().is_some() || !self.work.is_idle() {
             return;
         }
         // The component's checker passes it first, as any candidate.
-        if self.settings.validate != Validate::None {
+        if self.settings().validate != Validate::None {
             out.push(Action::Validate {
                 snapshot: snapshot.clone(),
-                check: self.settings.validate.clone(),
-                timeout: self.settings.validate_timeout,
+                check: self.settings().validate.clone(),
+                timeout: self.settings().validate_timeout,
             });
-            self.known_good_checking = Some((snapshot, j));
+            self.known_goods.checking = Some((snapshot, j));
             return;
         }
         self.promote_known_good(snapshot, j, out);
@@ -112,12 +116,13 @@ impl Gate {
         checked: &Checked,
         out: &mut Vec<Action>,
     ) -> bool {
-        let Some((snapshot, j)) = self.known_good_checking.take_if(|(s, _)| s.hash() == sha) else {
+        let Some((snapshot, j)) = self.known_goods.checking.take_if(|(s, _)| s.hash() == sha)
+        else {
             return false;
         };
         match checked {
             Checked::Passed => {
-                if self.active.is_none() && matches!(self.work, Work::Idle) {
+                if self.verdicts.active().is_none() && self.work.is_idle() {
                     self.promote_known_good(snapshot, j, out);
                 }
             }
@@ -125,7 +130,7 @@ impl Gate {
             Checked::Failed { status, .. } => out.push(Action::Log(LogLine::NoKnownGood {
                 why: format!(
                     "{} refused the known-good {} ({status})",
-                    self.settings.validate.name(),
+                    self.settings().validate.name(),
                     j.version.as_deref().unwrap_or("config")
                 ),
             })),
@@ -135,7 +140,7 @@ impl Gate {
                 out.push(Action::Log(LogLine::NoKnownGood {
                     why: format!(
                         "{} did not pass the known-good {}",
-                        self.settings.validate.name(),
+                        self.settings().validate.name(),
                         j.version.as_deref().unwrap_or("config")
                     ),
                 }))
@@ -146,12 +151,12 @@ impl Gate {
 
     /// Promotes the known-good `snapshot`, judged `j`.
     fn promote_known_good(&mut self, snapshot: Snapshot, j: Judgement, out: &mut Vec<Action>) {
-        let record = self.known_good_record.clone();
-        let Some(because) = self.newest.as_ref().map(|n| n.judgement.clone()) else {
+        let record = self.known_goods.record.clone();
+        let Some(because) = self.verdicts.newest().map(|n| n.judgement.clone()) else {
             return;
         };
         let sha = snapshot.hash();
-        let tell = if self.on_disk.is_some() {
+        let tell = if self.verdicts.on_disk().is_some() {
             Tell::Reload
         } else {
             Tell::StartupCheck
@@ -171,7 +176,7 @@ impl Gate {
             because: because.verdict,
             reason: because.reason,
         };
-        self.work = Work::Promoting(Box::new(Promotion {
+        self.work.promote(Promotion {
             judged: JudgedLine {
                 accepted: true,
                 verdict: j.verdict,
@@ -186,10 +191,10 @@ impl Gate {
             version: j.version,
             on_loop: false,
             known_good: Some(known_good),
-        }));
+        });
         out.push(Action::Switch {
             snapshot,
-            owe_reload: self.settings.reload != Reload::None,
+            owe_reload: self.settings().reload != Reload::None,
             variant: None,
             keep_baseline: false,
             on_loop: false,
@@ -199,12 +204,35 @@ impl Gate {
     /// The known-good is in the promoted dir: it is the active config, marked as the known-good.
     pub(super) fn known_good_activated(&mut self, k: KnownGoodUse, now: jiff::Timestamp) {
         self.activate(Some(k.hash), k.modes.clone(), &k.judgement, None, now);
-        self.known_good = Some(k);
+        self.known_goods.in_use = Some(k);
+    }
+
+    /// An accepted candidate goes to the component's checker: the known-good's check, if one is
+    /// under way, is moot (both stage into the one candidate dir). Whether one was.
+    pub(super) fn known_good_check_ended(&mut self) -> bool {
+        self.known_goods.checking.take().is_some()
     }
 
     /// The known-good in force, while it is what is active.
     pub(super) fn known_good_in_force(&self) -> Option<&KnownGoodUse> {
-        let active = self.active.as_ref()?.hash;
-        self.known_good.as_ref().filter(|k| k.hash == active)
+        let active = self.verdicts.active()?.hash;
+        self.known_goods
+            .in_use
+            .as_ref()
+            .filter(|k| k.hash == active)
     }
+}
+
+/// The fallback part of the [`Gate`]: the known-good from the record, asked for, checked and promoted.
+/// Written only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct KnownGoods {
+    /// The settings the known-good record was last asked for under: asked again only under others.
+    asked: Option<crate::settings::Settings>,
+    /// The record's name, as the edge said it.
+    record: String,
+    /// The known-good waiting for the component's checker.
+    checking: Option<(Snapshot, Judgement)>,
+    /// The known-good promoted last (in force while it is the active config).
+    in_use: Option<KnownGoodUse>,
 }

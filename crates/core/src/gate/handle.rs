@@ -9,12 +9,12 @@ use super::messages::{Action, Anew, Count, Event, Files, Found, JudgedLine, LogL
 use super::problems::SettingsProblem;
 use super::reloads::Owed;
 use super::small::is_small_snapshot;
-use super::state::{Checking, Gate, Last, Promotion, RolloutSeen, Work, modes};
+use super::state::{Checking, Gate, Promotion, RolloutSeen, modes};
 use crate::annotations::Annotations;
 use crate::reload::{Kind, Outcome};
 use crate::settings::{Reload, Settings, Validate};
 use crate::snapshot::Observed;
-use crate::state::{ReloadView, Rollout, Status};
+use crate::state::{ReloadView, Status};
 use crate::validate::Checked;
 use crate::variants::Choice;
 use crate::verdict::Verdict;
@@ -32,14 +32,17 @@ impl Gate {
                 // What the retry would read is read now; so is a change whose spread is due, which
                 // must not wait for a timer the resync took the place of. A rollback owed is tried
                 // again now, too.
-                self.take_retry_due(now.at);
+                self.retry.take_due(now.at);
                 if self.take_spread_due(now.at) {
-                    self.last = Last::Anew(Anew::SpreadDue);
+                    self.reads.anew(Anew::SpreadDue);
                 }
                 out.push(Action::Tidy);
                 // The promoted dir is compared with what was promoted before the config is read,
                 // so that a change behind confgate's back is repaired by this very read.
-                if !self.gate_only && self.on_disk.is_some() && !self.work.changing_the_dir() {
+                if !self.setup.gate_only()
+                    && self.verdicts.on_disk().is_some()
+                    && !self.work.changing_the_dir()
+                {
                     out.push(Action::VerifyPromoted);
                 }
                 self.retry_rollback(&mut out);
@@ -47,19 +50,17 @@ impl Gate {
             }
             Event::Timer => {
                 let recheck = self.grace.take_due(now.at);
-                let retry = self.take_retry_due(now.at);
+                let retry = self.retry.take_due(now.at);
                 let spread = self.take_spread_due(now.at);
-                let check = self.check_retry.is_some_and(|t| t <= now.at);
+                let check = self.checks.take_due(now.at);
                 if check {
                     // The content is read and judged again, and its check run again.
-                    self.check_retry = None;
-                    self.checked = None;
-                    self.last = Last::Anew(Anew::CheckAgain);
+                    self.reads.anew(Anew::CheckAgain);
                 }
                 self.take_trial_due(now.at, &mut out);
                 if spread {
                     // The newest config is promoted now, whatever was judged while it waited.
-                    self.last = Last::Anew(Anew::SpreadDue);
+                    self.reads.anew(Anew::SpreadDue);
                 }
                 if retry {
                     self.retry_rollback(&mut out);
@@ -77,16 +78,20 @@ impl Gate {
                 rollout,
                 small,
             } => {
-                self.small_before = small;
+                self.reads.read_small(small);
                 if let Some(choice) = choice {
                     self.rollout_seen(rollout, &mut out);
-                    let rollout = RolloutSeen::of(self.rollout.as_ref());
+                    let rollout = RolloutSeen::of(self.rollouts.rollout());
                     self.judged(seen, *choice, rollout, now, &mut out);
                 }
             }
             Event::Rejudged(obs, j) => {
-                let j = if self.secret {
-                    crate::verdict::for_a_secret(j, &self.settings.version_from, self.source_kind)
+                let j = if self.setup.secret() {
+                    crate::verdict::for_a_secret(
+                        j,
+                        &self.settings().version_from,
+                        self.setup.source_kind(),
+                    )
                 } else {
                     j
                 };
@@ -110,12 +115,12 @@ impl Gate {
                 self.reload_outcome(o, now, &mut out);
                 // A rollout's candidate refused here: the same ConfigMap now gives this pod its
                 // stable set, so it is judged again, once what the refusal leads to is done.
-                if refused && self.rollout.is_some() {
-                    self.last = Last::Anew(Anew::CandidateRefused);
+                if refused && self.rollouts.rollout().is_some() {
+                    self.reads.anew(Anew::CandidateRefused);
                     self.judge(&mut out);
                 }
             }
-            Event::Source(view) => self.source = view,
+            Event::Source(view) => self.reads.source_seen(view),
             Event::Component(read) => self.component_read(read, now, &mut out),
             Event::Recorded(r) => self.known_good_recorded(r, now, &mut out),
             Event::KnownGoodRead(r) => self.known_good_read(r, &mut out),
@@ -124,9 +129,9 @@ impl Gate {
                 if errors > 0 {
                     out.push(Action::Count(Count::WatchErrors(errors)));
                 }
-                if problem != self.watch_error {
+                if problem != *self.reads.watch_error() {
                     out.push(Action::Log(LogLine::Watch(problem.clone())));
-                    self.watch_error = problem;
+                    self.reads.watch_problem(problem);
                 }
             }
         }
@@ -143,9 +148,9 @@ impl Gate {
     pub fn wake_at(&self) -> Option<Instant> {
         [
             self.grace.recheck_at(),
-            self.retry_at,
+            self.retry.at(),
             self.spread_due_at(),
-            self.check_retry,
+            self.checks.retry_at(),
             self.trial_due_at(),
         ]
         .into_iter()
@@ -153,23 +158,14 @@ impl Gate {
         .min()
     }
 
-    /// Whether a failed promotion's retry is due at `now`; it is then no longer pending.
-    fn take_retry_due(&mut self, now: Instant) -> bool {
-        let due = self.retry_at.is_some_and(|t| t <= now);
-        if due {
-            self.retry_at = None;
-        }
-        due
-    }
-
     /// The status to publish; `requested` is the reload worker's count of requests.
     pub fn published(&self, requested: u64) -> Status {
         let mut reload: ReloadView = self.reloads.view().clone();
-        reload.target = self.settings.reload.to_string();
+        reload.target = self.settings().reload.to_string();
         reload.requested = requested;
         let mut s = self.status(reload);
-        s.watch_error.clone_from(&self.watch_error);
-        s.source.clone_from(&self.source);
+        s.watch_error.clone_from(self.reads.watch_error());
+        s.source.clone_from(self.reads.source());
         s
     }
 
@@ -180,14 +176,14 @@ impl Gate {
     ) {
         // Said against the flags' values, as if nothing were in force before: the values last in
         // force before a restart (`with_last_in_force`) are only what a bad annotation keeps.
-        let before = self.base.clone();
+        let before = self.in_force.base().clone();
         let ann = self.grace.first(read);
         self.set_annotations(ann);
         self.settings_notes(&before, &[], out);
         self.record_settings(out);
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::Adopt {
-                settings: Box::new(self.settings.clone()),
+                settings: Box::new(self.settings().clone()),
             });
         }
     }
@@ -252,7 +248,7 @@ impl Gate {
 
     fn files(&mut self, files: Files, out: &mut Vec<Action>) {
         if files.annotations {
-            self.config_wanted |= files.config;
+            self.reads.want_config(files.config);
             out.push(Action::ReadAnnotations);
         } else if files.config {
             self.judge(out);
@@ -261,26 +257,15 @@ impl Gate {
 
     pub(super) fn judge(&mut self, out: &mut Vec<Action>) {
         out.push(Action::Judge {
-            settings: Box::new(self.settings.clone()),
-            unless: self.last.unless(),
-            anew: self.last.anew(),
-            bucket: self.bucket,
+            settings: Box::new(self.settings().clone()),
+            unless: self.reads.last().unless(),
+            anew: self.reads.last().anew(),
+            bucket: self.share.bucket(),
             // A candidate the component refused is held on this pod: the rollout falls back to
             // stable.
-            refused: self.rejected.clone(),
-            on_loop: self.small_before,
+            refused: self.rejected_record().to_vec(),
+            on_loop: self.reads.small_before(),
         });
-    }
-
-    /// Keeps the rollout as this pod now sees it, with a log line when that changes.
-    fn rollout_seen(&mut self, rollout: Option<Rollout>, out: &mut Vec<Action>) {
-        if rollout != self.rollout {
-            match &rollout {
-                Some(r) => out.push(Action::Log(LogLine::Rollout(Box::new(r.view())))),
-                None => out.push(Action::Log(LogLine::RolloutOver)),
-            }
-        }
-        self.rollout = rollout;
     }
 
     fn annotations(
@@ -289,7 +274,7 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        let config = std::mem::take(&mut self.config_wanted);
+        let config = self.reads.take_config_wanted();
         let (annotations, note, lasting) = match self.grace.read(read, now.at) {
             Step::Keep { began, why } => {
                 if began {
@@ -313,7 +298,8 @@ impl Gate {
             }
         };
         self.set_annotations_note(note);
-        let (before, before_problems) = (self.settings.clone(), self.problems.clone());
+        let (before, before_problems) =
+            (self.settings().clone(), self.in_force.problems().to_vec());
         let changed = self.set_annotations(annotations);
         self.settings_notes(&before, &before_problems, out);
         self.record_settings(out);
@@ -321,30 +307,31 @@ impl Gate {
             out.push(Action::Log(LogLine::AnnotationsGone { changed }));
         }
         if changed {
-            let s = &self.settings;
+            let s = &self.settings();
             out.push(Action::Log(LogLine::SettingsChanged {
                 accepts: s.accepts_text().map(str::to_owned),
                 mode: s.mode,
                 reload: s.reload.clone(),
             }));
-            self.last = Last::Anew(Anew::SettingsChanged);
+            self.reads.anew(Anew::SettingsChanged);
             // The active config judged again under them, as a restart would.
-            if !self.gate_only {
+            if !self.setup.gate_only() {
                 out.push(Action::RejudgeActive {
-                    settings: Box::new(self.settings.clone()),
+                    settings: Box::new(self.settings().clone()),
                 });
             }
             // Refused under another target: not held against those contents now.
             let count = self.forget_refusals_of(&before.reload);
             if count > 0 {
                 out.push(Action::Log(LogLine::RefusalsForgotten { count }));
-                if !self.gate_only {
+                if !self.setup.gate_only() {
                     out.push(Action::RecordRejected(Vec::new()));
                 }
             }
             // The owed request carries the target and the confirmation in force: a corrected one of
             // either is used at once.
-            if (&self.settings.reload, &self.settings.confirm) != (&before.reload, &before.confirm)
+            if (&self.settings().reload, &self.settings().confirm)
+                != (&before.reload, &before.confirm)
             {
                 self.send_owed(out);
             }
@@ -362,29 +349,29 @@ impl Gate {
         before_problems: &[SettingsProblem],
         out: &mut Vec<Action>,
     ) {
-        for p in &self.problems {
+        for p in self.in_force.problems() {
             if !before_problems.contains(p) {
                 out.push(Action::Log(LogLine::Problem(p.clone())));
             }
         }
         for p in before_problems {
-            if !self.problems.contains(p) {
+            if !self.in_force.problems().contains(p) {
                 out.push(Action::Log(LogLine::ProblemCleared(p.clone())));
             }
         }
-        let base = self.base.describe();
-        let new = self.settings.describe();
+        let base = self.in_force.base().describe();
+        let new = self.settings().describe();
         // Compared as values, not as text: a changed password shows as the same text.
         let settings = crate::settings::SETTINGS.iter();
         for (i, ((b, n), setting)) in base.iter().zip(new).zip(settings).enumerate() {
-            if setting.same(&self.settings, before) {
+            if setting.same(self.settings(), before) {
                 continue;
             }
             // Gone only when no annotation gives it: one that equals the flag's value (a spread of
             // "0") is still in force.
-            let annotated = self.annotated.get(i).copied().unwrap_or(false);
+            let annotated = self.in_force.annotated(i);
             out.push(Action::Log(
-                if !annotated && setting.same(&self.settings, &self.base) {
+                if !annotated && setting.same(self.settings(), self.in_force.base()) {
                     LogLine::AnnotationGone {
                         setting: n.0,
                         value: n.2,
@@ -410,11 +397,11 @@ impl Gate {
         out: &mut Vec<Action>,
     ) {
         let mut choice = choice;
-        if self.secret {
+        if self.setup.secret() {
             choice.judgement = crate::verdict::for_a_secret(
                 choice.judgement,
-                &self.settings.version_from,
-                self.source_kind,
+                &self.settings().version_from,
+                self.setup.source_kind(),
             );
         }
         if self.superseded(&seen, &choice, &rollout, out) {
@@ -422,35 +409,35 @@ impl Gate {
         }
         let (mut choice, mut decision) = self.decide(choice);
         if let (Decision::Promote { .. }, Observed::Config(snapshot)) = (decision, &choice.observed)
-            && self.settings.validate != Validate::None
-            && !self.gate_only
+            && self.settings().validate != Validate::None
+            && !self.setup.gate_only()
         {
             let sha = snapshot.hash();
             match self
-                .checked
-                .as_ref()
-                .filter(|c| c.sha == sha && c.check == self.settings.validate)
+                .checks
+                .checked()
+                .filter(|c| c.sha == sha && c.check == self.settings().validate)
             {
                 // Not promoted before the checker says: its answer comes back as `Validated`.
                 None => {
                     // One check at a time (both stage into the one candidate dir): an accepted
                     // candidate makes the known-good's check moot, so it ends first.
-                    if self.known_good_checking.take().is_some() {
+                    if self.known_good_check_ended() {
                         out.push(Action::CancelCheck);
                     }
                     out.push(Action::Validate {
                         snapshot: snapshot.clone(),
-                        check: self.settings.validate.clone(),
-                        timeout: self.settings.validate_timeout,
+                        check: self.settings().validate.clone(),
+                        timeout: self.settings().validate_timeout,
                     });
-                    self.work = Work::Checking(Box::new(Checking {
+                    self.work.check(Checking {
                         seen,
                         choice,
                         rollout,
                         sha,
-                        check: self.settings.validate.clone(),
+                        check: self.settings().validate.clone(),
                         since: now.wall,
-                    }));
+                    });
                     return;
                 }
                 Some(by) if by.answer != Checked::Passed => {
@@ -469,11 +456,11 @@ impl Gate {
         if let Some(h) = &rollout.held {
             out.push(Action::Count(Count::Candidate(h.verdict)));
         }
-        self.held = rollout.held;
+        self.rollouts.decided(rollout.held);
         if let (Decision::Promote { .. }, Some(own), Some(set)) =
             (decision, rollout.candidate, obs.hash())
         {
-            self.candidate = Some((set, own));
+            self.rollouts.promoting(set, own);
         }
         let judged = JudgedLine {
             accepted: j.verdict == Verdict::Accepted,
@@ -483,7 +470,7 @@ impl Gate {
             sha: obs.hash().map(|h| h.short()).unwrap_or_default(),
             reason: j.reason.to_string(),
         };
-        self.last = Last::Judged(seen);
+        self.reads.judged(seen);
         if !matches!(decision, Decision::Promote { .. }) {
             self.spread_done();
         }
@@ -491,16 +478,17 @@ impl Gate {
             (Decision::Promote { tell }, Observed::Config(_))
                 if self.spread_waits(tell, &judged, now, out) => {}
             (Decision::Promote { tell }, Observed::Config(snapshot)) => {
-                let owe_reload = tell != Tell::Silent && self.settings.reload != Reload::None;
+                let owe_reload = tell != Tell::Silent && self.settings().reload != Reload::None;
                 // The first config is replaced before anything said whether the component started
                 // on it: its dir is kept, so that an answer to this reload can make it the base.
                 let keep_baseline = tell == Tell::Reload
-                    && !self.gate_only
-                    && self.applied.is_none()
-                    && !self.first_kept
-                    && self.first.as_ref().map(|f| f.hash) == self.on_disk.as_ref().map(|d| d.0);
-                let on_loop = self.small_before && is_small_snapshot(&snapshot);
-                self.work = Work::Promoting(Box::new(Promotion {
+                    && !self.setup.gate_only()
+                    && self.verdicts.applied().is_none()
+                    && !self.baseline.is_kept()
+                    && self.baseline.first().map(|f| f.hash)
+                        == self.verdicts.on_disk().map(|d| d.0);
+                let on_loop = self.reads.small_before() && is_small_snapshot(&snapshot);
+                self.work.promote(Promotion {
                     judged,
                     tell,
                     keep_baseline,
@@ -508,7 +496,7 @@ impl Gate {
                     version: j.version,
                     on_loop,
                     known_good: None,
-                }));
+                });
                 // With a reload owed, its marker is written before the switch, so a restart after
                 // it still reloads.
                 out.push(Action::Switch {
@@ -532,14 +520,14 @@ impl Gate {
     /// confgate's back (by the component, which shares it, or anyone who can write it), which is
     /// logged, counted and shown, and repaired: the next read of the config in force promotes it again.
     fn verified(&mut self, found: &Observed, out: &mut Vec<Action>) {
-        let Some((hash, m)) = &self.on_disk else {
+        let Some((hash, m)) = self.verdicts.on_disk() else {
             return;
         };
         if self.work.changing_the_dir() {
             return;
         }
         if found.hash() == Some(*hash) && modes(found) == *m {
-            self.tampered = None;
+            self.reads.whole();
             return;
         }
         out.push(Action::Log(LogLine::Tampered {
@@ -547,8 +535,6 @@ impl Gate {
             found: found.hash().map(|h| h.short()),
         }));
         out.push(Action::Count(Count::Repaired));
-        self.tampered = Some(found.hash());
-        self.repair = true;
-        self.last = Last::Anew(Anew::Repair);
+        self.reads.tampered_with(found.hash());
     }
 }

@@ -35,7 +35,7 @@ impl Gate {
             // Failing since the last attempt that reached the component: an attempt starting
             // again is no new failure.
             reload_failed: self.reloads.view().consecutive_failures > 0,
-            problems: self.problems.clone(),
+            problems: self.in_force.problems().to_vec(),
         }
     }
 
@@ -54,13 +54,13 @@ impl Gate {
         let active_sha = |s: &Shown| s.active.as_ref().map(|a| a.sha256);
         if let Some(a) = &now.active
             && active_sha(before) != active_sha(now)
-            && (a.verdict != Verdict::Accepted || (self.hold_told && !holding_back(now)))
+            && (a.verdict != Verdict::Accepted || (self.told.hold && !holding_back(now)))
         {
             out.push(Notice::Active(a.clone()));
-            self.hold_told = false;
+            self.told.hold = false;
         } else if now.candidate.is_none() {
             // The newest config is in force again without a change of it: nothing ends.
-            self.hold_told = false;
+            self.told.hold = false;
         }
         let candidate = |s: &Shown| -> Option<(Option<PrintedHash>, Verdict, String)> {
             s.candidate
@@ -76,11 +76,11 @@ impl Gate {
                 active: now.active.clone(),
                 applied: now.applied.clone(),
             });
-            self.hold_told = true;
+            self.told.hold = true;
         }
         if now.reload_failed && !before.reload_failed {
             out.push(Notice::ReloadFailed {
-                target: self.settings.reload.to_string(),
+                target: self.settings().reload.to_string(),
                 error: self.reloads.view().last_error.clone(),
             });
         }
@@ -104,4 +104,13 @@ fn holding_back(s: &Shown) -> bool {
     s.candidate
         .as_ref()
         .is_some_and(|c| c.verdict != Verdict::Accepted)
+}
+
+/// What a notice already told, so that what follows is told as its end: the [`Gate`]'s part written
+/// only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Told {
+    /// A notice said the newest config is held, and no config became active since: the one that
+    /// does is told as the end of the hold.
+    hold: bool,
 }

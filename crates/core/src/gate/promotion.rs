@@ -4,7 +4,9 @@
 use super::decision::Tell;
 use super::messages::{Action, Anew, Count, LogLine, Now};
 use super::reloads::Owed;
-use super::state::{Gate, Last, PROMOTE_RETRY};
+use std::time::Instant;
+
+use super::state::{Gate, PROMOTE_RETRY};
 use crate::reload::{BootTicks, Kind};
 
 impl Gate {
@@ -30,8 +32,8 @@ impl Gate {
                 }));
                 out.push(Action::Count(Count::PromotionFailed));
                 self.promotion_failed(error);
-                self.retry_at = Some(now.at + PROMOTE_RETRY);
-                self.last = Last::Anew(Anew::PromotionFailed);
+                self.retry.after_failure(now.at);
+                self.reads.anew(Anew::PromotionFailed);
                 return;
             }
         };
@@ -40,18 +42,16 @@ impl Gate {
         } else {
             self.activated(now.wall);
         }
-        self.repair = false;
+        self.reads.repaired();
         // The refused content a rollback owed was for is replaced; a share of the spread waited
         // out is used.
-        self.spread_served = false;
-        self.rollback_owed = None;
-        self.rollback_error = None;
+        self.spread_used();
+        self.rollbacks.replaced();
         match p.tell {
             Tell::StartupCheck => {
-                self.first = self.active.clone();
-                self.first_kept = false;
+                self.baseline.promoted(self.verdicts.active().cloned());
             }
-            _ if p.keep_baseline => self.first_kept = true,
+            _ if p.keep_baseline => self.baseline.keep(),
             _ => {}
         }
         // The one thing the component waits for comes first; the rest is bookkeeping.
@@ -75,7 +75,7 @@ impl Gate {
             p.judged.sha.clone(),
         );
         out.push(Action::Log(LogLine::Judged(p.judged)));
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::Log(LogLine::Promoted {
                 version,
                 variant,
@@ -83,8 +83,40 @@ impl Gate {
             }));
         }
         out.push(Action::Count(Count::Promoted(now.wall)));
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::FinishSwitch { on_loop: p.on_loop });
         }
+    }
+}
+
+/// When a failed promotion, or a rollback owed, is tried again: the [`Gate`]'s part written only by
+/// this file (one deadline serves both).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Retry {
+    at: Option<Instant>,
+}
+
+impl Retry {
+    /// A promotion or a rollback failed at `now`: tried again after [`PROMOTE_RETRY`].
+    pub(super) fn after_failure(&mut self, now: Instant) {
+        self.at = Some(now + PROMOTE_RETRY);
+    }
+
+    /// The retry is made now, before its deadline.
+    pub(super) fn cancel(&mut self) {
+        self.at = None;
+    }
+
+    pub(super) fn at(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// Whether the retry is due at `now`; it is then no longer pending.
+    pub(super) fn take_due(&mut self, now: Instant) -> bool {
+        let due = self.at.is_some_and(|t| t <= now);
+        if due {
+            self.at = None;
+        }
+        due
     }
 }

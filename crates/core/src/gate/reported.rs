@@ -11,7 +11,7 @@ use crate::snapshot::ContentHash;
 impl Gate {
     /// Sends the owed reload (or start-up check), if any, to the target in force.
     pub(super) fn send_owed(&self, out: &mut Vec<Action>) {
-        if let Some(r) = self.reloads.request(&self.settings) {
+        if let Some(r) = self.reloads.request(self.settings()) {
             out.push(Action::Reload(r));
         }
     }
@@ -27,7 +27,7 @@ impl Gate {
             }
             _ => {}
         }
-        let by = match (&o, &self.settings.confirm, &self.settings.reload) {
+        let by = match (&o, &self.settings().confirm, &self.settings().reload) {
             (Outcome::NothingToReload { .. }, _, _) => AppliedBy::Start,
             (_, Some(_), _) => AppliedBy::Metrics,
             (_, None, Reload::Signal { .. }) => AppliedBy::SignalSent,
@@ -37,7 +37,7 @@ impl Gate {
             Outcome::Reloaded(sha) | Outcome::NothingToReload { sha256: sha, .. } => {
                 // Done: no longer owed, here or on disk.
                 self.reloads.drop(sha);
-                if !self.gate_only {
+                if !self.setup.gate_only() {
                     out.push(Action::ClearReloadOwed {
                         sha,
                         refused: false,
@@ -71,11 +71,11 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        let Some(first) = self.first.take() else {
+        let Some(first) = self.baseline.first.take() else {
             return;
         };
-        let kept = std::mem::take(&mut self.first_kept);
-        if !kept || self.applied.is_some() || self.gate_only {
+        let kept = std::mem::take(&mut self.baseline.kept);
+        if !kept || self.verdicts.applied().is_some() || self.setup.gate_only() {
             return;
         }
         // The first config itself, run: the base. Later content refused: the component ran the
@@ -89,9 +89,41 @@ impl Gate {
             sha: first.hash,
             version: first.version.clone(),
         }));
-        self.applied = Some(Active {
-            since: now.wall,
-            ..first
-        });
+        self.baseline_applied(first, now.wall);
+    }
+}
+
+/// The baseline: the first config promoted into an empty dir, until the component's answers say
+/// whether it started on it. The [`Gate`]'s part written only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Baseline {
+    /// The first config promoted into an empty dir, while nothing says yet whether the component
+    /// started on it.
+    first: Option<Active>,
+    /// Its dir is kept beside a later promotion (the baseline).
+    kept: bool,
+}
+
+impl Baseline {
+    /// The first config promoted into an empty dir (`active` after its switch): the component's
+    /// start-up check tells whether it runs it.
+    pub(super) fn promoted(&mut self, active: Option<Active>) {
+        self.first = active;
+        self.kept = false;
+    }
+
+    /// The first config's dir is kept beside a later promotion.
+    pub(super) fn keep(&mut self) {
+        self.kept = true;
+    }
+
+    /// The first config, while nothing says yet whether the component started on it.
+    pub(super) fn first(&self) -> Option<&Active> {
+        self.first.as_ref()
+    }
+
+    /// Whether its dir is kept beside a later promotion.
+    pub(super) fn is_kept(&self) -> bool {
+        self.kept
     }
 }

@@ -1,11 +1,25 @@
 //! The phase of a rollback: the component refused a content, the config it applied last is judged
 //! again under the settings in force and put back, or the refused content stays (no base, a base
 //! that does not pass, a failed rollback tried again), and the reload it is owed.
+//!
+//! [`Rollbacks`] is this phase's part of the state, written only here: why a refused content stays
+//! in place, and the rollback owed after a failure.
+//!
+//! The owed rollback is not a phase of the work in flight ([`Work`](super::state::Work)), by
+//! choice: it waits for its retry (the retry deadline, or the safety re-read) while other work goes
+//! on, a check under way or a promotion that would replace the refused content. Folded into `Work`,
+//! each of those phases would have to carry it along. Kept here, it is a value of [`Left::Owed`]
+//! only, beside the failure it is owed for, so an owed rollback with no failure shown, or beside a
+//! base that does not pass, cannot be built. It is retried from the states it can overlap: the
+//! work idle or a candidate under the checker (a switch or a rollback is answered before the next
+//! input, so neither is in flight when the retry comes); [`Rollbacks::take_owed`] then hands it to
+//! the work as a rollback in flight, which keeps the check it came in the middle of. A promotion
+//! that replaces the refused content ends it ([`Rollbacks::replaced`]).
 
 use super::messages::{Action, Count, LogLine, Now, RollbackFailure};
 use super::problems::{BaseRefused, Stuck};
 use super::reloads::Owed;
-use super::state::{Gate, PROMOTE_RETRY, Rollback, Work, modes};
+use super::state::{Gate, PROMOTE_RETRY, Rollback, modes};
 use crate::reload::{BootTicks, Kind, Refusal};
 use crate::settings::Reload;
 use crate::snapshot::{ContentHash, Observed};
@@ -22,14 +36,14 @@ impl Gate {
         )));
         // Recorded before the rollback: stopped in between, the next start finds the refused
         // content in place and finishes the rollback, rather than offering it again.
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::RecordRejected(self.rejected_record().to_vec()));
         }
         self.reloads.drop(sha);
-        if !self.gate_only {
+        if !self.setup.gate_only() {
             out.push(Action::ClearReloadOwed { sha, refused: true });
         }
-        match base.filter(|_| !self.gate_only) {
+        match base.filter(|_| !self.setup.gate_only()) {
             Some(base) => self.roll_back(sha, base, refusal, out),
             None => self.no_base(sha, refusal, out),
         }
@@ -44,19 +58,15 @@ impl Gate {
         refusal: Refusal,
         out: &mut Vec<Action>,
     ) {
-        self.rollback_owed = None;
+        self.rollbacks.under_way();
         // A check under way goes on once the rollback is made.
-        let then = self.work.take_checking();
-        self.work = Work::RollingBack {
-            rollback: Rollback {
-                refused,
-                base,
-                refusal,
-            },
-            then,
-        };
+        self.work.roll_back(Rollback {
+            refused,
+            base,
+            refusal,
+        });
         out.push(Action::JudgeBase {
-            settings: Box::new(self.settings.clone()),
+            settings: Box::new(self.settings().clone()),
         });
     }
 
@@ -66,9 +76,9 @@ impl Gate {
             refused,
             base,
             refusal,
-        }) = self.rollback_owed.take()
+        }) = self.rollbacks.take_owed()
         {
-            self.retry_at = None;
+            self.retry.cancel();
             self.roll_back(refused, base, refusal, out);
         }
     }
@@ -88,8 +98,7 @@ impl Gate {
             // Its kept dir is gone: there is nothing to roll back to.
             None => self.lost_base(rb.refused, rb.refusal, out),
             Some(h) if h == rb.base && self.passes(obs, j) => {
-                let then = self.work.take_checking();
-                self.work = Work::RollingBack { rollback: rb, then };
+                self.work.roll_back(rb);
                 out.push(Action::RollBack);
             }
             Some(h) => {
@@ -102,7 +111,7 @@ impl Gate {
                 } else {
                     BaseRefused::OtherContent
                 };
-                self.rollback_error = Some(Stuck::BaseNotAccepted(why.clone()));
+                self.rollbacks.stays(Stuck::BaseNotAccepted(why.clone()));
                 out.push(Action::Log(LogLine::BaseNotAccepted {
                     sha: rb.refused,
                     base: rb.base,
@@ -121,7 +130,7 @@ impl Gate {
     /// What the gate took for the rollback base is not kept on disk (its record was damaged or
     /// never written): there is none, and the refusal of `sha` is held as one without a base.
     fn lost_base(&mut self, sha: ContentHash, refusal: Refusal, out: &mut Vec<Action>) {
-        self.applied = None;
+        self.base_lost();
         self.no_base(sha, refusal, out);
     }
 
@@ -152,7 +161,7 @@ impl Gate {
                     to: base,
                     version: version.clone(),
                 }));
-                if self.settings.reload != Reload::None {
+                if self.settings().reload != Reload::None {
                     out.push(Action::MarkReloadOwed(base));
                 }
                 self.reloads.owe(Owed {
@@ -165,25 +174,103 @@ impl Gate {
             }
             Ok(_) => {
                 out.push(Action::Log(LogLine::RollbackOther { sha: refused }));
-                self.rollback_error = Some(Stuck::LeftOther);
+                self.rollbacks.stays(Stuck::LeftOther);
             }
             Err(RollbackFailure::NoBase(_)) => self.lost_base(refused, refusal, out),
             // Owed work, like a failed promotion: tried again until the dir holds what the
             // component accepted.
             Err(RollbackFailure::Failed(error)) => {
-                self.rollback_error = Some(Stuck::Failed(error.clone()));
                 out.push(Action::Log(LogLine::RollbackFailed {
                     sha: refused,
-                    error,
+                    error: error.clone(),
                     retry_in: PROMOTE_RETRY,
                 }));
-                self.rollback_owed = Some(Rollback {
-                    refused,
-                    base,
-                    refusal,
-                });
-                self.retry_at = Some(now.at + PROMOTE_RETRY);
+                self.rollbacks.owed(
+                    error,
+                    Rollback {
+                        refused,
+                        base,
+                        refusal,
+                    },
+                );
+                self.retry.after_failure(now.at);
             }
         }
+    }
+}
+
+/// Why a refused content stays in place, and the rollback owed: the rollback phase's part of the
+/// [`Gate`], written only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Rollbacks {
+    left: Left,
+}
+
+/// What a refusal left in the promoted dir, as far as no rollback under way will change it.
+#[derive(Debug, Clone, Default)]
+enum Left {
+    /// Nothing: what the component accepted is in place, or a first rollback is under way.
+    #[default]
+    Nothing,
+    /// The refused content stays, for this reason; nothing is tried again by itself (a rollback
+    /// that failed and is being tried again stays here as `Stuck::Failed` until it is answered).
+    Stays(Stuck),
+    /// The rollback failed and is owed: tried again at the retry, unless a promotion replaces the
+    /// refused content first.
+    Owed {
+        failed: crate::promote::Failure,
+        rollback: Rollback,
+    },
+}
+
+impl Rollbacks {
+    /// Why the refused content stays in place, as the status shows it.
+    pub(super) fn stuck(&self) -> Option<Stuck> {
+        match &self.left {
+            Left::Nothing => None,
+            Left::Stays(why) => Some(why.clone()),
+            Left::Owed { failed, .. } => Some(Stuck::Failed(failed.clone())),
+        }
+    }
+
+    /// A rollback is asked for: one owed is no longer (the failure is shown until it is answered).
+    fn under_way(&mut self) {
+        if let Left::Owed { failed, .. } = std::mem::take(&mut self.left) {
+            self.left = Left::Stays(Stuck::Failed(failed));
+        }
+    }
+
+    /// The rollback owed, taken to be tried again now.
+    fn take_owed(&mut self) -> Option<Rollback> {
+        match std::mem::take(&mut self.left) {
+            Left::Owed { failed, rollback } => {
+                self.left = Left::Stays(Stuck::Failed(failed));
+                Some(rollback)
+            }
+            other => {
+                self.left = other;
+                None
+            }
+        }
+    }
+
+    /// The refused content stays, for this reason.
+    fn stays(&mut self, why: Stuck) {
+        self.left = Left::Stays(why);
+    }
+
+    /// The rollback failed: owed, and tried again.
+    fn owed(&mut self, failed: crate::promote::Failure, rollback: Rollback) {
+        self.left = Left::Owed { failed, rollback };
+    }
+
+    /// The config the component applied is back in place.
+    pub(super) fn put_back(&mut self) {
+        self.left = Left::Nothing;
+    }
+
+    /// A promotion replaced the refused content: nothing stays, and nothing is owed.
+    pub(super) fn replaced(&mut self) {
+        self.left = Left::Nothing;
     }
 }

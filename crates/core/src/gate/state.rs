@@ -1,30 +1,42 @@
 //! [`Gate`], the pure decision state, and the types of what it holds: the configs active and
-//! newest, a promotion, a check or a rollback under way, a change put off by this pod's share of the
-//! reload spread; and the bounds on what it keeps and when it retries.
+//! newest, a promotion, a check or a rollback under way; and the bounds on what it keeps and when
+//! it retries.
 //!
-//! The fields are `pub(super)`: the machine's other files are the `impl Gate` blocks that read and
-//! change them (`decide.rs`, `handle.rs`, `spread.rs`, `status.rs`, ...), and nothing outside the
-//! machine sees them.
+//! The [`Gate`] is made of parts, each in the file of the handlers that write it (the settings in
+//! force in `in_force.rs`, the verdicts in `decide.rs`, the rollbacks in `rollback.rs`, ...): a
+//! part's fields are private to its file, so the compiler keeps one writer per piece of state; the
+//! other files read it through accessors and change it only by the steps it names. The parts are
+//! `pub(super)` fields, set whole only by the constructors here; nothing outside the gate sees
+//! them. What the gate is set up for ([`Setup`]) and the work in flight ([`Work`]) are parts kept
+//! here.
 //!
 //! Among the bounds: `REJECTED_KEPT` (8), the most refused contents remembered, newest kept, with
 //! their reasons; they are written to the promoted dir before a rollback and read back at start-up.
 
 use std::collections::BTreeMap;
 
-use std::time::Instant;
-
+use super::checking::Checks;
+use super::decide::Verdicts;
 use super::decision::Tell;
+use super::fallback::KnownGoods;
 use super::grace::Grace;
+use super::in_force::InForce;
 use super::messages::{Anew, JudgedLine, Seen};
-use super::problems::{SettingsProblem, Stuck};
+use super::notices::Told;
+use super::promotion::Retry;
+use super::reads::Reads;
 use super::reloads::Reloads;
+use super::reported::Baseline;
+use super::rollback::Rollbacks;
+use super::rollouts::Rollouts;
+use super::spread::Share;
+use super::trial::Trials;
 use crate::reload::Refusal;
 use crate::rollout::Bucket;
 use crate::settings::{Settings, Validate};
-use crate::snapshot::{ContentHash, Observed, Snapshot};
-use crate::state::{HeldCandidate, Rollout, SourceView};
+use crate::snapshot::{ContentHash, Observed};
+use crate::state::{HeldCandidate, Rollout};
 use crate::validate::Checked;
-use crate::values::SchemeVersion;
 use crate::variants::Choice;
 use crate::verdict::{Judgement, Verdict};
 
@@ -34,169 +46,70 @@ pub const PROMOTE_RETRY: std::time::Duration = std::time::Duration::from_secs(1)
 /// and in the promoted dir's record.
 pub const REJECTED_KEPT: usize = 8;
 
-/// The pure decision state.
+/// The pure decision state, in parts. Each part is a struct with private fields in the file of the
+/// handlers that write it (named after the field, below), so only that file changes it: the
+/// other files call its named steps or read it through `&` accessors. [`Gate::new`] and its `with_`
+/// builders are the only code that sets a part whole.
 #[derive(Debug, Clone)]
 pub struct Gate {
-    pub(super) base: Settings,
-    pub(super) settings: Settings,
-    /// What is wrong with the annotations (the values in force before each are kept).
-    pub(super) problems: Vec<SettingsProblem>,
-    pub(super) gate_only: bool,
-    /// What the promoted dir holds (promote mode only), with the key modes: a mode-only change has the
-    /// same content hash but must still be promoted.
-    pub(super) on_disk: Option<(ContentHash, Modes)>,
-    /// The key modes of the active config.
-    pub(super) active_modes: Modes,
-    /// Why the settings in force are not what the annotations file says now (reported, not failing).
-    pub(super) annotations_note: Option<String>,
-    pub(super) active: Option<Active>,
-    pub(super) newest: Option<Newest>,
-    /// Why the last promotion failed (the previous config is kept).
-    pub(super) promote_error: Option<crate::promote::Failure>,
-    /// Why the refused content stays in place (a rollback failed, or its base does not pass).
-    pub(super) rollback_error: Option<Stuck>,
-    /// A rollback that failed, tried again at `retry_at`.
-    pub(super) rollback_owed: Option<Rollback>,
-    pub(super) started: bool,
-    /// The config the component confirmed it runs.
-    pub(super) applied: Option<Active>,
-    /// The first config promoted into an empty dir, while nothing says yet whether the component
-    /// started on it; `first_kept`: its dir is kept beside a later promotion (the baseline).
-    pub(super) first: Option<Active>,
-    pub(super) first_kept: bool,
-    /// Contents the component refused, newest last, with its reason.
-    pub(super) rejected: Vec<(ContentHash, Refusal)>,
-    /// The annotations file's presence, and its grace period.
-    pub(super) grace: Grace,
-    /// The reload owed, and the reload worker's reports.
-    pub(super) reloads: Reloads,
-    /// What was last judged, or why the next read is judged whatever it is.
-    pub(super) last: Last,
-    /// When a failed promotion is to be tried again.
-    pub(super) retry_at: Option<Instant>,
-    /// The config is to be looked at once the annotations file asked for is read.
-    pub(super) config_wanted: bool,
-    /// The work in flight: one phase at a time ([`Work`]).
+    /// What the gate is set up for, fixed once it is built ([`Setup`], here).
+    pub(super) setup: Setup,
+    /// The settings in force and their problems ([`InForce`], `in_force.rs`).
+    pub(super) in_force: InForce,
+    /// What is active, on disk, newest, applied and refused ([`Verdicts`], `decide.rs`).
+    pub(super) verdicts: Verdicts,
+    /// The work in flight: one phase at a time, changed by its steps ([`Work`], here).
     pub(super) work: Work,
-    /// The API source's view, as last reported.
-    pub(super) source: Option<SourceView>,
-    /// Why the config dir is not watched, if it is not.
-    pub(super) watch_error: Option<String>,
-    /// This pod's place in the fleet, which sets its share of the reload spread.
-    pub(super) bucket: Option<Bucket>,
-    /// A change waiting for this pod's share of the reload spread.
-    pub(super) spread: Option<Spread>,
-    /// What the checker last said.
-    pub(super) checked: Option<CheckedBy>,
-    /// The promoted dir was found changed behind confgate's back (what it held instead): the next
-    /// promotion of the config in force repairs it, and the status says so until a re-read finds it
-    /// whole.
-    pub(super) tampered: Option<Option<ContentHash>>,
-    /// The promoted dir is to be written again even where `on_disk` says the config is in place.
-    pub(super) repair: bool,
-    /// When a check that timed out or could not run is run again, and how long the next waits.
-    pub(super) check_retry: Option<Instant>,
-    pub(super) check_backoff: crate::backoff::Doubling,
-    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
-    pub(super) secret: bool,
-    /// The kind of the watched source, which a reason's fix names.
-    pub(super) source_kind: crate::verdict::fix::Source,
-    /// The rollout candidate held on this pod, as last decided on.
-    pub(super) held: Option<HeldCandidate>,
-    /// The rollout in the newest config, as this pod sees it (shown in the status).
-    pub(super) rollout: Option<Rollout>,
-    /// Whether the last config read was small ([`is_small`](super::small::is_small)): the next is
-    /// then read on the loop.
-    pub(super) small_before: bool,
-    /// The last rollout candidate promoted: its set's hash and its own keys' hash.
-    pub(super) candidate: Option<(ContentHash, ContentHash)>,
-    /// This pod's share of the spread was waited out and the promotion is not made yet (it failed):
-    /// its retry does not wait again.
-    pub(super) spread_served: bool,
-    /// Per setting of [`crate::settings::SETTINGS`], whether the annotations give it a valid value.
-    pub(super) annotated: Vec<bool>,
-    /// The known-good trial of the config the component applied last.
-    pub(super) trial: Option<Trial>,
-    /// The content this pod recorded as known-good, or found recorded: not tried again.
-    pub(super) recorded: Option<ContentHash>,
-    /// The component cannot be read (no API client): no trial starts.
-    pub(super) trial_unavailable: bool,
-    /// A notice said the newest config is held, and no config became active since: the one that
-    /// does is told as the end of the hold.
-    pub(super) hold_told: bool,
-    /// The settings the known-good record was last asked for under: asked again only under others.
-    pub(super) known_good_asked: Option<Settings>,
-    /// The record's name, as the edge said it.
-    pub(super) known_good_record: String,
-    /// The known-good waiting for the component's checker.
-    pub(super) known_good_checking: Option<(Snapshot, Judgement)>,
-    /// The known-good promoted last (in force while it is the active config).
-    pub(super) known_good: Option<KnownGoodUse>,
-    /// The config in the promoted dir that the settings in force no longer accept (the component may
-    /// still run it), with its version, while nothing is active.
-    pub(super) outside: Option<(ContentHash, Option<String>)>,
-    /// The annotations' values in force (by annotation, as given, none with credentials): kept in
-    /// the promoted dir, so that after a restart a bad annotation keeps them too.
-    pub(super) given: crate::annotations::Annotations,
-    /// What the promoted dir's record of [`Gate::given`] holds, as last read or written.
-    pub(super) settings_recorded: crate::annotations::Annotations,
+    /// What the checker last said, and its retry ([`Checks`], `checking.rs`).
+    pub(super) checks: Checks,
+    /// When a failed promotion or an owed rollback is tried again ([`Retry`], `promotion.rs`).
+    pub(super) retry: Retry,
+    /// Why a refused content stays in place, and the rollback owed ([`Rollbacks`], `rollback.rs`).
+    pub(super) rollbacks: Rollbacks,
+    /// The first config, until the component says it ran it ([`Baseline`], `reported.rs`).
+    pub(super) baseline: Baseline,
+    /// The reload owed, and the reload worker's reports ([`Reloads`], `reloads.rs`).
+    pub(super) reloads: Reloads,
+    /// What the loop reads and last judged ([`Reads`], `reads.rs`).
+    pub(super) reads: Reads,
+    /// The annotations file's presence, and its grace period ([`Grace`], `grace.rs`).
+    pub(super) grace: Grace,
+    /// This pod's share of the reload spread, and the change waiting for it ([`Share`], `spread.rs`).
+    pub(super) share: Share,
+    /// The rollout as this pod sees it ([`Rollouts`], `rollouts.rs`).
+    pub(super) rollouts: Rollouts,
+    /// The known-good from the record, asked for, checked and in use ([`KnownGoods`], `fallback.rs`).
+    pub(super) known_goods: KnownGoods,
+    /// The known-good trial and its record ([`Trials`], `trial.rs`).
+    pub(super) trials: Trials,
+    /// What a notice already told ([`Told`], `notices.rs`).
+    pub(super) told: Told,
 }
 
 impl Gate {
     /// `base` is the flag/env/default settings; `gate_only` when there is no promoted dir.
     pub fn new(base: Settings, gate_only: bool) -> Gate {
         Gate {
-            settings: base.clone(),
-            base,
-            problems: Vec::new(),
-            gate_only,
-            on_disk: None,
-            active_modes: Modes::new(),
-            annotations_note: None,
-            active: None,
-            newest: None,
-            promote_error: None,
-            rollback_error: None,
-            rollback_owed: None,
-            started: false,
-            applied: None,
-            first: None,
-            first_kept: false,
-            rejected: Vec::new(),
+            in_force: InForce::new(base),
+            setup: Setup {
+                gate_only,
+                secret: false,
+                source_kind: Default::default(),
+            },
+            reads: Reads::new(),
+            rollouts: Rollouts::default(),
+            retry: Retry::default(),
+            baseline: Baseline::default(),
+            checks: Checks::new(),
+            share: Share::default(),
+            known_goods: KnownGoods::default(),
+            trials: Trials::default(),
+            verdicts: Verdicts::default(),
+            rollbacks: Rollbacks::default(),
             grace: Grace::default(),
             reloads: Reloads::default(),
-            last: Last::Nothing,
-            retry_at: None,
-            config_wanted: false,
-            work: Work::Idle,
-            source: None,
-            watch_error: None,
-            bucket: None,
-            spread: None,
-            checked: None,
-            check_retry: None,
-            check_backoff: CHECK_BACKOFF,
-            tampered: None,
-            repair: false,
-            secret: false,
-            source_kind: Default::default(),
-            spread_served: false,
-            held: None,
-            rollout: None,
-            small_before: false,
-            candidate: None,
-            annotated: Vec::new(),
-            trial: None,
-            recorded: None,
-            trial_unavailable: false,
-            hold_told: false,
-            known_good_asked: None,
-            known_good_record: String::new(),
-            known_good_checking: None,
-            known_good: None,
-            outside: None,
-            given: Default::default(),
-            settings_recorded: Default::default(),
+            work: Work::default(),
+            told: Told::default(),
         }
     }
 
@@ -209,21 +122,19 @@ impl Gate {
         settings: Settings,
         values: crate::annotations::Annotations,
     ) -> Gate {
-        self.settings = settings;
-        self.given.clone_from(&values);
-        self.settings_recorded = values;
+        self.in_force.last_in_force(settings, values);
         self
     }
 
     /// The content is a Secret's: a reason carries a checker's exit status only, never its output.
     pub fn with_secret_content(mut self, secret: bool) -> Gate {
-        self.secret = secret;
+        self.setup.secret = secret;
         self
     }
 
     /// The kind of the watched source, so that a reason's fix says what to change in it.
     pub fn with_source_kind(mut self, kind: crate::verdict::fix::Source) -> Gate {
-        self.source_kind = kind;
+        self.setup.source_kind = kind;
         self
     }
 
@@ -236,12 +147,41 @@ impl Gate {
     /// Places this pod in the fleet: its share of the reload spread follows the bucket (`None`: no
     /// identity, no share, so a change is promoted at once).
     pub fn with_bucket(mut self, bucket: Option<Bucket>) -> Gate {
-        self.bucket = bucket;
+        self.share = Share::in_fleet(bucket);
         self
     }
 
     pub fn settings(&self) -> &Settings {
-        &self.settings
+        self.in_force.settings()
+    }
+}
+
+/// What the gate is set up for, fixed once it is built: written only by [`Gate::new`] and its
+/// `with_` builders in this file.
+#[derive(Debug, Clone)]
+pub(super) struct Setup {
+    /// No promoted dir: the gate only judges and tells.
+    gate_only: bool,
+    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
+    secret: bool,
+    /// The kind of the watched source, which a reason's fix names.
+    source_kind: crate::verdict::fix::Source,
+}
+
+impl Setup {
+    /// No promoted dir: the gate only judges and tells.
+    pub(super) fn gate_only(&self) -> bool {
+        self.gate_only
+    }
+
+    /// The content is a Secret's: a checker's output, which may quote it, is not shown.
+    pub(super) fn secret(&self) -> bool {
+        self.secret
+    }
+
+    /// The kind of the watched source, which a reason's fix names.
+    pub(super) fn source_kind(&self) -> crate::verdict::fix::Source {
+        self.source_kind
     }
 }
 
@@ -323,9 +263,16 @@ impl Last {
 /// The gate's work in flight, one phase at a time: nothing, a candidate waiting for the component's
 /// checker, a switch asked for, or a rollback asked for. A switch and a rollback are answered before
 /// the next input (the pipeline carries actions out depth first); a check is answered later, and a
-/// refusal that comes meanwhile rolls back first, the check going on after it.
+/// refusal that comes meanwhile rolls back first, the check going on after it. The phase is
+/// private: the steps below are the only way from one to the next, so a rollback always keeps the
+/// check it came in the middle of, and a switch or a rollback is taken only by its own answer.
 #[derive(Debug, Clone, Default)]
-pub(super) enum Work {
+pub(super) struct Work {
+    now: InFlight,
+}
+
+#[derive(Debug, Clone, Default)]
+enum InFlight {
     #[default]
     Idle,
     Checking(Box<Checking>),
@@ -338,30 +285,75 @@ pub(super) enum Work {
 }
 
 impl Work {
+    /// Whether nothing is under way.
+    pub(super) fn is_idle(&self) -> bool {
+        matches!(self.now, InFlight::Idle)
+    }
+
     /// The candidate waiting for the checker, also while a rollback comes first.
     pub(super) fn checking(&self) -> Option<&Checking> {
-        match self {
-            Work::Checking(c) | Work::RollingBack { then: Some(c), .. } => Some(c),
+        match &self.now {
+            InFlight::Checking(c) | InFlight::RollingBack { then: Some(c), .. } => Some(c),
             _ => None,
         }
     }
 
+    /// The candidate waiting for the checker, while nothing else comes first.
+    pub(super) fn checking_alone(&self) -> Option<&Checking> {
+        match &self.now {
+            InFlight::Checking(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The content under the checker read again: the newer read is kept for when it answers.
+    pub(super) fn read_again(&mut self, seen: Seen, choice: Choice, rollout: RolloutSeen) {
+        if let InFlight::Checking(c) = &mut self.now {
+            c.seen = seen;
+            c.choice = choice;
+            c.rollout = rollout;
+        }
+    }
+
+    /// A candidate goes to the component's checker.
+    pub(super) fn check(&mut self, c: Checking) {
+        self.now = InFlight::Checking(Box::new(c));
+    }
+
+    /// The check under way is cancelled: nothing is.
+    pub(super) fn cancel_check(&mut self) {
+        if let InFlight::Checking(_) = self.now {
+            self.now = InFlight::Idle;
+        }
+    }
+
+    /// A switch is asked for.
+    pub(super) fn promote(&mut self, p: Promotion) {
+        self.now = InFlight::Promoting(Box::new(p));
+    }
+
+    /// A rollback is asked for: a check under way goes on once it is made.
+    pub(super) fn roll_back(&mut self, rollback: Rollback) {
+        let then = self.take_checking();
+        self.now = InFlight::RollingBack { rollback, then };
+    }
+
     /// The check under way, taken: the work is then what is left of it.
     pub(super) fn take_checking(&mut self) -> Option<Box<Checking>> {
-        match std::mem::take(self) {
-            Work::Checking(c) => Some(c),
-            Work::RollingBack {
+        match std::mem::take(&mut self.now) {
+            InFlight::Checking(c) => Some(c),
+            InFlight::RollingBack {
                 rollback,
                 then: Some(c),
             } => {
-                *self = Work::RollingBack {
+                self.now = InFlight::RollingBack {
                     rollback,
                     then: None,
                 };
                 Some(c)
             }
             other => {
-                *self = other;
+                self.now = other;
                 None
             }
         }
@@ -369,10 +361,10 @@ impl Work {
 
     /// The switch asked for, taken: the work is then idle.
     pub(super) fn take_promotion(&mut self) -> Option<Box<Promotion>> {
-        match std::mem::take(self) {
-            Work::Promoting(p) => Some(p),
+        match std::mem::take(&mut self.now) {
+            InFlight::Promoting(p) => Some(p),
             other => {
-                *self = other;
+                self.now = other;
                 None
             }
         }
@@ -380,13 +372,13 @@ impl Work {
 
     /// The rollback asked for, taken: a check it came in the middle of goes on.
     pub(super) fn take_rollback(&mut self) -> Option<Rollback> {
-        match std::mem::take(self) {
-            Work::RollingBack { rollback, then } => {
-                *self = then.map_or(Work::Idle, Work::Checking);
+        match std::mem::take(&mut self.now) {
+            InFlight::RollingBack { rollback, then } => {
+                self.now = then.map_or(InFlight::Idle, InFlight::Checking);
                 Some(rollback)
             }
             other => {
-                *self = other;
+                self.now = other;
                 None
             }
         }
@@ -394,7 +386,10 @@ impl Work {
 
     /// Whether a switch or a rollback is under way (the promoted dir is being changed).
     pub(super) fn changing_the_dir(&self) -> bool {
-        matches!(self, Work::Promoting(_) | Work::RollingBack { .. })
+        matches!(
+            self.now,
+            InFlight::Promoting(_) | InFlight::RollingBack { .. }
+        )
     }
 }
 
@@ -435,7 +430,7 @@ pub(super) struct Checking {
 
 /// What the component's checker last said: of which content, under which setting, and its answer.
 /// An answer that is no verdict (it timed out or could not run) says nothing of the content, so it
-/// is run again at [`Gate::check_retry`] (`retry_in` from the answer), never kept as a refusal.
+/// is run again at the checks' retry (`retry_in` from the answer), never kept as a refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct CheckedBy {
     pub(super) sha: ContentHash,
@@ -450,45 +445,6 @@ pub(super) struct Rollback {
     pub(super) refused: ContentHash,
     pub(super) base: ContentHash,
     pub(super) refusal: Refusal,
-}
-
-/// A change waiting for this pod's share of the spread (`spread.rs` decides on it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Spread {
-    /// When the first change of this wait was seen: newer ones during the wait do not move it. The
-    /// deadline is this plus the share of the spread *in force*, so a spread lowered (or raised)
-    /// mid-wait moves it at once, and what `/status` shows never outlasts the period.
-    pub(super) seen: Instant,
-    pub(super) seen_wall: jiff::Timestamp,
-    /// The change last said to wait (short hash), so a newer one gets its own log line.
-    pub(super) sha: String,
-    /// The deadline has come and the newest config was asked for: no more timer for it.
-    pub(super) asked: bool,
-}
-
-/// A trial under way.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Trial {
-    pub(super) sha: ContentHash,
-    pub(super) version: String,
-    pub(super) parsed: SchemeVersion,
-    /// When the current period began: the config applied, or a restart seen.
-    pub(super) since: Instant,
-    /// The component's restarts when the period began (`None`: not read yet).
-    pub(super) restarts: Option<u64>,
-    pub(super) phase: Phase,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    /// The component is being read for the period's start.
-    Starting,
-    /// The period runs until `since` plus the trial setting.
-    Running,
-    /// The period is over; the component is being read.
-    Ending,
-    /// The trial passed; the record is being written.
-    Recording,
 }
 
 /// A known-good from the record, promoted because the source holds nothing accepted.

@@ -11,11 +11,11 @@ use crate::verdict::Verdict;
 impl Gate {
     /// Whether the newest snapshot is the one in force.
     fn newest_is_active(&self) -> bool {
-        match (&self.newest, &self.active) {
+        match (self.verdicts.newest(), self.verdicts.active()) {
             (Some(n), Some(a)) => {
                 n.hash == Some(a.hash)
                     && (n.judgement.verdict == Verdict::Accepted
-                        || self.settings.mode == Mode::Observe)
+                        || self.settings().mode == Mode::Observe)
             }
             (None, Some(_)) => true,
             _ => false,
@@ -27,12 +27,16 @@ impl Gate {
         let mut checks = Vec::with_capacity(4);
         checks.push(Check {
             name: CheckKind::Settings,
-            ok: self.problems.is_empty(),
-            message: match (self.problems.is_empty(), &self.annotations_note) {
+            ok: self.in_force.problems().is_empty(),
+            message: match (
+                self.in_force.problems().is_empty(),
+                self.in_force.annotations_note(),
+            ) {
                 (true, None) => "annotations valid".into(),
-                (true, Some(note)) => note.clone(),
+                (true, Some(note)) => note.to_owned(),
                 (false, _) => self
-                    .problems
+                    .in_force
+                    .problems()
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
@@ -55,8 +59,8 @@ impl Gate {
         let reload_failing = self
             .reloads
             .failing()
-            .filter(|(owed, _)| self.active.as_ref().is_some_and(|a| a.hash == owed.sha));
-        checks.push(match (&self.active, &self.newest) {
+            .filter(|(owed, _)| self.verdicts.active().is_some_and(|a| a.hash == owed.sha));
+        checks.push(match (self.verdicts.active(), self.verdicts.newest()) {
             (Some(a), _) => Check {
                 name: CheckKind::Config,
                 ok: true,
@@ -70,7 +74,7 @@ impl Gate {
                         "promoted {} ({}), not taken by the component: its reload keeps failing; it runs {}",
                         a.version.as_deref().unwrap_or("unversioned config"),
                         a.hash,
-                        match &self.applied {
+                        match self.verdicts.applied() {
                             Some(ap) => format!(
                                 "{} ({})",
                                 ap.version.as_deref().unwrap_or("an unversioned config"),
@@ -84,7 +88,7 @@ impl Gate {
             (None, Some(n)) => Check {
                 name: CheckKind::Config,
                 ok: false,
-                message: match &self.outside {
+                message: match self.verdicts.outside() {
                     // Said plainly: the component may well run it, and nothing accepted replaces it.
                     Some((h, v)) => format!(
                         "no accepted config yet: the promoted dir holds {} ({h}), outside the range in force; {}",
@@ -99,7 +103,8 @@ impl Gate {
                 name: CheckKind::Config,
                 ok: false,
                 message: match self
-                    .source
+                    .reads
+                    .source()
                     .as_ref()
                     .filter(|s| !s.watching)
                     .and_then(|s| Some((s, s.last_error.as_ref()?)))
@@ -116,12 +121,16 @@ impl Gate {
         // A rollout candidate held on this pod, while it runs the stable config it chose: a held
         // config, reported as any other.
         let held = self
-            .held
-            .as_ref()
-            .filter(|_| current && self.active.is_some());
+            .rollouts
+            .held()
+            .filter(|_| current && self.verdicts.active().is_some());
         let spread = self.spread_view();
-        if let (Some(a), Some(n), false, Some(sp)) = (&self.active, &self.newest, current, &spread)
-        {
+        if let (Some(a), Some(n), false, Some(sp)) = (
+            self.verdicts.active(),
+            self.verdicts.newest(),
+            current,
+            &spread,
+        ) {
             // Waiting for this pod's share of the spread is no holding back: readiness stays.
             checks.push(Check {
                 name: CheckKind::Newest,
@@ -136,7 +145,7 @@ impl Gate {
                     sp.period_ms
                 ),
             });
-        } else if let (Some(a), Some(h)) = (&self.active, held) {
+        } else if let (Some(a), Some(h)) = (self.verdicts.active(), held) {
             let holding = Holding {
                 held: a.version.clone(),
                 newest: h.version.clone(),
@@ -146,7 +155,7 @@ impl Gate {
             };
             checks.push(Check {
                 name: CheckKind::Newest,
-                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                ok: self.settings().on_incompatible == OnIncompatible::Hold,
                 message: holding
                     .because(format!(
                         "the rollout's candidate, held on this pod: {}",
@@ -155,12 +164,12 @@ impl Gate {
                     .to_string(),
             });
         } else if let (Some(k), Some(n), false) =
-            (self.known_good_in_force(), &self.newest, current)
+            (self.known_good_in_force(), self.verdicts.newest(), current)
         {
             // Started on the known-good: what runs, where from, and what is wrong with the source.
             checks.push(Check {
                 name: CheckKind::Newest,
-                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                ok: self.settings().on_incompatible == OnIncompatible::Hold,
                 message: format!(
                     "running the known-good {} from {}; the source's {}",
                     k.judgement.version.as_deref().unwrap_or("config"),
@@ -168,7 +177,9 @@ impl Gate {
                     newest_text(n)
                 ),
             });
-        } else if let (Some(a), Some(n), false) = (&self.active, &self.newest, current) {
+        } else if let (Some(a), Some(n), false) =
+            (self.verdicts.active(), self.verdicts.newest(), current)
+        {
             let holding = Holding {
                 held: a.version.clone(),
                 newest: n.judgement.version.clone(),
@@ -180,18 +191,18 @@ impl Gate {
             };
             checks.push(Check {
                 name: CheckKind::Newest,
-                ok: self.settings.on_incompatible == OnIncompatible::Hold,
+                ok: self.settings().on_incompatible == OnIncompatible::Hold,
                 message: holding.because(n.judgement.reason.clone()).to_string(),
             });
         }
-        if let Some(e) = &self.promote_error {
+        if let Some(e) = self.verdicts.promote_error() {
             checks.push(Check {
                 name: CheckKind::Promote,
                 ok: false,
                 message: format!("promotion failed, previous config kept: {e}"),
             });
         }
-        if let Some(found) = &self.tampered {
+        if let Some(found) = self.reads.tampered() {
             // Reported, not failed: the config in force is promoted again.
             checks.push(Check {
                 name: CheckKind::Promote,
@@ -202,7 +213,7 @@ impl Gate {
                 ),
             });
         }
-        if let Some(e) = &self.rollback_error {
+        if let Some(e) = self.rollbacks.stuck() {
             checks.push(Check {
                 name: CheckKind::Promote,
                 ok: false,
@@ -216,7 +227,7 @@ impl Gate {
                 message: format!(
                     "the reload of {} via {} failed {failures} time{} in a row, retried with backoff: {}",
                     owed.version.as_deref().unwrap_or("the promoted config"),
-                    self.settings.reload,
+                    self.settings().reload,
                     if failures == 1 { "" } else { "s" },
                     self.reloads
                         .view()
@@ -246,9 +257,10 @@ impl Gate {
             });
         }
         let failing = checks.iter().find(|c| !c.ok && c.name.gates_readiness());
-        let observe = self.settings.mode == Mode::Observe;
+        let observe = self.settings().mode == Mode::Observe;
         let ready = observe || failing.is_none();
-        let stale = self.active.is_some() && (!current || held.is_some()) && spread.is_none();
+        let stale =
+            self.verdicts.active().is_some() && (!current || held.is_some()) && spread.is_none();
         let reason = match (failing, observe) {
             (Some(c), false) => c.message.clone(),
             (Some(c), true) => format!("observe mode (not enforced): {}", c.message),
@@ -263,23 +275,23 @@ impl Gate {
         Status {
             ready,
             reason,
-            accepts: self.settings.accepts_text().map(str::to_owned),
+            accepts: self.settings().accepts_text().map(str::to_owned),
             stale,
             active: self.active_view(),
             candidate,
-            desired: self.newest.as_ref().map(|n| DesiredView {
+            desired: self.verdicts.newest().map(|n| DesiredView {
                 version: n.judgement.version.clone(),
                 sha256: n.hash.map(|h| h.printed()),
                 verdict: n.judgement.verdict,
             }),
             applied: self.applied_view(),
             reload,
-            mode: self.settings.mode,
-            on_incompatible: self.settings.on_incompatible,
-            started: self.started,
+            mode: self.settings().mode,
+            on_incompatible: self.settings().on_incompatible,
+            started: self.verdicts.started(),
             checks,
             watch_error: None,
-            rollout: self.rollout.as_ref().map(Rollout::view),
+            rollout: self.rollouts.rollout().map(Rollout::view),
             spread,
             checking,
             known_good: self.known_good_view(),
@@ -289,7 +301,7 @@ impl Gate {
 
     /// The config in force, as the status shows it.
     pub(super) fn active_view(&self) -> Option<ActiveView> {
-        self.active.as_ref().map(|a| ActiveView {
+        self.verdicts.active().map(|a| ActiveView {
             version: a.version.clone(),
             sha256: a.hash.printed(),
             since: a.since,
@@ -300,7 +312,7 @@ impl Gate {
 
     /// The config the component applied last, as the status shows it.
     pub(super) fn applied_view(&self) -> Option<AppliedView> {
-        self.applied.as_ref().map(|a| AppliedView {
+        self.verdicts.applied().map(|a| AppliedView {
             version: a.version.clone(),
             sha256: a.hash.printed(),
             since: a.since,
@@ -314,12 +326,12 @@ impl Gate {
             sha256: k.hash.printed(),
             record: k.record.clone(),
             because: self
-                .newest
-                .as_ref()
+                .verdicts
+                .newest()
                 .map_or(k.because, |n| n.judgement.verdict),
             reason: self
-                .newest
-                .as_ref()
+                .verdicts
+                .newest()
                 .map_or_else(|| k.reason.clone(), |n| n.judgement.reason.clone()),
         })
     }
@@ -329,10 +341,10 @@ impl Gate {
     pub(super) fn candidate_view(&self) -> Option<CandidateView> {
         let current = self.newest_is_active();
         let held = self
-            .held
-            .as_ref()
-            .filter(|_| current && self.active.is_some());
-        match (&self.newest, current) {
+            .rollouts
+            .held()
+            .filter(|_| current && self.verdicts.active().is_some());
+        match (self.verdicts.newest(), current) {
             _ if held.is_some() => held.map(|h| CandidateView {
                 version: h.version.clone(),
                 sha256: h.hash.map(|h| h.printed()),

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use super::messages::{Action, LogLine, Now};
-use super::state::{Gate, Phase, Trial};
+use super::state::Gate;
 use crate::known_good::{ComponentRead, Line, Recorded, parse_like};
 use crate::snapshot::ContentHash;
 use crate::values::{ApiVersion, Range, SchemeVersion};
@@ -25,19 +25,19 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        if self.settings.trial.is_zero()
-            || self.trial_unavailable
-            || self.recorded == Some(sha)
-            || self.trial.as_ref().is_some_and(|t| t.sha == sha)
+        if self.settings().trial.is_zero()
+            || self.trials.trial_unavailable
+            || self.trials.recorded == Some(sha)
+            || self.trials.trial.as_ref().is_some_and(|t| t.sha == sha)
         {
             return;
         }
         let Some((version, parsed)) = version.and_then(|v| Some((v, self.scheme_version(v)?)))
         else {
-            self.trial = None;
+            self.trials.trial = None;
             return;
         };
-        self.trial = Some(Trial {
+        self.trials.trial = Some(Trial {
             sha,
             version: version.to_owned(),
             parsed,
@@ -48,14 +48,14 @@ impl Gate {
         out.push(Action::Log(LogLine::TrialStarted {
             sha,
             version: version.to_owned(),
-            trial: self.settings.trial,
+            trial: self.settings().trial,
         }));
         out.push(Action::ReadComponent);
     }
 
     /// `text` under the scheme of the range in force (semver without one).
     fn scheme_version(&self, text: &str) -> Option<SchemeVersion> {
-        match self.settings.accepts.as_ref().map(|a| a.range()) {
+        match self.settings().accepts.as_ref().map(|a| a.range()) {
             Some(Range::Api(_)) => text.parse::<ApiVersion>().ok().map(SchemeVersion::Api),
             _ => parse_like(&SchemeVersion::Semver(semver::Version::new(0, 0, 0)), text),
         }
@@ -63,15 +63,19 @@ impl Gate {
 
     /// The component refused `sha`: its trial, if any, ends without a record.
     pub(super) fn end_trial_refused(&mut self, sha: ContentHash) {
-        if self.trial.as_ref().is_some_and(|t| t.sha == sha) {
-            self.trial = None;
+        if self.trials.trial.as_ref().is_some_and(|t| t.sha == sha) {
+            self.trials.trial = None;
         }
     }
 
     /// When the running period ends.
     pub(super) fn trial_due_at(&self) -> Option<Instant> {
-        let t = self.trial.as_ref().filter(|t| t.phase == Phase::Running)?;
-        Some(t.since + self.settings.trial)
+        let t = self
+            .trials
+            .trial
+            .as_ref()
+            .filter(|t| t.phase == Phase::Running)?;
+        Some(t.since + self.settings().trial)
     }
 
     /// On a timer: when the period is over, the component is read again.
@@ -80,11 +84,11 @@ impl Gate {
             return;
         };
         let _ = due;
-        if self.settings.trial.is_zero() {
-            self.trial = None;
+        if self.settings().trial.is_zero() {
+            self.trials.trial = None;
             return;
         }
-        if let Some(t) = self.trial.as_mut() {
+        if let Some(t) = self.trials.trial.as_mut() {
             // A period whose first read failed begins with this read.
             t.phase = if t.restarts.is_some() {
                 Phase::Ending
@@ -97,20 +101,20 @@ impl Gate {
 
     /// Answer to [`Action::ReadComponent`].
     pub(super) fn component_read(&mut self, read: ComponentRead, now: Now, out: &mut Vec<Action>) {
-        let applied = self.applied.as_ref().map(|a| a.hash);
-        let Some(t) = self.trial.as_mut() else {
+        let applied = self.verdicts.applied().map(|a| a.hash);
+        let Some(t) = self.trials.trial.as_mut() else {
             return;
         };
         // Applied no more (refused, rolled back, replaced): nothing of it is recorded.
-        if applied != Some(t.sha) || self.rejected.iter().any(|(h, _)| *h == t.sha) {
-            self.trial = None;
+        if applied != Some(t.sha) || self.verdicts.is_rejected(t.sha) {
+            self.trials.trial = None;
             return;
         }
         match read {
             ComponentRead::Unavailable(why) => {
                 out.push(Action::Log(LogLine::TrialUnavailable { why }));
-                self.trial = None;
-                self.trial_unavailable = true;
+                self.trials.trial = None;
+                self.trials.trial_unavailable = true;
             }
             ComponentRead::Failed(why) => {
                 out.push(Action::Log(LogLine::TrialReadFailed { sha: t.sha, why }));
@@ -156,14 +160,14 @@ impl Gate {
 
     /// Answer to [`Action::RecordKnownGood`].
     pub(super) fn known_good_recorded(&mut self, r: Recorded, now: Now, out: &mut Vec<Action>) {
-        let Some(t) = self.trial.take_if(|t| t.phase == Phase::Recording) else {
+        let Some(t) = self.trials.trial.take_if(|t| t.phase == Phase::Recording) else {
             return;
         };
         match &r {
-            Recorded::Written { .. } | Recorded::Kept { .. } => self.recorded = Some(t.sha),
+            Recorded::Written { .. } | Recorded::Kept { .. } => self.trials.recorded = Some(t.sha),
             // Tried again after another period.
             Recorded::Failed(_) => {
-                self.trial = Some(Trial {
+                self.trials.trial = Some(Trial {
                     since: now.at,
                     phase: Phase::Running,
                     ..t.clone()
@@ -176,4 +180,41 @@ impl Gate {
             outcome: r,
         }));
     }
+}
+
+/// The known-good trial part of the [`Gate`]: the trial under way, what was recorded, and whether a
+/// trial can run at all. Written only by this file.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Trials {
+    /// The known-good trial of the config the component applied last.
+    trial: Option<Trial>,
+    /// The content this pod recorded as known-good, or found recorded: not tried again.
+    recorded: Option<ContentHash>,
+    /// The component cannot be read (no API client): no trial starts.
+    trial_unavailable: bool,
+}
+
+/// A trial under way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Trial {
+    sha: ContentHash,
+    version: String,
+    parsed: SchemeVersion,
+    /// When the current period began: the config applied, or a restart seen.
+    since: Instant,
+    /// The component's restarts when the period began (`None`: not read yet).
+    restarts: Option<u64>,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The component is being read for the period's start.
+    Starting,
+    /// The period runs until `since` plus the trial setting.
+    Running,
+    /// The period is over; the component is being read.
+    Ending,
+    /// The trial passed; the record is being written.
+    Recording,
 }

@@ -1,6 +1,6 @@
 //! The component's checker as the loop drives it: a candidate promoted only once it passes, held
 //! with its words (never a Secret's), run again after a wait when it gives no answer, superseded by
-//! a newer read, and going on while a refusal is rolled back.
+//! a newer read, and going on while a refusal is rolled back or its failed rollback is owed.
 
 use std::time::Duration;
 
@@ -323,4 +323,81 @@ fn a_refusal_during_a_check_rolls_back_first_and_the_check_goes_on() {
         has(&passed, |x| matches!(x, Action::Switch { .. })),
         "{passed:?}"
     );
+}
+
+/// A rollback that fails while a candidate waits for the checker is owed beside the check: its
+/// retry rolls back again with the check going on, and the promotion the check's pass makes
+/// replaces the refused content, which ends what was owed (nothing rolls back any more, and the
+/// status no longer says the rollback failed).
+#[test]
+fn a_rollback_owed_during_a_check_goes_on_beside_it_until_the_checked_candidate_replaces_it() {
+    let c = Clock::new();
+    let mut g = checking(&c, CHECK, false);
+    let (a, b, d) = (cfg("2.0.0"), cfg("2.1.0"), cfg("2.2.0"));
+    for (obs, at) in [(&a, 1), (&b, 3)] {
+        g.handle(judged(&g, obs), c.at(at));
+        g.handle(
+            Event::Validated {
+                sha: hash(obs),
+                checked: Checked::Passed,
+            },
+            c.at(at),
+        );
+        g.handle(Event::Switched(Ok(Some(BootTicks(at)))), c.at(at));
+        if obs == &a {
+            g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(2));
+        }
+    }
+    g.handle(judged(&g, &d), c.at(5));
+    refuse(&mut g, hash(&b), &a, c.at(6));
+    let full = || {
+        Event::RolledBack(Err(RollbackFailure::Failed(failure(
+            "No space left on device",
+        ))))
+    };
+    g.handle(full(), c.at(6));
+    let s = g.published(0);
+    assert!(s.failing(CheckKind::Promote).is_some(), "{:?}", s.checks);
+    assert!(
+        s.checking.is_some(),
+        "the check goes on beside the owed rollback"
+    );
+    assert_eq!(g.wake_at(), Some(c.at(6).at + PROMOTE_RETRY));
+    // Due: rolled back again, the check still under way; and it fails again.
+    let again = g.handle(Event::Timer, c.at(1006));
+    assert!(
+        has(&again, |x| matches!(x, Action::JudgeBase { .. })),
+        "{again:?}"
+    );
+    assert!(matches!(
+        g.handle(base_judged(&g, &a), c.at(1006))[..],
+        [Action::RollBack]
+    ));
+    assert!(g.published(0).checking.is_some());
+    g.handle(full(), c.at(1006));
+    assert_eq!(g.wake_at(), Some(c.at(1006).at + PROMOTE_RETRY));
+    // The check passes: its candidate replaces the refused content, and nothing is owed.
+    let passed = g.handle(
+        Event::Validated {
+            sha: hash(&d),
+            checked: Checked::Passed,
+        },
+        c.at(1100),
+    );
+    assert!(
+        has(&passed, |x| matches!(x, Action::Switch { .. })),
+        "{passed:?}"
+    );
+    g.handle(Event::Switched(Ok(Some(BootTicks(1100)))), c.at(1100));
+    let s = g.published(0);
+    assert!(s.failing(CheckKind::Promote).is_none(), "{:?}", s.checks);
+    assert_eq!(s.active.unwrap().version.as_deref(), Some("2.2.0"));
+    // Neither the retry's deadline nor the safety re-read rolls back any more.
+    for (event, at) in [(Event::Timer, 2006), (Event::Resync, 2100)] {
+        let later = g.handle(event, c.at(at));
+        assert!(
+            !has(&later, |x| matches!(x, Action::JudgeBase { .. })),
+            "{later:?}"
+        );
+    }
 }

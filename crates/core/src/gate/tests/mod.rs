@@ -555,12 +555,17 @@ fn refusals_are_held_only_under_the_target_they_were_made_under() {
         legacy[1..]
     );
 
-    let mut g = gate("^2");
-    g.settings.reload = x.clone();
+    // The settings in force, set as a restart finds them in the record.
+    let under = |target: &Reload| {
+        let mut s = base("^2", |_| {});
+        s.reload = target.clone();
+        s
+    };
+    let mut g = gate("^2").with_last_in_force(under(&x), Annotations::default());
     g.rejected_by_component(a, &answer(500, "bad rule"));
     assert_eq!(g.forget_refusals_of(&x), 0, "the same target keeps it");
     assert!(g.is_rejected(a));
-    g.settings.reload = target("http://y/r");
+    let mut g = g.with_last_in_force(under(&target("http://y/r")), Annotations::default());
     assert_eq!(g.forget_refusals_of(&x), 1);
     assert!(!g.is_rejected(a) && g.rejected_record().is_empty());
 }
