@@ -427,14 +427,7 @@ async fn attempt(
             if url.is_https() {
                 return Err(Error::NoTls { url: url.clone() });
             }
-            let mut post = hyper::Request::post(url.uri()).header(
-                hyper::header::USER_AGENT,
-                concat!("confgate/", env!("CARGO_PKG_VERSION")),
-            );
-            if let Some(auth) = url.authorization() {
-                post = post.header(hyper::header::AUTHORIZATION, auth);
-            }
-            let req = post
+            let req = crate::http::request(hyper::Method::POST, url)
                 .body(Empty::<Bytes>::new())
                 .map_err(|source| Error::Build {
                     url: url.clone(),
