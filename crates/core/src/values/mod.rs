@@ -26,7 +26,7 @@ pub use share::{Bucket, Percent, ROLLOUT_KEY};
 pub use signal::{NotASignal, Signal};
 pub use source::Source;
 pub use url::redact;
-pub use url::{Credentials, Fault, Url, UrlError};
+pub use url::{Credentials, Url, UrlError, UrlFault};
 pub use verdict::{NotAVerdict, Verdict};
 
 /// Why a text is not a duration a setting takes. Each names the text as given.

@@ -156,14 +156,14 @@ pub enum UrlError {
     /// What the HTTP client would refuse in it (named as its URI parser names it: the fault, not the
     /// text).
     #[error("not a valid URL ({0})")]
-    Invalid(Fault),
+    Invalid(UrlFault),
     #[error("the URL's credentials hold a bad %-escape")]
     Escape,
 }
 
 /// What makes a URL's text one no request can be sent to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Fault {
+pub enum UrlFault {
     /// A byte a URI may not hold where it stands (a space, a control character, `<`, ...).
     #[error("invalid uri character")]
     Character,
@@ -192,7 +192,7 @@ impl FromStr for Url {
             return Err(UrlError::NoHost);
         }
         if scheme.len() + host_on.len() > MAX_LEN {
-            return Err(UrlError::Invalid(Fault::TooLong));
+            return Err(UrlError::Invalid(UrlFault::TooLong));
         }
         let end = authority_end(host_on.as_bytes()).map_err(UrlError::Invalid)?;
         let (path, query) = path_and_query(&host_on[end..]).map_err(UrlError::Invalid)?;
@@ -225,21 +225,21 @@ impl FromStr for Url {
 /// first `/`, `?` or `#`: the HTTP client's rules. Its bytes are a URI's own; an IPv6 literal is in
 /// one pair of brackets; at most one `:` follows the host; a `%` stands only inside the brackets (a
 /// zone).
-fn authority_end(text: &[u8]) -> Result<usize, Fault> {
+fn authority_end(text: &[u8]) -> Result<usize, UrlFault> {
     let (mut colons, mut open, mut closed, mut percent) = (0, false, false, false);
     for (i, &b) in text.iter().enumerate() {
         match b {
             b'/' | b'?' | b'#' => return authority_checked(i, colons, open, closed, percent),
             b'%' => percent = true,
-            b':' if colons >= 8 => return Err(Fault::Authority),
+            b':' if colons >= 8 => return Err(UrlFault::Authority),
             b':' => colons += 1,
-            b'[' if percent || open => return Err(Fault::Authority),
+            b'[' if percent || open => return Err(UrlFault::Authority),
             b'[' => open = true,
-            b']' if !open || closed => return Err(Fault::Authority),
+            b']' if !open || closed => return Err(UrlFault::Authority),
             // The colons and `%` so far were the IPv6 literal's.
             b']' => (closed, colons, percent) = (true, 0, false),
             _ if is_authority_byte(b) => {}
-            _ => return Err(Fault::Character),
+            _ => return Err(UrlFault::Character),
         }
     }
     authority_checked(text.len(), colons, open, closed, percent)
@@ -251,9 +251,9 @@ fn authority_checked(
     open: bool,
     closed: bool,
     percent: bool,
-) -> Result<usize, Fault> {
+) -> Result<usize, UrlFault> {
     if open != closed || colons > 1 || percent {
-        return Err(Fault::Authority);
+        return Err(UrlFault::Authority);
     }
     Ok(end)
 }
@@ -265,7 +265,7 @@ fn is_authority_byte(b: u8) -> bool {
 
 /// The path and the query of what follows the authority (empty, or from its `/`, `?` or `#`), the
 /// fragment dropped: the HTTP client's rules for each (a path or query byte it accepts unescaped).
-fn path_and_query(text: &str) -> Result<(&str, Option<&str>), Fault> {
+fn path_and_query(text: &str) -> Result<(&str, Option<&str>), UrlFault> {
     let bytes = text.as_bytes();
     let mut query = None;
     for (i, &b) in bytes.iter().enumerate() {
@@ -274,7 +274,7 @@ fn path_and_query(text: &str) -> Result<(&str, Option<&str>), Fault> {
             b'?' if query.is_none() => query = Some(i),
             _ if query.is_none() && is_path_byte(b) => {}
             _ if query.is_some() && is_query_byte(b) => {}
-            _ => return Err(Fault::Character),
+            _ => return Err(UrlFault::Character),
         }
     }
     Ok(split(text, query, text.len()))
@@ -419,12 +419,12 @@ mod tests {
     #[test]
     fn each_fault_is_named_as_the_http_client_names_it() {
         for (bad, fault) in [
-            ("http://h:1:2/", Fault::Authority),
-            ("http://[::1/", Fault::Authority),
-            ("http://h%41/", Fault::Authority),
-            ("http://h x/", Fault::Character),
-            ("http://h/a b", Fault::Character),
-            ("http://h/?a\"b", Fault::Character),
+            ("http://h:1:2/", UrlFault::Authority),
+            ("http://[::1/", UrlFault::Authority),
+            ("http://h%41/", UrlFault::Authority),
+            ("http://h x/", UrlFault::Character),
+            ("http://h/a b", UrlFault::Character),
+            ("http://h/?a\"b", UrlFault::Character),
         ] {
             assert_eq!(
                 bad.parse::<Url>().unwrap_err(),
