@@ -199,6 +199,11 @@ fn the_cores_signals_are_the_os_signals() {
     use crate::values::Signal;
     for signal in Signal::ALL {
         assert_eq!(signal::to_nix(signal).as_str(), signal.as_str());
+        // A setting's `Debug` (a test's message) reads as it did.
+        assert_eq!(
+            format!("{signal:?}"),
+            format!("{:?}", signal::to_nix(signal))
+        );
     }
     let os: Vec<_> = nix::sys::signal::Signal::iterator().collect();
     assert_eq!(os.len(), Signal::ALL.len());

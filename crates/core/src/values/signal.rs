@@ -5,8 +5,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A Linux signal, by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A Linux signal, by name. `Debug` and `Display` both write its full name, `SIGHUP`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Signal {
     Hup,
     Int,
@@ -143,6 +143,12 @@ impl fmt::Display for Signal {
     }
 }
 
+impl fmt::Debug for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +175,7 @@ mod tests {
             assert_eq!(bad.parse::<Signal>(), Err(NotASignal), "{bad}");
         }
         for signal in Signal::ALL {
+            assert_eq!(format!("{signal:?}"), signal.as_str());
             assert_eq!(signal.short().parse::<Signal>(), Ok(signal));
             assert_eq!(signal.to_string().parse::<Signal>(), Ok(signal));
         }
