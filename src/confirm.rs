@@ -68,14 +68,7 @@ pub(crate) async fn read(client: &crate::http::Client, c: &Confirm) -> Result<Re
         what,
     };
     let fetch = async {
-        let mut get = hyper::Request::get(c.url.uri()).header(
-            hyper::header::USER_AGENT,
-            concat!("confgate/", env!("CARGO_PKG_VERSION")),
-        );
-        if let Some(auth) = c.url.authorization() {
-            get = get.header(hyper::header::AUTHORIZATION, auth);
-        }
-        let req = get
+        let req = crate::http::request(hyper::Method::GET, &c.url)
             .body(Empty::<Bytes>::new())
             .map_err(|e| rd(e.to_string()))?;
         let resp = client.send(req).await.map_err(|e| rd(e.to_string()))?;

@@ -3,7 +3,7 @@
 //!
 //! The client trusts the system roots plus `--reload-ca` (TLS with the `tls` feature). `Wire` sees
 //! the first write on a connection, which is how the reload worker says a request is on its way.
-//! Imports nothing of the crate.
+//! Imports nothing of the crate but the core's `Url`, which `request` makes a request of.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +15,33 @@ use bytes::Bytes;
 use http_body_util::Empty;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::sync::watch;
+
+use crate::values::Url;
+
+/// A request of `method` to `url`, without its body: the URI the core made of the URL's parts,
+/// confgate's `User-Agent`, and the URL's credentials, if any, as an `Authorization` header marked
+/// sensitive (hyper never logs it).
+pub(crate) fn request(method: hyper::Method, url: &Url) -> hyper::http::request::Builder {
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(url.uri())
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("confgate/", env!("CARGO_PKG_VERSION")),
+        );
+    let Some(credentials) = url.credentials() else {
+        return req;
+    };
+    match hyper::header::HeaderValue::from_str(credentials.header_value()) {
+        Ok(mut value) => {
+            value.set_sensitive(true);
+            req.header(hyper::header::AUTHORIZATION, value)
+        }
+        // Never for what the core accepts (base64; `url_agrees` holds it): given as text, the same
+        // value fails the builder, so `body` reports it and no request goes without its credentials.
+        Err(_) => req.header(hyper::header::AUTHORIZATION, credentials.header_value()),
+    }
+}
 
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -380,6 +407,9 @@ fn parse_answer(raw: &[u8]) -> Option<(u16, String)> {
     };
     Some((code, String::from_utf8_lossy(&body).into_owned()))
 }
+
+#[cfg(test)]
+mod url_agrees;
 
 #[cfg(test)]
 mod tests {

@@ -40,7 +40,7 @@ mod signal;
 pub use attempt::{Sent, boot_ticks};
 // The values the decision core keeps are the core's, under their old names here.
 pub use confgate_core::reload::{
-    BootTicks, Error, Failure, Kind, Outcome, Refusal, RefusedBy, refuses,
+    BootTicks, Error, Failure, Kind, OsError, Outcome, Refusal, RefusedBy, refuses,
 };
 pub use signal::{Reached, signal_by_name, signal_once};
 
@@ -427,14 +427,7 @@ async fn attempt(
             if url.is_https() {
                 return Err(Error::NoTls { url: url.clone() });
             }
-            let mut post = hyper::Request::post(url.uri()).header(
-                hyper::header::USER_AGENT,
-                concat!("confgate/", env!("CARGO_PKG_VERSION")),
-            );
-            if let Some(auth) = url.authorization() {
-                post = post.header(hyper::header::AUTHORIZATION, auth);
-            }
-            let req = post
+            let req = crate::http::request(hyper::Method::POST, url)
                 .body(Empty::<Bytes>::new())
                 .map_err(|source| Error::Build {
                     url: url.clone(),
@@ -460,7 +453,8 @@ async fn attempt(
             answered(url, status, &head)
         }
         Reload::Signal { signal, process } => {
-            let (signal, process, since) = (*signal, process.clone(), req.promoted_at);
+            let (signal, process, since) =
+                (signal::to_nix(*signal), process.clone(), req.promoted_at);
             let mut seen = std::mem::take(reached);
             // The /proc scan reads a file or three per process: off the thread that answers probes.
             let scan = tokio::task::spawn_blocking(move || {

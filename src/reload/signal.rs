@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 use super::attempt::Sent;
-use super::{BootTicks, Error};
+use super::{BootTicks, Error, OsError};
+use crate::values::Signal;
 
 /// The processes one request's signal reached, each by pid and start time (a pid reused by a new
 /// process is another process): the attempts after the first skip them.
@@ -105,7 +106,7 @@ pub fn signal_once(
                     signal: signal.as_str(),
                     pid,
                     process: name.to_owned(),
-                    errno,
+                    errno: os_error(errno),
                 });
             }
         }
@@ -180,4 +181,49 @@ pub(super) fn terminates_by_default(signal: nix::sys::signal::Signal) -> bool {
         signal,
         SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH
     )
+}
+
+/// The OS's number for the signal a reload target names, at the moment it is sent: each name the
+/// settings read is one of the OS's.
+pub(super) fn to_nix(signal: Signal) -> nix::sys::signal::Signal {
+    use nix::sys::signal::Signal as Os;
+    match signal {
+        Signal::Hup => Os::SIGHUP,
+        Signal::Int => Os::SIGINT,
+        Signal::Quit => Os::SIGQUIT,
+        Signal::Ill => Os::SIGILL,
+        Signal::Trap => Os::SIGTRAP,
+        Signal::Abrt => Os::SIGABRT,
+        Signal::Bus => Os::SIGBUS,
+        Signal::Fpe => Os::SIGFPE,
+        Signal::Kill => Os::SIGKILL,
+        Signal::Usr1 => Os::SIGUSR1,
+        Signal::Segv => Os::SIGSEGV,
+        Signal::Usr2 => Os::SIGUSR2,
+        Signal::Pipe => Os::SIGPIPE,
+        Signal::Alrm => Os::SIGALRM,
+        Signal::Term => Os::SIGTERM,
+        Signal::Stkflt => Os::SIGSTKFLT,
+        Signal::Chld => Os::SIGCHLD,
+        Signal::Cont => Os::SIGCONT,
+        Signal::Stop => Os::SIGSTOP,
+        Signal::Tstp => Os::SIGTSTP,
+        Signal::Ttin => Os::SIGTTIN,
+        Signal::Ttou => Os::SIGTTOU,
+        Signal::Urg => Os::SIGURG,
+        Signal::Xcpu => Os::SIGXCPU,
+        Signal::Xfsz => Os::SIGXFSZ,
+        Signal::Vtalrm => Os::SIGVTALRM,
+        Signal::Prof => Os::SIGPROF,
+        Signal::Winch => Os::SIGWINCH,
+        Signal::Io => Os::SIGIO,
+        Signal::Pwr => Os::SIGPWR,
+        Signal::Sys => Os::SIGSYS,
+    }
+}
+
+/// A `kill(2)` error as the core keeps it: its code, in nix's words (`EPERM: Operation not
+/// permitted`).
+pub(super) fn os_error(errno: nix::errno::Errno) -> OsError {
+    OsError::new(errno as i32, errno.to_string())
 }

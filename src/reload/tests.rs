@@ -190,3 +190,51 @@ async fn failed_reloads_wait_twice_as_long_each_time_up_to_the_most() {
     }
     assert_eq!(nominal, BACKOFF_MAX, "the waits reached the most");
 }
+
+/// The settings' signals are the OS's: each name the core reads is sent as the signal of that name,
+/// and each signal the OS has is one the core reads (`signal:NAME:PROCESS` accepts what it did when
+/// nix's parser read the name).
+#[test]
+fn the_cores_signals_are_the_os_signals() {
+    use crate::values::Signal;
+    for signal in Signal::ALL {
+        assert_eq!(signal::to_nix(signal).as_str(), signal.as_str());
+        // A setting's `Debug` (a test's message) reads as it did.
+        assert_eq!(
+            format!("{signal:?}"),
+            format!("{:?}", signal::to_nix(signal))
+        );
+    }
+    let os: Vec<_> = nix::sys::signal::Signal::iterator().collect();
+    assert_eq!(os.len(), Signal::ALL.len());
+    for os in os {
+        let core: Signal = os.as_str().parse().unwrap();
+        assert_eq!(signal::to_nix(core), os);
+    }
+}
+
+/// A `kill(2)` error reads as nix's did, and two are the same by their code.
+#[test]
+fn a_kill_error_reads_as_nix_wrote_it() {
+    use nix::errno::Errno;
+    for code in 0..=200 {
+        let errno = Errno::from_raw(code);
+        let kept = signal::os_error(errno);
+        assert_eq!(kept.to_string(), errno.to_string());
+        assert_eq!(kept.code(), errno as i32);
+    }
+    let e = Error::Kill {
+        signal: "SIGHUP",
+        pid: 7,
+        process: "prometheus".into(),
+        errno: signal::os_error(Errno::EPERM),
+    };
+    assert_eq!(
+        e.to_string(),
+        "cannot send SIGHUP to pid 7 (prometheus): EPERM: Operation not permitted; confgate must run as the same user as the process"
+    );
+    assert_eq!(
+        signal::os_error(Errno::EPERM),
+        OsError::new(Errno::EPERM as i32, "")
+    );
+}

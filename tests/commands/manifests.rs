@@ -537,9 +537,8 @@ fn check_reload(at: &str, spec: &Value, all: &[&Value], settings: &Settings, rep
             }
         }
         Reload::Http(url) => {
-            let uri = url.uri();
-            let port = i64::from(uri.port_u16().unwrap_or(80));
-            let local = matches!(uri.host(), Some("127.0.0.1" | "localhost"));
+            let port = i64::from(url.port().unwrap_or(80));
+            let local = matches!(url.host(), "127.0.0.1" | "localhost");
             let served = all
                 .iter()
                 .filter(|c| !str_of(c, "image").is_some_and(|i| i.starts_with(IMAGE)))

@@ -9,8 +9,10 @@ use std::time::Duration;
 use crate::snapshot::ContentHash;
 use crate::values::Url;
 
+mod os_error;
 mod refusal;
 
+pub use os_error::OsError;
 pub use refusal::{Refusal, RefusedBy, refuses};
 
 /// What a request asks of the worker.
@@ -131,7 +133,7 @@ pub enum Error {
         signal: &'static str,
         pid: i32,
         process: String,
-        errno: nix::errno::Errno,
+        errno: OsError,
     },
 }
 

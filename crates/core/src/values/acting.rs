@@ -9,6 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::signal::Signal;
 use super::url::{Url, UrlError};
 
 /// Why a text is not the value of an acting setting (reload, confirm, on-incompatible, mode,
@@ -60,7 +61,7 @@ pub enum Reload {
     Http(Url),
     /// Send `signal` to every process named `process`.
     Signal {
-        signal: nix::sys::signal::Signal,
+        signal: Signal,
         process: String,
     },
 }
@@ -91,13 +92,8 @@ impl FromStr for Reload {
             if process.is_empty() || process.contains('/') {
                 return Err(ActingError::ProcessName);
             }
-            let upper = name.to_ascii_uppercase();
-            let full = if upper.starts_with("SIG") {
-                upper
-            } else {
-                format!("SIG{upper}")
-            };
-            let signal = nix::sys::signal::Signal::from_str(&full)
+            let signal = name
+                .parse()
                 .map_err(|_| ActingError::SignalName(name.to_owned()))?;
             return Ok(Reload::Signal {
                 signal,
@@ -114,12 +110,7 @@ impl fmt::Display for Reload {
             Reload::None => f.write_str("none"),
             Reload::Http(url) => url.fmt(f),
             Reload::Signal { signal, process } => {
-                let name = signal.as_str();
-                write!(
-                    f,
-                    "signal:{}:{process}",
-                    name.strip_prefix("SIG").unwrap_or(name)
-                )
+                write!(f, "signal:{}:{process}", signal.short())
             }
         }
     }

@@ -10,6 +10,7 @@ mod api_version;
 mod judging;
 pub mod kube_release;
 mod share;
+mod signal;
 mod source;
 mod url;
 mod verdict;
@@ -22,9 +23,10 @@ pub use judging::{Accepts, JudgingError, Range, SchemeVersion, VersionFrom};
 pub(crate) use judging::{parse_accepts, parse_require, parse_variants};
 pub use share::NEXT_SUFFIX;
 pub use share::{Bucket, Percent, ROLLOUT_KEY};
+pub use signal::{NotASignal, Signal};
 pub use source::Source;
 pub use url::redact;
-pub use url::{Url, UrlError};
+pub use url::{Credentials, Url, UrlError, UrlFault};
 pub use verdict::{NotAVerdict, Verdict};
 
 /// Why a text is not a duration a setting takes. Each names the text as given.
