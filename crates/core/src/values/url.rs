@@ -159,6 +159,12 @@ pub enum UrlError {
     Invalid(UrlFault),
     #[error("the URL's credentials hold a bad %-escape")]
     Escape,
+    /// A `:` after the host with no port a connection can be made to after it: empty, not a number,
+    /// 0 or above 65535 (the client would fall back to the scheme's port, a place nobody wrote).
+    #[error(
+        "the URL's port must be a number from 1 to 65535 (or left out, with its `:`, for the scheme's)"
+    )]
+    Port,
 }
 
 /// What makes a URL's text one no request can be sent to.
@@ -196,6 +202,7 @@ impl FromStr for Url {
         }
         let end = authority_end(host_on.as_bytes()).map_err(UrlError::Invalid)?;
         let (path, query) = path_and_query(&host_on[end..]).map_err(UrlError::Invalid)?;
+        check_port(&host_on[..end])?;
         let credentials = userinfo.map(basic).transpose()?;
         let mut uri = format!("{scheme}{}", &host_on[..end]);
         let authority_end = uri.len();
@@ -218,6 +225,22 @@ impl FromStr for Url {
             query_at,
             credentials,
         })))
+    }
+}
+
+/// A port written after the host (past an IPv6 literal's `]`) is one a connection can be made to.
+fn check_port(authority: &str) -> Result<(), UrlError> {
+    let after_host = authority
+        .rfind(']')
+        .map_or(authority, |end| &authority[end + 1..]);
+    let Some(colon) = after_host.find(':') else {
+        return Ok(());
+    };
+    let port = &after_host[colon + 1..];
+    let digits = !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+    match port.parse::<u16>() {
+        Ok(1..) if digits => Ok(()),
+        _ => Err(UrlError::Port),
     }
 }
 
@@ -331,7 +354,11 @@ fn percent_decode(s: &str) -> Result<Vec<u8>, UrlError> {
     let mut bytes = s.bytes();
     while let Some(b) = bytes.next() {
         if b == b'%' {
+            // Two hex digits, no more and no less: `from_str_radix` alone takes a sign (`%+f`).
             let hex = [bytes.next().ok_or_else(bad)?, bytes.next().ok_or_else(bad)?];
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return Err(bad());
+            }
             let hex = std::str::from_utf8(&hex).map_err(|_| bad())?;
             out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
         } else {
@@ -437,6 +464,49 @@ mod tests {
             long.parse::<Url>().unwrap_err().to_string(),
             "not a valid URL (uri too long)"
         );
+    }
+
+    #[test]
+    fn a_port_is_one_a_connection_can_be_made_to_or_left_out() {
+        for bad in [
+            "http://h:99999/",
+            "http://h:65536/",
+            "http://h:0/",
+            "http://h:/",
+            "http://h:abc/",
+            "http://h:+80/",
+            "http://h:0000080/",
+            "http://[::1]:/r",
+            "http://[::1]:70000/r",
+            "http://u:p@h:99999/",
+        ] {
+            assert_eq!(bad.parse::<Url>().unwrap_err(), UrlError::Port, "{bad}");
+        }
+        for (good, port) in [
+            ("http://h/", None),
+            ("http://h:1/", Some(1)),
+            ("http://h:65535", Some(65535)),
+            ("http://h:08080/", Some(8080)),
+            ("http://[::1]/r", None),
+            ("http://[::1]:9090/r", Some(9090)),
+        ] {
+            assert_eq!(good.parse::<Url>().unwrap().port(), port, "{good}");
+        }
+    }
+
+    #[test]
+    fn a_credentials_escape_is_two_hex_digits() {
+        for bad in [
+            "http://u:%+f@h/",
+            "http://u:%-1@h/",
+            "http://u:% f@h/",
+            "http://%4@h/",
+        ] {
+            assert_eq!(bad.parse::<Url>().unwrap_err(), UrlError::Escape, "{bad}");
+        }
+        let ok: Url = "http://u:%2Bf@h/".parse().unwrap();
+        // base64("u:+f")
+        assert_eq!(ok.credentials().unwrap().header_value(), "Basic dTorZg==");
     }
 
     #[test]
