@@ -26,7 +26,7 @@
 //! watched dir on every turn of the loop, on the loop's thread. A stat that stalls (a hung mount)
 //! holds only the loop, so `/livez` fails, as it should while nothing can react; the server has a
 //! thread of its own (`server::spawn`), so `/readyz` and `/status` go on answering. On the blocking
-//! pool it was measured to cost idle wake-ups (0 to 11) and two threads more.
+//! pool it was measured to cost idle wake-ups (0 to 11) and threads (4 to 6).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
