@@ -152,14 +152,14 @@ impl Running {
 /// [`serve`] on a new OS thread (`confgate-http`) with its own current-thread runtime, so that no
 /// answer waits on the thread that runs the decision loop. `listener` is registered with that
 /// runtime here, so an error comes back before the thread starts; `shutdown` may be driven from any
-/// runtime (a `watch` of the caller's). `/livez`'s ping and the published status are thread-safe
-/// (`Shared`). Runtime-agnostic waits only: the caller awaits [`Running::ended`] on its own runtime.
+/// runtime (a `watch` of the caller's), and [`Running::ended`] may be awaited on any. `/livez`'s ping
+/// and the published status are thread-safe (`Shared`).
 pub fn spawn(
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<Running> {
-    // One thread and no blocking pool: the server only reads what the loop published.
+    // One thread, and no blocking work: the server only reads what the loop published.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
