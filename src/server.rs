@@ -11,6 +11,12 @@
 //!
 //! Every shipped probe is exec (`confgate probe`), so it reaches the server over loopback and uses
 //! the reserved slots; `tests/commands/manifests.rs` reports a manifest whose probe is `httpGet`.
+//!
+//! `confgate run` serves on a thread of its own with its own current-thread runtime ([`spawn`]): no
+//! answer waits on the decision loop's thread, whatever holds it (a small config's switch onto a
+//! stalled disk, the per-turn stat of a watched dir). `/livez` alone asks the loop, by a ping that
+//! crosses the threads and must be answered within [`LIVENESS_DEADLINE`]; the other endpoints read
+//! the status as last published. Idle, the thread waits in the kernel for a connection: no timer.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -127,6 +133,49 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     }
     slots.all_back().await;
     debug!("HTTP server drained");
+}
+
+/// The server running on its own thread ([`spawn`]).
+#[derive(Debug)]
+pub struct Running {
+    /// Closed when the thread ends: `serve` returned (drained), or the thread is gone.
+    ended: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Running {
+    /// Resolves once the server has drained and its thread is ending.
+    pub async fn ended(self) {
+        let _ = self.ended.await;
+    }
+}
+
+/// [`serve`] on a new OS thread (`confgate-http`) with its own current-thread runtime, so that no
+/// answer waits on the thread that runs the decision loop. `listener` is registered with that
+/// runtime here, so an error comes back before the thread starts; `shutdown` may be driven from any
+/// runtime (a `watch` of the caller's), and [`Running::ended`] may be awaited on any. `/livez`'s ping
+/// and the published status are thread-safe (`Shared`).
+pub fn spawn(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<Running> {
+    // One thread, and no blocking work: the server only reads what the loop published.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    listener.set_nonblocking(true)?;
+    let listener = {
+        let _in = rt.enter();
+        TcpListener::from_std(listener)?
+    };
+    let (done, ended) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("confgate-http".into())
+        .spawn(move || {
+            rt.block_on(serve(listener, shared, shutdown));
+            drop(done);
+        })?;
+    Ok(Running { ended })
 }
 
 /// The connection slots: [`MAX_CONNECTIONS`] for anyone, and [`LOOPBACK_RESERVE`] more that only a

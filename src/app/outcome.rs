@@ -20,6 +20,10 @@ pub enum Error {
     Gate(#[from] gate::Error),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    #[error(
+        "cannot start the HTTP server's thread: {0} (the process is out of threads or file descriptors: raise the container's limits)"
+    )]
+    Server(#[source] std::io::Error),
     #[error("cannot read /dev/urandom for the key that seals a Secret's hashes: {0}")]
     Random(#[source] std::io::Error),
     #[error("the decision loop ended unexpectedly")]

@@ -1,5 +1,9 @@
 //! `run` (the sidecar: server, reload worker, pod reporter and the decision loop, until a signal) and
 //! `wait` (the same loop without server or reloads, until an accepted config is in place).
+//!
+//! Two threads: this one runs every task but the server on the current-thread runtime of
+//! `startup::runtime`, and the server runs on its own (`server::spawn`), so that a probe's answer
+//! never waits on the loop. A signal stops both, and both must end within one grace period.
 
 use tracing::{info, warn};
 
@@ -91,11 +95,10 @@ async fn serve_and_decide(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let server = tokio::spawn(server::serve(
-        listener,
-        shared.clone(),
-        stopped(stop_rx.clone()),
-    ));
+    // The server on its own thread: its answers never wait on this one, which runs the loop.
+    let listener = listener.into_std().map_err(Error::Server)?;
+    let server =
+        server::spawn(listener, shared.clone(), stopped(stop_rx.clone())).map_err(Error::Server)?;
     let reloads = reload::spawn_with(shared.clone(), client);
     #[cfg(feature = "api")]
     let known_good = crate::api::spawn_known_good(
@@ -148,7 +151,10 @@ async fn serve_and_decide(
             Err(_) => return late(),
         },
     };
-    if tokio::time::timeout_at(deadline, server).await.is_err() {
+    if tokio::time::timeout_at(deadline, server.ended())
+        .await
+        .is_err()
+    {
         return late();
     }
     match result {

@@ -15,7 +15,8 @@ use crate::settings::{self, Settings, container};
 use crate::state::Shared;
 
 pub(super) fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    // One thread: the work is a few file reads per config change; a second thread would only cost memory.
+    // One thread for the loop and every task but the HTTP server (which has its own, `server::spawn`):
+    // the work is a few file reads per config change; more threads would only cost memory.
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

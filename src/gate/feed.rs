@@ -25,8 +25,9 @@ pub enum Feed {
 }
 
 /// Runs `work` (reading and judging a config) on the blocking pool while this task answers liveness
-/// pings: the loop is busy, not stuck, and the HTTP server, on the runtime's one thread, goes on
-/// serving. Nothing else is taken meanwhile, so snapshots are still judged one at a time, in order.
+/// pings: the loop is busy, not stuck, so `/livez` passes (the server, on its own thread, serves the
+/// other endpoints whatever the loop does). Nothing else is taken meanwhile, so snapshots are still
+/// judged one at a time, in order.
 pub(crate) async fn off_loop<T: Send + 'static>(
     shared: &Shared,
     work: impl FnOnce() -> T + Send + 'static,

@@ -23,7 +23,10 @@
 //! rules, which would race with ours after `IN_IGNORED` or a lost queue), the exact masks the
 //! kubelet's writes need (`IN_MOVED_TO` of `..data`, no `IN_OPEN` or `IN_ACCESS` of its syncs), and
 //! no thread: an idle sidecar wakes for nothing. The cost: `Source::ensure_watches` stats each
-//! watched dir on every turn of the loop, on the loop's thread.
+//! watched dir on every turn of the loop, on the loop's thread. A stat that stalls (a hung mount)
+//! holds only the loop, so `/livez` fails, as it should while nothing can react; the server has a
+//! thread of its own (`server::spawn`), so `/readyz` and `/status` go on answering. On the blocking
+//! pool it was measured to cost idle wake-ups (0 to 11) and threads (4 to 6).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};

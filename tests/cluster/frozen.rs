@@ -1,12 +1,14 @@
 //! A promotion onto a stalled disk: the promoted dir on a loop-mounted ext4 that `fsfreeze` holds,
-//! so every write into it blocks in the kernel until it is thawed. The probe endpoints answer
-//! throughout, since the promotion's file work runs on the blocking pool, not on the thread that
-//! answers `/livez`. Needs root (a loop mount and a freeze), hence `#[ignore]`.
+//! so every write into it blocks in the kernel until it is thawed. A large config's file work runs
+//! on the blocking pool, so even `/livez` answers throughout; a small one's switch runs on the
+//! loop's own thread, and the server, on a thread of its own, still answers every probe at once
+//! (`/livez` failing until the loop is back). Needs root (a loop mount and a freeze), hence
+//! `#[ignore]`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{DEADLINE, Dirs, Gate, get, kubelet_write, read_promoted, wait_for};
+use crate::common::{DEADLINE, Dirs, Gate, get, kubelet_write, read_promoted, status, wait_for};
 
 /// An ext4 image loop-mounted at `at`, unmounted (and thawed first) on drop, whatever the test did.
 struct Disk {
@@ -72,6 +74,13 @@ fn waits_on_the_frozen_disk(pid: u32) -> bool {
         .any(|t| std::fs::read_to_string(t.path().join("wchan")).is_ok_and(|w| w.contains("rwsem")))
 }
 
+/// Whether the decision loop's thread (the process's main thread, which runs the loop's runtime)
+/// waits in the kernel for a frozen file system to thaw.
+fn loop_waits_on_the_frozen_disk(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/wchan"))
+        .is_ok_and(|w| w.contains("rwsem"))
+}
+
 impl Drop for Disk {
     fn drop(&mut self) {
         // A frozen file system left behind would hang whatever touches it next.
@@ -109,17 +118,12 @@ fn write_config(dir: &Path, version: &str) {
     kubelet_write(dir, &files);
 }
 
-#[test]
-#[ignore = "needs root: a loop-mounted ext4 held by fsfreeze (run by .ci/run where it is root)"]
-fn livez_answers_while_a_promotion_waits_on_a_frozen_disk() {
-    let d = Dirs::new();
-    let disk = Disk::mount(&d.root.path().join("disk.img"), &d.root.path().join("disk"));
-    let promoted = disk.at.join("active");
-    write_config(&d.watch(), "1.0.0");
+/// confgate promoting into `promoted` (on a [`Disk`]).
+fn gate(d: &Dirs, promoted: &Path) -> Gate {
     let watch = d.watch().display().to_string();
     let to = promoted.display().to_string();
     let annotations = d.podinfo().join("annotations").display().to_string();
-    let g = Gate::spawn(
+    Gate::spawn(
         &[
             "--watch",
             &watch,
@@ -131,7 +135,17 @@ fn livez_answers_while_a_promotion_waits_on_a_frozen_disk() {
             ">=1.0.0, <3.0.0",
         ],
         &d.log(),
-    );
+    )
+}
+
+#[test]
+#[ignore = "needs root: a loop-mounted ext4 held by fsfreeze (run by .ci/run where it is root)"]
+fn livez_answers_while_a_promotion_waits_on_a_frozen_disk() {
+    let d = Dirs::new();
+    let disk = Disk::mount(&d.root.path().join("disk.img"), &d.root.path().join("disk"));
+    let promoted = disk.at.join("active");
+    write_config(&d.watch(), "1.0.0");
+    let g = gate(&d, &promoted);
     g.wait_active("1.0.0");
 
     let frozen = disk.freeze();
@@ -159,4 +173,59 @@ fn livez_answers_while_a_promotion_waits_on_a_frozen_disk() {
     frozen.thaw();
     g.wait_active("2.0.0");
     assert_eq!(read_promoted(&promoted).unwrap()["k42"], "2.0.0-42");
+}
+
+/// A small config after a small one is switched on the loop's own thread, which a frozen disk holds
+/// in the kernel. The server has a thread of its own: `/readyz`, `/startupz`, `/status` and
+/// `/metrics` answer with the status last published while the loop's thread waits, `/livez` fails
+/// once the loop misses its deadline, and passes again once the disk is thawed.
+#[test]
+#[ignore = "needs root: a loop-mounted ext4 held by fsfreeze (run by .ci/run where it is root)"]
+fn probes_answer_while_the_loops_thread_waits_on_a_frozen_disk() {
+    let d = Dirs::new();
+    let disk = Disk::mount(&d.root.path().join("disk.img"), &d.root.path().join("disk"));
+    let promoted = disk.at.join("active");
+    kubelet_write(&d.watch(), &[("version", b"1.0.0")]);
+    let g = gate(&d, &promoted);
+    g.wait_active("1.0.0");
+
+    let frozen = disk.freeze();
+    kubelet_write(&d.watch(), &[("version", b"2.0.0")]);
+    wait_for(
+        "the loop's thread to wait on the frozen disk",
+        DEADLINE,
+        || loop_waits_on_the_frozen_disk(g.pid()).then_some(()),
+    );
+    let (code, body) = get(g.port, "/readyz").expect("/readyz answers while the loop waits");
+    assert_eq!((code, body.as_str()), (200, "ok\n"), "still serving 1.0.0");
+    assert_eq!(get(g.port, "/startupz").expect("/startupz").0, 200);
+    let s = status(g.port).expect("/status answers while the loop waits");
+    assert_eq!(
+        s["active"]["version"], "1.0.0",
+        "the status last published: {s}"
+    );
+    let (code, metrics) = get(g.port, "/metrics").expect("/metrics answers while the loop waits");
+    assert_eq!(code, 200);
+    assert!(metrics.contains("confgate_ready 1"), "{metrics}");
+    let (code, body) = get(g.port, "/livez").expect("/livez answers while the loop waits");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("the decision loop did not answer within 500 ms"),
+        "{body}"
+    );
+    assert!(
+        loop_waits_on_the_frozen_disk(g.pid()),
+        "the loop's thread still waits: the probes were answered during it"
+    );
+    assert_eq!(
+        read_promoted(&promoted).unwrap()["version"],
+        "1.0.0",
+        "nothing of 2.0.0 is in place while the disk is frozen"
+    );
+
+    frozen.thaw();
+    g.wait_active("2.0.0");
+    wait_for("/livez to pass again", DEADLINE, || {
+        get(g.port, "/livez").filter(|(c, _)| *c == 200)
+    });
 }

@@ -70,3 +70,17 @@ pub fn thread_count(pid: u32) -> usize {
         .map(|rd| rd.count())
         .unwrap_or(0)
 }
+
+/// The names of the threads (`comm`, cut to 15 bytes), sorted.
+pub fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim_end().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}

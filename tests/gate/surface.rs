@@ -284,41 +284,93 @@ fn a_restart_with_a_bad_annotation_keeps_the_value_last_in_force() {
     );
 }
 
-/// `/livez` is a heartbeat of the decision loop, not a constant: a server whose loop never answers fails.
+/// `/livez` is a heartbeat of the decision loop, not a constant: a server whose loop never answers
+/// fails. The server runs on a thread of its own (`server::spawn`, as `confgate run` starts it): while
+/// the loop's thread is held by a blocking call, `/readyz` and `/status` answer with the status last
+/// published, `/livez` fails, and it passes again once the loop is back. Stopping drains and ends it.
 #[test]
 fn livez_fails_when_the_decision_loop_is_stuck() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let shared = confgate::state::Shared::new();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(confgate::server::serve(
-            listener,
-            shared.clone(),
-            std::future::pending(),
-        ));
-        // No decision loop answers pings.
-        let (code, body) = tokio::task::spawn_blocking(move || get(port, "/livez").unwrap())
-            .await
+    let shared = confgate::state::Shared::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let server = confgate::server::spawn(listener, shared.clone(), async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    })
+    .unwrap();
+    // No decision loop answers pings.
+    let (code, body) = get(port, "/livez").unwrap();
+    assert_eq!(code, 503);
+    assert!(
+        body.contains("the decision loop did not answer within 500 ms"),
+        "{body}"
+    );
+
+    // A loop on a thread and runtime of its own, as `confgate run`'s: it publishes a ready status and
+    // answers pings, until it is handed a hold, which blocks its thread until the hold is released.
+    let publisher = shared.publisher().unwrap();
+    publisher.publish(confgate::state::Status {
+        ready: true,
+        started: true,
+        reason: "active 1.0.0".into(),
+        ..Default::default()
+    });
+    let (hold_tx, mut holds) =
+        tokio::sync::mpsc::unbounded_channel::<std::sync::mpsc::Receiver<()>>();
+    let (held_tx, held) = std::sync::mpsc::channel::<()>();
+    let looping = shared.clone();
+    let decision_loop = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .unwrap();
-        assert_eq!(code, 503);
-        assert!(body.contains("decision loop did not answer"), "{body}");
-        // A loop that answers makes it pass.
-        let s2 = shared.clone();
-        tokio::spawn(async move {
+        rt.block_on(async move {
             loop {
-                s2.pinged().await;
-                s2.pong();
+                tokio::select! {
+                    () = looping.pinged() => looping.pong(),
+                    hold = holds.recv() => match hold {
+                        Some(release) => {
+                            held_tx.send(()).unwrap();
+                            // Blocks the loop's thread, as a write onto a stalled disk does.
+                            let _ = release.recv();
+                        }
+                        None => break,
+                    },
+                }
             }
         });
-        let (code, _) = tokio::task::spawn_blocking(move || get(port, "/livez").unwrap())
-            .await
-            .unwrap();
-        assert_eq!(code, 200);
     });
+    assert_eq!(get(port, "/livez").unwrap(), (200, "ok\n".into()));
+
+    let (release, on_release) = std::sync::mpsc::channel::<()>();
+    hold_tx.send(on_release).unwrap();
+    held.recv().unwrap();
+    assert_eq!(get(port, "/readyz").unwrap(), (200, "ok\n".into()));
+    let s = status(port).expect("/status answers while the loop is held");
+    assert_eq!(s["ready"], true, "{s}");
+    let (code, body) = get(port, "/livez").unwrap();
+    assert_eq!(code, 503, "the loop is held: {body}");
+    assert!(body.contains("decision loop did not answer"), "{body}");
+
+    release.send(()).unwrap();
+    wait_for("/livez to pass once the loop is back", DEADLINE, || {
+        get(port, "/livez").filter(|(c, _)| *c == 200)
+    });
+    drop(hold_tx);
+    decision_loop.join().unwrap();
+
+    // Stopping ends the server's thread once it has drained; no connection is accepted after.
+    stop_tx.send(true).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            tokio::time::timeout(DEADLINE, server.ended())
+                .await
+                .expect("the server ends once stopped");
+        });
+    assert_eq!(get(port, "/livez"), None, "the listener is closed");
 }
 
 /// A live scrape passes `promtool check metrics`.

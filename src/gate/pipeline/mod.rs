@@ -161,8 +161,8 @@ impl Pipeline {
         reloads: reload::Handle,
     ) -> Result<Pipeline, Error> {
         let publisher = shared.publisher().ok_or(Error::Publisher)?;
-        // The cleanup of the promoted dir and the annotations read, off the thread the server's
-        // `/livez` runs on: the port answers while a slow disk holds them up.
+        // The cleanup of the promoted dir and the annotations read, off the loop's thread, which
+        // answers `/livez`'s ping: the loop is live while a slow disk holds them up.
         let (dir, file) = (cfg.promote_to.clone(), cfg.annotations.clone());
         let (opened, read, record) = off_loop(&shared, move || {
             let opened = dir
