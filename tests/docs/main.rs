@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod architecture;
 mod decisions;
 mod docs;
 mod layers;
