@@ -456,7 +456,7 @@ async fn attempt(
             let (signal, process, since) =
                 (signal::to_nix(*signal), process.clone(), req.promoted_at);
             let mut seen = std::mem::take(reached);
-            // The /proc scan reads a file or three per process: off the thread that answers probes.
+            // The /proc scan reads a file or three per process: off the loop's thread.
             let scan = tokio::task::spawn_blocking(move || {
                 let r = signal_once(signal, &process, since, &mut seen);
                 (r, seen)
