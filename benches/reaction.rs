@@ -793,10 +793,11 @@ fn comparison(side: &SideBySide, bin_size: u64) -> Vec<(String, String, String)>
     let mut cmp_rows = Vec::new();
     for r in &side.rivals {
         // The floor does strictly less than any reloader; configmap-reload about as little. A
-        // baseline build has no target: the ratio says what a change did. Nor has the copy floor: its
-        // ratio says how much of confgate's time goes beyond the copy and swap any gate must make.
+        // baseline build has no target: the ratio says what a change did. The copy floor's ratio
+        // says how much of confgate's time goes beyond the copy and swap any gate must make.
         let (limit, rss_limit) = match r.key {
             "floor" => (Some(1.3), None),
+            "copy_floor" => (Some(1.1), None),
             "configmap_reload" => (Some(1.0), Some(0.5)),
             _ => (None, None),
         };
@@ -832,6 +833,20 @@ fn comparison(side: &SideBySide, bin_size: u64) -> Vec<(String, String, String)>
                 format!("vs {}: binary size", r.name),
                 format!("{bin_size} vs {bytes} bytes"),
                 format!("ratio {:.2}", bin_size as f64 / bytes as f64),
+            ));
+        }
+    }
+    // A baseline build against the copy floor, in the same rounds: where the change started from.
+    let rival = |key: &str| side.rivals.iter().find(|r| r.key == key);
+    if let (Some(base), Some(copy)) = (rival("baseline"), rival("copy_floor")) {
+        for (what, a, b) in [
+            ("median", base.stats.median, copy.stats.median),
+            ("p99", base.stats.p99, copy.stats.p99),
+        ] {
+            cmp_rows.push((
+                format!("{} vs copy floor: swap -> POST {what}", base.name),
+                format!("{a:.3} ms vs {b:.3} ms"),
+                format!("ratio {:.2}", a / b),
             ));
         }
     }

@@ -24,6 +24,11 @@
 //! kubelet's layout lists as a key, and each is replaced with one `rename`, so a crash leaves the old
 //! marker or the new one, never half of one.
 //!
+//! On its way to the reload a promotion does not read back what this writer left in the dir itself
+//! (what `..data` names, the reload-owed marker, the key links it made or looked at since the last
+//! tidy): it remembers them, and forgets them when a write fails. The tidying after each promotion
+//! looks at the whole dir again, and puts back a key link something else removed meanwhile.
+//!
 //! Files are not fsynced: the dir is a pod's `emptyDir`, and a process crash cannot lose page-cache
 //! writes; only a node crash could, and that ends the pod and its `emptyDir` anyway.
 //!
@@ -50,6 +55,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::snapshot::{self, ContentHash, DATA_LINK, Observed, Snapshot};
@@ -92,6 +98,22 @@ pub struct Promoter {
     /// the umask leaves whole needs no `chmod`, which saves a system call per key on the way to
     /// the reload.
     umask: Option<u32>,
+    /// What this writer last left in its dir, so that a promotion does not look again, on its way
+    /// to the reload, at what it made itself.
+    known: Mutex<Known>,
+}
+
+/// What [`Promoter`] knows its dir holds, as it last wrote or read it; forgotten whenever a write
+/// failed. Only for what comes before a switch: each promotion's tidying (`clean`) looks at the
+/// whole dir again after the component was told, and puts back a key link anything else removed.
+#[derive(Debug, Default)]
+struct Known {
+    /// What `..data` names (`None`: not known; `Some(None)`: no `..data`).
+    data: Option<Option<PathBuf>>,
+    /// The reload-owed marker (`None`: not known; `Some(None)`: none).
+    owed: Option<Option<ContentHash>>,
+    /// The top-level keys whose link to `..data/KEY` was made or looked at since the last tidy.
+    links: BTreeSet<String>,
 }
 
 impl Promoter {
@@ -115,6 +137,7 @@ impl Promoter {
             dir: dir.to_path_buf(),
             untidy: AtomicBool::new(false),
             umask: umask(),
+            known: Mutex::default(),
         };
         // A first config kept for a start-up check that never concluded: after a restart nothing
         // is waiting for it.
@@ -160,6 +183,8 @@ impl Promoter {
     /// Removes leftovers: `..data_tmp`, timestamped dirs `..data` does not point at, links to vanished keys,
     /// and adds links that a crash after the swap left missing.
     fn clean(&self) -> Result<(), Error> {
+        // Looked at again below; until then, and when a step fails, no link counts as known.
+        self.known().links.clear();
         let current = std::fs::read_link(self.dir.join(DATA_LINK))
             .ok()
             .and_then(|t| t.to_str().map(str::to_owned));
@@ -202,7 +227,23 @@ impl Promoter {
         for key in &keys {
             self.link(key)?;
         }
+        let mut known = self.known();
+        known.data = Some(current.map(PathBuf::from));
+        known.links = keys;
         Ok(())
+    }
+
+    /// What this writer knows of its dir (see [`Known`]).
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        // Nothing panics while holding it; a poisoned lock's data is only a cache, still usable.
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets what this writer knew of its dir: the next promotion looks at it.
+    fn forget(&self) {
+        *self.known() = Known::default();
     }
 
     /// Sets `path`'s mode to `mode` unless it was created with it whole, the umask taking nothing.
@@ -292,13 +333,18 @@ impl Promoter {
         variant: Option<&str>,
         keep_baseline: bool,
     ) -> Result<Switched, Error> {
-        let old = std::fs::read_link(self.dir.join(DATA_LINK)).ok();
+        // What this writer left in its dir last time is not read again on the way to the reload.
+        let (old, owed_before) = {
+            let known = self.known();
+            (known.data.clone(), known.owed)
+        };
+        let old = old.unwrap_or_else(|| std::fs::read_link(self.dir.join(DATA_LINK)).ok());
         let new_keys: BTreeSet<String> = snap
             .files()
             .keys()
             .map(|k| k.split('/').next().unwrap_or(k).to_owned())
             .collect();
-        let owed_before = self.reload_owed();
+        let owed_before = owed_before.unwrap_or_else(|| self.reload_owed());
         let ts = self.new_timestamp_dir()?;
         let ts_path = self.dir.join(&ts);
         let mut linked = Vec::new();
@@ -336,7 +382,13 @@ impl Promoter {
             if owe_reload {
                 let _ = self.restore_owed(owed_before);
             }
+            self.forget();
             return Err(e);
+        }
+        {
+            let mut known = self.known();
+            known.data = Some(Some(PathBuf::from(&ts)));
+            known.links.extend(new_keys.iter().cloned());
         }
         // Until `finish`, the old dir counts as untidy: a `switch` whose `Switched` is dropped still
         // gets tidied (`tidy`, next promotion, `open`).
@@ -362,13 +414,23 @@ impl Promoter {
     }
 
     /// Links every new top-level key before the switch; `linked` gets the links this call created.
+    /// A key whose link this writer made or looked at since the last tidy is not looked at again.
     fn link_new(&self, keys: &BTreeSet<String>, linked: &mut Vec<PathBuf>) -> Result<(), Error> {
-        for key in keys {
-            if self.link(key)? {
-                linked.push(self.dir.join(key));
-            }
+        let known = std::mem::take(&mut self.known().links);
+        let r = keys
+            .iter()
+            .filter(|k| !known.contains(*k))
+            .try_for_each(|key| {
+                if self.link(key)? {
+                    linked.push(self.dir.join(key));
+                }
+                Ok(())
+            });
+        // Kept only when every link is in place; a failure forgets them all.
+        if r.is_ok() {
+            self.known().links = known;
         }
-        Ok(())
+        r
     }
 
     fn unlink_vanished(
@@ -377,6 +439,7 @@ impl Promoter {
         new_keys: &BTreeSet<String>,
     ) -> Result<(), Error> {
         for key in old_keys.difference(new_keys) {
+            self.known().links.remove(key);
             let link = self.dir.join(key);
             if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
                 remove_file(&link)?;
@@ -452,18 +515,25 @@ impl Promoter {
     /// The hash of a promoted config whose reload is still owed (recorded by [`Promoter::switch`]
     /// and not yet cleared), as found at start-up.
     pub(crate) fn reload_owed(&self) -> Option<ContentHash> {
-        markers::reload_owed(&self.dir)
+        let owed = markers::reload_owed(&self.dir);
+        self.known().owed = Some(owed);
+        owed
     }
 
     /// Records durably that the component is owed a reload for `sha` ([`RELOAD_OWED`]).
     pub(crate) fn mark_reload_owed(&self, sha: ContentHash) -> Result<(), Error> {
-        markers::mark_reload_owed(&self.dir, sha)
+        let r = markers::mark_reload_owed(&self.dir, sha);
+        self.known().owed = r.is_ok().then_some(Some(sha));
+        r
     }
 
     /// Clears the owed reload once the component was told about `sha`. An owed reload for another
     /// (newer) config stays; `false` then.
     pub(crate) fn clear_reload_owed(&self, sha: ContentHash) -> Result<bool, Error> {
-        markers::clear_reload_owed(&self.dir, sha)
+        let r = markers::clear_reload_owed(&self.dir, sha);
+        // Cleared: none owed. Kept for a newer config, or failed: read again when needed.
+        self.known().owed = matches!(r, Ok(true)).then_some(None);
+        r
     }
 
     /// The contents the component refused, as recorded by [`Promoter::record_rejected`]; a damaged
@@ -551,7 +621,13 @@ impl Promoter {
                 for link in &linked {
                     let _ = std::fs::remove_file(link);
                 }
+                self.forget();
                 return Err(e);
+            }
+            {
+                let mut known = self.known();
+                known.data = Some(Some(PathBuf::from(&ts)));
+                known.links.extend(keys.iter().cloned());
             }
             let tidied = self
                 .unlink_vanished(&old_keys, &keys)

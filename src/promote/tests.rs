@@ -443,3 +443,48 @@ fn an_applied_record_replaced_by_a_directory_is_rewritten() {
     p.promote(&b).unwrap();
     assert_eq!(p.roll_back().unwrap().hash(), Some(a.hash()));
 }
+
+/// A promotion does not look again at the key links it made or checked (on its way to the reload),
+/// yet every key of the new config has its link when it goes live: one dropped by the promotion
+/// before is made again before the switch, and one something else removed is back once the
+/// promotion is finished.
+#[test]
+fn every_key_is_linked_when_live_whatever_the_promotions_before() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let linked = |key: &str| std::fs::read_link(dir.join(key)).ok();
+    let data = |key: &str| Some(std::path::Path::new(DATA_LINK).join(key));
+    p.promote(&snap(&[("version", "1"), ("extra", "x")]))
+        .unwrap();
+    p.promote(&snap(&[("version", "2")])).unwrap();
+    assert_eq!(linked("extra"), None);
+    let s = p
+        .switch(&snap(&[("version", "3"), ("extra", "y")]), false, false)
+        .unwrap();
+    assert_eq!(linked("extra"), data("extra"), "linked before the switch");
+    p.finish(s);
+    std::fs::remove_file(dir.join("version")).unwrap();
+    p.promote(&snap(&[("version", "4"), ("extra", "z")]))
+        .unwrap();
+    assert_eq!(linked("version"), data("version"));
+    assert_eq!(
+        snapshot::read(&dir),
+        Observed::Config(snap(&[("version", "4"), ("extra", "z")]))
+    );
+}
+
+/// What a promotion restores when it fails is the reload-owed marker as the last clear left it.
+#[test]
+fn a_failed_promotion_after_a_cleared_reload_leaves_none_owed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let a = snap(&[("version", "1.0.0")]);
+    p.switch(&a, true, false).map(|s| p.finish(s)).unwrap();
+    assert!(p.clear_reload_owed(a.hash()).unwrap());
+    let bad = snap(&[("version", "3.0.0"), ("x", "1"), ("x/y", "2")]);
+    assert!(p.switch(&bad, true, false).is_err());
+    assert_eq!(p.reload_owed(), None);
+    assert!(std::fs::symlink_metadata(dir.join(RELOAD_OWED)).is_err());
+}

@@ -165,7 +165,8 @@ impl Handle {
     pub(crate) async fn on_its_way(&mut self) {
         let seq = self.seq;
         let (wire, progress) = (&mut self.wire, &mut self.progress);
-        let _ = tokio::time::timeout(ON_ITS_WAY_MAX, async move {
+        // The worker takes a turn to hand the request over, the connection's task one to write it.
+        let _ = timeout_after_turns(ON_ITS_WAY_MAX, 3, async move {
             loop {
                 if *wire.borrow_and_update() >= seq {
                     return;
@@ -277,8 +278,10 @@ async fn worker(
             };
             let sent_at = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
             let started = Instant::now();
-            let mut result = match tokio::time::timeout(
+            // The connection's task writes the request in the turn after this one hands it over.
+            let mut result = match timeout_after_turns(
                 ATTEMPT_TIMEOUT,
+                1,
                 attempt(&client, &req, before, &mut reached),
             )
             .await
@@ -382,6 +385,37 @@ async fn worker(
             }
         }
         busy(false);
+    }
+}
+
+/// `fut` bounded by `limit` from now, as `tokio::time::timeout`, its timer set only when `fut` is
+/// still pending after the tasks ready to run had `turns` turns (each a wake of this task that puts
+/// it behind them). Setting a timer that ends before the runtime's next one wakes the reactor (an
+/// `eventfd` write, then a spurious wake of the reactor): on the way to a reload POST, which the loop,
+/// the worker and the connection's task hand on to each other in a few turns, it would cost the
+/// request two system calls and a wake-up for a bound that is rarely reached.
+pub(crate) async fn timeout_after_turns<F: std::future::Future>(
+    limit: Duration,
+    turns: u32,
+    fut: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut fut = std::pin::pin!(fut);
+    let mut left = turns;
+    let early = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
+        std::task::Poll::Pending if left == 0 => std::task::Poll::Ready(None),
+        std::task::Poll::Pending => {
+            left -= 1;
+            // Woken at once: the runtime runs the tasks already waiting, then this one again.
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    match early {
+        Some(out) => Ok(out),
+        None => tokio::time::timeout_at(deadline, fut).await,
     }
 }
 

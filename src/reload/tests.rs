@@ -238,3 +238,19 @@ fn a_kill_error_reads_as_nix_wrote_it() {
         OsError::new(Errno::EPERM as i32, "")
     );
 }
+
+/// An attempt's bound and the loop's wait for a request to be on its way keep their limits with
+/// the timer set after a few turns: a wait that never ends is ended at the limit from its start,
+/// and one another task ends within those turns is over without it.
+#[tokio::test(start_paused = true)]
+async fn a_bound_set_after_some_turns_still_ends_a_wait_at_its_limit() {
+    let started = tokio::time::Instant::now();
+    let r = timeout_after_turns(Duration::from_secs(10), 3, std::future::pending::<()>()).await;
+    assert!(r.is_err(), "a wait that never ends is bounded");
+    assert_eq!(started.elapsed(), Duration::from_secs(10));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move { tx.send(7).unwrap() });
+    let r = timeout_after_turns(Duration::from_secs(10), 1, rx).await;
+    assert_eq!(r.unwrap().unwrap(), 7);
+    assert_eq!(started.elapsed(), Duration::from_secs(10), "no time passed");
+}
