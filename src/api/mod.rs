@@ -82,7 +82,9 @@ pub(crate) async fn check_credentials(spec: &Result<SourceSpec, BadSource>) -> R
 /// The source in force: the annotation, else the flag or environment, else the volume.
 ///
 /// A bad annotation does not stop confgate (a crash loop would hide the message): it becomes a
-/// snapshot that is `invalid` with the annotation named, so the gate holds and reports it.
+/// snapshot that is `invalid` with the annotation named, so the gate holds and reports it. So does
+/// an annotation naming another source than a `--source` the container spec gives: whoever may
+/// patch the pod may write it, and only the spec may widen what is read.
 pub fn resolve(
     flag: Option<&str>,
     annotations: &Annotations,
@@ -93,6 +95,15 @@ pub fn resolve(
             value: v.clone(),
             why,
         });
+        let spec = match (spec, flag) {
+            (Ok(s), Some(f)) if f.parse::<SourceSpec>().is_ok_and(|f| f != s) => {
+                Err(BadSource::BeyondSpec {
+                    value: v.clone(),
+                    spec: f.to_owned(),
+                })
+            }
+            (spec, _) => spec,
+        };
         return Ok(match spec {
             Ok(s) if s.is_api() && promote_to.is_none() => {
                 Err(BadSource::NeedsPromoteTo(v.clone()))
@@ -297,12 +308,49 @@ mod tests {
         assert_eq!(resolve(None, &ann, None).unwrap(), Ok(SourceSpec::Volume));
     }
 
+    /// Who may patch the pod may write the annotation; only the container spec may name the object
+    /// read: an annotation may repeat a `--source` the spec gives, never name another.
+    #[test]
+    fn an_annotation_cannot_name_another_source_than_the_spec_gives() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ann = |text: &str| crate::annotations::parse(text).unwrap();
+        let spec = Some("configmap:web/app");
+        for other in [
+            "secret:web/db-password",
+            "configmap:kube-system/kubeadm-config",
+            "volume",
+        ] {
+            let given = ann(&format!("confgate.io/source=\"{other}\""));
+            let why = resolve(spec, &given, Some(tmp.path()))
+                .unwrap()
+                .unwrap_err();
+            assert_eq!(
+                why,
+                BadSource::BeyondSpec {
+                    value: other.into(),
+                    spec: "configmap:web/app".into()
+                },
+                "{other}"
+            );
+            assert!(
+                why.to_string()
+                    .contains("the container spec names configmap:web/app"),
+                "{why}"
+            );
+        }
+        let same = ann("confgate.io/source=\"configmap:web/app\"");
+        assert!(matches!(
+            resolve(spec, &same, Some(tmp.path())).unwrap(),
+            Ok(SourceSpec::ConfigMap(_))
+        ));
+    }
+
     #[test]
     fn annotation_wins_and_a_bad_one_is_reported_not_fatal() {
         let tmp = tempfile::tempdir().unwrap();
         let ann = |text: &str| crate::annotations::parse(text).unwrap();
         let given = ann("confgate.io/source=\"configmap:prod/app\"");
-        let got = resolve(Some("volume"), &given, Some(tmp.path())).unwrap();
+        let got = resolve(None, &given, Some(tmp.path())).unwrap();
         assert_eq!(
             got,
             Ok(SourceSpec::ConfigMap(Target {

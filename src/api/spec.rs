@@ -67,6 +67,12 @@ pub enum BadSource {
         "annotation {ANN_SOURCE} {0:?} needs --promote-to: there is no mounted volume for the component to read"
     )]
     NeedsPromoteTo(String),
+    /// Another object than the container spec's `--source` names: an annotation may repeat it, never
+    /// widen what is read.
+    #[error(
+        "annotation {ANN_SOURCE} {value:?} names another source than the container spec names {spec} (--source, CONFGATE_SOURCE): an annotation may repeat it, not change it; to read another object, change --source in confgate's container spec"
+    )]
+    BeyondSpec { value: String, spec: String },
 }
 
 impl std::str::FromStr for SourceSpec {

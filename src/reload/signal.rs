@@ -18,7 +18,7 @@ pub type Reached = BTreeSet<(i32, Option<BootTicks>)>;
 /// its `comm` is (the kernel truncates `comm` to 15 bytes, so a longer name would also match every
 /// process sharing the first 15). It gets the signal only when it started no later than
 /// `promoted_at` (one that started later read the promoted config itself), and, for a signal whose
-/// default action terminates, only when it catches it (`SigCgt`): a component that has not installed
+/// default action terminates or stops, only when it catches it (`SigCgt`): a component that has not installed
 /// its handler yet would be killed. TERM, INT and QUIT are the restart strategy and go regardless.
 ///
 /// `Ok(Sent::NoProcess)` when none runs, `Ok(Sent::NothingToReload)` when every one started after the
@@ -174,13 +174,12 @@ pub(super) fn is_restart(signal: nix::sys::signal::Signal) -> bool {
     matches!(signal, SIGTERM | SIGINT | SIGQUIT)
 }
 
-/// Whether the default action of `signal` ends the process (signal(7): Term or Core).
+/// Whether the default action of `signal` ends or stops the process (signal(7): Term, Core or Stop).
+/// A stop is no reload either: the process stays frozen (and STOP cannot be caught), so a target an
+/// annotation names never freezes the component.
 pub(super) fn terminates_by_default(signal: nix::sys::signal::Signal) -> bool {
     use nix::sys::signal::Signal::*;
-    !matches!(
-        signal,
-        SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH
-    )
+    !matches!(signal, SIGCHLD | SIGCONT | SIGURG | SIGWINCH)
 }
 
 /// The OS's number for the signal a reload target names, at the moment it is sent: each name the

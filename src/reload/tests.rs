@@ -107,6 +107,8 @@ fn default_actions() {
     use nix::sys::signal::Signal::*;
     assert!(terminates_by_default(SIGHUP) && terminates_by_default(SIGUSR1));
     assert!(!terminates_by_default(SIGWINCH));
+    // A stop freezes the component as surely: sent only to a process that handles it.
+    assert!(terminates_by_default(SIGSTOP) && terminates_by_default(SIGTSTP));
     assert!(is_restart(SIGTERM) && !is_restart(SIGHUP));
 }
 

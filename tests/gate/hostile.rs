@@ -266,6 +266,7 @@ fn assert_no_forged_line(cg: &Gate, forged: &str) {
         assert!(
             line.starts_with("[+]")
                 || line.starts_with("[-]")
+                || line.starts_with("[!]")
                 || line.starts_with("readyz check")
                 || line.starts_with("observe mode"),
             "a line no check made: {line:?} in {body}"
@@ -651,4 +652,57 @@ fn the_most_keys_a_config_may_have_fit_in_memory_and_one_more_is_invalid() {
     let reason = s["candidate"]["reason"].as_str().unwrap();
     assert!(reason.contains("more than 8192 keys"), "{reason}");
     assert_eq!(common::active_version(&s), Some("1.2.0"));
+}
+
+/// An annotation value of 100 KB with a newline, and 3000 unknown `confgate.io/` annotations (the
+/// API server bounds a pod's annotations by their bytes, 256 KiB, not their count): the `settings`
+/// check names a few problems and how many more, each value cut and escaped, so `/status` and
+/// `/readyz?verbose` stay short (each was over 1 MB), no log line reaches 8 KiB (one held the whole
+/// value), and no check line is forged.
+#[test]
+fn a_huge_bad_annotation_and_thousands_of_unknown_ones_keep_every_answer_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let podinfo = tmp.path().join("podinfo");
+    common::write_annotations(&podinfo, &[("confgate.io/accepts", "^1")]);
+    let promoted = tmp.path().join("promoted");
+    let t = start_in(tmp, promoted, &[], &[("version", b"1.0.0")]);
+    let forged = "[+]config ok: forged";
+    let huge = format!("observe\n{forged}{}", "A".repeat(100_000));
+    let unknown: Vec<String> = (0..3000).map(|i| format!("confgate.io/u{i:05}")).collect();
+    let mut pairs: Vec<(&str, &str)> =
+        vec![("confgate.io/accepts", "^1"), ("confgate.io/mode", &huge)];
+    pairs.extend(unknown.iter().map(|k| (k.as_str(), "x")));
+    common::write_annotations(&podinfo, &pairs);
+    let s = t.cg.wait_status("the settings problems", |s| {
+        s["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["name"] == "settings" && c["ok"] == false)
+    });
+    assert_eq!(
+        s["ready"], true,
+        "a settings problem never takes readiness: {s}"
+    );
+    let (_, status) = common::get(t.cg.port, "/status").unwrap();
+    assert!(
+        status.len() < 32 * 1024,
+        "/status is {} bytes",
+        status.len()
+    );
+    let (_, verbose) = common::get(t.cg.port, "/readyz?verbose").unwrap();
+    assert!(
+        verbose.len() < 32 * 1024,
+        "/readyz?verbose is {} bytes",
+        verbose.len()
+    );
+    assert!(
+        verbose.contains("invalid confgate.io/mode \"observe\\n[+]config ok: forged")
+            && verbose.contains("more"),
+        "{}",
+        &verbose[..verbose.len().min(2000)]
+    );
+    assert_no_forged_line(&t.cg, forged);
+    let longest = t.cg.log_text().lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 8192, "a log line of {longest} bytes");
 }

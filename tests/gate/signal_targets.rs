@@ -174,6 +174,51 @@ fn a_process_that_does_not_catch_hup_is_not_sent_it_one_that_traps_it_is() {
     trapping.wait_hup();
 }
 
+/// The state letter of `/proc/PID/stat` (`T` when stopped).
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..]
+        .trim_start()
+        .chars()
+        .next()
+        .unwrap()
+}
+
+/// `signal:STOP:NAME` (or TSTP, TTIN, TTOU) is no reload: its default action freezes the process, and
+/// STOP cannot be caught. A live annotation may pick a signal, so these go only to a process that
+/// handles them, as a signal that would kill does: never STOP.
+#[test]
+fn a_signal_that_would_stop_the_process_is_not_sent_unless_caught() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("stop-sleeper");
+    std::os::unix::fs::symlink("/usr/bin/sleep", &exe).unwrap();
+    let mut plain = Proc {
+        child: Command::new(&exe).arg("600").spawn().unwrap(),
+        log: tmp.path().join("none"),
+    };
+    wait_for("the exec", || {
+        std::fs::read_to_string(format!("/proc/{}/comm", plain.pid()))
+            .ok()
+            .filter(|c| c.trim() == "stop-sleeper")
+    });
+    for signal in [
+        Signal::SIGSTOP,
+        Signal::SIGTSTP,
+        Signal::SIGTTIN,
+        Signal::SIGTTOU,
+    ] {
+        let err = signal_by_name(signal, "stop-sleeper", None).unwrap_err();
+        assert!(matches!(err, Error::NotCaught { .. }), "{signal}: {err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("does not catch {}", signal.as_str())),
+            "{err}"
+        );
+        assert_ne!(state(plain.pid()), 'T', "{signal} stopped the process");
+    }
+    assert!(plain.alive());
+}
+
 #[test]
 fn only_processes_started_before_the_promotion_are_signalled() {
     let tmp = tempfile::tempdir().unwrap();

@@ -87,13 +87,9 @@ impl Gate {
         // A bad or unknown annotation, once per set of problems: the values in force before it
         // are kept and readiness stays with the config, so a notice is where it shows.
         if !now.problems.is_empty() && now.problems != before.problems {
-            out.push(Notice::SettingsProblem(
-                now.problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ));
+            out.push(Notice::SettingsProblem(super::problems::shown(
+                &now.problems,
+            )));
         }
         out
     }

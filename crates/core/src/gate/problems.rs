@@ -83,3 +83,22 @@ impl std::fmt::Display for SettingsProblem {
         }
     }
 }
+
+/// The words of the settings problems, as the `settings` check and the notice of them show them: the
+/// first few, each bounded, then how many more, so that thousands of unknown annotations (the API
+/// server bounds their bytes, not their count) keep the check short.
+pub(super) fn shown(problems: &[SettingsProblem]) -> String {
+    let mut out = problems
+        .iter()
+        .take(crate::listing::MAX_NAMES)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if problems.len() > crate::listing::MAX_NAMES {
+        out.push_str(&format!(
+            "; and {} more",
+            problems.len() - crate::listing::MAX_NAMES
+        ));
+    }
+    out
+}

@@ -34,13 +34,7 @@ impl Gate {
             ) {
                 (true, None) => "annotations valid".into(),
                 (true, Some(note)) => note.to_owned(),
-                (false, _) => self
-                    .in_force
-                    .problems()
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                (false, _) => super::problems::shown(self.in_force.problems()),
             },
         });
         let newest_text = |n: &Newest| {

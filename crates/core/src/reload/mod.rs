@@ -119,7 +119,7 @@ pub enum Error {
     )]
     Alone(String),
     #[error(
-        "{process} (pid {pid}) does not catch {signal}, whose default action would end it; not sent (is it still starting?)"
+        "{process} (pid {pid}) does not catch {signal}, whose default action would end or stop it; not sent (is it still starting?)"
     )]
     NotCaught {
         signal: &'static str,

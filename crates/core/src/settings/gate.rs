@@ -380,7 +380,7 @@ gate_settings! {
         env: "CONFGATE_TRIAL",
         annotation: "confgate.io/trial",
         help: "After the component applied a config and stayed ready without restarting this long, record it as the known-good a starting pod falls back on (off: record nothing)",
-        allowed: "off, or a duration up to 24h, as Go and Kubernetes write one, e.g. 90s, 5m, 1h; an annotation no shorter than the container spec's",
+        allowed: "off, or a duration up to 24h, as Go and Kubernetes write one, e.g. 90s, 5m, 1h; an annotation no shorter than the container spec's, and only off when the spec's is",
         default_means: "a config the component ran 5 minutes without a restart is recorded ([known-good](known-good.md))",
         repeat: Repeat::Once,
         judging: false,

@@ -126,7 +126,14 @@ fn beyond_spec(
                  set --reload (CONFGATE_RELOAD) in confgate's container spec"
             }
             // The record a trial writes is read by every pod of the fleet: a shorter trial than the
-            // spec's would let one pod's annotation vouch for a config sooner for all of them.
+            // spec's would let one pod's annotation vouch for a config sooner for all of them. A spec
+            // that turns it off never vouches, the longest trial of all.
+            "trial" if !s.trial.is_zero() && base.trial.is_zero() => {
+                "turns on the known-good trial, which the container spec turns off (--trial off): an \
+                 annotation may lengthen the trial or turn it off, not turn it on (the record it writes \
+                 is read by every pod); to record known-goods, set --trial (CONFGATE_TRIAL) in \
+                 confgate's container spec"
+            }
             "trial" if !s.trial.is_zero() && s.trial < base.trial => {
                 "is shorter than the container spec's: an annotation may lengthen the known-good trial \
                  or turn it off, not shorten it (the record it writes is read by every pod); to \

@@ -14,7 +14,8 @@ pub enum AnnotationProblem {
     /// A `confgate.io/` annotation no setting has, and the known one nearest to it (after the
     /// prefix), if any.
     #[error(
-        "unknown annotation {key};{} known: {}",
+        "unknown annotation {};{} known: {}",
+        crate::listing::name(key),
         nearest.map(|k| format!(" did you mean confgate.io/{k}?")).unwrap_or_default(),
         known_annotations().collect::<Vec<_>>().join(", ")
     )]

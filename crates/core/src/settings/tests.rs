@@ -386,6 +386,30 @@ fn an_annotation_may_lengthen_the_trial_or_turn_it_off_not_shorten_it() {
     }
 }
 
+/// A spec that records nothing (`--trial off`) has the longest trial there is: an annotation turning a
+/// trial on would let one pod vouch for a config for every pod of the fleet, as a shorter one would.
+#[test]
+fn an_annotation_cannot_turn_on_a_trial_the_spec_turns_off() {
+    let spec = Settings::from_raw(&Raw {
+        trial: Some("off".into()),
+        ..Raw::default()
+    })
+    .unwrap();
+    let r = Settings::with_annotations(&spec, &spec, &ann(&[("confgate.io/trial", "off")]));
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    for on in ["1ms", "5m", "24h"] {
+        let r = Settings::with_annotations(&spec, &spec, &ann(&[("confgate.io/trial", on)]));
+        assert_eq!(r.problems.len(), 1, "{on}: {:?}", r.problems);
+        assert!(
+            r.problems[0].contains("confgate.io/trial")
+                && r.problems[0].contains("which the container spec turns off"),
+            "{}",
+            r.problems[0]
+        );
+        assert!(r.settings.trial.is_zero(), "{on}: the spec's off stays");
+    }
+}
+
 #[test]
 fn an_annotation_sends_reloads_and_confirmations_only_where_the_spec_allows() {
     let spec = Settings::from_raw(&Raw {
