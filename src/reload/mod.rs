@@ -40,7 +40,7 @@ mod signal;
 pub use attempt::{Sent, boot_ticks};
 // The values the decision core keeps are the core's, under their old names here.
 pub use confgate_core::reload::{
-    BootTicks, Error, Failure, Kind, OsError, Outcome, Refusal, RefusedBy, refuses,
+    BootTicks, Error, Failure, Kind, OsError, Outcome, Refusal, RefusedBy, Uncaught, refuses,
 };
 pub use signal::{Reached, signal_by_name, signal_once};
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::attempt::Sent;
-use super::{BootTicks, Error, OsError};
+use super::{BootTicks, Error, OsError, Uncaught};
 use crate::values::Signal;
 
 /// The processes one request's signal reached, each by pid and start time (a pid reused by a new
@@ -46,7 +46,7 @@ pub fn signal_once(
 ) -> Result<Sent, Error> {
     let me = std::process::id();
     let (mut hits, mut newer, mut before) = (0, 0, 0);
-    let mut uncaught = None;
+    let mut not_catching = None;
     // Whether any process but confgate is visible: a pod's shared process namespace always shows
     // its sandbox (pid 1, `pause`), so seeing none means confgate has a namespace of its own.
     let mut others = false;
@@ -84,14 +84,14 @@ pub fn signal_once(
             );
             continue;
         }
-        if !is_restart(signal) && terminates_by_default(signal) && !catches(pid, signal) {
+        if !is_restart(signal) && !catches(pid, signal) {
             tracing::debug!(
                 pid,
                 process = name,
                 signal = signal.as_str(),
                 "does not catch the signal; not signalled"
             );
-            uncaught = Some(pid);
+            not_catching = Some(pid);
             continue;
         }
         match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal) {
@@ -112,11 +112,12 @@ pub fn signal_once(
         }
     }
     let hits = hits + before;
-    if let Some(pid) = uncaught {
+    if let Some(pid) = not_catching {
         let e = Error::NotCaught {
             signal: signal.as_str(),
             pid,
             process: name.to_owned(),
+            uncaught: uncaught(signal),
         };
         if hits == 0 {
             return Err(e);
@@ -174,12 +175,16 @@ pub(super) fn is_restart(signal: nix::sys::signal::Signal) -> bool {
     matches!(signal, SIGTERM | SIGINT | SIGQUIT)
 }
 
-/// Whether the default action of `signal` ends or stops the process (signal(7): Term, Core or Stop).
-/// A stop is no reload either: the process stays frozen (and STOP cannot be caught), so a target an
-/// annotation names never freezes the component.
-pub(super) fn terminates_by_default(signal: nix::sys::signal::Signal) -> bool {
+/// What `signal` does to a process that does not catch it (signal(7)). None of it is a reload, and a
+/// signal that did nothing, taken as delivered, would mark a config applied the component never
+/// loaded and start its known-good trial.
+pub(super) fn uncaught(signal: nix::sys::signal::Signal) -> Uncaught {
     use nix::sys::signal::Signal::*;
-    !matches!(signal, SIGCHLD | SIGCONT | SIGURG | SIGWINCH)
+    match signal {
+        SIGCHLD | SIGCONT | SIGURG | SIGWINCH => Uncaught::Nothing,
+        SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU => Uncaught::Stops,
+        _ => Uncaught::Ends,
+    }
 }
 
 /// The OS's number for the signal a reload target names, at the moment it is sent: each name the

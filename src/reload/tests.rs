@@ -1,7 +1,7 @@
 //! The reload worker's pure parts and signalling by name.
 
 use super::attempt::USER_HZ;
-use super::signal::{is_restart, start_ticks, terminates_by_default};
+use super::signal::{is_restart, start_ticks, uncaught};
 use super::*;
 
 #[test]
@@ -105,10 +105,13 @@ fn a_redirect_is_not_reached_never_a_refusal() {
 #[test]
 fn default_actions() {
     use nix::sys::signal::Signal::*;
-    assert!(terminates_by_default(SIGHUP) && terminates_by_default(SIGUSR1));
-    assert!(!terminates_by_default(SIGWINCH));
-    // A stop freezes the component as surely: sent only to a process that handles it.
-    assert!(terminates_by_default(SIGSTOP) && terminates_by_default(SIGTSTP));
+    assert_eq!(uncaught(SIGHUP), Uncaught::Ends);
+    assert_eq!(uncaught(SIGUSR1), Uncaught::Ends);
+    // A stop freezes the component as surely; an ignored signal reloads nothing.
+    assert_eq!(uncaught(SIGSTOP), Uncaught::Stops);
+    assert_eq!(uncaught(SIGTSTP), Uncaught::Stops);
+    assert_eq!(uncaught(SIGWINCH), Uncaught::Nothing);
+    assert_eq!(uncaught(SIGCHLD), Uncaught::Nothing);
     assert!(is_restart(SIGTERM) && !is_restart(SIGHUP));
 }
 

@@ -219,6 +219,42 @@ fn a_signal_that_would_stop_the_process_is_not_sent_unless_caught() {
     assert!(plain.alive());
 }
 
+/// A signal whose default action is to do nothing (CHLD, URG, WINCH, CONT) reloads nothing in a
+/// process that does not catch it: it is not sent, and the reload is a failure, never a reload made
+/// (which would mark the config applied and start its known-good trial).
+#[test]
+fn a_signal_that_would_do_nothing_is_not_taken_as_a_reload_unless_caught() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("idle-sleeper");
+    std::os::unix::fs::symlink("/usr/bin/sleep", &exe).unwrap();
+    let mut plain = Proc {
+        child: Command::new(&exe).arg("600").spawn().unwrap(),
+        log: tmp.path().join("none"),
+    };
+    wait_for("the exec", || {
+        std::fs::read_to_string(format!("/proc/{}/comm", plain.pid()))
+            .ok()
+            .filter(|c| c.trim() == "idle-sleeper")
+    });
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGURG,
+        Signal::SIGWINCH,
+        Signal::SIGCONT,
+    ] {
+        let err = signal_by_name(signal, "idle-sleeper", None).unwrap_err();
+        assert!(matches!(err, Error::NotCaught { .. }), "{signal}: {err}");
+        assert!(
+            err.to_string().contains(&format!(
+                "does not catch {}, which would do nothing",
+                signal.as_str()
+            )),
+            "{err}"
+        );
+    }
+    assert!(plain.alive());
+}
+
 #[test]
 fn only_processes_started_before_the_promotion_are_signalled() {
     let tmp = tempfile::tempdir().unwrap();

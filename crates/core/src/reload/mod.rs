@@ -13,6 +13,22 @@ mod os_error;
 mod refusal;
 
 pub use os_error::OsError;
+
+/// What a signal does to a process that does not catch it (signal(7)): none of it is a reload, so a
+/// reload signal goes only to a process that catches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Uncaught {
+    /// Term or Core: the process ends.
+    #[error("would end it")]
+    Ends,
+    /// Stop: the process stays frozen (STOP cannot be caught at all).
+    #[error("would stop it")]
+    Stops,
+    /// Ign or Cont: nothing happens, so a reload taken as made would mark a config applied the
+    /// component never loaded.
+    #[error("would do nothing, so the component would not reload")]
+    Nothing,
+}
 pub use refusal::{Refusal, RefusedBy, refuses};
 
 /// What a request asks of the worker.
@@ -119,12 +135,13 @@ pub enum Error {
     )]
     Alone(String),
     #[error(
-        "{process} (pid {pid}) does not catch {signal}, whose default action would end or stop it; not sent (is it still starting?)"
+        "{process} (pid {pid}) does not catch {signal}, which {uncaught}; not sent (is it still starting?)"
     )]
     NotCaught {
         signal: &'static str,
         pid: i32,
         process: String,
+        uncaught: Uncaught,
     },
     #[error(
         "cannot send {signal} to pid {pid} ({process}): {errno}; confgate must run as the same user as the process"
