@@ -12,12 +12,13 @@ use super::messages::{Action, LogLine, Now};
 use super::state::Gate;
 use crate::known_good::{ComponentRead, Line, Recorded, parse_like};
 use crate::snapshot::ContentHash;
-use crate::values::{ApiVersion, Range, SchemeVersion};
+use crate::values::{ApiVersion, Range, SchemeVersion, Verdict};
 
 impl Gate {
     /// The component applied `sha` (its version `version`): a trial starts, unless trials are off,
-    /// the edge said it cannot read the component, the config has no version, or it is what this pod
-    /// recorded or is trying already.
+    /// the edge said it cannot read the component, the config has no version, it is not accepted
+    /// under the settings in force (observe mode promotes what the range refuses: such a config is no
+    /// known-good for a pod that enforces), or it is what this pod recorded or is trying already.
     pub(super) fn start_trial(
         &mut self,
         sha: ContentHash,
@@ -25,7 +26,12 @@ impl Gate {
         now: Now,
         out: &mut Vec<Action>,
     ) {
-        if self.settings().trial.is_zero()
+        let accepted = self
+            .verdicts
+            .applied()
+            .is_some_and(|a| a.hash == sha && a.verdict == Verdict::Accepted);
+        if !accepted
+            || self.settings().trial.is_zero()
             || self.trials.trial_unavailable
             || self.trials.recorded == Some(sha)
             || self.trials.trial.as_ref().is_some_and(|t| t.sha == sha)

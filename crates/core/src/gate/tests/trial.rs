@@ -210,6 +210,26 @@ fn a_short_trial_from_the_spec_is_the_period() {
 }
 
 #[test]
+fn a_config_observe_mode_let_through_is_never_recorded() {
+    // Observe mode promotes what the range refuses; the component may run it well, but a pod that
+    // enforces the range must never start on it, so no trial starts. An accepted one still does.
+    let c = Clock::new();
+    let mut g = started_with(&c, None, |r| {
+        r.accepts = Some("^2".into());
+        r.mode = Some("observe".into());
+    });
+    let too_new = cfg("3.0.0");
+    promote(&mut g, &too_new, c.at(10), 10);
+    let a = g.handle(Event::Reload(Outcome::Reloaded(hash(&too_new))), c.at(20));
+    assert!(!reads(&a), "{a:?}");
+    assert_eq!(g.wake_at(), None, "no trial is due: {a:?}");
+    let ok = cfg("2.4.1");
+    promote(&mut g, &ok, c.at(30), 30);
+    let a = g.handle(Event::Reload(Outcome::Reloaded(hash(&ok))), c.at(40));
+    assert!(reads(&a), "an accepted config is tried: {a:?}");
+}
+
+#[test]
 fn with_no_reload_target_nothing_is_ever_recorded() {
     // Nothing tells the gate the component applied a config, so no trial starts (docs/known-good.md).
     let c = Clock::new();
