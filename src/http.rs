@@ -1,8 +1,9 @@
 //! Outgoing HTTP: the client that reload POSTs and `confirm`'s metric reads go through (with its TLS
 //! roots), and the plain blocking GET of `confgate probe`. Knows nothing of settings or status.
 //!
-//! The client trusts the system roots plus `--reload-ca` (TLS with the `tls` feature). `Wire` sees
-//! the first write on a connection, which is how the reload worker says a request is on its way.
+//! The client trusts the system roots (read at its first https connection) plus `--reload-ca` (TLS
+//! with the `tls` feature). `Wire` sees the first write on a connection, which is how the reload
+//! worker says a request is on its way.
 //! Imports nothing of the crate but the core's `Url`, which `request` makes a request of.
 
 use std::future::Future;
@@ -54,7 +55,7 @@ pub(crate) enum Error {
 }
 
 #[cfg(feature = "tls")]
-type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
+type Connector = LazyTls;
 #[cfg(not(feature = "tls"))]
 type Connector = hyper_util::client::legacy::connect::HttpConnector;
 
@@ -225,11 +226,7 @@ impl Client {
         let builder =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
         #[cfg(feature = "tls")]
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(ca_file)?)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let connector = LazyTls::new(ca_file)?;
         #[cfg(not(feature = "tls"))]
         let connector = {
             if let Some(path) = ca_file {
@@ -249,37 +246,139 @@ impl Client {
     }
 }
 
+/// The connector of a client with TLS: plain TCP for http targets; for https ones, rustls trusting
+/// the system roots plus the `--reload-ca` certificates. The system roots are read at the first
+/// https connection, on the blocking pool, not at start: on a node or host that has them they take
+/// about 250 KiB of heap (a bundle file and a dir, each parsed), which a sidecar whose targets are
+/// all plain HTTP never needs. The CA file is read at start, so a bad one still stops start-up.
 #[cfg(feature = "tls")]
-fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Error> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    // An image built FROM scratch has no system roots; that is fine when --reload-ca names the CA.
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    if let Some(path) = ca_file {
-        let ca_err = |what: String| Error::Ca {
-            path: path.display().to_string(),
-            what,
-        };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| ca_err(e.to_string()))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| ca_err(format!("not a PEM certificate file ({e})")))?;
-        if certs.is_empty() {
-            return Err(ca_err("holds no PEM certificate".into()));
-        }
-        for c in certs {
-            roots.add(c).map_err(|e| ca_err(e.to_string()))?;
-        }
+#[derive(Clone)]
+pub(crate) struct LazyTls {
+    http: hyper_util::client::legacy::connect::HttpConnector,
+    ca: Arc<[rustls::pki_types::CertificateDer<'static>]>,
+    tls: Arc<std::sync::OnceLock<TlsConnector>>,
+}
+
+#[cfg(feature = "tls")]
+type TlsConnector =
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
+
+#[cfg(feature = "tls")]
+impl std::fmt::Debug for LazyTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyTls")
+            .field("ca_certificates", &self.ca.len())
+            .field("roots_read", &self.tls.get().is_some())
+            .finish()
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| Error::Tls(e.to_string()))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(config)
+}
+
+#[cfg(feature = "tls")]
+impl LazyTls {
+    fn new(ca_file: Option<&std::path::Path>) -> Result<LazyTls, Error> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let mut ca: Vec<CertificateDer<'static>> = Vec::new();
+        if let Some(path) = ca_file {
+            let ca_err = |what: String| Error::Ca {
+                path: path.display().to_string(),
+                what,
+            };
+            ca = CertificateDer::pem_file_iter(path)
+                .map_err(|e| ca_err(e.to_string()))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| ca_err(format!("not a PEM certificate file ({e})")))?;
+            if ca.is_empty() {
+                return Err(ca_err("holds no PEM certificate".into()));
+            }
+            // Each is checked now (as adding it to the roots at the first connection does), so a
+            // file that is PEM but no certificate stops start-up as before.
+            let mut roots = rustls::RootCertStore::empty();
+            for c in &ca {
+                roots.add(c.clone()).map_err(|e| ca_err(e.to_string()))?;
+            }
+        }
+        // The crypto provider's protocol versions, checked at start as before (they cannot change).
+        tls_builder()?;
+        Ok(LazyTls {
+            http: hyper_util::client::legacy::connect::HttpConnector::new(),
+            ca: ca.into(),
+            tls: Arc::new(std::sync::OnceLock::new()),
+        })
+    }
+
+    /// The https connector: the system roots (read now; an image built FROM scratch has none, which
+    /// is fine when --reload-ca names the CA) and the CA file's certificates.
+    fn tls_connector(
+        mut http: hyper_util::client::legacy::connect::HttpConnector,
+        ca: &[rustls::pki_types::CertificateDer<'static>],
+    ) -> Result<TlsConnector, Error> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        for c in ca {
+            roots
+                .add(c.clone())
+                .map_err(|e| Error::Tls(e.to_string()))?;
+        }
+        let config = tls_builder()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        // hyper's connector refuses an https URI unless told the TLS layer above handles it.
+        http.enforce_http(false);
+        Ok(hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http))
+    }
+
+    /// Whether the system roots were read (the first https connection was made).
+    #[cfg(test)]
+    fn roots_read(&self) -> bool {
+        self.tls.get().is_some()
+    }
+}
+
+#[cfg(feature = "tls")]
+fn tls_builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, Error>
+{
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Tls(e.to_string()))
+}
+
+#[cfg(feature = "tls")]
+impl tower_service::Service<hyper::Uri> for LazyTls {
+    type Response = hyper_rustls::MaybeHttpsStream<hyper_util::rt::TokioIo<tokio::net::TcpStream>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // Both connectors are always ready (hyper's HttpConnector and rustls' over it).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
+        if uri.scheme() != Some(&hyper::http::uri::Scheme::HTTPS) {
+            let connecting = self.http.call(uri);
+            return Box::pin(
+                async move { Ok(hyper_rustls::MaybeHttpsStream::Http(connecting.await?)) },
+            );
+        }
+        if let Some(tls) = self.tls.get() {
+            let connecting = tls.clone().call(uri);
+            return Box::pin(connecting);
+        }
+        let (http, ca, cell) = (self.http.clone(), self.ca.clone(), self.tls.clone());
+        Box::pin(async move {
+            // Reading the roots is file I/O: kept off the runtime's threads.
+            let built = tokio::task::spawn_blocking(move || LazyTls::tls_connector(http, &ca))
+                .await
+                .map_err(|e| Error::Tls(format!("reading the system roots: {e}")))??;
+            let mut tls = cell.get_or_init(|| built).clone();
+            tls.call(uri).await
+        })
+    }
 }
 
 /// Why `get` got no answer.
@@ -435,5 +534,34 @@ mod tests {
         // Cut short: the length promises more than came.
         assert_eq!(p("HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nok"), None);
         assert_eq!(p("SSH-2.0-OpenSSH\r\n\r\n"), None);
+    }
+
+    /// A client whose targets are all plain HTTP never reads the system roots (about 250 KiB of
+    /// heap where a host has them); the first https connection does, and later ones reuse them.
+    #[cfg(feature = "tls")]
+    #[tokio::test]
+    async fn the_system_roots_are_read_at_the_first_https_connection_only() {
+        use tower_service::Service;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepts and closes: a plain connection succeeds, a TLS handshake fails.
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                drop(conn);
+            }
+        });
+        let mut connector = super::LazyTls::new(None).unwrap();
+        let plain = format!("http://{addr}/").parse().unwrap();
+        assert!(connector.call(plain).await.is_ok());
+        assert!(
+            !connector.roots_read(),
+            "a plain HTTP connection read the roots"
+        );
+        let tls = format!("https://{addr}/").parse().unwrap();
+        assert!(connector.call(tls).await.is_err());
+        assert!(
+            connector.roots_read(),
+            "an https connection did not read the roots"
+        );
     }
 }

@@ -216,7 +216,8 @@ impl Handle {
 pub fn spawn(shared: Arc<Shared>) -> Handle {
     match Client::new(None) {
         Ok(client) => spawn_with(shared, client),
-        // Without a CA file nothing can fail but reading the system roots, which is skipped on error.
+        // Without a CA file nothing can fail: the system roots are read at the first https
+        // connection, and the crypto provider's protocol versions are fixed at build.
         Err(e) => unreachable!("a client without a CA file: {e}"),
     }
 }
