@@ -15,7 +15,7 @@
 //! `confgate run` serves on a thread of its own with its own current-thread runtime ([`spawn`]): no
 //! answer waits on the decision loop's thread, whatever holds it (a small config's switch onto a
 //! stalled disk, the per-turn stat of a watched dir). `/livez` alone asks the loop, by a ping that
-//! crosses the threads and must be answered within [`LIVENESS_DEADLINE`]; the other endpoints read
+//! crosses the threads and must be answered within `LIVENESS_DEADLINE`; the other endpoints read
 //! the status as last published. Idle, the thread waits in the kernel for a connection: no timer.
 
 use std::convert::Infallible;
