@@ -184,23 +184,29 @@ fn state(pid: u32) -> char {
         .unwrap()
 }
 
+/// `sleep` running as `name` (its `comm`), which catches no signal, once the exec is done.
+fn sleeper(dir: &Path, name: &str) -> Proc {
+    let exe = dir.join(name);
+    std::os::unix::fs::symlink("/usr/bin/sleep", &exe).unwrap();
+    let p = Proc {
+        child: Command::new(&exe).arg("600").spawn().unwrap(),
+        log: dir.join("none"),
+    };
+    wait_for("the exec", || {
+        std::fs::read_to_string(format!("/proc/{}/comm", p.pid()))
+            .ok()
+            .filter(|c| c.trim() == name)
+    });
+    p
+}
+
 /// `signal:STOP:NAME` (or TSTP, TTIN, TTOU) is no reload: its default action freezes the process, and
 /// STOP cannot be caught. A live annotation may pick a signal, so these go only to a process that
 /// handles them, as a signal that would kill does: never STOP.
 #[test]
 fn a_signal_that_would_stop_the_process_is_not_sent_unless_caught() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = tmp.path().join("stop-sleeper");
-    std::os::unix::fs::symlink("/usr/bin/sleep", &exe).unwrap();
-    let mut plain = Proc {
-        child: Command::new(&exe).arg("600").spawn().unwrap(),
-        log: tmp.path().join("none"),
-    };
-    wait_for("the exec", || {
-        std::fs::read_to_string(format!("/proc/{}/comm", plain.pid()))
-            .ok()
-            .filter(|c| c.trim() == "stop-sleeper")
-    });
+    let mut plain = sleeper(tmp.path(), "stop-sleeper");
     for signal in [
         Signal::SIGSTOP,
         Signal::SIGTSTP,
@@ -225,17 +231,7 @@ fn a_signal_that_would_stop_the_process_is_not_sent_unless_caught() {
 #[test]
 fn a_signal_that_would_do_nothing_is_not_taken_as_a_reload_unless_caught() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = tmp.path().join("idle-sleeper");
-    std::os::unix::fs::symlink("/usr/bin/sleep", &exe).unwrap();
-    let mut plain = Proc {
-        child: Command::new(&exe).arg("600").spawn().unwrap(),
-        log: tmp.path().join("none"),
-    };
-    wait_for("the exec", || {
-        std::fs::read_to_string(format!("/proc/{}/comm", plain.pid()))
-            .ok()
-            .filter(|c| c.trim() == "idle-sleeper")
-    });
+    let mut plain = sleeper(tmp.path(), "idle-sleeper");
     for signal in [
         Signal::SIGCHLD,
         Signal::SIGURG,
