@@ -149,11 +149,18 @@ fn configmap(ns: &str, version: &str) -> String {
 /// The request counts of `apiserver_request_total`, summed per `VERB resource[/subresource]`.
 type Counts = BTreeMap<String, f64>;
 
-fn request_counts(c: &server::Cluster) -> Counts {
+/// Each sample of the API server's `metric`, summed into `out` under the key `key` makes of its
+/// labels (none: left out). `label(name)` is a label's value, empty when absent.
+fn sum_metric(
+    c: &server::Cluster,
+    metric: &str,
+    key: impl Fn(&dyn Fn(&str) -> String) -> Option<String>,
+) -> Counts {
     let text = kubectl(c, &["get", "--raw", "/metrics"], "");
+    let prefix = format!("{metric}{{");
     let mut out = Counts::new();
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+        let Some(rest) = line.strip_prefix(prefix.as_str()) else {
             continue;
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {
@@ -166,11 +173,20 @@ fn request_counts(c: &server::Cluster) -> Counts {
                 .map(|v| v.trim_end_matches('"').to_owned())
                 .unwrap_or_default()
         };
+        if let Some(k) = key(&label) {
+            *out.entry(k).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+        }
+    }
+    out
+}
+
+fn request_counts(c: &server::Cluster) -> Counts {
+    sum_metric(c, "apiserver_request_total", |label| {
         let sub = label("subresource");
         // A request answered other than 2xx (429: the API server's priority and fairness turned it
         // away; the client tries again) is kept apart: it wrote nothing.
         let code = label("code");
-        let key = format!(
+        Some(format!(
             "{} {}{}{}",
             label("verb"),
             label("resource"),
@@ -184,10 +200,8 @@ fn request_counts(c: &server::Cluster) -> Counts {
             } else {
                 format!(" ({code})")
             }
-        );
-        *out.entry(key).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
-    }
-    out
+        ))
+    })
 }
 
 fn delta(after: &Counts, before: &Counts) -> Counts {
@@ -227,34 +241,17 @@ fn record_writes(d: &Counts, own: f64) -> (f64, f64) {
 /// request counts, a patch that changes nothing (the known-good trial's read of its pod, an empty
 /// patch of its status) is not among them.
 fn storage_writes(c: &server::Cluster) -> Counts {
-    let text = kubectl(c, &["get", "--raw", "/metrics"], "");
-    let mut out = Counts::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("etcd_requests_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\""))
-                .map(|v| v.trim_end_matches('"').to_owned())
-                .unwrap_or_default()
-        };
+    sum_metric(c, "etcd_requests_total", |label| {
         let op = label("operation");
         if op != "create" && op != "update" {
-            continue;
+            return None;
         }
         // `resource` since Kubernetes 1.33; `type` (`/registry/pods`) before.
         let ty = Some(label("resource"))
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| label("type"));
-        let ty = ty.rsplit('/').next().unwrap_or(&ty).to_owned();
-        *out.entry(ty).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
-    }
-    out
+        Some(ty.rsplit('/').next().unwrap_or(&ty).to_owned())
+    })
 }
 
 /// Waits until at least `least` pods were stored since `before` (each pod's conditions and facts
@@ -353,15 +350,9 @@ fn reported(c: &server::Cluster, before: &Counts, least: f64) -> Counts {
 
 /// The watches the API server holds open on ConfigMaps (`apiserver_longrunning_requests`).
 fn configmap_watches(c: &server::Cluster) -> f64 {
-    let text = kubectl(c, &["get", "--raw", "/metrics"], "");
-    text.lines()
-        .filter(|l| {
-            l.starts_with("apiserver_longrunning_requests{")
-                && l.contains("resource=\"configmaps\"")
-                && l.contains("verb=\"WATCH\"")
-        })
-        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
-        .sum()
+    total(&sum_metric(c, "apiserver_longrunning_requests", |label| {
+        (label("resource") == "configmaps" && label("verb") == "WATCH").then(String::new)
+    }))
 }
 
 /// The pid of the process whose command line holds all of `needles`.

@@ -18,17 +18,9 @@ fn checking(c: &Clock, check: &str, secret: bool) -> Gate {
     });
     let mut g = Gate::new(base, false).with_secret_content(secret);
     g.handle(Event::Start(Ok(None)), c.at(0));
-    let empty = Observed::Missing(crate::snapshot::Missing::NoObjectKeys);
-    let j = verdict::judge(&empty, g.settings());
-    g.handle(
-        Event::Adopted(Box::new(Found {
-            on_disk: empty,
-            judgement: j,
-            refused: Vec::new(),
-            applied: None,
-            owed: None,
-            variants: (None, None),
-        })),
+    adopted(
+        &mut g,
+        Observed::Missing(crate::snapshot::Missing::NoObjectKeys),
         c.at(0),
     );
     g
@@ -266,15 +258,11 @@ fn a_check_superseded_by_a_newer_snapshot_is_cancelled_and_shown_while_it_runs()
     assert!(s.checking.is_none());
 }
 
-/// One phase at a time: a refusal that comes while a newer candidate waits for the checker is rolled
-/// back first; the check goes on (shown all along), and its pass promotes the candidate.
-#[test]
-fn a_refusal_during_a_check_rolls_back_first_and_the_check_goes_on() {
-    let c = Clock::new();
-    let mut g = checking(&c, CHECK, false);
-    let (a, b, d) = (cfg("2.0.0"), cfg("2.1.0"), cfg("2.2.0"));
-    for (obs, at) in [(&a, 1), (&b, 3)] {
-        g.handle(judged(&g, obs), c.at(at));
+/// `applied` passes the checker and is promoted and reloaded at 1 to 2 ms, then `newer` passes and
+/// is promoted at 3 ms, its reload not yet answered.
+fn checked_in(g: &mut Gate, c: &Clock, applied: &Observed, newer: &Observed) {
+    for (obs, at) in [(applied, 1), (newer, 3)] {
+        g.handle(judged(g, obs), c.at(at));
         g.handle(
             Event::Validated {
                 sha: hash(obs),
@@ -283,10 +271,20 @@ fn a_refusal_during_a_check_rolls_back_first_and_the_check_goes_on() {
             c.at(at),
         );
         g.handle(Event::Switched(Ok(Some(BootTicks(at)))), c.at(at));
-        if obs == &a {
-            g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(2));
+        if obs == applied {
+            g.handle(Event::Reload(Outcome::Reloaded(hash(applied))), c.at(2));
         }
     }
+}
+
+/// One phase at a time: a refusal that comes while a newer candidate waits for the checker is rolled
+/// back first; the check goes on (shown all along), and its pass promotes the candidate.
+#[test]
+fn a_refusal_during_a_check_rolls_back_first_and_the_check_goes_on() {
+    let c = Clock::new();
+    let mut g = checking(&c, CHECK, false);
+    let (a, b, d) = (cfg("2.0.0"), cfg("2.1.0"), cfg("2.2.0"));
+    checked_in(&mut g, &c, &a, &b);
     let started = g.handle(judged(&g, &d), c.at(5));
     assert!(
         matches!(&started[..], [Action::Validate { .. }]),
@@ -334,20 +332,7 @@ fn a_rollback_owed_during_a_check_goes_on_beside_it_until_the_checked_candidate_
     let c = Clock::new();
     let mut g = checking(&c, CHECK, false);
     let (a, b, d) = (cfg("2.0.0"), cfg("2.1.0"), cfg("2.2.0"));
-    for (obs, at) in [(&a, 1), (&b, 3)] {
-        g.handle(judged(&g, obs), c.at(at));
-        g.handle(
-            Event::Validated {
-                sha: hash(obs),
-                checked: Checked::Passed,
-            },
-            c.at(at),
-        );
-        g.handle(Event::Switched(Ok(Some(BootTicks(at)))), c.at(at));
-        if obs == &a {
-            g.handle(Event::Reload(Outcome::Reloaded(hash(&a))), c.at(2));
-        }
-    }
+    checked_in(&mut g, &c, &a, &b);
     g.handle(judged(&g, &d), c.at(5));
     refuse(&mut g, hash(&b), &a, c.at(6));
     let full = || {

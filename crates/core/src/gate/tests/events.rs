@@ -46,21 +46,30 @@ pub(super) fn started_with(
     let mut g = Gate::new(base, false).with_annotations_file("/podinfo/annotations".as_ref());
     let a = g.handle(Event::Start(Ok(annotations)), c.at(0));
     assert!(matches!(a.last(), Some(Action::Adopt { .. })), "{a:?}");
-    let empty = Observed::Missing(crate::snapshot::Missing::NoObjectKeys);
-    let j = verdict::judge(&empty, g.settings());
-    let a = g.handle(
+    let a = adopted(
+        &mut g,
+        Observed::Missing(crate::snapshot::Missing::NoObjectKeys),
+        c.at(0),
+    );
+    assert!(a.is_empty(), "nothing found, nothing to do: {a:?}");
+    g
+}
+
+/// The pipeline's answer to [`Action::Adopt`]: `on_disk` in the promoted dir, judged under the
+/// settings in force, with nothing refused, applied or owed kept beside it.
+pub(super) fn adopted(g: &mut Gate, on_disk: Observed, now: Now) -> Vec<Action> {
+    let judgement = verdict::judge(&on_disk, g.settings());
+    g.handle(
         Event::Adopted(Box::new(Found {
-            on_disk: empty,
-            judgement: j,
+            on_disk,
+            judgement,
             refused: Vec::new(),
             applied: None,
             owed: None,
             variants: (None, None),
         })),
-        c.at(0),
-    );
-    assert!(a.is_empty(), "nothing found, nothing to do: {a:?}");
-    g
+        now,
+    )
 }
 
 /// The newest config, as the pipeline answers [`Action::Judge`].

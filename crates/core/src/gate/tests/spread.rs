@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::events::{Clock, TARGET, has, hash, judged, promote, refuse, requests, started};
+use super::events::{
+    Clock, TARGET, adopted, has, hash, judged, promote, refuse, requests, started,
+};
 use super::*;
 use crate::reload::{BootTicks, Kind, Outcome};
 use crate::rollout::Bucket;
@@ -174,19 +176,7 @@ fn the_first_promotion_and_a_pod_without_an_accepted_config_never_wait() {
         Event::Start(Ok(Some(ann("confgate.io/reload-spread", "1h")))),
         c.at(0),
     );
-    let old = cfg("2.0.0");
-    let j = verdict::judge(&old, g.settings());
-    g.handle(
-        Event::Adopted(Box::new(Found {
-            on_disk: old,
-            judgement: j,
-            refused: Vec::new(),
-            applied: None,
-            owed: None,
-            variants: (None, None),
-        })),
-        c.at(0),
-    );
+    adopted(&mut g, cfg("2.0.0"), c.at(0));
     let now = promote(&mut g, &cfg("3.0.0"), c.at(10), 100);
     assert_eq!(requests(&now)[0].kind, Kind::Reload);
 }
