@@ -17,9 +17,10 @@
 //! daemons run under `setpriv --pdeathsig KILL`, and a janitor kills what is left in the node's
 //! cgroups (containers outlive containerd through their shims) when the process is gone.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -83,12 +84,63 @@ struct Kubelet {
 }
 
 /// The node, started once for the test binary on the shared cluster; panics saying what is missing.
+///
+/// The calling test shares the node until it ends: a test that restarts the kubelet
+/// ([`node_alone`]) waits for every sharing test to end and holds the others back until it ends
+/// itself, because a restarted kubelet forgets its probes' results (a sidecar that started in the
+/// last 10 s reads not started again until its startup probe passes again), which another test
+/// would see as its pod's own state.
 pub fn node() -> &'static Node {
+    take_turn(false);
+    started()
+}
+
+/// The node for a test that restarts its kubelet: no other node test runs until this one ends.
+#[allow(dead_code)]
+pub fn node_alone() -> &'static Node {
+    take_turn(true);
+    started()
+}
+
+fn started() -> &'static Node {
     static NODE_STATE: OnceLock<Result<Node, String>> = OnceLock::new();
     match NODE_STATE.get_or_init(start) {
         Ok(n) => n,
         Err(why) => panic!("the node suite cannot run: {why}"),
     }
+}
+
+/// A test's turn on the node, held by its thread until the thread ends (libtest runs each test on
+/// a thread of its own, and a thread's locals are dropped as it ends, panicking or not).
+enum Turn {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
+fn take_turn(alone: bool) {
+    static TURNS: RwLock<()> = RwLock::new(());
+    thread_local! {
+        static TURN: RefCell<Option<Turn>> = const { RefCell::new(None) };
+    }
+    TURN.with(|t| {
+        let mut t = t.borrow_mut();
+        match (&*t, alone) {
+            (Some(Turn::Alone(_)), _) | (Some(Turn::Shared(_)), false) => {}
+            (Some(Turn::Shared(_)), true) => {
+                panic!("a test that restarts the kubelet takes node_alone() before node()")
+            }
+            (None, false) => {
+                *t = Some(Turn::Shared(
+                    TURNS.read().unwrap_or_else(|e| e.into_inner()),
+                ))
+            }
+            (None, true) => {
+                *t = Some(Turn::Alone(
+                    TURNS.write().unwrap_or_else(|e| e.into_inner()),
+                ))
+            }
+        }
+    });
 }
 
 fn env_path(var: &str, what: &str) -> Result<PathBuf, String> {
@@ -605,7 +657,8 @@ impl Node {
     /// What a node's power loss does to one pod: the kubelet stops, every process of the pod whose
     /// UID is `uid` (a static pod's is its config hash) is killed, and the kubelet starts again, so
     /// the pod's containers are created anew from nothing but what is on the node's disk. Other
-    /// pods keep running (a test beside this one is not disturbed beyond the kubelet's pause).
+    /// pods keep running, but the new kubelet probes them afresh, so the caller takes the node
+    /// with [`node_alone`].
     #[allow(dead_code)]
     pub fn power_cycle(&self, uid: &str) -> Result<(), String> {
         let mut k = self.kubelet.lock().unwrap_or_else(|e| e.into_inner());

@@ -1530,7 +1530,8 @@ fn apiserver_live(n: &Node, port: u16) -> bool {
 #[test]
 #[ignore = "needs KUBELET_BIN, CONTAINERD_BIN, RUNC_BIN, CONFGATE_IMAGES, ETCD_BIN and KUBE_APISERVER_BIN (docs/development.md)"]
 fn a_static_kube_apiserver_keeps_its_served_config_files_while_an_edited_one_is_held() {
-    let n = node();
+    // It restarts the kubelet, which no test beside it must see.
+    let n = harness::node_alone();
     n.namespace("kube-system", &[]);
     let (gate_port, port) = (n.port(), n.port());
     let (staged, audit) = static_apiserver(n, gate_port, port);
