@@ -865,6 +865,7 @@ pub fn running(pod: &Value, name: &str) -> bool {
 #[test]
 #[ignore = "needs root and cgroup v1's pids hierarchy (docs/development.md)"]
 fn the_janitor_kills_what_is_left_and_removes_the_cgroup() {
+    use std::os::unix::process::CommandExt as _;
     let cgroup = format!("confgate-janitor-test-{}", fastrand::u32(..));
     let root = Path::new("/sys/fs/cgroup/pids").join(&cgroup);
     let leaf = root.join("kubepods/pod");
@@ -872,13 +873,25 @@ fn the_janitor_kills_what_is_left_and_removes_the_cgroup() {
     let dir = tempfile::tempdir().expect("tempdir");
     let node_dir = dir.path().join("node");
     // What a pod leaves: a process in the node's cgroup; and a shim named after the node's dir.
-    let mut left = Command::new("sleep").arg("600").spawn().expect("sleep");
+    // Neither holds the test's output open: a process left holding it keeps whatever reads the
+    // suite's output (`cargo test | tee`) waiting until it ends.
+    let mut left = Command::new("sleep")
+        .arg("600")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sleep");
     std::fs::write(leaf.join("cgroup.procs"), left.id().to_string()).expect("join the cgroup");
+    // A group of its own, so that its `sleep`, which the janitor does not look for, ends with it.
     let mut shim = Command::new("sh")
         .args(["-c", "sleep 600; :", "containerd-shim-runc-v2", "-address"])
         .arg(&node_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("a stand-in shim");
+    let group = nix::unistd::Pid::from_raw(-(shim.id() as i32));
     let stdin = janitor(&node_dir, &cgroup).expect("janitor");
     drop(stdin);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -890,6 +903,7 @@ fn the_janitor_kills_what_is_left_and_removes_the_cgroup() {
     }
     let _ = left.kill();
     let _ = shim.kill();
+    let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
     let _ = left.wait();
     let _ = shim.wait();
     assert!(gone.0, "the process left in the cgroup was not killed");
