@@ -246,6 +246,24 @@ impl Promoter {
         *self.known() = Known::default();
     }
 
+    /// Remembers a switch of `..data` to `ts`, whose top-level `keys` are all linked now.
+    fn switched_to(&self, ts: &str, keys: &BTreeSet<String>) {
+        let mut known = self.known();
+        known.data = Some(Some(PathBuf::from(ts)));
+        known.links.extend(keys.iter().cloned());
+    }
+
+    /// Undoes what a switch that failed made beside the live config: `..data_tmp`, and the `linked`
+    /// keys only the new config has, which would dangle under the old one. What is known is
+    /// forgotten: the next promotion looks at the dir.
+    fn unswitched(&self, linked: &[PathBuf]) {
+        let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
+        for link in linked {
+            let _ = std::fs::remove_file(link);
+        }
+        self.forget();
+    }
+
     /// Sets `path`'s mode to `mode` unless it was created with it whole, the umask taking nothing.
     fn chmod_unless_whole(&self, path: &Path, mode: u32) -> Result<(), Error> {
         if self.umask.is_some_and(|u| mode & u == 0) {
@@ -374,22 +392,14 @@ impl Promoter {
             });
         if let Err(e) = prepared.and_then(|()| self.swap(&ts)) {
             let _ = std::fs::remove_dir_all(&ts_path);
-            let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
-            // Links to keys only the new config has would dangle under the old one.
-            for link in &linked {
-                let _ = std::fs::remove_file(link);
-            }
             if owe_reload {
                 let _ = self.restore_owed(owed_before);
             }
-            self.forget();
+            // Last: what the restore wrote is forgotten too, as everything the failed switch touched.
+            self.unswitched(&linked);
             return Err(e);
         }
-        {
-            let mut known = self.known();
-            known.data = Some(Some(PathBuf::from(&ts)));
-            known.links.extend(new_keys.iter().cloned());
-        }
+        self.switched_to(&ts, &new_keys);
         // Until `finish`, the old dir counts as untidy: a `switch` whose `Switched` is dropped still
         // gets tidied (`tidy`, next promotion, `open`).
         self.untidy.store(true, Ordering::Relaxed);
@@ -617,18 +627,10 @@ impl Promoter {
                 .link_new(&keys, &mut linked)
                 .and_then(|()| self.swap(&ts))
             {
-                let _ = std::fs::remove_file(self.dir.join(DATA_TMP));
-                for link in &linked {
-                    let _ = std::fs::remove_file(link);
-                }
-                self.forget();
+                self.unswitched(&linked);
                 return Err(e);
             }
-            {
-                let mut known = self.known();
-                known.data = Some(Some(PathBuf::from(&ts)));
-                known.links.extend(keys.iter().cloned());
-            }
+            self.switched_to(&ts, &keys);
             let tidied = self
                 .unlink_vanished(&old_keys, &keys)
                 .and_then(|()| self.clean());

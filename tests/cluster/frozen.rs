@@ -94,6 +94,23 @@ impl Drop for Disk {
     }
 }
 
+/// After the probes were answered: confgate's work still waits on the frozen disk (`waiting`, of
+/// its pid), so they were answered during it, and nothing of 2.0.0 is in place; once thawed, 2.0.0
+/// is promoted.
+fn held_until_thawed(g: &Gate, promoted: &Path, frozen: Frozen<'_>, waiting: fn(u32) -> bool) {
+    assert!(
+        waiting(g.pid()),
+        "the work on the disk still waits: the probes were answered during it"
+    );
+    assert_eq!(
+        read_promoted(promoted).unwrap()["version"],
+        "1.0.0",
+        "nothing of 2.0.0 is in place while the disk is frozen"
+    );
+    frozen.thaw();
+    g.wait_active("2.0.0");
+}
+
 fn run(cmd: &str, args: &[&str]) {
     let out = Command::new(cmd)
         .args(args)
@@ -160,18 +177,7 @@ fn livez_answers_while_a_promotion_waits_on_a_frozen_disk() {
     }
     let (code, _) = get(g.port, "/readyz").expect("/readyz answers while the disk is frozen");
     assert_eq!(code, 200, "still serving 1.0.0");
-    assert!(
-        waits_on_the_frozen_disk(g.pid()),
-        "the file work still waits: the probes were answered during it"
-    );
-    assert_eq!(
-        read_promoted(&promoted).unwrap()["version"],
-        "1.0.0",
-        "nothing of 2.0.0 is in place while the disk is frozen"
-    );
-
-    frozen.thaw();
-    g.wait_active("2.0.0");
+    held_until_thawed(&g, &promoted, frozen, waits_on_the_frozen_disk);
     assert_eq!(read_promoted(&promoted).unwrap()["k42"], "2.0.0-42");
 }
 
@@ -213,18 +219,7 @@ fn probes_answer_while_the_loops_thread_waits_on_a_frozen_disk() {
         body.contains("the decision loop did not answer within 500 ms"),
         "{body}"
     );
-    assert!(
-        loop_waits_on_the_frozen_disk(g.pid()),
-        "the loop's thread still waits: the probes were answered during it"
-    );
-    assert_eq!(
-        read_promoted(&promoted).unwrap()["version"],
-        "1.0.0",
-        "nothing of 2.0.0 is in place while the disk is frozen"
-    );
-
-    frozen.thaw();
-    g.wait_active("2.0.0");
+    held_until_thawed(&g, &promoted, frozen, loop_waits_on_the_frozen_disk);
     wait_for("/livez to pass again", DEADLINE, || {
         get(g.port, "/livez").filter(|(c, _)| *c == 200)
     });

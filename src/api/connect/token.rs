@@ -6,8 +6,8 @@ use super::*;
 /// at once. A read that fails or finds no token keeps the last token (as kube does: a file may be
 /// removed once read).
 ///
-/// The re-read runs on the blocking pool, never on the loop's thread (which answers `/livez`'s ping), bounded in size
-/// (a FIFO or device in its place is refused, not waited on): a request waits for it at most
+/// The re-read runs on the blocking pool, never on the loop's thread (which answers `/livez`'s
+/// ping), bounded in size (a FIFO or device in its place is refused, not waited on): a request waits for it at most
 /// [`TOKEN_READ_WAIT`], then sends the last token, and one read at a time is in flight.
 pub(crate) struct TokenFile {
     path: Arc<PathBuf>,

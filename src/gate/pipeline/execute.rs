@@ -91,8 +91,9 @@ impl Pipeline {
                 let sha = snapshot.hash();
                 let promoter = self.promoter.clone()?;
                 // Staged, checked and unstaged on the blocking pool while the loop goes on (writing
-                // up to 1 MiB and removing the staged dir never hold the loop's thread): the answer comes back as an input (`Pipeline::input`), and a newer
-                // snapshot can end it meanwhile (`Action::CancelCheck`).
+                // up to 1 MiB and removing the staged dir never hold the loop's thread): the answer
+                // comes back as an input (`Pipeline::input`), and a newer snapshot can end it
+                // meanwhile (`Action::CancelCheck`).
                 let (cancel, inbox) = crate::validate::cancellable();
                 let task = tokio::task::spawn_blocking(move || {
                     let checked = match promoter.stage(&snapshot) {
