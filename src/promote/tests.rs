@@ -488,3 +488,29 @@ fn a_failed_promotion_after_a_cleared_reload_leaves_none_owed() {
     assert_eq!(p.reload_owed(), None);
     assert!(std::fs::symlink_metadata(dir.join(RELOAD_OWED)).is_err());
 }
+
+#[test]
+fn a_promoted_dir_is_named_as_the_kubelet_names_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("promoted");
+    let (p, _) = Promoter::open(&dir).unwrap();
+    let before = jiff::Timestamp::now();
+    p.promote(&snap(&[("version", "1.0.0")])).unwrap();
+    let name = std::fs::read_link(dir.join(DATA_LINK)).unwrap();
+    let name = name.to_str().unwrap();
+    // `..YYYY_MM_DD_HH_MM_SS.N`, UTC, the time of the promotion.
+    let (stamp, n) = name.strip_prefix("..").unwrap().split_once('.').unwrap();
+    n.parse::<u32>().unwrap();
+    let at = jiff::civil::DateTime::strptime("%Y_%m_%d_%H_%M_%S", stamp)
+        .unwrap()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .unwrap()
+        .timestamp();
+    let after = jiff::Timestamp::now();
+    assert_eq!(stamp.len(), "2026_01_02_03_04_05".len(), "{name}");
+    assert!(
+        at >= before.round(jiff::Unit::Second).unwrap() - jiff::SignedDuration::from_secs(1)
+            && at <= after,
+        "{name} is not the time of the promotion ({before} to {after})"
+    );
+}
