@@ -395,7 +395,7 @@ impl Promoter {
             if owe_reload {
                 let _ = self.restore_owed(owed_before);
             }
-            // Last: what the restore wrote is forgotten too, as everything the failed switch touched.
+            // Last, so that what the restore wrote is forgotten too.
             self.unswitched(&linked);
             return Err(e);
         }

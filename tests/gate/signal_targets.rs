@@ -200,9 +200,9 @@ fn sleeper(dir: &Path, name: &str) -> Proc {
     p
 }
 
-/// `signal:STOP:NAME` (or TSTP, TTIN, TTOU) is no reload: its default action freezes the process, and
-/// STOP cannot be caught. A live annotation may pick a signal, so these go only to a process that
-/// handles them, as a signal that would kill does: never STOP.
+/// `signal:STOP:NAME` (or TSTP, TTIN, TTOU) is no reload: its default action freezes the process,
+/// and STOP cannot be caught. A live annotation may pick a signal, so these go only to a process
+/// that handles them, as a signal that would kill does: never STOP.
 #[test]
 fn a_signal_that_would_stop_the_process_is_not_sent_unless_caught() {
     let tmp = tempfile::tempdir().unwrap();

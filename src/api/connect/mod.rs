@@ -17,8 +17,8 @@
 //! As with kube, the kubeconfig comes first and the ServiceAccount is the fallback.
 //!
 //! A token file is read again on the blocking pool, never on the loop's thread (which answers
-//! `/livez`'s ping), with a bounded, non-blocking open; an exec plugin runs there too, killed with its process group past
-//! `EXEC_TIMEOUT` (30 s) or `EXEC_OUTPUT_MAX` (1 MiB) of output.
+//! `/livez`'s ping), with a bounded, non-blocking open; an exec plugin runs there too, killed with
+//! its process group past `EXEC_TIMEOUT` (30 s) or `EXEC_OUTPUT_MAX` (1 MiB) of output.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;

@@ -186,9 +186,9 @@ async fn the_service_account_token_is_read_at_every_request() {
     assert!(t.header().await.is_sensitive());
 }
 
-/// The token file is read on the blocking pool, never on the loop's thread (which answers `/livez`'s
-/// ping): with the pool's one thread held, a request sends the last token read once `TOKEN_READ_WAIT` has passed,
-/// and the new token once the pool is free again.
+/// The token file is read on the blocking pool, never on the loop's thread (which answers
+/// `/livez`'s ping): with the pool's one thread held, a request sends the last token read once
+/// `TOKEN_READ_WAIT` has passed, and the new token once the pool is free again.
 #[test]
 fn a_token_file_is_read_on_the_blocking_pool_not_the_requests_thread() {
     let tmp = tempfile::tempdir().unwrap();

@@ -7,8 +7,9 @@ use super::*;
 /// removed once read).
 ///
 /// The re-read runs on the blocking pool, never on the loop's thread (which answers `/livez`'s
-/// ping), bounded in size (a FIFO or device in its place is refused, not waited on): a request waits for it at most
-/// [`TOKEN_READ_WAIT`], then sends the last token, and one read at a time is in flight.
+/// ping), bounded in size (a FIFO or device in its place is refused, not waited on): a request
+/// waits for it at most [`TOKEN_READ_WAIT`], then sends the last token, and one read at a time is
+/// in flight.
 pub(crate) struct TokenFile {
     path: Arc<PathBuf>,
     last: Arc<Mutex<HeaderValue>>,

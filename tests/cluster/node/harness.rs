@@ -89,9 +89,9 @@ struct Kubelet {
 /// ([`node_alone`]) waits for every sharing test to end and holds the others back until it ends
 /// itself, because a restarted kubelet forgets its probes' results (a sidecar that started in the
 /// last 10 s reads not started again until its startup probe passes again), which another test
-/// would see as its pod's own state. Call it from the test's own thread (libtest gives each test one,
-/// whatever `--test-threads` says): a turn taken on a thread the test waits for could wait behind a
-/// test that waits for the test.
+/// would see as its pod's own state. Call it from the test's own thread (libtest gives each test
+/// one, whatever `--test-threads` says): a turn taken on a thread the test waits for could wait
+/// behind a test that waits for the test.
 pub fn node() -> &'static Node {
     take_turn(false);
     started()

@@ -277,8 +277,8 @@ fn checked_in(g: &mut Gate, c: &Clock, applied: &Observed, newer: &Observed) {
     }
 }
 
-/// One phase at a time: a refusal that comes while a newer candidate waits for the checker is rolled
-/// back first; the check goes on (shown all along), and its pass promotes the candidate.
+/// One phase at a time: a refusal that comes while a newer candidate waits for the checker is
+/// rolled back first; the check goes on (shown all along), and its pass promotes the candidate.
 #[test]
 fn a_refusal_during_a_check_rolls_back_first_and_the_check_goes_on() {
     let c = Clock::new();
